@@ -1,0 +1,32 @@
+"""Exception hierarchy of the mathematical core.
+
+Every error raised on purpose by :mod:`spectral` derives from :class:`EigenflowError`, itself a
+``ValueError`` so that scikit-learn's estimator checks and ordinary ``except ValueError`` code keep
+working. Messages name the parameter, the allowed range and the value received.
+"""
+
+from __future__ import annotations
+
+
+class EigenflowError(ValueError):
+    """Base class of every deliberate error of eigenflow's mathematical core."""
+
+
+class ParameterError(EigenflowError):
+    """A parameter is outside its allowed range or of the wrong kind."""
+
+
+class InputDataError(EigenflowError):
+    """The data (X, y, a graph, a pair list) is malformed: NaN/inf, wrong shape, wrong dtype."""
+
+
+class DisconnectedGraphError(EigenflowError):
+    """A graph has several connected components where the method needs one."""
+
+
+class ConvergenceError(EigenflowError):
+    """An iterative solver stopped before reaching its tolerance (raised only when asked to)."""
+
+
+class NotPositiveDefiniteError(EigenflowError):
+    """A matrix that must be (semi-)definite is not, beyond the documented tolerance."""

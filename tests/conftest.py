@@ -1,0 +1,38 @@
+"""Session-wide test settings.
+
+Environment variables are set before Prefect / numba are imported anywhere, so that tests never reach the
+network, never write outside the checkout and never print telemetry tracebacks (see ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = REPO_ROOT / "data"
+
+_HOME = REPO_ROOT / ".eigenflow-home"
+os.environ.setdefault("NUMBA_CACHE_DIR", str(_HOME / "numba"))
+os.environ.setdefault("PREFECT_HOME", str(_HOME / "prefect-tests"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_UI_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Load a bundled benchmark dataset ``data/<name>.npz`` as ``(X float64 (n, d), y int64 (n,))``."""
+    with np.load(DATA_DIR / f"{name}.npz") as f:
+        return f["X"].astype(np.float64), f["y"].astype(np.int64)
+
+
+@pytest.fixture(scope="session")
+def dataset():
+    """Fixture form of :func:`load_dataset`: ``dataset("usps") -> (X, y)``."""
+    return load_dataset
