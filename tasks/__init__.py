@@ -1,0 +1,9 @@
+"""Thin Prefect tasks: a store URL and parameters in, a store URL plus small metadata out.
+
+The math lives in :mod:`spectral`, every read and write in :mod:`storage`. Importing this package applies
+the Prefect / Dask environment defaults of :mod:`tasks._env` (``setdefault`` only) before Prefect loads.
+"""
+
+from tasks._env import apply_env_defaults
+
+apply_env_defaults()

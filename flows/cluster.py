@@ -1,0 +1,71 @@
+"""The Dask client of a flow run: a fresh ``LocalCluster`` by default, or an existing scheduler.
+
+The flow owns the client; tasks run in the flow process (Prefect's default task runner) and submit their
+per-chunk work to this client (``distributed.get_client()`` finds it). This avoids the prefect-dask pitfall
+of every Dask worker starting its own temporary Prefect server (STACK.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from distributed import Client, LocalCluster
+
+#: Environment variable giving the address of an existing Dask scheduler (``tcp://host:port``).
+SCHEDULER_ENV = "EIGENFLOW_SCHEDULER"
+#: Local default: 2 worker processes x 1 thread, the measured best on this 2-core machine (STACK.md:
+#: keep workers x threads <= cores; more threads oversubscribe numba's kernels).
+DEFAULT_N_WORKERS = 2
+DEFAULT_THREADS_PER_WORKER = 1
+
+
+def resolve_scheduler(scheduler: str | None) -> str | None:
+    """The scheduler address to use: ``scheduler`` if given, else ``$EIGENFLOW_SCHEDULER``, else None."""
+    if scheduler:
+        return scheduler
+    return os.environ.get(SCHEDULER_ENV) or None
+
+
+@contextmanager
+def dask_client(
+    scheduler: str | None = None,
+    *,
+    n_workers: int = DEFAULT_N_WORKERS,
+    threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
+) -> Iterator[Client]:
+    """A Dask client for the duration of a flow run, closed (with its local cluster) on exit.
+
+    Parameters
+    ----------
+    scheduler : str or None
+        Address of an existing scheduler; when None, ``$EIGENFLOW_SCHEDULER`` is used if set, else a
+        ``LocalCluster(n_workers, threads_per_worker, processes=True, dashboard_address=":0")`` is
+        started (``":0"``: a free port; ``None`` would still bind 8787).
+    n_workers, threads_per_worker : int
+        Size of the local cluster (ignored with a scheduler address).
+
+    Yields
+    ------
+    client : distributed.Client
+        Also the default client of the process, so tasks reach it with ``distributed.get_client()``.
+    """
+    address = resolve_scheduler(scheduler)
+    if address is not None:
+        with Client(address, set_as_default=True) as client:
+            yield client
+        return
+    with LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=threads_per_worker,
+        processes=True,
+        dashboard_address=":0",
+    ) as cluster, Client(cluster, set_as_default=True) as client:
+        yield client
+
+
+def n_worker_threads(client: Client) -> int:
+    """Total number of worker threads of the cluster behind ``client`` (at least 1)."""
+    info = client.scheduler_info(n_workers=-1)
+    return max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))

@@ -1,0 +1,32 @@
+"""Environment defaults for Prefect and Dask, applied before either is imported.
+
+Only ``os.environ.setdefault`` is used: a value the user (or ``make``) already set always wins. The
+values are the measured recipes of STACK.md:
+
+- ``PREFECT_SERVER_ANALYTICS_ENABLED=false``: the only setting that reaches the internet; with it on,
+  every ephemeral run prints a "database is locked" traceback.
+- ``PREFECT_SERVER_UI_ENABLED=false``: the ephemeral server never serves the UI.
+- ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90``: the default 20 s is tight on 2 cores.
+- ``DASK_LOGGING__DISTRIBUTED=warning``: silences distributed's INFO logs.
+
+Without ``PREFECT_API_URL``, Prefect runs in ephemeral mode (a temporary local server with a sqlite
+database under ``$PREFECT_HOME``); with it, flows report to that server.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV_DEFAULTS: dict[str, str] = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_UI_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "DASK_LOGGING__DISTRIBUTED": "warning",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def apply_env_defaults() -> None:
+    """Set each of :data:`ENV_DEFAULTS` unless the environment already has a value for it."""
+    for key, value in ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
