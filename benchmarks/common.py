@@ -1,0 +1,96 @@
+"""Shared benchmark helpers: generated manifold datasets on disk, a peak-memory sampler, a timer.
+
+Datasets come from :func:`spectral.datasets.make_swiss_roll_lifted` (pure numpy) and are written here as
+``.npy`` files so that the flow ingests them the way a user's file would be ingested.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from spectral.datasets import make_swiss_roll_lifted
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Where generated benchmark inputs are cached (git-ignored runtime directory).
+DATA_CACHE = REPO_ROOT / ".eigenflow-home" / "bench-data"
+
+
+def manifold_npy(n: int, *, n_features: int = 32, seed: int = 0, directory: Path = DATA_CACHE) -> tuple[Path, Path]:
+    """Write (once) the lifted Swiss roll of ``n`` points and return ``(X.npy path, y.npy path)``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = directory / f"swissroll_n{n}_d{n_features}_s{seed}"
+    x_path, y_path = stem.with_suffix(".X.npy"), stem.with_suffix(".y.npy")
+    if not (x_path.exists() and y_path.exists()):
+        X, y, _ = make_swiss_roll_lifted(n, n_features=n_features, random_state=seed)
+        _save_atomic(x_path, X)
+        _save_atomic(y_path, y)
+    return x_path, y_path
+
+
+def _save_atomic(path: Path, array: np.ndarray) -> None:
+    tmp = path.with_name(path.name + ".partial.npy")
+    np.save(tmp, array)
+    tmp.replace(path)
+
+
+class PeakMemory:
+    """Sample the summed RSS of this process and all its descendants (e.g. Dask workers) in a thread.
+
+    Use as a context manager; :attr:`peak_bytes` holds the maximum seen. ``interval`` seconds between
+    samples (0.2 s catches every stage longer than that).
+    """
+
+    def __init__(self, interval: float = 0.2):
+        self.interval = interval
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def _sample(self) -> None:
+        self.peak_bytes = max(self.peak_bytes, tree_rss())
+
+
+def tree_rss(pid: int | None = None) -> int:
+    """Summed resident set size (bytes) of process ``pid`` (default: this one) and its descendants."""
+    root = psutil.Process(pid)
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+@contextmanager
+def timed(results: dict, key: str):
+    """Store the wall time of the ``with`` block in ``results[key]`` (seconds)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        results[key] = time.perf_counter() - t0
+
+
+def gb(n_bytes: float) -> str:
+    """Format bytes as GB with two decimals."""
+    return f"{n_bytes / 1e9:.2f} GB"
