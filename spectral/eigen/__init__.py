@@ -1,0 +1,11 @@
+"""Eigensolvers behind one dispatch (:func:`eigensolve`) and one result type (:class:`EigenResult`).
+
+One module per solver: :mod:`.dense` (LAPACK reference), :mod:`.arpack` (eigsh), :mod:`.lobpcg`
+(LOBPCG + AMG), :mod:`.randomized` (block subspace / Krylov / Chebyshev with Rayleigh-Ritz),
+:mod:`.nystrom` (one-shot Nystrom, paper 000 Sect. 4); :mod:`.generalized` handles ``B``.
+"""
+
+from ._result import EigenResult
+from .dispatch import SOLVERS, eigensolve
+
+__all__ = ["EigenResult", "SOLVERS", "eigensolve"]

@@ -1,0 +1,136 @@
+"""One entry point for every eigensolver: :func:`eigensolve`."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_choice, check_float, check_int, check_random_state
+from ..errors import ParameterError
+from . import generalized
+from ._problem import Problem, check_matrix, check_n_components, norm_bound
+from ._result import EigenResult, RawPairs, finalize
+
+SOLVERS = ("auto", "dense", "arpack", "lobpcg", "randomized", "nystrom")
+# "auto" uses dense eigh up to this size: LAPACK on 2,000 rows takes ~1 s here and is exact.
+AUTO_DENSE_MAX_N = 2000
+
+
+def _solver_function(name: str):
+    """The ``solve_<name>`` function of the solver's own module (imported on demand)."""
+    module = importlib.import_module(f"{__package__}.{name}")
+    return getattr(module, f"solve_{name}")
+
+
+def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=None, max_iter=None,
+               random_state=None, raise_on_failure=True, reg=0.0, reduce_B=False,
+               **solver_options) -> EigenResult:
+    """Extreme eigenpairs of the symmetric problem ``A v = lambda B v``.
+
+    Parameters
+    ----------
+    A : ndarray (n, n), scipy sparse matrix (n, n) or LinearOperator (n, n)
+        Symmetric matrix or operator (e.g. those of :mod:`spectral.operators`). For ``solver="nystrom"``
+        ``A`` is the data ``X`` (n, d) instead; see :mod:`spectral.eigen.nystrom`.
+    n_components : int
+        Number k of eigenpairs, in [1, n - 1] for the iterative solvers, [1, n] for ``"dense"``.
+    B : None, ndarray, sparse matrix or LinearOperator (n, n)
+        Symmetric positive definite right-hand side (paper 000 eq. 4, 7, 10); None for ``B = I``.
+    which : {"smallest", "largest"}
+        Algebraically smallest (values ascending) or largest (values descending).
+    solver : {"auto", "dense", "arpack", "lobpcg", "randomized", "nystrom"}
+        ``"auto"`` picks ``"dense"`` for n <= 2000, ``"lobpcg"`` (AMG) for a sparse A with
+        ``which="smallest"``, otherwise ``"randomized"``; ``EigenResult.solver`` says what ran.
+    tol : float > 0 or None
+        Absolute tolerance on every residual ``||A v - lambda B v||`` (unit / B-unit vectors). None:
+        ``1e-6 * (||A|| + |lambda| ||B||)`` per pair (norms: infinity-norm bounds).
+    max_iter : int >= 1 or None
+        Iteration limit in the solver's own unit (see each solver); None: the solver's default.
+    random_state : None, int or Generator
+        Seed of the start vectors (via :func:`spectral._validation.check_random_state`).
+    raise_on_failure : bool
+        Raise :class:`spectral.errors.ConvergenceError` when a residual exceeds the tolerance or the
+        solver reports failure; if False return the pairs with ``converged=False``.
+    reg : float >= 0
+        Solve with ``B + reg * I`` (regularization of a singular ``B``; residuals are those of the
+        regularized pencil).
+    reduce_B : bool
+        Restrict to the range of ``B`` (paper 000 Sect. 3.2 PCA/KPCA reduction) and solve the reduced
+        dense problem; only with ``solver`` in {"auto", "dense"}.
+    **solver_options
+        Passed to the solver (each solver's module lists its options; unknown ones raise).
+
+    Returns
+    -------
+    EigenResult
+        ``values (k,)``, ``vectors (n, k)``, ``residuals (k,)``, ``converged``, ``solver``, ``n_iter``, ``info``.
+    """
+    solver = check_choice("solver", solver, SOLVERS)
+    which = check_choice("which", which, ("smallest", "largest"))
+    if solver == "nystrom":
+        from .nystrom import eigensolve_nystrom
+
+        return eigensolve_nystrom(A, n_components, which=which, tol=tol, random_state=random_state,
+                                  raise_on_failure=raise_on_failure, **solver_options)
+    A = check_matrix(A, "A")
+    n = A.shape[0]
+    tol = None if tol is None else check_float("tol", tol, low=0.0, low_inclusive=False)
+    max_iter = None if max_iter is None else check_int("max_iter", max_iter, low=1)
+    reg = check_float("reg", reg, low=0.0)
+    if not isinstance(raise_on_failure, (bool, np.bool_)):
+        raise ParameterError(f"raise_on_failure must be a bool; got {raise_on_failure!r}")
+    B = _check_B(B, n, reg, reduce_B)
+    if solver == "auto":
+        solver = _auto(A, n, which, reduce_B)
+    if reduce_B and solver != "dense":
+        raise ParameterError(f"reduce_B=True solves the reduced problem densely: use solver='dense' or 'auto'; got {solver!r}")
+    k = check_n_components(n_components, n, allow_n=solver == "dense")
+    problem = Problem(A, B, n, k, which, tol, max_iter, check_random_state(random_state),
+                      bool(raise_on_failure), norm_bound(A), None if B is None else norm_bound(B))
+    if reduce_B:
+        return _solve_reduced(problem, solver_options)
+    raw = _solver_function(solver)(problem, **solver_options)
+    return finalize(raw, problem, solver)
+
+
+def _check_B(B, n: int, reg: float, reduce_B: bool):
+    if not isinstance(reduce_B, (bool, np.bool_)):
+        raise ParameterError(f"reduce_B must be a bool; got {reduce_B!r}")
+    if B is None:
+        if reg or reduce_B:
+            raise ParameterError("reg and reduce_B apply to generalized problems only; B is None")
+        return None
+    B = check_matrix(B, "B")
+    if B.shape != (n, n):
+        raise ParameterError(f"B must have the shape of A ({n}, {n}); got {B.shape}")
+    if reduce_B:
+        if reg:
+            raise ParameterError("use either reg > 0 or reduce_B=True, not both")
+        return B
+    B = generalized.regularize(B, reg)
+    generalized.check_positive_definite(B)
+    return B
+
+
+def _auto(A, n: int, which: str, reduce_B: bool) -> str:
+    if n <= AUTO_DENSE_MAX_N or reduce_B:
+        return "dense"
+    if which == "smallest" and sp.issparse(A):
+        return "lobpcg"
+    return "randomized"
+
+
+def _solve_reduced(problem: Problem, options) -> EigenResult:
+    """Paper 000 Sect. 3.2: solve ``W^T A W y = lambda y`` with ``W = U_r S_r^{-1/2}`` (range of B)."""
+    from .dense import solve_dense
+
+    W = generalized.range_basis(problem.B)
+    r = W.shape[1]
+    k = check_n_components(problem.k, r, allow_n=True) if problem.k > r else problem.k
+    Ar = generalized.reduced_matrix(problem.A, W)
+    sub = Problem(Ar, None, r, k, problem.which, None, None, problem.rng, False, norm_bound(Ar), None)
+    raw = solve_dense(sub, **options)
+    info = {"reduced_dimension": r, "reduce_rtol": generalized.REDUCE_RTOL}
+    return finalize(RawPairs(raw.values, W @ raw.vectors, 0, True, info), problem, "dense")
