@@ -1,0 +1,290 @@
+"""Ingest a source (npy, npz, csv, parquet, zarr, numpy or dask array) into an eigenflow store, chunk by chunk.
+
+Guarantees
+----------
+- Streaming: the source is read in blocks of ``chunk_rows`` rows (see :mod:`storage.readers`); memory is a
+  few chunks whatever the size of the file.
+- Validation before anything is marked complete: NaN / inf (the error gives the first bad row, 0-based over
+  the whole source), wrong dimensionality, zero rows, object / complex / non-numeric dtypes, label count
+  mismatch, labels that are not integers >= -1.
+- Atomicity: the store is written at a temporary sibling path ``<store>.tmp-<hex>`` with
+  ``status="incomplete"``; the root attributes (with ``status="complete"`` and the fingerprint) are written
+  last, then the temporary store is renamed to the target (an atomic ``rename`` on local disks, fsspec
+  ``mv`` elsewhere). A failed ingest removes the temporary store and leaves an existing target untouched.
+- X is stored as float32 by default (half the memory and I/O of float64, and what the kNN and eigensolver
+  stages use); ``dtype="float64"`` keeps double precision. Labels are stored as int32 (``-1`` = unlabeled).
+- Fingerprint: ``blake2b`` (128 bit) over n, d, dtype and the blake2b digests of the stored X chunks and label
+  chunks in order; the same data ingested with the same ``chunk_rows`` and dtype gives the same fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from . import layout
+from .errors import IngestError, StoreFormatError, StorageError
+from .readers import Block, check_label_count, open_labels, open_source
+from .store import filesystem, is_url, open_store
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+@dataclass(frozen=True)
+class IngestInfo:
+    """Summary of a finished ingest (small: safe to return from a Prefect task)."""
+
+    store: str
+    n: int
+    d: int
+    chunk_rows: int
+    dtype: str
+    has_labels: bool
+    fingerprint: str
+    source: str
+    seconds: float
+
+    def to_dict(self) -> dict:
+        """Plain dict (JSON-able)."""
+        return asdict(self)
+
+
+# ---- block validation ---------------------------------------------------------------------------------------
+def _check_numeric(block: np.ndarray, what: str) -> None:
+    kind = block.dtype.kind
+    if kind == "c":
+        raise IngestError(f"{what} has complex dtype {block.dtype}; expected real numbers (bool, int, uint, float)")
+    if kind not in "biuf":
+        raise IngestError(f"{what} has non-numeric dtype {block.dtype}; expected bool, int, uint or float")
+
+
+def validate_x_block(block: np.ndarray, start: int, dtype: str, d: int | None) -> np.ndarray:
+    """Convert one X block ``(b, d)`` to ``dtype``; raise on bad shape, dtype, NaN/inf or overflow.
+
+    ``start`` is the global row index of the block's first row (for the error message).
+    """
+    if block.ndim != 2:
+        raise IngestError(f"X must be 2-D (n_samples, n_features); got a block of shape {block.shape}")
+    if d is not None and block.shape[1] != d:
+        raise IngestError(f"X must have the same number of columns in every row; got {block.shape[1]} at row {start}, expected {d}")
+    _check_numeric(block, "X")
+    out = np.ascontiguousarray(block, dtype=dtype)
+    finite = np.isfinite(out)
+    if not finite.all():
+        row, col = (int(i) for i in np.argwhere(~finite)[0])
+        raise IngestError(
+            f"X has a non-finite value at row {start + row}, column {col} (value {block[row, col]!r} is NaN/inf "
+            f"or overflows {dtype}); X must be finite"
+        )
+    return out
+
+
+def validate_label_block(block: np.ndarray, start: int) -> np.ndarray:
+    """Labels block ``(b,)`` as int32; integers >= -1 (floats allowed only with integral values)."""
+    block = np.asarray(block)
+    if block.ndim != 1:
+        raise IngestError(f"labels must be 1-D (n_samples,); got a block of shape {block.shape}")
+    if block.dtype.kind == "b" or block.dtype.kind not in "iuf":
+        raise IngestError(f"labels must be integers >= -1 (-1 = unlabeled); got dtype {block.dtype}")
+    if block.dtype.kind == "f":
+        bad = ~np.isfinite(block) | (block != np.round(block))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise IngestError(f"labels must be integers >= -1 (-1 = unlabeled); got {block[i]!r} at row {start + i}")
+    out_of_range = (block < -1) | (block > _INT32_MAX)
+    if out_of_range.any():
+        i = int(np.flatnonzero(out_of_range)[0])
+        raise IngestError(
+            f"labels must be integers in [-1, {_INT32_MAX}] (-1 = unlabeled); got {block[i]!r} at row {start + i}"
+        )
+    return block.astype(layout.Y_DTYPE)
+
+
+# ---- re-blocking ----------------------------------------------------------------------------------------------
+def rechunk(blocks: Iterator[Block], rows: int) -> Iterator[Block]:
+    """Re-cut a stream of blocks of any sizes into blocks of exactly ``rows`` rows (the last may be shorter)."""
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray | None] = []
+    held = 0
+    for xb, yb in blocks:
+        xs.append(xb)
+        ys.append(yb)
+        held += xb.shape[0]
+        while held >= rows:
+            x_all = np.concatenate(xs) if len(xs) > 1 else xs[0]
+            y_all = None if ys[0] is None else (np.concatenate(ys) if len(ys) > 1 else ys[0])
+            yield x_all[:rows], (None if y_all is None else y_all[:rows])
+            xs, ys = [x_all[rows:]], [None if y_all is None else y_all[rows:]]
+            held -= rows
+    if held:
+        yield (np.concatenate(xs), None if ys[0] is None else np.concatenate(ys))
+
+
+# ---- writing --------------------------------------------------------------------------------------------------
+def _create_arrays(group: Any, n0: int, d: int, chunk_rows: int, dtype: str, labels: bool) -> tuple:
+    x = group.create_array(layout.X, shape=(n0, d), chunks=(chunk_rows, d), dtype=dtype, fill_value=0)
+    y = None
+    if labels:
+        y = group.create_array(layout.Y, shape=(n0,), chunks=(chunk_rows,), dtype=layout.Y_DTYPE, fill_value=-1)
+    return x, y
+
+
+def _write_chunks(group: Any, src: Any, ext_labels: Any, chunk_rows: int, dtype: str) -> dict:
+    """Stream, validate and write all chunks; return the root attributes (without status)."""
+    has_labels = src.has_labels or ext_labels is not None
+    known_n = src.n_rows
+    x_arr = y_arr = None
+    n, d = 0, src.n_columns
+    x_digest, y_digest = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
+    for xb, yb in rechunk(src.blocks(chunk_rows), chunk_rows):
+        xb = validate_x_block(xb, n, dtype, d)
+        d = xb.shape[1]
+        if ext_labels is not None:
+            yb = np.asarray(ext_labels[n:n + xb.shape[0]])
+            if yb.shape[0] != xb.shape[0]:
+                check_label_count(int(ext_labels.shape[0]), n + xb.shape[0])
+        yb = validate_label_block(yb, n) if has_labels else None
+        if x_arr is None:
+            x_arr, y_arr = _create_arrays(group, known_n or 0, d, chunk_rows, dtype, has_labels)
+        stop = n + xb.shape[0]
+        if known_n is None:
+            x_arr.resize((stop, d))
+            if y_arr is not None:
+                y_arr.resize((stop,))
+        x_arr[n:stop] = xb
+        x_digest.update(hashlib.blake2b(xb.tobytes(), digest_size=16).digest())
+        if y_arr is not None:
+            y_arr[n:stop] = yb
+            y_digest.update(hashlib.blake2b(yb.tobytes(), digest_size=16).digest())
+        n = stop
+    if n == 0:
+        raise IngestError("X has zero rows; at least 1 row is required")
+    if known_n is not None and n != known_n:
+        raise IngestError(f"source announced {known_n} rows but {n} were read")
+    if ext_labels is not None:
+        check_label_count(int(ext_labels.shape[0]), n)
+    total = hashlib.blake2b(f"{n},{d},{dtype}".encode(), digest_size=16)
+    total.update(x_digest.digest())
+    if has_labels:
+        total.update(y_digest.digest())
+    return {layout.ATTR_N: n, layout.ATTR_D: d, layout.ATTR_DTYPE: dtype, layout.ATTR_CHUNK_ROWS: chunk_rows,
+            layout.ATTR_HAS_LABELS: has_labels, layout.ATTR_FINGERPRINT: "blake2b:" + total.hexdigest()}
+
+
+def _swap_into_place(fs: Any, tmp: str, root: str) -> None:
+    """Move the finished store ``tmp`` to ``root``, replacing an existing store only now."""
+    old = None
+    if fs.exists(root):
+        old = f"{root}.old-{secrets.token_hex(4)}"
+        _move(fs, root, old)
+    _move(fs, tmp, root)
+    if old is not None:
+        fs.rm(old, recursive=True)
+
+
+def _move(fs: Any, src: str, dst: str) -> None:
+    if getattr(fs, "protocol", None) in ("file", ("file", "local")) or fs.__class__.__name__ == "LocalFileSystem":
+        os.rename(src, dst)  # atomic on one filesystem
+    else:
+        fs.mv(src, dst, recursive=True)
+
+
+def _check_options(dtype: str, chunk_rows: Any, n_columns: int | None) -> int:
+    if dtype not in layout.X_DTYPES:
+        raise StorageError(f"dtype must be one of {list(layout.X_DTYPES)}; got {dtype!r}")
+    if chunk_rows is None:
+        return layout.default_chunk_rows(n_columns or 1, np.dtype(dtype).itemsize)
+    return layout.check_chunk_rows(chunk_rows)
+
+
+def ingest(
+    source: Any,
+    store_url: Any,
+    *,
+    labels: Any = None,
+    x_key: str = "X",
+    labels_key: str | None = "auto",
+    label_column: Any = None,
+    chunk_rows: int | None = None,
+    dtype: str = layout.DEFAULT_X_DTYPE,
+    overwrite: bool = False,
+    storage_options: dict | None = None,
+    read_options: dict | None = None,
+) -> IngestInfo:
+    """Ingest ``source`` into a new eigenflow store at ``store_url``, streaming chunk by chunk.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, numpy.ndarray, dask.array.Array, zarr.Array or zarr.Group
+        ``.npy`` / ``.npz`` / ``.csv`` / ``.parquet`` file, a zarr store path or URL (array, or group holding
+        ``x_key``), or an in-memory array of shape ``(n, d)``.
+    store_url : str or os.PathLike
+        Target store (local path or fsspec URL).
+    labels : array-like of shape (n,) or path to a .npy file, optional
+        Integer labels, ``-1`` = unlabeled. Not allowed together with labels from the source itself.
+    x_key : str
+        Key of X in a ``.npz`` or zarr group source.
+    labels_key : str or None
+        Key of the labels in a ``.npz`` or zarr group source; ``"auto"`` uses ``"y"`` when present, ``None``
+        ignores labels in the source.
+    label_column : str or int, optional
+        Label column (name or position) of a CSV or parquet source; the other columns are the features.
+    chunk_rows : int, optional
+        Rows per chunk (default :func:`storage.layout.default_chunk_rows`: 2**16, less for very wide data).
+    dtype : {"float32", "float64"}
+        Stored dtype of X.
+    overwrite : bool
+        Replace an existing store at ``store_url`` (only once the new one is complete).
+    storage_options : dict, optional
+        fsspec options for URL targets and zarr URL sources.
+    read_options : dict, optional
+        Extra keyword arguments of ``pandas.read_csv`` (e.g. ``{"header": None, "sep": ";"}``).
+
+    Returns
+    -------
+    IngestInfo
+
+    Raises
+    ------
+    IngestError
+        Bad source (see the module docstring); nothing complete is left at ``store_url``.
+    StoreFormatError
+        ``store_url`` exists and ``overwrite`` is False.
+    """
+    start_time = time.perf_counter()
+    src = open_source(source, x_key=x_key, labels_key=labels_key, label_column=label_column,
+                      read_options=read_options, storage_options=storage_options)
+    ext_labels = None
+    if labels is not None:
+        if src.has_labels:
+            raise IngestError("labels were given twice: as `labels` and inside the source (set labels_key=None "
+                              "or label_column=None)")
+        ext_labels = open_labels(labels)
+        if src.n_rows is not None:
+            check_label_count(int(ext_labels.shape[0]), src.n_rows)
+    rows = _check_options(dtype, chunk_rows, src.n_columns)
+    fs, root = filesystem(store_url, storage_options)
+    url = os.fspath(store_url).rstrip("/")
+    if fs.exists(root) and not overwrite:
+        raise StoreFormatError(f"store {url} already exists; pass overwrite=True to replace it")
+    suffix = f".tmp-{secrets.token_hex(4)}"
+    tmp_url, tmp_root = url + suffix, root + suffix
+    try:
+        group = open_store(tmp_url, "w", storage_options if is_url(url) else None)
+        attrs = _write_chunks(group, src, ext_labels, rows, dtype)
+        attrs[layout.ATTR_SOURCE] = src.description
+        group.attrs.update({**attrs, layout.ATTR_STATUS: layout.STATUS_COMPLETE})  # written LAST
+        _swap_into_place(fs, tmp_root, root)
+    except BaseException:
+        if fs.exists(tmp_root):
+            fs.rm(tmp_root, recursive=True)
+        raise
+    return IngestInfo(store=url, n=attrs[layout.ATTR_N], d=attrs[layout.ATTR_D], chunk_rows=rows, dtype=dtype,
+                      has_labels=attrs[layout.ATTR_HAS_LABELS], fingerprint=attrs[layout.ATTR_FINGERPRINT],
+                      source=src.description, seconds=time.perf_counter() - start_time)

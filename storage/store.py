@@ -1,0 +1,281 @@
+"""Open eigenflow stores (local paths or fsspec URLs) and refuse the ones that are unsafe or unfinished.
+
+A store is accepted by :func:`open_store` only if its root ``zarr.json`` is a zarr v3 group with a known
+``schema_version`` and ``status == "complete"`` (written last by the ingest), and if no node anywhere in it
+uses an object / string / structured data type or a pickle-like codec. The check reads the raw JSON
+metadata of every node (zarr itself cannot even parse a pickle codec), so it never unpickles anything.
+
+Note: ``runs/`` holds plain JSON manifests; ``zarr.Group.members()`` warns about it ("not recognized as a
+component of a Zarr hierarchy"): use :func:`storage.info.info` or the functions here to walk a store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from typing import Any, Union
+
+import fsspec
+import zarr
+
+from . import layout
+from .errors import StoreFormatError, StorageError
+
+StoreRef = Union[str, "os.PathLike[str]", zarr.Group]
+
+#: zarr v3 data types an eigenflow store may contain (numeric and bool only).
+ALLOWED_DATA_TYPES = frozenset(
+    ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float16", "float32", "float64"]
+)
+#: Codecs that (de)serialize Python objects: a store using any of them is refused.
+FORBIDDEN_CODEC_MARKERS = ("pickle", "msgpack", "json2", "vlen-array", "vlen_array", "object")
+OPEN_MODES = ("r", "r+", "w", "w-")
+
+
+def is_url(path: str) -> bool:
+    """True for ``proto://...`` URLs other than ``file://``."""
+    return "://" in path and not path.startswith("file://")
+
+
+def _normalize(url: Any) -> str:
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if not isinstance(url, str) or not url:
+        raise StorageError(f"store must be a local path, an fsspec URL or a zarr.Group; got {url!r}")
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    return url
+
+
+def filesystem(url: Any, storage_options: dict | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+    """``(fs, root)``: a synchronous fsspec filesystem and the store's root path on it."""
+    if isinstance(url, zarr.Group):
+        return _group_filesystem(url)
+    url = _normalize(url)
+    if not is_url(url):
+        if storage_options:
+            raise StorageError(f"storage_options are only used with URLs; got {storage_options!r} for {url!r}")
+        return fsspec.filesystem("file"), os.path.abspath(url)
+    fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    return fs, root.rstrip("/")
+
+
+def _group_filesystem(group: zarr.Group) -> tuple[fsspec.AbstractFileSystem, str]:
+    store = group.store
+    if isinstance(store, zarr.storage.LocalStore):
+        fs, root = fsspec.filesystem("file"), str(store.root)
+    elif isinstance(store, zarr.storage.FsspecStore):
+        afs = store.fs
+        if hasattr(afs, "sync_fs"):  # fsspec AsyncFileSystemWrapper around a sync filesystem
+            fs = afs.sync_fs
+        else:
+            proto = afs.protocol[0] if isinstance(afs.protocol, (tuple, list)) else afs.protocol
+            opts = {k: v for k, v in afs.storage_options.items() if k != "asynchronous"}
+            fs = fsspec.filesystem(proto, **opts)
+        root = store.path
+    else:
+        raise StorageError(f"only local and fsspec-backed zarr stores are supported; got {type(store).__name__}")
+    return fs, posixpath.join(root, group.path) if group.path else root
+
+
+def describe(store: StoreRef) -> str:
+    """A printable location of ``store`` for messages."""
+    if isinstance(store, zarr.Group):
+        return str(store.store) + (f"/{store.path}" if store.path else "")
+    return str(store)
+
+
+# ---- validation of raw metadata -----------------------------------------------------------------------
+def _read_json(fs: fsspec.AbstractFileSystem, path: str) -> dict | None:
+    try:
+        raw = fs.cat_file(path)
+    except (FileNotFoundError, KeyError):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise StoreFormatError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def _codec_names(codecs: Any) -> list[str]:
+    """Names of all codecs, including those nested in sharding configurations."""
+    names: list[str] = []
+    for codec in codecs or []:
+        if isinstance(codec, str):
+            names.append(codec)
+            continue
+        if not isinstance(codec, dict):
+            continue
+        names.append(str(codec.get("name", codec.get("id", ""))))
+        conf = codec.get("configuration") or {}
+        names += _codec_names(conf.get("codecs")) + _codec_names(conf.get("index_codecs"))
+    return names
+
+
+def check_array_metadata(meta: dict, where: str) -> None:
+    """Raise :class:`StoreFormatError` if an array's zarr.json uses a forbidden data type or codec."""
+    dtype = meta.get("data_type")
+    if not isinstance(dtype, str) or dtype not in ALLOWED_DATA_TYPES:
+        raise StoreFormatError(
+            f"array {where!r} has data type {dtype!r}; eigenflow stores allow only "
+            f"{sorted(ALLOWED_DATA_TYPES)} (object, string and structured dtypes are refused)"
+        )
+    for name in _codec_names(meta.get("codecs")):
+        if any(marker in name.lower() for marker in FORBIDDEN_CODEC_MARKERS):
+            raise StoreFormatError(f"array {where!r} uses codec {name!r}; pickle/object codecs are refused")
+
+
+def _walk(fs: fsspec.AbstractFileSystem, root: str, rel: str, visit) -> None:
+    path = posixpath.join(root, rel) if rel else root
+    for legacy in (".zarray", ".zgroup"):
+        if fs.exists(posixpath.join(path, legacy)):
+            raise StoreFormatError(f"node {rel or '/'!r} of {root} has zarr v2 metadata; eigenflow stores are zarr v3")
+    meta = _read_json(fs, posixpath.join(path, "zarr.json"))
+    if meta is None:
+        return  # not a zarr node (e.g. runs/ with manifests)
+    visit(rel, meta)
+    if meta.get("node_type") != "group":
+        return
+    for entry in fs.ls(path, detail=True):
+        name = posixpath.basename(entry["name"].rstrip("/"))
+        if entry.get("type") == "directory" and not (rel == "" and name == layout.RUNS):
+            _walk(fs, root, posixpath.join(rel, name) if rel else name, visit)
+
+
+def node_metadata(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, dict]:
+    """``{path: zarr.json dict}`` of every node of the store (root is ``""``), validated on the way."""
+    nodes: dict[str, dict] = {}
+
+    def visit(rel: str, meta: dict) -> None:
+        if meta.get("zarr_format") != 3:
+            raise StoreFormatError(f"node {rel or '/'!r} has zarr_format {meta.get('zarr_format')!r}; expected 3")
+        if meta.get("node_type") == "array":
+            check_array_metadata(meta, rel)
+        nodes[rel] = meta
+
+    _walk(fs, root, "", visit)
+    return nodes
+
+
+def check_root(meta: dict | None, where: str, *, allow_incomplete: bool = False) -> dict:
+    """Validate the root zarr.json of an eigenflow store; return its attributes."""
+    if meta is None:
+        raise StoreFormatError(f"no zarr v3 store at {where} (zarr.json not found)")
+    if meta.get("node_type") != "group":
+        raise StoreFormatError(f"{where} is a zarr {meta.get('node_type')}, not an eigenflow store (a group)")
+    attrs = meta.get("attributes") or {}
+    version = attrs.get(layout.ATTR_SCHEMA_VERSION)
+    if version not in layout.SUPPORTED_SCHEMA_VERSIONS:
+        raise StoreFormatError(
+            f"{where} has schema_version {version!r}; this eigenflow reads {list(layout.SUPPORTED_SCHEMA_VERSIONS)}"
+        )
+    status = attrs.get(layout.ATTR_STATUS)
+    if status != layout.STATUS_COMPLETE and not allow_incomplete:
+        raise StoreFormatError(
+            f"{where} has status {status!r} (expected {layout.STATUS_COMPLETE!r}): its ingest did not finish; "
+            "ingest it again with overwrite=True"
+        )
+    return attrs
+
+
+def validate_store(url: Any, storage_options: dict | None = None, *, allow_incomplete: bool = False) -> dict:
+    """Check a store without opening it with zarr; return ``{path: metadata}`` of all nodes."""
+    fs, root = filesystem(url, storage_options)
+    check_root(_read_json(fs, posixpath.join(root, "zarr.json")), describe(url), allow_incomplete=allow_incomplete)
+    return node_metadata(fs, root)
+
+
+# ---- opening ----------------------------------------------------------------------------------------------
+def open_store(
+    url: StoreRef,
+    mode: str = "r",
+    storage_options: dict | None = None,
+    *,
+    allow_incomplete: bool = False,
+) -> zarr.Group:
+    """Open an eigenflow store.
+
+    Parameters
+    ----------
+    url : str, os.PathLike or zarr.Group
+        Local path (``data.zarr``) or fsspec URL (``s3://bucket/data.zarr``, ``memory://x.zarr``). A
+        ``zarr.Group`` is validated and returned as it is (``mode`` must then be ``"r"`` or ``"r+"``).
+    mode : {"r", "r+", "w", "w-"}
+        ``"r"`` read only and ``"r+"`` read/write an existing, validated store; ``"w"`` creates a new empty
+        store (deleting what is there) and ``"w-"`` creates one, failing if something exists. New stores
+        get ``schema_version`` and ``status="incomplete"``.
+    storage_options : dict, optional
+        fsspec options for URLs (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs).
+    allow_incomplete : bool
+        Accept a store whose ingest did not finish (for inspection only, e.g. ``eigenflow info``).
+
+    Raises
+    ------
+    StoreFormatError
+        Missing store, incomplete ingest, unknown schema version, zarr v2 metadata, object / string data
+        types or pickle-like codecs anywhere in the store.
+    """
+    if mode not in OPEN_MODES:
+        raise StorageError(f"mode must be one of {list(OPEN_MODES)}; got {mode!r}")
+    if isinstance(url, zarr.Group):
+        if mode not in ("r", "r+"):
+            raise StorageError(f"mode must be 'r' or 'r+' for an open zarr.Group; got {mode!r}")
+        validate_store(url, allow_incomplete=allow_incomplete)
+        return url
+    url = _normalize(url)
+    fs, root = filesystem(url, storage_options)
+    opts = {"storage_options": storage_options} if is_url(url) and storage_options else {}
+    if mode in ("w", "w-"):
+        if mode == "w-" and fs.exists(root):
+            raise StoreFormatError(f"store {url} already exists (mode='w-')")
+        group = zarr.open_group(url, mode="w", zarr_format=3, **opts)
+        group.attrs.update({layout.ATTR_SCHEMA_VERSION: layout.SCHEMA_VERSION,
+                            layout.ATTR_STATUS: layout.STATUS_INCOMPLETE})
+        return group
+    validate_store(url, storage_options, allow_incomplete=allow_incomplete)
+    return zarr.open_group(url, mode=mode, zarr_format=3, **opts)
+
+
+def as_group(store: StoreRef, mode: str = "r", storage_options: dict | None = None) -> zarr.Group:
+    """``store`` itself if it is a ``zarr.Group`` (not re-validated), else :func:`open_store`."""
+    if isinstance(store, zarr.Group):
+        return store
+    return open_store(store, mode, storage_options)
+
+
+def get_node(group: zarr.Group, path: str, kind: str = "array") -> Any:
+    """``group[path]``, raising :class:`StoreFormatError` naming the path if it is missing."""
+    try:
+        node = group[path]
+    except (KeyError, FileNotFoundError) as exc:
+        raise StoreFormatError(f"{describe(group)} has no {kind} {path!r}") from exc
+    expected = zarr.Array if kind == "array" else zarr.Group
+    if not isinstance(node, expected):
+        raise StoreFormatError(f"{path!r} in {describe(group)} is not a zarr {kind}")
+    return node
+
+
+def has_node(group: zarr.Group, path: str) -> bool:
+    """True if ``path`` exists in ``group``."""
+    try:
+        group[path]
+    except (KeyError, FileNotFoundError):
+        return False
+    return True
+
+
+def delete_node(group: zarr.Group, path: str) -> None:
+    """Remove ``path`` (array or group, recursively) from ``group`` if it exists."""
+    if has_node(group, path):
+        del group[path]
+
+
+def read_attrs(store: StoreRef, path: str = "", storage_options: dict | None = None) -> dict:
+    """A copy of the attributes of the node at ``path`` (``""`` = root)."""
+    group = as_group(store, "r", storage_options)
+    node = group if not path else group[path] if has_node(group, path) else None
+    if node is None:
+        raise StoreFormatError(f"{describe(store)} has no node {path!r}")
+    return dict(node.attrs)
