@@ -1,0 +1,11 @@
+"""GRAD: graph-adaptive nonlinear dimensionality reduction (paper 003, Shen, Traganitis & Giannakis).
+
+- :class:`GraphKPCA` — graph-regularized kernel PCA (eq. 13), graph kernels (eq. 14), must-link /
+  cannot-link constraints (eq. 22-24), dense or Nystrom + implicit operator at scale.
+- :class:`MultiGraphKPCA` — multi-kernel (eq. 15-17), multi-graph (eq. 18-20), multi-modal (eq. 21).
+- :class:`LNEG` — local nonlinear embedding on graphs (eq. 25-30).
+"""
+
+from .gkpca import GraphKPCA
+
+__all__ = ["GraphKPCA"]

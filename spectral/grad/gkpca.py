@@ -1,0 +1,275 @@
+"""GraphKPCA: graph-regularized kernel PCA of paper 003 (eq. 13, 14, 22-24), dense and at scale.
+
+The embedding Psi^T = V (n, d) holds the d leading eigenvectors of
+
+    K_bar = H K_y H - gamma L_G                      (eq. 13, laplacian regularizer), or
+    K_bar = H K_y H + gamma r^dagger(L_G)            (eq. 14, graph kernel),
+    ... - gamma_must L^S + gamma_cannot L^D          (eq. 24, must-link / cannot-link graphs),
+
+with H = I - 11^T/n (kernel PCA centering). gamma = 0 is kernel PCA; the linear kernel gives (dual) PCA.
+
+Out-of-sample extension (derived here; the paper has none). Row i of K_bar V = V Lambda reads
+lambda v_i = k_c(x_i)^T V + [graph row i] V. A new point x is appended to the graph as a node with its
+kNN weights a(x) (n,) to the training points, keeping the training embedding fixed:
+
+- eq. 13, L = D - A:  lambda v(x) = k_c(x)^T V + gamma a(x)^T V - gamma d(x) v(x)
+                      =>  v(x) = (k_c(x)^T V + gamma a(x)^T V) / (lambda + gamma d(x)),  d(x) = sum a(x);
+- eq. 13, L = I - D^-1/2 A D^-1/2:  v(x) = (k_c(x)^T V + gamma sum_j a_j / sqrt(d(x) d_j) v_j) / (lambda + gamma);
+- eq. 14: the row of r^dagger(L) of a new node is approximated by the a(x)-weighted mean of its
+  neighbours' rows: v(x) = (k_c(x)^T V + gamma (a(x) / d(x))^T r^dagger(L) V) / lambda;
+- a user graph or constraint graphs carry no row for an unseen point (an isolated node): v(x) =
+  k_c(x)^T V / lambda, the kernel PCA projection.
+
+A query point equal to a training point IS that node: it gets its training row (so transform(X_train)
+reproduces the fit exactly). k_c(x) is centered with the training statistics (scikit-learn KernelCenterer).
+
+At scale (solver="nystrom"): K_y ~= Phi Phi^T with Nystrom features, centered column-wise (= H K H), the
+eigen-step runs on the implicit operator Phi Phi^T + sparse graph terms (+ U g U^T, the low end of L's
+spectrum for eq. 14): no n x n array is formed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.neighbors import NearestNeighbors
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
+from ..errors import InputDataError
+from . import graphs as G
+from ._core import (center_gram, center_rows, kernel_matrix, sparse_norm_bound, top_eigs_dense,
+                    top_eigs_operator)
+from .graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
+from .nystrom_map import fit_nystrom, nystrom_features
+
+SOLVERS = ("dense", "nystrom")
+SCALINGS = ("unit", "sqrt_eigenvalue")
+
+
+class GraphKPCA(TransformerMixin, BaseEstimator):
+    """Graph-adaptive kernel PCA (paper 003 eq. 13/14/24), scikit-learn API.
+
+    Parameters
+    ----------
+    n_components : int, the embedding dimension d.
+    kernel : {"rbf", "linear", "poly", "cosine", "laplacian", "sigmoid"}; kernel_params : dict of
+        scikit-learn kernel parameters (e.g. {"gamma": 1 / (2 sigma^2)} for rbf).
+    gamma : float >= 0, weight of the graph term (0 gives kernel PCA).
+    graph : "knn" (kNN graph built from X), None (no data graph), or an (n, n) symmetric non-negative
+        adjacency (scipy.sparse or ndarray) given by the user, one node per sample.
+    n_neighbors, graph_weight ("gaussian" | "cosine" | "binary"), graph_sigma : the kNN data graph.
+    laplacian : "unnormalized" (D - A) | "symmetric" (I - D^-1/2 A D^-1/2).
+    graph_kernel : None (eq. 13) or one of "regularized", "diffusion", "random_walk", "cosine",
+        "bandlimited" (eq. 14); graph_kernel_params : dict with keys s, a, p, cutoff.
+    must_link, cannot_link : int arrays (p, 2) of constraint pairs (eq. 22-23); labels passed to
+        ``fit(X, y)`` (-1 = unlabeled) add all pairs among labeled points.
+    gamma_must, gamma_cannot : float >= 0, gamma_1 and gamma_2 of eq. 24.
+    scaling : "unit" (Psi Psi^T = I, the paper's Lambda_d = I) | "sqrt_eigenvalue" (kernel PCA's V
+        Lambda^1/2; needs positive eigenvalues).
+    solver : "dense" (eigh on K_bar, n up to a few thousand) | "nystrom" (implicit operator).
+    n_landmarks : int, Nystrom landmarks (solver="nystrom"); n_graph_eigs : int, smallest eigenpairs of
+        L kept for a graph kernel at scale.
+    tol : ARPACK tolerance (solver="nystrom"); random_state : the one seed entry point.
+
+    Attributes
+    ----------
+    embedding_ (n, d), eigenvalues_ (d,), eigenvectors_ (n, d) unit-norm V, graph_ (csr (n, n) or None).
+    """
+
+    def __init__(self, n_components=2, *, kernel="rbf", kernel_params=None, gamma=1.0, graph="knn",
+                 n_neighbors=10, graph_weight="gaussian", graph_sigma=None, laplacian="unnormalized",
+                 graph_kernel=None, graph_kernel_params=None, must_link=None, cannot_link=None,
+                 gamma_must=0.5, gamma_cannot=0.5, scaling="unit", solver="dense", n_landmarks=1000,
+                 n_graph_eigs=50, tol=1e-8, random_state=None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.kernel_params = kernel_params
+        self.gamma = gamma
+        self.graph = graph
+        self.n_neighbors = n_neighbors
+        self.graph_weight = graph_weight
+        self.graph_sigma = graph_sigma
+        self.laplacian = laplacian
+        self.graph_kernel = graph_kernel
+        self.graph_kernel_params = graph_kernel_params
+        self.must_link = must_link
+        self.cannot_link = cannot_link
+        self.gamma_must = gamma_must
+        self.gamma_cannot = gamma_cannot
+        self.scaling = scaling
+        self.solver = solver
+        self.n_landmarks = n_landmarks
+        self.n_graph_eigs = n_graph_eigs
+        self.tol = tol
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None):
+        """Fit on X (n, D); y (n,) optional labels, -1 = unlabeled, turned into constraint pairs."""
+        X = check_array_2d(X, "X", min_rows=3)
+        n = X.shape[0]
+        d = check_int("n_components", self.n_components, low=1, high=n - 2)
+        self._check_params()
+        rng = check_random_state(self.random_state)
+        self.X_fit_ = X.copy()
+        self.n_features_in_ = X.shape[1]
+        sparse_part, lowrank, R_dense = self._graph_terms(X, y, n, rng)
+        if self.solver == "dense":
+            K = kernel_matrix(X, X, self.kernel, self.kernel_params)
+            Kc, self._k_col, self._k_tot = center_gram(K)
+            if sparse_part is not None:
+                Kc += sparse_part.toarray()
+            if R_dense is not None:
+                Kc += self.gamma * R_dense
+            lam, V = top_eigs_dense(Kc, d)
+        else:
+            self.landmarks_, self._proj = fit_nystrom(X, self.n_landmarks, self.kernel, self.kernel_params, rng)
+            Phi = nystrom_features(X, self.landmarks_, self._proj, self.kernel, self.kernel_params)
+            self._phi_mean = Phi.mean(axis=0)
+            Phi -= self._phi_mean  # column centering of Phi = H K H
+            lam, V = self._eigs_implicit(Phi, sparse_part, lowrank, n, d, rng)
+            self._PtV = Phi.T @ V  # (r, d): k_c(x)^T V = (phi(x) - mean) @ PtV
+        if R_dense is not None:
+            self._RV = R_dense @ V
+        elif lowrank is not None:
+            U, g = lowrank
+            self._RV = U @ (g[:, None] * (U.T @ V))
+        self.eigenvalues_, self.eigenvectors_ = lam, V
+        self.embedding_ = V * self._scale(lam)
+        return self
+
+    def fit_transform(self, X, y=None):
+        return self.fit(X, y).embedding_
+
+    def _check_params(self):
+        check_choice("solver", self.solver, SOLVERS)
+        check_choice("scaling", self.scaling, SCALINGS)
+        check_float("gamma", self.gamma, low=0.0)
+        check_float("gamma_must", self.gamma_must, low=0.0)
+        check_float("gamma_cannot", self.gamma_cannot, low=0.0)
+        check_choice("laplacian", self.laplacian, G.LAPLACIANS)
+        if self.graph_kernel is not None:
+            self._gk_params = graph_kernel_params(self.graph_kernel, self.graph_kernel_params)
+
+    def _graph_terms(self, X, y, n, rng):
+        """Returns (sparse additive part (n, n) or None, low-rank (U, g) or None, dense r^dagger or None)."""
+        self.graph_, self._kind = None, "none"
+        A = None
+        if isinstance(self.graph, str):
+            check_choice("graph", self.graph, ("knn",))
+            ind, dist = G.knn_indices(X, self.n_neighbors)
+            self.sigma_ = (G.default_sigma(dist) if self.graph_sigma is None else self.graph_sigma)
+            A = G.knn_adjacency(X, ind, dist, weight=self.graph_weight, sigma=self.sigma_)
+            self._kind = "knn"
+        elif self.graph is not None:
+            A = G.check_user_graph(self.graph, n)
+            self._kind = "user"
+        sparse_part, lowrank, R_dense = self._constraint_part(X, y, n), None, None
+        if A is not None and self.gamma > 0:
+            self.graph_ = A
+            L, self.degrees_ = G.graph_laplacian(A, self.laplacian)
+            if self.graph_kernel is None:  # eq. 13
+                sparse_part = -self.gamma * L if sparse_part is None else sparse_part - self.gamma * L
+            elif self.solver == "dense":  # eq. 14
+                R_dense = dense_graph_kernel(L, self.graph_kernel, self._gk_params)
+            else:
+                U, g = lowrank_graph_kernel(L, self.graph_kernel, self._gk_params, self.n_graph_eigs,
+                                            random_state=G_seed(rng))
+                lowrank = (U, self.gamma * g)
+        elif A is not None:
+            self.graph_ = A
+            self.degrees_ = np.asarray(A.sum(axis=1)).ravel()
+        return sparse_part, lowrank, R_dense
+
+    def _constraint_part(self, X, y, n):
+        must, cannot = self.must_link, self.cannot_link
+        if y is not None:
+            y = np.asarray(y)
+            if y.shape != (n,) or not np.issubdtype(y.dtype, np.integer):
+                raise InputDataError(f"y must be an integer array of shape ({n},) with -1 = unlabeled; got "
+                                     f"{y.dtype} shape {y.shape}")
+            s, c = G.pairs_from_labels(y)
+            must = s if must is None else np.vstack([np.asarray(must).reshape(-1, 2), s])
+            cannot = c if cannot is None else np.vstack([np.asarray(cannot).reshape(-1, 2), c])
+        if must is None and cannot is None:
+            return None
+        AS, AD = G.constraint_graphs(n, must, cannot)
+        LS, _ = G.graph_laplacian(AS)
+        LD, _ = G.graph_laplacian(AD)
+        return (-self.gamma_must * LS + self.gamma_cannot * LD).tocsr()  # eq. 24
+
+    def _eigs_implicit(self, Phi, sparse_part, lowrank, n, d, rng):
+        def matvec(V):
+            out = Phi @ (Phi.T @ V)
+            if sparse_part is not None:
+                out += sparse_part @ V
+            if lowrank is not None:
+                U, g = lowrank
+                out += U @ (g[:, None] * (U.T @ V))
+            return out
+
+        shift = sparse_norm_bound(sparse_part)  # Phi Phi^T and U g U^T are PSD
+        return top_eigs_operator(matvec, n, d, shift=shift, tol=self.tol, random_state=G_seed(rng))
+
+    def _scale(self, lam):
+        if self.scaling == "unit":
+            return np.ones_like(lam)
+        if np.any(lam <= 0):
+            raise InputDataError(f"scaling='sqrt_eigenvalue' needs positive eigenvalues; got {lam}")
+        return np.sqrt(lam)
+
+    # ------------------------------------------------------------------ transform
+    def transform(self, X):
+        """Embed new points (m, D) -> (m, d) by the out-of-sample map of the module docstring."""
+        check_is_fitted(self, "embedding_")
+        X = check_array_2d(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise InputDataError(f"X must have {self.n_features_in_} features (as in fit); got {X.shape[1]}")
+        V, lam = self.eigenvectors_, self.eigenvalues_
+        num = self._kernel_projection(X)
+        den = np.repeat(lam[None, :], X.shape[0], axis=0)
+        if self._kind == "knn" and self.gamma > 0:
+            dist, ind = NearestNeighbors(n_neighbors=self.n_neighbors).fit(self.X_fit_).kneighbors(X)
+            m, k = ind.shape
+            rows = np.repeat(np.arange(m), k)
+            a = G.edge_weights(X, self.X_fit_, rows, ind.ravel(), dist.ravel(), weight=self.graph_weight,
+                               sigma=self.sigma_).reshape(m, k)
+            dx = a.sum(axis=1, keepdims=True)
+            num, den = self._graph_rows(num, den, a, ind, dx)
+        if np.any(np.abs(den) < 1e-12 * max(1.0, float(np.abs(lam).max()))):
+            raise InputDataError("out-of-sample denominator lambda + gamma d(x) vanishes; "
+                                 "the selected eigenvalues are not usable for an extension")
+        Z = num / den
+        exact = self._training_matches(X)
+        Z[exact >= 0] = V[exact[exact >= 0]]
+        return Z * self._scale(lam)
+
+    def _kernel_projection(self, X):
+        V = self.eigenvectors_
+        if self.solver == "dense":
+            Kc = center_rows(kernel_matrix(X, self.X_fit_, self.kernel, self.kernel_params), self._k_col, self._k_tot)
+            return Kc @ V
+        Phi = nystrom_features(X, self.landmarks_, self._proj, self.kernel, self.kernel_params)
+        return (Phi - self._phi_mean) @ self._PtV
+
+    def _graph_rows(self, num, den, a, ind, dx):
+        V, g = self.eigenvectors_, self.gamma
+        safe = np.where(dx > 0, dx, 1.0)
+        if self.graph_kernel is not None:  # eq. 14: neighbour-averaged row of r^dagger(L)
+            return num + g * np.einsum("mk,mkd->md", a / safe, self._RV[ind]), den
+        if self.laplacian == "unnormalized":
+            return num + g * np.einsum("mk,mkd->md", a, V[ind]), den + g * dx
+        w = a / np.sqrt(safe * self.degrees_[ind])
+        return num + g * np.einsum("mk,mkd->md", w, V[ind]), den + g * (dx > 0)
+
+    def _training_matches(self, X):
+        """Index of the training point equal to each row of X, or -1."""
+        dist, ind = NearestNeighbors(n_neighbors=1).fit(self.X_fit_).kneighbors(X)
+        return np.where(dist[:, 0] == 0.0, ind[:, 0], -1)
+
+
+def G_seed(rng: np.random.Generator) -> int:
+    """An integer seed spawned from the estimator's generator (for ARPACK's start vector)."""
+    return int(rng.integers(0, 2**31 - 1))
