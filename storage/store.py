@@ -226,6 +226,8 @@ def open_store(
         return url
     url = _normalize(url)
     fs, root = filesystem(url, storage_options)
+    if not is_url(url):
+        url = root  # absolute: arrays pickled to Dask workers must not depend on the working directory
     opts = {"storage_options": storage_options} if is_url(url) and storage_options else {}
     if mode in ("w", "w-"):
         if mode == "w-" and fs.exists(root):

@@ -1,0 +1,86 @@
+"""Read X and labels from a store: row ranges, chunk iteration and a Dask view aligned with the store chunks."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from . import layout
+from .errors import StorageError
+from .store import StoreRef, as_group, get_node, has_node
+
+
+def _bounds(n: int, start: int | None, stop: int | None, name: str) -> tuple[int, int]:
+    start = 0 if start is None else start
+    stop = n if stop is None else stop
+    for label, value in (("start", start), ("stop", stop)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise StorageError(f"{label} must be an integer in [0, {n}]; got {value!r}")
+    if not 0 <= start <= stop <= n:
+        raise StorageError(f"rows of {name} must satisfy 0 <= start <= stop <= n={n}; got start={start}, stop={stop}")
+    return int(start), int(stop)
+
+
+def read_rows(store: StoreRef, path: str, start: int | None = None, stop: int | None = None,
+              storage_options: dict | None = None) -> np.ndarray:
+    """Rows ``start:stop`` of the array at ``path`` (any per-point array), as numpy."""
+    arr = get_node(as_group(store, "r", storage_options), path)
+    start, stop = _bounds(arr.shape[0], start, stop, path)
+    return arr[start:stop]
+
+
+def read_X(store: StoreRef, start: int | None = None, stop: int | None = None,
+           storage_options: dict | None = None) -> np.ndarray:
+    """Rows ``start:stop`` of X, shape ``(stop - start, d)``, in the stored dtype (float32 by default)."""
+    return read_rows(store, layout.X, start, stop, storage_options)
+
+
+def has_labels(store: StoreRef, storage_options: dict | None = None) -> bool:
+    """True if the store holds labels ``y``."""
+    return has_node(as_group(store, "r", storage_options), layout.Y)
+
+
+def read_labels(store: StoreRef, start: int | None = None, stop: int | None = None,
+                storage_options: dict | None = None) -> np.ndarray | None:
+    """Labels ``y[start:stop]`` (int32, -1 = unlabeled), or None if the store has no labels."""
+    group = as_group(store, "r", storage_options)
+    if not has_node(group, layout.Y):
+        return None
+    return read_rows(group, layout.Y, start, stop)
+
+
+def x_shape(store: StoreRef, storage_options: dict | None = None) -> tuple[int, int]:
+    """``(n, d)`` of X."""
+    n, d = get_node(as_group(store, "r", storage_options), layout.X).shape
+    return int(n), int(d)
+
+
+def chunk_rows(store: StoreRef, storage_options: dict | None = None) -> int:
+    """Rows per chunk of X (every per-point array of the store uses the same row chunks)."""
+    return int(get_node(as_group(store, "r", storage_options), layout.X).chunks[0])
+
+
+def row_chunks(store: StoreRef, storage_options: dict | None = None) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` of the row chunks of X: the unit of per-chunk (Dask) work and of writes."""
+    arr = get_node(as_group(store, "r", storage_options), layout.X)
+    return layout.row_chunk_bounds(int(arr.shape[0]), int(arr.chunks[0]))
+
+
+def iter_row_chunks(store: StoreRef, path: str = layout.X,
+                    storage_options: dict | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Yield ``(start, stop, rows)`` chunk by chunk for the array at ``path`` (default X)."""
+    arr = get_node(as_group(store, "r", storage_options), path)
+    for start, stop in layout.row_chunk_bounds(int(arr.shape[0]), int(arr.chunks[0])):
+        yield start, stop, arr[start:stop]
+
+
+def X_as_dask(store: StoreRef, storage_options: dict | None = None, path: str = layout.X) -> Any:
+    """X as a ``dask.array`` whose row chunks are the store's chunks (one task per chunk).
+
+    The zarr array is embedded in the graph (it pickles to workers with its absolute store location).
+    """
+    import dask.array as da
+
+    arr = get_node(as_group(store, "r", storage_options), path)
+    return da.from_zarr(arr)

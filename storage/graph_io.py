@@ -1,0 +1,160 @@
+"""kNN graphs and CSR matrices in a store.
+
+kNN graph (``graph/knn``): ``indices`` int64 ``(n, k)`` and ``distances`` float32 ``(n, k)``, row chunks aligned
+with X so that Dask workers can write the rows of their chunk (``create_knn`` + ``write_knn_block``).
+
+CSR matrix (any group path, default ``graph/weights``; the layout of STACK.md / anndata):
+``indptr`` int64 ``(n_rows + 1,)``, ``indices`` int32 (int64 if ``n_cols >= 2**31``) ``(nnz,)``, ``data`` float32
+or float64 ``(nnz,)``, attrs ``{"encoding-type": "csr_matrix", "encoding-version": "0.1.0", "shape": [n_rows,
+n_cols]}`` plus the caller's attrs. A row block ``i0:i1`` reads ``indptr[i0:i1 + 1]`` then one slice of
+``indices`` / ``data``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import layout
+from ._jsonable import check_attrs
+from .embedding_io import create_point_array, write_point_block
+from .arrays import read_rows
+from .errors import StoreFormatError, StorageError
+from .store import StoreRef, as_group, delete_node, get_node
+
+_RESERVED_CSR_ATTRS = (layout.ATTR_ENCODING, layout.ATTR_ENCODING_VERSION, layout.ATTR_SHAPE)
+
+
+# ---- kNN graph ----------------------------------------------------------------------------------------------
+def _check_knn(indices: np.ndarray, distances: np.ndarray, n: int) -> None:
+    if indices.ndim != 2 or indices.shape != distances.shape:
+        raise StorageError(
+            f"indices and distances must both have shape (rows, k); got {indices.shape} and {distances.shape}"
+        )
+    if indices.dtype.kind not in "iu":
+        raise StorageError(f"indices must be integers; got dtype {indices.dtype}")
+    if indices.size and (indices.min() < 0 or indices.max() >= n):
+        raise StorageError(f"indices must be in [0, {n - 1}] (rows of X); got range [{indices.min()}, {indices.max()}]")
+
+
+def create_knn(store: StoreRef, k: int, attrs: dict | None = None, *, overwrite: bool = True,
+               storage_options: dict | None = None) -> None:
+    """Create empty ``graph/knn/indices`` (n, k) int64 and ``distances`` (n, k) float32 for block writes.
+
+    ``attrs`` (e.g. ``{"k": 15, "metric": "euclidean", "method": "nndescent", "recall": 0.97}``) go on
+    the ``graph/knn`` group.
+    """
+    group = as_group(store, "r+", storage_options)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise StorageError(f"k must be an integer >= 1; got {k!r}")
+    attrs = check_attrs({**(attrs or {}), "k": int(k)})
+    create_point_array(group, layout.KNN_INDICES, int(k), dtype=layout.KNN_INDICES_DTYPE, fill_value=-1,
+                       overwrite=overwrite)
+    create_point_array(group, layout.KNN_DISTANCES, int(k), dtype=layout.KNN_DISTANCES_DTYPE, overwrite=overwrite)
+    group[layout.KNN].attrs.update(attrs)
+
+
+def write_knn_block(store: StoreRef, start: int, indices: Any, distances: Any,
+                    storage_options: dict | None = None) -> None:
+    """Write the kNN rows of one aligned chunk of X (``start`` a multiple of the chunk rows)."""
+    group = as_group(store, "r+", storage_options)
+    indices, distances = np.asarray(indices), np.asarray(distances)
+    _check_knn(indices, distances, int(get_node(group, layout.X).shape[0]))
+    write_point_block(group, layout.KNN_INDICES, start, indices)
+    write_point_block(group, layout.KNN_DISTANCES, start, distances)
+
+
+def write_knn(store: StoreRef, indices: Any, distances: Any, attrs: dict | None = None,
+              storage_options: dict | None = None) -> None:
+    """Write a whole kNN graph ``indices (n, k)`` int64, ``distances (n, k)`` float32 (replacing an old one)."""
+    group = as_group(store, "r+", storage_options)
+    indices, distances = np.asarray(indices), np.asarray(distances)
+    n = int(get_node(group, layout.X).shape[0])
+    _check_knn(indices, distances, n)
+    if indices.shape[0] != n:
+        raise StorageError(f"indices must have n={n} rows (one per point of X); got {indices.shape[0]}")
+    create_knn(group, indices.shape[1], attrs, overwrite=True)
+    rows = int(group[layout.KNN_INDICES].chunks[0])
+    for start in range(0, n, rows):
+        write_point_block(group, layout.KNN_INDICES, start, indices[start:start + rows])
+        write_point_block(group, layout.KNN_DISTANCES, start, distances[start:start + rows])
+
+
+def read_knn(store: StoreRef, start: int | None = None, stop: int | None = None,
+             storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start:stop`` of the kNN graph: ``(indices int64 (b, k), distances float32 (b, k))``."""
+    group = as_group(store, "r", storage_options)
+    return read_rows(group, layout.KNN_INDICES, start, stop), read_rows(group, layout.KNN_DISTANCES, start, stop)
+
+
+def read_knn_attrs(store: StoreRef, storage_options: dict | None = None) -> dict:
+    """Attributes of ``graph/knn`` (k, metric, method, recall estimate, ...)."""
+    return dict(get_node(as_group(store, "r", storage_options), layout.KNN, kind="group").attrs)
+
+
+# ---- CSR matrices ---------------------------------------------------------------------------------------------
+def _as_csr(csr: Any) -> sp.csr_matrix:
+    if not sp.issparse(csr):
+        raise StorageError(f"csr must be a scipy.sparse matrix or array; got {type(csr).__name__}")
+    csr = sp.csr_matrix(csr)
+    if csr.dtype.kind not in "biuf":
+        raise StorageError(f"csr data must be real numbers; got dtype {csr.dtype}")
+    return csr
+
+
+def write_csr(store: StoreRef, name: str, csr: Any, attrs: dict | None = None,
+              storage_options: dict | None = None) -> None:
+    """Write a sparse matrix as a CSR group at ``name`` (e.g. ``layout.WEIGHTS``), replacing an old one.
+
+    ``data`` keeps float32 / float64 (other real dtypes become float64).
+    """
+    layout.check_path("name", name)
+    csr = _as_csr(csr)
+    attrs = check_attrs(attrs or {})
+    clash = [key for key in _RESERVED_CSR_ATTRS if key in attrs]
+    if clash:
+        raise StorageError(f"attrs keys {clash} are reserved for the CSR encoding")
+    n_rows, n_cols = csr.shape
+    index_dtype = np.int32 if n_cols < 2**31 else np.int64
+    data_dtype = csr.dtype if csr.dtype in (np.float32, np.float64) else np.float64
+    parts = {layout.CSR_INDPTR: csr.indptr.astype(np.int64), layout.CSR_INDICES: csr.indices.astype(index_dtype),
+             layout.CSR_DATA: csr.data.astype(data_dtype)}
+    group = as_group(store, "r+", storage_options)
+    delete_node(group, name)
+    node = group.require_group(name)
+    for key, arr in parts.items():
+        chunk = max(1, min(layout.CSR_CHUNK_ENTRIES, arr.shape[0]))
+        out = node.create_array(key, shape=arr.shape, chunks=(chunk,), dtype=arr.dtype, fill_value=0)
+        out[:] = arr
+    node.attrs.update({**attrs, layout.ATTR_ENCODING: layout.CSR_ENCODING,
+                       layout.ATTR_ENCODING_VERSION: layout.CSR_ENCODING_VERSION,
+                       layout.ATTR_SHAPE: [int(n_rows), int(n_cols)]})  # written last
+
+
+def _csr_group(store: StoreRef, name: str, storage_options: dict | None) -> Any:
+    node = get_node(as_group(store, "r", storage_options), layout.check_path("name", name), kind="group")
+    if node.attrs.get(layout.ATTR_ENCODING) != layout.CSR_ENCODING:
+        raise StoreFormatError(f"{name!r} is not a CSR matrix (encoding-type {node.attrs.get(layout.ATTR_ENCODING)!r})")
+    return node
+
+
+def read_csr(store: StoreRef, name: str, rows: tuple[int, int] | None = None,
+             storage_options: dict | None = None) -> sp.csr_matrix:
+    """Read the CSR matrix at ``name``; ``rows=(i0, i1)`` reads only that row block, shape ``(i1 - i0, n_cols)``."""
+    node = _csr_group(store, name, storage_options)
+    n_rows, n_cols = (int(v) for v in node.attrs[layout.ATTR_SHAPE])
+    i0, i1 = (0, n_rows) if rows is None else (int(rows[0]), int(rows[1]))
+    if not 0 <= i0 <= i1 <= n_rows:
+        raise StorageError(f"rows must satisfy 0 <= i0 <= i1 <= n_rows={n_rows}; got {rows!r}")
+    indptr = node[layout.CSR_INDPTR][i0:i1 + 1]
+    lo, hi = int(indptr[0]), int(indptr[-1])
+    indices = node[layout.CSR_INDICES][lo:hi]
+    data = node[layout.CSR_DATA][lo:hi]
+    return sp.csr_matrix((data, indices, indptr - lo), shape=(i1 - i0, n_cols))
+
+
+def read_csr_attrs(store: StoreRef, name: str, storage_options: dict | None = None) -> dict:
+    """Attributes of the CSR group ``name`` (the caller's attrs plus encoding-type, encoding-version, shape)."""
+    return dict(_csr_group(store, name, storage_options).attrs)

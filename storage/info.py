@@ -1,0 +1,56 @@
+"""Summary of a store for ``eigenflow info``: root attributes, every array, every run with its status."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from . import layout
+from .manifest import list_runs, read_manifest
+from .store import StoreRef, check_root, describe, filesystem, node_metadata, _read_json
+
+_ROOT_KEYS = (layout.ATTR_SCHEMA_VERSION, layout.ATTR_STATUS, layout.ATTR_N, layout.ATTR_D, layout.ATTR_DTYPE,
+              layout.ATTR_CHUNK_ROWS, layout.ATTR_HAS_LABELS, layout.ATTR_SOURCE, layout.ATTR_FINGERPRINT)
+
+
+def info(store_url: StoreRef, storage_options: dict | None = None) -> dict[str, Any]:
+    """JSON-able summary of a store (incomplete stores are described, not refused).
+
+    Returns
+    -------
+    dict
+        ``{"store", <root attrs: schema_version, status, n, d, dtype, chunk_rows, has_labels, source,
+        fingerprint>, "arrays": [{"path", "shape", "dtype", "chunks"}], "groups": [{"path", "attrs"}],
+        "runs": [{"run_id", "flow", "status", "error", "started", "ended", "seconds",
+        "stages": [{"name", "status", "seconds", "error"}]}]}``.
+
+    Raises
+    ------
+    StoreFormatError
+        Not an eigenflow store, or a forbidden dtype / codec (same checks as ``open_store``).
+    """
+    fs, root = filesystem(store_url, storage_options)
+    attrs = check_root(_read_json(fs, posixpath.join(root, "zarr.json")), describe(store_url), allow_incomplete=True)
+    nodes = node_metadata(fs, root)
+    out: dict[str, Any] = {"store": describe(store_url)}
+    out.update({key: attrs.get(key) for key in _ROOT_KEYS})
+    out["arrays"], out["groups"] = [], []
+    for path, meta in sorted(nodes.items()):
+        if not path:
+            continue
+        if meta.get("node_type") == "array":
+            chunks = meta.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
+            out["arrays"].append({"path": path, "shape": list(meta["shape"]), "dtype": meta["data_type"],
+                                  "chunks": list(chunks) if chunks else None})
+        else:
+            out["groups"].append({"path": path, "attrs": meta.get("attributes") or {}})
+    out["runs"] = [_run_summary(store_url, run, storage_options) for run in list_runs(store_url, storage_options)]
+    return out
+
+
+def _run_summary(store: StoreRef, run: str, storage_options: dict | None) -> dict[str, Any]:
+    m = read_manifest(store, run, storage_options)
+    return {"run_id": m.run_id, "flow": m.flow, "status": m.status, "error": m.error, "started": m.started,
+            "ended": m.ended, "seconds": m.seconds,
+            "stages": [{"name": s.name, "status": s.status, "seconds": s.seconds, "error": s.error}
+                       for s in m.stages]}

@@ -1,0 +1,211 @@
+"""Run manifests: one JSON file per run at ``runs/<run>.json`` inside the store.
+
+A manifest records the run id, flow name, parameters, seed, package versions, python / platform / host,
+per-stage timings (start, end, seconds, status, error) and the run status (``running`` -> ``completed`` or
+``failed`` with the error message), plus free-form JSON ``results`` (metrics, fingerprints, checksums).
+
+Writes go through the store's filesystem: on local disks a temporary file in ``runs/`` then ``os.replace``
+(atomic: a reader sees the old or the new manifest, never half of one); on object stores one PUT.
+
+Usage (in a flow)::
+
+    manifest = RunManifest.start(run_id, flow="embed", parameters=params, seed=seed)
+    with run_context(store, manifest):           # completed / failed (+ error) at the end
+        with stage(store, manifest, "knn"):      # timing + status of one stage, saved after it
+            ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import posixpath
+import secrets
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any, Iterator
+
+from . import layout
+from ._jsonable import check_attrs
+from .errors import StoreFormatError, StorageError
+from .store import StoreRef, filesystem
+
+#: Distributions whose versions every manifest records.
+TRACKED_PACKAGES = ("eigenflow", "numpy", "scipy", "dask", "distributed", "zarr", "prefect", "pynndescent",
+                    "scikit-learn", "pyamg", "numba", "pandas", "pyarrow", "fsspec")
+RUN_STATUSES = ("running", "completed", "failed")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def package_versions(packages: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    """``{distribution: version or None if not installed}``."""
+    out: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+@dataclass
+class StageRecord:
+    """Timing and outcome of one stage of a run."""
+
+    name: str
+    start: str
+    end: str | None = None
+    seconds: float | None = None
+    status: str = "running"
+    error: str | None = None
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunManifest:
+    """Everything needed to know what a run did (JSON round-trip via :meth:`to_dict` / :meth:`from_dict`)."""
+
+    run_id: str
+    flow: str
+    parameters: dict
+    seed: Any = None
+    status: str = "running"
+    error: str | None = None
+    started: str = field(default_factory=_now)
+    ended: str | None = None
+    seconds: float | None = None
+    versions: dict = field(default_factory=package_versions)
+    python: str = field(default_factory=lambda: sys.version.split()[0])
+    platform: str = field(default_factory=platform.platform)
+    host: str = field(default_factory=socket.gethostname)
+    stages: list[StageRecord] = field(default_factory=list)
+    results: dict = field(default_factory=dict)
+    schema_version: int = layout.SCHEMA_VERSION
+
+    @classmethod
+    def start(cls, run_id: str, *, flow: str, parameters: dict | None = None, seed: Any = None) -> "RunManifest":
+        """A new manifest in status ``running``; ``parameters`` and ``seed`` must be JSON-able."""
+        layout.check_name("run", run_id)
+        return cls(run_id=run_id, flow=str(flow), parameters=check_attrs(parameters or {}, "parameters"),
+                   seed=check_attrs({"seed": seed})["seed"])
+
+    def to_dict(self) -> dict:
+        """JSON-able dict."""
+        return check_attrs(asdict(self), "manifest")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunManifest":
+        """Inverse of :meth:`to_dict`."""
+        data = dict(data)
+        stages = [StageRecord(**s) for s in data.pop("stages", [])]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known}, stages=stages)
+
+    def stage_seconds(self) -> dict[str, float | None]:
+        """``{stage name: seconds}`` (last record wins if a stage name repeats)."""
+        return {s.name: s.seconds for s in self.stages}
+
+    def finish(self, status: str = "completed", error: str | None = None) -> None:
+        """Set the final status (``completed`` or ``failed``), the end time and the total seconds."""
+        if status not in RUN_STATUSES:
+            raise StorageError(f"status must be one of {list(RUN_STATUSES)}; got {status!r}")
+        self.status, self.error, self.ended = status, error, _now()
+        started = datetime.fromisoformat(self.started)
+        self.seconds = (datetime.fromisoformat(self.ended) - started).total_seconds()
+
+
+# ---- persistence ------------------------------------------------------------------------------------------------
+def _manifest_path(store: StoreRef, run: str, storage_options: dict | None) -> tuple[Any, str]:
+    fs, root = filesystem(store, storage_options)
+    return fs, posixpath.join(root, layout.manifest_key(run))
+
+
+def write_manifest(store: StoreRef, manifest: RunManifest, storage_options: dict | None = None) -> str:
+    """Write ``runs/<run>.json`` atomically; returns its path on the store's filesystem."""
+    fs, path = _manifest_path(store, manifest.run_id, storage_options)
+    payload = json.dumps(manifest.to_dict(), indent=2, allow_nan=False).encode()
+    if fs.__class__.__name__ == "LocalFileSystem":
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{secrets.token_hex(4)}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    else:
+        fs.pipe_file(path, payload)  # a single object PUT is atomic on object stores
+    return path
+
+
+def read_manifest(store: StoreRef, run: str, storage_options: dict | None = None) -> RunManifest:
+    """Read the manifest of ``run``."""
+    fs, path = _manifest_path(store, run, storage_options)
+    try:
+        raw = fs.cat_file(path)
+    except FileNotFoundError as exc:
+        raise StoreFormatError(f"no manifest for run {run!r} ({path})") from exc
+    try:
+        return RunManifest.from_dict(json.loads(raw))
+    except (ValueError, TypeError) as exc:
+        raise StoreFormatError(f"manifest {path} is not a valid run manifest: {exc}") from exc
+
+
+def list_runs(store: StoreRef, storage_options: dict | None = None) -> list[str]:
+    """Run ids with a manifest in the store, sorted by name."""
+    fs, root = filesystem(store, storage_options)
+    runs_dir = posixpath.join(root, layout.RUNS)
+    if not fs.exists(runs_dir):
+        return []
+    names = [posixpath.basename(p) for p in fs.ls(runs_dir, detail=False)]
+    return sorted(n[:-5] for n in names if n.endswith(".json") and not n.startswith("."))
+
+
+# ---- context managers ---------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def stage(store: StoreRef, manifest: RunManifest, name: str, storage_options: dict | None = None,
+          ) -> Iterator[StageRecord]:
+    """Time one stage; record ``completed`` or ``failed`` (with the error) and save the manifest.
+
+    The yielded :class:`StageRecord` has an ``info`` dict for small JSON-able facts (e.g. iterations).
+    The exception of a failed stage is re-raised.
+    """
+    record = StageRecord(name=name, start=_now())
+    manifest.stages.append(record)
+    write_manifest(store, manifest, storage_options)
+    t0 = time.perf_counter()
+    try:
+        yield record
+    except BaseException as exc:
+        record.status, record.error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    else:
+        record.status = "completed"
+    finally:
+        record.seconds = time.perf_counter() - t0
+        record.end = _now()
+        record.info = check_attrs(record.info, f"info of stage {name!r}")
+        write_manifest(store, manifest, storage_options)
+
+
+@contextlib.contextmanager
+def run_context(store: StoreRef, manifest: RunManifest, storage_options: dict | None = None,
+                ) -> Iterator[RunManifest]:
+    """Save the manifest as ``running``, then ``completed`` or ``failed`` (error message kept, exception re-raised)."""
+    write_manifest(store, manifest, storage_options)
+    try:
+        yield manifest
+    except BaseException as exc:
+        manifest.finish("failed", f"{type(exc).__name__}: {exc}")
+        write_manifest(store, manifest, storage_options)
+        raise
+    manifest.finish("completed")
+    write_manifest(store, manifest, storage_options)

@@ -1,0 +1,88 @@
+"""Models as plain arrays + JSON attributes under ``models/<run>`` (the ``to_state`` / ``from_state`` protocol).
+
+Never pickle: every array must have a bool / integer / float dtype and every attribute must be JSON-able.
+``write_model`` replaces an older model of the same run and sets a completion flag last, so a model whose
+write was interrupted is refused by ``read_model``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import layout
+from ._jsonable import check_attrs
+from .errors import StoreFormatError, StorageError
+from .store import StoreRef, as_group, delete_node, get_node, has_node
+
+
+def _check_arrays(arrays: Any) -> dict[str, np.ndarray]:
+    if not isinstance(arrays, dict):
+        raise StorageError(f"arrays must be a dict of name -> numpy array; got {type(arrays).__name__}")
+    out = {}
+    for name, value in arrays.items():
+        layout.check_name("model array name", name)
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise StorageError(
+                f"model array {name!r} has dtype {arr.dtype}; only bool, integer and float arrays are stored "
+                "(no object, string or complex arrays, never pickle)"
+            )
+        out[name] = arr  # (np.ascontiguousarray would turn 0-d arrays into 1-d)
+    return out
+
+
+def write_model(store: StoreRef, run: str, arrays: dict, attrs: dict | None = None,
+                storage_options: dict | None = None) -> str:
+    """Write a model: ``arrays`` as zarr arrays and ``attrs`` as JSON under ``models/<run>``.
+
+    Parameters
+    ----------
+    store : str, os.PathLike or zarr.Group
+    run : str
+        Run id (``[A-Za-z0-9._-]``).
+    arrays : dict of str -> ndarray
+        E.g. ``{"eigenvalues": (k,), "eigenvectors": (n, k), "landmarks": (m, d)}``; any shape, numeric dtype.
+    attrs : dict
+        JSON-able parameters (estimator class, hyper-parameters, ...).
+
+    Returns
+    -------
+    str
+        The group path ``models/<run>``.
+    """
+    path = layout.model_path(run)
+    arrays = _check_arrays(arrays)
+    attrs = check_attrs(attrs or {})
+    if layout.ATTR_MODEL_COMPLETE in attrs:
+        raise StorageError(f"attrs key {layout.ATTR_MODEL_COMPLETE!r} is reserved")
+    group = as_group(store, "r+", storage_options)
+    delete_node(group, path)
+    model = group.require_group(path)
+    for name, arr in arrays.items():
+        node = model.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks="auto" if arr.ndim else (),
+                                  fill_value=0)
+        node[...] = arr
+    model.attrs.update({**attrs, layout.ATTR_MODEL_COMPLETE: True})  # written last
+    return path
+
+
+def read_model(store: StoreRef, run: str, storage_options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """Read ``models/<run>`` back as ``(arrays, attrs)``; refuses a model whose write did not finish."""
+    group = as_group(store, "r", storage_options)
+    path = layout.model_path(run)
+    model = get_node(group, path, kind="group")
+    attrs = dict(model.attrs)
+    if not attrs.pop(layout.ATTR_MODEL_COMPLETE, False):
+        raise StoreFormatError(f"model {path!r} is incomplete (its write did not finish); run the flow again")
+    arrays = {name: arr[...] for name, arr in model.arrays()}
+    return arrays, attrs
+
+
+def list_models(store: StoreRef, storage_options: dict | None = None) -> list[str]:
+    """Run ids that have a model in the store (sorted)."""
+    group = as_group(store, "r", storage_options)
+    if not has_node(group, layout.MODELS):
+        return []
+    return sorted(name for name, _ in group[layout.MODELS].groups())
