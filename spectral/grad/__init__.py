@@ -7,5 +7,6 @@
 """
 
 from .gkpca import GraphKPCA
+from .multi import MultiGraphKPCA
 
-__all__ = ["GraphKPCA"]
+__all__ = ["GraphKPCA", "MultiGraphKPCA"]

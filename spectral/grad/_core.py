@@ -86,3 +86,13 @@ def sparse_norm_bound(S) -> float:
 
 def as_csr(M):
     return sp.csr_matrix(M)
+
+
+def training_matches(X_fit: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """For each row of X (m, D), the index of an identical row of X_fit (n, D), or -1 (exact equality)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    _, ind = NearestNeighbors(n_neighbors=1).fit(X_fit).kneighbors(X)
+    ind = ind[:, 0]
+    same = np.all(X_fit[ind] == X, axis=1)
+    return np.where(same, ind, -1)

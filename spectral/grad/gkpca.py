@@ -40,7 +40,7 @@ from .._validation import check_array_2d, check_choice, check_float, check_int, 
 from ..errors import InputDataError
 from . import graphs as G
 from ._core import (center_gram, center_rows, kernel_matrix, sparse_norm_bound, top_eigs_dense,
-                    top_eigs_operator)
+                    top_eigs_operator, training_matches)
 from .graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
 from .nystrom_map import fit_nystrom, nystrom_features
 
@@ -242,7 +242,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
             raise InputDataError("out-of-sample denominator lambda + gamma d(x) vanishes; "
                                  "the selected eigenvalues are not usable for an extension")
         Z = num / den
-        exact = self._training_matches(X)
+        exact = training_matches(self.X_fit_, X)
         Z[exact >= 0] = V[exact[exact >= 0]]
         return Z * self._scale(lam)
 
@@ -263,11 +263,6 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
             return num + g * np.einsum("mk,mkd->md", a, V[ind]), den + g * dx
         w = a / np.sqrt(safe * self.degrees_[ind])
         return num + g * np.einsum("mk,mkd->md", w, V[ind]), den + g * (dx > 0)
-
-    def _training_matches(self, X):
-        """Index of the training point equal to each row of X, or -1."""
-        dist, ind = NearestNeighbors(n_neighbors=1).fit(self.X_fit_).kneighbors(X)
-        return np.where(dist[:, 0] == 0.0, ind[:, 0], -1)
 
 
 def G_seed(rng: np.random.Generator) -> int:
