@@ -74,12 +74,13 @@ def validate_x_block(block: np.ndarray, start: int, dtype: str, d: int | None) -
     if d is not None and block.shape[1] != d:
         raise IngestError(f"X must have the same number of columns in every row; got {block.shape[1]} at row {start}, expected {d}")
     _check_numeric(block, "X")
-    out = np.ascontiguousarray(block, dtype=dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is detected just below
+        out = np.ascontiguousarray(block, dtype=dtype)
     finite = np.isfinite(out)
     if not finite.all():
         row, col = (int(i) for i in np.argwhere(~finite)[0])
         raise IngestError(
-            f"X has a non-finite value at row {start + row}, column {col} (value {block[row, col]!r} is NaN/inf "
+            f"X has a non-finite value at row {start + row}, column {col} (value {block[row, col].item()!r} is NaN/inf "
             f"or overflows {dtype}); X must be finite"
         )
     return out
@@ -96,12 +97,12 @@ def validate_label_block(block: np.ndarray, start: int) -> np.ndarray:
         bad = ~np.isfinite(block) | (block != np.round(block))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise IngestError(f"labels must be integers >= -1 (-1 = unlabeled); got {block[i]!r} at row {start + i}")
+            raise IngestError(f"labels must be integers >= -1 (-1 = unlabeled); got {block[i].item()!r} at row {start + i}")
     out_of_range = (block < -1) | (block > _INT32_MAX)
     if out_of_range.any():
         i = int(np.flatnonzero(out_of_range)[0])
         raise IngestError(
-            f"labels must be integers in [-1, {_INT32_MAX}] (-1 = unlabeled); got {block[i]!r} at row {start + i}"
+            f"labels must be integers in [-1, {_INT32_MAX}] (-1 = unlabeled); got {block[i].item()!r} at row {start + i}"
         )
     return block.astype(layout.Y_DTYPE)
 
@@ -148,7 +149,8 @@ def _write_chunks(group: Any, src: Any, ext_labels: Any, chunk_rows: int, dtype:
         if ext_labels is not None:
             yb = np.asarray(ext_labels[n:n + xb.shape[0]])
             if yb.shape[0] != xb.shape[0]:
-                check_label_count(int(ext_labels.shape[0]), n + xb.shape[0])
+                raise IngestError(f"labels must have one entry per row of X: got {ext_labels.shape[0]} labels "
+                                  f"but X has at least {n + xb.shape[0]} rows")
         yb = validate_label_block(yb, n) if has_labels else None
         if x_arr is None:
             x_arr, y_arr = _create_arrays(group, known_n or 0, d, chunk_rows, dtype, has_labels)
