@@ -1,0 +1,269 @@
+"""DNE, MFA and LFDA with their semi-supervised, kernel and transductive forms (paper 000).
+
+One estimator per algorithm; the six variants of the paper are parameters:
+
+- supervised (``gamma=0``, only the labeled points are used) or semi-supervised (``gamma>0``:
+  ``W = W^(1) + gamma W^(2)``, eq. 12, W^(2) over labeled and unlabeled points);
+- ``mode="linear"`` (eq. 7, ``z = A x``), ``"kernel"`` (eq. 10, ``z = U k(x)``, optionally on Nyström
+  features with ``n_landmarks``) or ``"transductive"`` (eq. 4 / 13, the given points only).
+
+``regularization="eps"`` solves with ``C + eps I`` (remark 1; eps relative to the mean diagonal of C);
+``"pca"`` first restricts the problem to the span of the centered (kernel) features, PCA / KPCA (remark 1),
+then adds the same ridge when ``reg_eps > 0``. The kernel variant with ``"pca"`` is the linear variant on
+the KPCA features ``Phi = V Lambda^(1/2)`` of K: ``U = V Lambda^(-1/2) B`` gives ``U K (D-W) K U^T =
+B Phi^T (D-W) Phi B^T`` (eq. 9), so both share one code path with the Nyström variant.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
+from ..errors import InputDataError, ParameterError
+from . import graphs, solve
+from ._kernel import DEFAULT_KERNEL_PARAMS, kernel_matrix, landmark_features
+
+MODES = ("linear", "kernel", "transductive")
+
+
+class _Paper000Estimator(TransformerMixin, BaseEstimator):
+    """Common machinery; subclasses set ``_method`` ("DNE", "MFA" or "LFDA")."""
+
+    _method = ""
+
+    def __init__(
+        self,
+        n_components=None,
+        *,
+        n_neighbors=3,
+        gamma=0.0,
+        mode="linear",
+        kernel="poly",
+        kernel_params=None,
+        manifold_neighbors=None,
+        manifold_weighting="local_scaling",
+        regularization="eps",
+        reg_eps=1e-4,
+        scaling="identity",
+        n_landmarks=None,
+        random_state=None,
+    ):
+        self.n_components = n_components
+        self.n_neighbors = n_neighbors
+        self.gamma = gamma
+        self.mode = mode
+        self.kernel = kernel
+        self.kernel_params = kernel_params
+        self.manifold_neighbors = manifold_neighbors
+        self.manifold_weighting = manifold_weighting
+        self.regularization = regularization
+        self.reg_eps = reg_eps
+        self.scaling = scaling
+        self.n_landmarks = n_landmarks
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self) -> None:
+        check_choice("mode", self.mode, MODES)
+        check_int("n_neighbors", self.n_neighbors, low=1)
+        check_float("gamma", self.gamma, low=0.0)
+        check_choice("regularization", self.regularization, solve.REGULARIZATIONS)
+        check_float("reg_eps", self.reg_eps, low=0.0)
+        check_choice("scaling", self.scaling, solve.SCALINGS)
+        check_choice("manifold_weighting", self.manifold_weighting, graphs.MANIFOLD_WEIGHTINGS)
+        if self.n_components is not None:
+            check_int("n_components", self.n_components, low=1)
+        if self.manifold_neighbors is not None:
+            check_int("manifold_neighbors", self.manifold_neighbors, low=1)
+        if self.n_landmarks is not None:
+            check_int("n_landmarks", self.n_landmarks, low=1)
+            if self.mode != "kernel":
+                raise ParameterError(f"n_landmarks needs mode='kernel'; got mode={self.mode!r}")
+        if self.mode == "transductive" and self.regularization == "pca":
+            raise ParameterError("regularization must be 'eps' with mode='transductive'; got 'pca'")
+        if not (callable(self.kernel) or isinstance(self.kernel, str)):
+            raise ParameterError(f"kernel must be a string or a callable k(X, Y); got {type(self.kernel).__name__}")
+
+    def _check_labels(self, X: np.ndarray, y) -> np.ndarray:
+        y = np.asarray(y)
+        if y.ndim != 1 or len(y) != len(X):
+            raise InputDataError(f"y must be 1-D with one label per row of X ({len(X)}); got shape {y.shape}")
+        if not np.issubdtype(y.dtype, np.integer):
+            if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
+                raise InputDataError("y must hold integer class labels (-1 = unlabeled)")
+        y = y.astype(np.int64)
+        if np.any(y < -1):
+            raise InputDataError(f"y must be >= -1 (-1 = unlabeled); got minimum {int(y.min())}")
+        labeled = y[y >= 0]
+        if len(labeled) == 0 and self.gamma == 0:
+            raise InputDataError("all points are unlabeled and gamma=0: nothing to learn; label points or set gamma > 0")
+        classes, counts = np.unique(labeled, return_counts=True)
+        if len(classes) == 1:
+            raise InputDataError(f"y has one class only ({classes[0]}); DNE/MFA/LFDA need at least 2 classes")
+        small = counts < self.n_neighbors
+        if np.any(small):
+            c, nc = classes[small][0], counts[small][0]
+            raise InputDataError(
+                f"class {c} has {nc} labeled points; every class needs at least n_neighbors={self.n_neighbors} "
+                "(paper 000 Sect. 5)"
+            )
+        if self.mode == "transductive" and self.gamma == 0 and len(labeled) < len(y):
+            raise ParameterError("mode='transductive' with unlabeled points needs gamma > 0 (they have no edge otherwise)")
+        return y
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Fit on ``X`` (n, d0) with labels ``y`` (n,), -1 marking unlabeled points."""
+        self._check_params()
+        X = check_array_2d(X, "X", min_rows=2)
+        y = self._check_labels(X, y)
+        train = np.ones(len(y), bool) if self.gamma > 0 else y >= 0
+        Xt, yt = X[train], y[train]
+        self.classes_ = np.unique(yt[yt >= 0])
+        self.n_features_in_ = X.shape[1]
+        self._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(self.kernel, {}), **(self.kernel_params or {})} \
+            if isinstance(self.kernel, str) else dict(self.kernel_params or {})
+        D2, feats, K = self._distances_and_features(Xt)
+        L1, Lc = graphs.method_laplacians(self._method, D2, yt, self.n_neighbors)
+        L = L1
+        if self.gamma > 0:
+            k2 = self.n_neighbors if self.manifold_neighbors is None else self.manifold_neighbors
+            idx, dist = graphs.knn_from_dists(D2, k2)
+            L = L1 + self.gamma * graphs.laplacian(graphs.manifold_weights(idx, dist, self.manifold_weighting))
+        L = L.toarray() if hasattr(L, "toarray") else L
+        Lc = Lc.toarray() if hasattr(Lc, "toarray") else Lc
+        if feats is not None:
+            self._fit_features(feats, L, Lc)
+        else:
+            self._fit_dual(K, L, Lc)
+        self.embedding_ = self._embed_training(Xt, feats, K) if self.mode == "transductive" else self.transform(X)
+        return self
+
+    def _distances_and_features(self, Xt):
+        """Squared distances for the kNN graphs and either features (primal path) or K (dual path)."""
+        if self.mode in ("linear", "transductive"):
+            self.basis_ = None
+            self._feature_map = None
+            return graphs.sq_dists(Xt), (Xt if self.mode == "linear" else None), None
+        if self.n_landmarks is not None:
+            if self.n_landmarks > len(Xt):
+                raise ParameterError(f"n_landmarks must be an integer in [1, {len(Xt)}]; got {self.n_landmarks}")
+            rng = check_random_state(self.random_state)
+            pick = np.sort(rng.choice(len(Xt), size=self.n_landmarks, replace=False))
+            self.basis_ = Xt[pick]
+            self._feature_map = landmark_features(self.basis_, self.kernel, self._kernel_params)
+            feats = kernel_matrix(Xt, self.basis_, self.kernel, self._kernel_params) @ self._feature_map
+            return graphs.sq_dists(feats), feats, None  # feature-space distances through Phi (Sect. 5)
+        self.basis_ = Xt
+        K = kernel_matrix(Xt, Xt, self.kernel, self._kernel_params)
+        D2 = graphs.sq_dists_from_gram(K)  # ||phi(x_i) - phi(x_j)|| (Sect. 5)
+        if self.regularization == "pca":
+            self._feature_map = landmark_features(Xt, self.kernel, self._kernel_params, K=K)
+            return D2, K @ self._feature_map, None
+        return D2, None, K
+
+    def _fit_features(self, F, L, Lc) -> None:
+        """Primal problem (eq. 7) on features F (n, p): linear inputs, KPCA or Nyström features."""
+        if self.regularization == "pca":
+            mean, P = solve.pca_basis(F)
+        else:
+            mean, P = F.mean(axis=0), np.eye(F.shape[1])
+        G = (F - mean) @ P  # (n, r)
+        A = G.T @ L @ G
+        B = np.eye(G.shape[1]) if Lc is None else solve.ridge(G.T @ Lc @ G, self.reg_eps)
+        values, vecs = solve.generalized_eigh(A, B, self._method)
+        d = self._n_components(values)
+        proj = solve.flip_signs(solve.apply_scaling(P @ vecs[:, :d], values[:d], self.scaling))
+        self.eigenvalues_ = values[:d]
+        coef = proj if self._feature_map is None else self._feature_map @ proj
+        self.coef_, self.offset_ = coef, mean @ proj
+
+    def _fit_dual(self, K, L, Lc) -> None:
+        """Dual problems: eq. 10 (``K L K u = lambda C^ker u``) or eq. 4 (transductive, K = I)."""
+        if self.mode == "transductive":
+            A, C = L, (np.eye(len(L)) if Lc is None else Lc)
+        else:
+            A, C = K @ L @ K, (K if Lc is None else K @ Lc @ K)
+        values, vecs = solve.generalized_eigh(A, solve.ridge(C, self.reg_eps), self._method)
+        d = self._n_components(values)
+        U = solve.flip_signs(solve.apply_scaling(vecs[:, :d], values[:d], self.scaling))
+        self.eigenvalues_ = values[:d]
+        self.coef_, self.offset_ = U, np.zeros(d)
+        self._feature_map = None
+
+    def _n_components(self, values: np.ndarray) -> int:
+        default = solve.n_negative(values) if self._method == "DNE" else len(self.classes_)
+        d = solve.choose_n_components(self.n_components, default, len(values), self._method)
+        self.n_components_ = d
+        return d
+
+    def _embed_training(self, Xt, feats, K) -> np.ndarray:
+        return self.coef_ - self.offset_  # transductive: z_i are the eigenvector entries (eq. 4)
+
+    # ------------------------------------------------------------------ transform
+    def transform(self, X) -> np.ndarray:
+        """Embed points: ``A x`` (eq. 8) or ``U k(x)`` (eq. 11); shape (n, n_components_)."""
+        check_is_fitted(self, "coef_")
+        if self.mode == "transductive":
+            raise ParameterError("mode='transductive' embeds the training points only: use fit_transform or embedding_")
+        X = check_array_2d(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise InputDataError(f"X must have {self.n_features_in_} columns (as in fit); got {X.shape[1]}")
+        F = X if self.basis_ is None else kernel_matrix(X, self.basis_, self.kernel, self._kernel_params)
+        return F @ self.coef_ - self.offset_
+
+    def fit_transform(self, X, y=None, **fit_params):
+        """Fit and return the embedding of every row of ``X`` (equal to ``transform(X)`` when defined)."""
+        return self.fit(X, y).embedding_
+
+    # ------------------------------------------------------------------ model state
+    def to_state(self) -> tuple[dict, dict]:
+        """Arrays and JSON attributes needed to embed new points (no pickle)."""
+        check_is_fitted(self, "coef_")
+        if callable(self.kernel):
+            raise ParameterError("to_state needs a named kernel (a callable cannot be stored)")
+        arrays = {"coef": self.coef_, "offset": self.offset_, "eigenvalues": self.eigenvalues_,
+                  "classes": self.classes_}
+        if self.basis_ is not None:
+            arrays["basis"] = self.basis_
+        attrs = {"method": self._method, "params": {k: v for k, v in self.get_params().items()},
+                 "kernel_params": self._kernel_params, "n_features_in": int(self.n_features_in_)}
+        return arrays, attrs
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict):
+        """Rebuild a fitted estimator written by :meth:`to_state`."""
+        if attrs.get("method") != cls._method:
+            raise InputDataError(f"model state is for {attrs.get('method')!r}, not {cls._method!r}")
+        est = cls(**attrs["params"])
+        est.coef_, est.offset_ = np.asarray(arrays["coef"]), np.asarray(arrays["offset"])
+        est.eigenvalues_, est.classes_ = np.asarray(arrays["eigenvalues"]), np.asarray(arrays["classes"])
+        est.basis_ = np.asarray(arrays["basis"]) if "basis" in arrays else None
+        est._kernel_params = dict(attrs["kernel_params"])
+        est.n_features_in_ = int(attrs["n_features_in"])
+        est.n_components_ = est.coef_.shape[1]
+        return est
+
+
+class DNE(_Paper000Estimator):
+    """(SS-)(K)DNE: ``W^(1) = W^I - W^E``, ``C = I`` (linear) / ``K`` (kernel); paper 000 Sect. 2.1.2, 3.1.
+
+    ``n_components=None`` takes the number of negative eigenvalues (Sect. 5, after [9]). See the module
+    docstring for the parameters.
+    """
+
+    _method = "DNE"
+
+
+class MFA(_Paper000Estimator):
+    """(SS-)(K)MFA: ``W^(1) = W^I``, ``C = X (D^E - W^E) X^T`` / ``K (D^E - W^E) K``; ``n_components`` = c."""
+
+    _method = "MFA"
+
+
+class LFDA(_Paper000Estimator):
+    """(SS-)(K)LFDA: ``W^(1) = W^bet``, ``C = X (D^wit - W^wit) X^T`` / ``K (D^wit - W^wit) K``; d = c."""
+
+    _method = "LFDA"

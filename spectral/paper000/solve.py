@@ -1,0 +1,104 @@
+"""The generalized eigenproblems of paper 000: regularization of C (Sect. 3.2, remark 1), the scalings T
+(remark 2), the default target dimensionality (Sect. 5) and deterministic signs.
+
+The problems are small and dense (d0 x d0, r x r or n x n with n in the hundreds), so the solver is the
+reference ``scipy.linalg.eigh(A, B)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from ..errors import NotPositiveDefiniteError, ParameterError
+
+#: remark 2: (1) T = I, (2) T_ii = 1/||z^(i)||, (3) T_ii = sqrt(|lambda_i|), (4) T_ii = sqrt(|lambda_i|)/||z^(i)||
+SCALINGS = ("identity", "unit_norm", "sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm")
+REGULARIZATIONS = ("eps", "pca")
+
+#: relative tolerance below which a singular value / eigenvalue counts as zero (rank decisions)
+RANK_RTOL = 1e-10
+#: relative tolerance deciding that an eigenvalue of DNE is negative (Sect. 5: d = number of negative ones)
+NEGATIVE_RTOL = 1e-9
+
+
+def ridge(B: np.ndarray, eps: float) -> np.ndarray:
+    """``B + eps * s * I`` with ``s`` the mean diagonal of B (remark 1, made scale-free); ``s = 1`` if B = 0."""
+    if eps == 0.0:
+        return B
+    s = float(np.mean(np.diag(B)))
+    s = s if s > 0 else 1.0
+    return B + (eps * s) * np.eye(B.shape[0])
+
+
+def pca_basis(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal basis of the span of the centered rows of ``F`` (n, p) (remark 1, PCA / KPCA reduction).
+
+    Returns ``mean (p,)`` and ``P (p, r)``, r = numerical rank of the centered data. The objectives only see
+    differences ``x_i - x_j`` (L 1 = 0), so directions outside this span carry no information.
+    """
+    mean = F.mean(axis=0)
+    _, s, Vt = np.linalg.svd(F - mean, full_matrices=False)
+    r = int(np.sum(s > RANK_RTOL * max(float(s[0]) if len(s) else 0.0, np.finfo(float).tiny)))
+    if r == 0:
+        raise NotPositiveDefiniteError("regularization='pca': the training points are all identical (rank 0)")
+    return mean, Vt[:r].T
+
+
+def generalized_eigh(A: np.ndarray, B: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """All eigenpairs of ``A v = lambda B v`` (eq. 4 / 7 / 10), ascending, B-orthonormal vectors.
+
+    Raises :class:`NotPositiveDefiniteError` naming ``what`` when B is not positive definite.
+    """
+    A = 0.5 * (A + A.T)
+    B = 0.5 * (B + B.T)
+    try:
+        return scipy.linalg.eigh(A, B)
+    except np.linalg.LinAlgError as exc:
+        raise NotPositiveDefiniteError(
+            f"the constraint matrix C of {what} is not positive definite ({exc}); use reg_eps > 0 "
+            "(C + eps I) or regularization='pca' (paper 000 Sect. 3.2, remark 1)"
+        ) from None
+
+
+def n_negative(values: np.ndarray) -> int:
+    """Number of clearly negative eigenvalues (DNE's target dimensionality, Sect. 5 after [9])."""
+    tol = NEGATIVE_RTOL * max(float(np.max(np.abs(values))), np.finfo(float).tiny)
+    return int(np.sum(values < -tol))
+
+
+def choose_n_components(n_components, default: int, available: int, method: str) -> int:
+    """Validate an explicit ``n_components`` or cap the paper's default at the problem dimension."""
+    if n_components is None:
+        if default < 1:
+            raise ParameterError(
+                f"{method}: the default n_components (number of negative eigenvalues) is 0 here; "
+                "pass n_components as an integer in [1, " f"{available}]"
+            )
+        return min(default, available)
+    if n_components > available:
+        raise ParameterError(
+            f"n_components must be an integer in [1, {available}] (dimension of the {method} problem); "
+            f"got {n_components}"
+        )
+    return n_components
+
+
+def apply_scaling(P: np.ndarray, values: np.ndarray, scaling: str) -> np.ndarray:
+    """Scale the columns of ``P`` (p, d) by T of remark 2 (norms of the columns, |lambda|)."""
+    if scaling == "identity":
+        return P
+    t = np.ones(P.shape[1])
+    if scaling in ("unit_norm", "sqrt_eigenvalue_unit_norm"):
+        t = t / np.maximum(np.linalg.norm(P, axis=0), np.finfo(float).tiny)
+    if scaling in ("sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm"):
+        t = t * np.sqrt(np.abs(values))
+    return P * t
+
+
+def flip_signs(P: np.ndarray) -> np.ndarray:
+    """Make the largest-|.| entry of each column positive (scikit-learn's deterministic sign rule)."""
+    idx = np.argmax(np.abs(P), axis=0)
+    signs = np.sign(P[idx, np.arange(P.shape[1])])
+    signs[signs == 0] = 1.0
+    return P * signs
