@@ -1,0 +1,399 @@
+"""Laplacian eigenmaps (Belkin & Niyogi) with the Nystrom out-of-sample extension (Bengio et al. 2004).
+
+Three layers, so that the flows can run each stage on stored arrays:
+
+- :func:`laplacian_eigenmaps_from_graph` (W -> embedding, eigenvalues, info): the eigenproblem.
+- :class:`LaplacianEigenmapsModel`: the out-of-sample map, storable without pickle (``to_state`` /
+  ``from_state``, the model_state protocol of ARCHITECTURE.md), applied chunk by chunk with ``.transform``.
+- :class:`LaplacianEigenmaps`: the scikit-learn estimator that chains kNN graph, weights, eigenproblem and
+  model.
+
+Convention (scikit-learn's ``spectral_embedding``, ``norm_laplacian=True``): with ``L_sym u_j = lambda_j u_j``
+(unit ``u_j``, ``lambda_0 = 0 <= lambda_1 <= ...``), the embedding is ``f_j = D^-1/2 u_j`` for j = 1..k (the
+trivial ``j = 0`` dropped), each column sign-fixed after the division (largest-|.| entry positive).
+``normalization="random_walk"`` gives the same ``f_j``: they are the D-orthonormal eigenvectors of
+``L_rw = I - D^-1 W``. ``"unnormalized"``: ``f_j`` = unit eigenvectors of ``L = D - W``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._validation import check_choice, check_int, check_random_state
+from .eigen import eigensolve
+from .errors import DisconnectedGraphError, InputDataError, ParameterError
+from .knn import METHODS as KNN_METHODS
+from .knn import KNNIndex
+from .laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
+from .weights import SYMMETRIZATIONS, WEIGHTINGS, WeightParams, fit_weight_params, query_weights
+from .weights import weights_from_params
+
+EIGEN_SOLVERS = ("auto", "dense", "arpack", "lobpcg", "randomized", "nystrom")
+ON_DISCONNECTED = ("raise", "per_component")
+
+#: A new point is weighted against its CANDIDATE_FACTOR * k nearest training points: its own k neighbours
+#: plus the training points whose k-th-neighbour radius it falls into (see spectral.weights.query_weights).
+CANDIDATE_FACTOR = 3
+
+#: In "per_component" mode, components of at most this many nodes are solved densely whatever
+#: ``eigen_solver`` is (iterative solvers need n >> k); the solver of each component is in ``info``.
+SMALL_COMPONENT_DENSE_MAX = 200
+
+#: Nystrom divides by mu_j = 1 - lambda_j (normalized) or d_x - lambda_j (unnormalized): refuse below this.
+NYSTROM_DENOMINATOR_MIN = 1e-10
+
+STATE_KIND = "laplacian_eigenmaps"
+STATE_VERSION = 1
+
+
+def laplacian_eigenmaps_from_graph(
+    W: Any,
+    n_components: int,
+    *,
+    normalization: str = "symmetric",
+    eigen_solver: str = "auto",
+    on_disconnected: str = "raise",
+    tol: float | None = None,
+    random_state: Any = None,
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Laplacian eigenmap of a weighted graph.
+
+    Parameters
+    ----------
+    W : sparse matrix or array, shape (n, n)
+        Symmetric non-negative affinity (e.g. :func:`spectral.weights.knn_weights`).
+    n_components : int in [1, n - 2]
+        Embedding dimension k (eigenpairs 1..k; the trivial pair 0 is dropped).
+    normalization : {"symmetric", "random_walk", "unnormalized"}
+    eigen_solver : {"auto", "dense", "arpack", "lobpcg", "randomized"}
+        Passed to :func:`spectral.eigen.eigensolve` ("auto" picks by size; see ``info["eigen_solver"]``).
+        "nystrom" needs the data, not a graph: only :class:`LaplacianEigenmaps` accepts it.
+    on_disconnected : {"raise", "per_component"}
+        "raise": :class:`DisconnectedGraphError` with the component sizes. "per_component": each component
+        is embedded on its own (its own k nontrivial eigenvectors); components with at most k + 1 nodes get
+        their available eigenvectors and zeros for the rest, isolated nodes get zeros.
+    tol : float or None
+        Eigensolver tolerance (None: the solver's default).
+    random_state : None, int, Generator
+
+    Returns
+    -------
+    embedding : ndarray, shape (n, k)
+    eigenvalues : ndarray, shape (k,)
+        ``lambda_1..lambda_k`` of the Laplacian (of the largest component in "per_component" mode).
+    info : dict
+        ``eigen_solver`` (what ran on the largest component), ``component_labels`` (n,),
+        ``component_eigenvalues`` (C, k), ``component_solvers``, ``degrees`` (n,), ``residuals`` (k,),
+        ``converged``, ``n_iter``.
+    """
+    W = check_affinity(W)
+    n = W.shape[0]
+    k = check_int("n_components", n_components, low=1, high=max(1, n - 2))
+    normalization = check_choice("normalization", normalization, NORMALIZATIONS)
+    eigen_solver = check_choice("eigen_solver", eigen_solver, EIGEN_SOLVERS[:-1])
+    on_disconnected = check_choice("on_disconnected", on_disconnected, ON_DISCONNECTED)
+    rng = check_random_state(random_state)
+    n_comp, labels = _components(W)
+    if n_comp > 1 and on_disconnected == "raise":
+        sizes = ", ".join(str(s) for s in np.bincount(labels)[:10]) + (", ..." if n_comp > 10 else "")
+        raise DisconnectedGraphError(
+            f"the graph has {n_comp} connected components (sizes {sizes}); Laplacian eigenmaps of a "
+            "disconnected graph mixes the components' indicator vectors. Use on_disconnected='per_component', "
+            "more n_neighbors or symmetrize='or'"
+        )
+    embedding = np.zeros((n, k))
+    comp_values = np.zeros((n_comp, k))
+    solvers, first = [], None
+    for c in range(n_comp):
+        nodes = np.flatnonzero(labels == c)
+        solver = eigen_solver if (n_comp == 1 or nodes.size > SMALL_COMPONENT_DENSE_MAX) else "dense"
+        emb, vals, res = _embed_component(W[nodes][:, nodes], k, normalization, solver, tol, rng)
+        embedding[nodes, : emb.shape[1]] = emb
+        comp_values[c, : vals.shape[0]] = vals
+        solvers.append(res.solver if res is not None else "none")
+        first = res if c == 0 else first
+    info = {
+        "eigen_solver": solvers[0],
+        "component_labels": labels,
+        "component_eigenvalues": comp_values,
+        "component_solvers": solvers,
+        "degrees": np.asarray(W.sum(axis=1)).ravel(),
+        "residuals": None if first is None else first.residuals[1:],
+        "converged": bool(first is None or first.converged),
+        "n_iter": 0 if first is None else int(first.n_iter),
+    }
+    return embedding, comp_values[0].copy(), info
+
+
+def _embed_component(Wc: sp.csr_matrix, k: int, normalization: str, solver: str, tol, rng):
+    """Embedding (n_c, <=k) and eigenvalues of one connected component (see module docstring)."""
+    n_c = Wc.shape[0]
+    if n_c == 1:
+        return np.zeros((1, 0)), np.zeros(0), None
+    sym = normalization != "unnormalized"
+    L, degrees = _laplacian(Wc, "symmetric" if sym else "unnormalized")
+    m = min(k + 1, n_c)
+    res = eigensolve(L, m, which="smallest", solver=solver, tol=tol, random_state=rng)
+    vectors = res.vectors / np.sqrt(degrees)[:, None] if sym else res.vectors
+    vectors = _sign_flip(vectors)
+    return vectors[:, 1:], res.values[1:], res
+
+
+def _sign_flip(V: np.ndarray) -> np.ndarray:
+    """Largest-|.| entry of each column positive (scikit-learn's _deterministic_vector_sign_flip)."""
+    rows = np.argmax(np.abs(V), axis=0)
+    signs = np.sign(V[rows, np.arange(V.shape[1])])
+    signs[signs == 0] = 1.0
+    return V * signs
+
+
+class LaplacianEigenmapsModel:
+    """Out-of-sample map of a fitted Laplacian eigenmap (Nystrom, Bengio et al. 2004).
+
+    For a new point ``x`` with weight row ``W(x, .)`` against the training points (the row it would get if
+    added to the graph, :func:`spectral.weights.query_weights`) and degree ``d_x = sum_i W(x, x_i)``:
+
+    - normalized (symmetric / random walk): with ``M = D^-1/2 W D^-1/2``, ``M u_j = mu_j u_j``,
+      ``mu_j = 1 - lambda_j``, Nystrom gives ``u_j(x) = (1/mu_j) sum_i W(x, x_i) / sqrt(d_x d_i) u_ij``; dividing
+      by ``sqrt(d_x)`` as in the fit (``f_ij = u_ij / sqrt(d_i)``):
+      ``f_j(x) = (1 / (mu_j d_x)) sum_i W(x, x_i) f_ij`` (paper 002 eq. 17-19 in this convention). It needs only
+      row ratios, computed without underflow (:func:`query_weights` with ``return_log_scale``).
+    - unnormalized: from ``(D - W) f_j = lambda_j f_j``: ``f_j(x) = sum_i W(x, x_i) f_ij / (d_x - lambda_j)``.
+
+    For a training point with its training row both give back ``f_ij`` exactly (``D^-1 W f = mu f``).
+    Rule for exact matches: a query at distance exactly 0 from a training point IS that training point and
+    gets its stored embedding row (so ``transform(X_train) == embedding_`` bitwise; with duplicated training
+    points, the row of the first duplicate the kNN query returns). With several graph components, a new
+    point is extended within the component that carries most of its weight. A new point with no edge (all
+    weights 0, possible with ``symmetrize="and"``) is isolated and gets zeros, like isolated training
+    points; ``transform(..., return_info=True)`` counts them.
+
+    The state (``to_state``) holds embedding, eigenvalues, component labels, degrees, per-point scales and
+    radii, and parameters; the kNN index is not stored: :meth:`rebuild_index` recreates it from the stored
+    training X (one index construction, see :class:`spectral.knn.KNNIndex`).
+    """
+
+    def __init__(self, embedding, component_eigenvalues, component_labels, degrees, scales, radii,
+                 weight_params: WeightParams, normalization: str, knn_params: dict, index=None):
+        self.embedding = embedding
+        self.component_eigenvalues = component_eigenvalues
+        self.component_labels = component_labels
+        self.degrees = degrees
+        self.scales = scales
+        self.radii = radii
+        self.weight_params = weight_params
+        self.normalization = normalization
+        self.knn_params = dict(knn_params)
+        self.index = index
+
+    def to_state(self) -> tuple[dict, dict]:
+        """``(arrays, attrs)``: numeric arrays and JSON-able attributes (no pickle needed)."""
+        arrays = {
+            "embedding": self.embedding,
+            "component_eigenvalues": self.component_eigenvalues,
+            "component_labels": self.component_labels,
+            "degrees": self.degrees,
+            "scales": self.scales,
+            "radii": self.radii,
+        }
+        attrs = {
+            "kind": STATE_KIND,
+            "version": STATE_VERSION,
+            "normalization": self.normalization,
+            "weight_params": self.weight_params.to_attrs(),
+            "knn_params": dict(self.knn_params),
+        }
+        return {k: np.asarray(v) for k, v in arrays.items()}, attrs
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict) -> LaplacianEigenmapsModel:
+        """Inverse of :meth:`to_state`; call :meth:`rebuild_index` (or :meth:`attach_index`) before use."""
+        if attrs.get("kind") != STATE_KIND or attrs.get("version") != STATE_VERSION:
+            raise InputDataError(
+                f"model state must have kind={STATE_KIND!r} version={STATE_VERSION}; "
+                f"got kind={attrs.get('kind')!r} version={attrs.get('version')!r}"
+            )
+        a = {k: np.asarray(v) for k, v in arrays.items()}
+        return cls(a["embedding"], a["component_eigenvalues"], a["component_labels"].astype(np.int64),
+                   a["degrees"], a["scales"], a["radii"], WeightParams.from_attrs(attrs["weight_params"]),
+                   attrs["normalization"], attrs["knn_params"])
+
+    def attach_index(self, index: KNNIndex) -> None:
+        """Use an already built index of the training points."""
+        if index.n_samples != self.embedding.shape[0]:
+            raise InputDataError(
+                f"the index has {index.n_samples} points; the model was fitted on {self.embedding.shape[0]}"
+            )
+        self.index = index
+
+    def rebuild_index(self, X_train: Any) -> None:
+        """Rebuild the kNN index from the training X (the same rows, in the same order, as at fit)."""
+        self.attach_index(KNNIndex.rebuild(X_train, self.knn_params))
+
+    def transform(self, X: Any, *, return_info: bool = False):
+        """Embed new points ``X`` (m, d) -> (m, k) (see the class docstring)."""
+        if self.index is None:
+            raise ParameterError("the model has no kNN index: call rebuild_index(X_train) first")
+        n = self.embedding.shape[0]
+        kc = min(n, CANDIDATE_FACTOR * self.weight_params.n_neighbors)
+        idx, dist = self.index.query(X, kc)
+        out = np.zeros((idx.shape[0], self.embedding.shape[1]))
+        exact = dist[:, 0] == 0.0
+        out[exact] = self.embedding[idx[exact, 0]]
+        rest = np.flatnonzero(~exact)
+        n_isolated = 0
+        if rest.size:
+            out[rest], n_isolated = self._extend(idx[rest], dist[rest])
+        if return_info:
+            return out, {"n_exact": int(exact.sum()), "n_isolated": n_isolated}
+        return out
+
+    def _extend(self, idx: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, int]:
+        sym = self.normalization != "unnormalized"
+        Wq, shift = query_weights(idx, dist, self.weight_params, self.scales, self.radii,
+                                  return_log_scale=True)
+        comp = self._assign_components(Wq)
+        Wq = Wq.tocoo()
+        same = self.component_labels[Wq.col] == comp[Wq.row]
+        Wq = sp.csr_matrix((Wq.data * same, (Wq.row, Wq.col)), shape=Wq.shape)
+        row_sum = np.asarray(Wq.sum(axis=1)).ravel()
+        isolated = row_sum == 0
+        lam = self.component_eigenvalues[comp]  # (m, k)
+        if sym:
+            denom = row_sum[:, None] * (1.0 - lam)  # d_x * mu_j, both in the shifted scale
+            bad = (1.0 - lam) < NYSTROM_DENOMINATOR_MIN
+        else:
+            d_x = row_sum * np.exp(shift)
+            Wq = sp.diags(np.exp(shift)) @ Wq
+            denom = d_x[:, None] - lam
+            bad = denom < NYSTROM_DENOMINATOR_MIN
+        bad &= ~isolated[:, None] & np.any(self.embedding != 0, axis=0)[None, :]
+        if bad.any():
+            raise InputDataError(
+                f"Nystrom extension undefined for {int(bad.any(axis=1).sum())} points: a denominator "
+                f"({'1 - lambda_j' if sym else 'd_x - lambda_j'}) is below {NYSTROM_DENOMINATOR_MIN}"
+            )
+        numer = np.asarray(Wq @ self.embedding)
+        out = np.where(isolated[:, None], 0.0, numer / np.where(isolated[:, None], 1.0, denom))
+        return out, int(isolated.sum())
+
+    def _assign_components(self, Wq: sp.csr_matrix) -> np.ndarray:
+        n_comp = self.component_eigenvalues.shape[0]
+        if n_comp == 1:
+            return np.zeros(Wq.shape[0], dtype=np.int64)
+        onehot = sp.csr_matrix(
+            (np.ones(self.component_labels.size), (np.arange(self.component_labels.size), self.component_labels)),
+            shape=(self.component_labels.size, n_comp),
+        )
+        return np.asarray((Wq @ onehot).toarray().argmax(axis=1)).ravel().astype(np.int64)
+
+
+class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
+    """Laplacian eigenmaps with a kNN graph and a Nystrom out-of-sample ``transform``.
+
+    Parameters
+    ----------
+    n_components : int, default 2
+        Embedding dimension k, in [1, n_samples - 2].
+    n_neighbors : int, default 15
+        Graph neighbours per point, in [1, n_samples - 1].
+    weighting : {"local_scaling", "heat", "binary", "hein_maier"}
+        Edge weights (:mod:`spectral.weights`).
+    normalization : {"symmetric", "random_walk", "unnormalized"}
+        Laplacian (:mod:`spectral.laplacian`); "symmetric" and "random_walk" give the same embedding.
+    eigen_solver : {"auto", "dense", "arpack", "lobpcg", "randomized", "nystrom"}
+        Delegated to :func:`spectral.eigen.eigensolve`; "auto" picks by size, the pick is in
+        ``eigen_solver_``.
+    symmetrize : {"or", "and", "mean"}
+    knn_method : {"auto", "exact", "nndescent"}
+        :func:`spectral.knn.knn_graph`.
+    on_disconnected : {"raise", "per_component"}
+        See :func:`laplacian_eigenmaps_from_graph`.
+    tol : float or None
+        Eigensolver tolerance.
+    random_state : None, int, Generator
+        Seeds NN-descent and the eigensolver's start vectors.
+
+    Attributes
+    ----------
+    embedding_ : ndarray (n_samples, n_components)
+    eigenvalues_ : ndarray (n_components,)
+        Laplacian eigenvalues lambda_1..lambda_k (largest component).
+    eigen_solver_ : str
+        The solver that ran.
+    affinity_matrix_ : scipy.sparse.csr_matrix (n_samples, n_samples)
+    n_connected_components_ : int
+    model_ : LaplacianEigenmapsModel
+        The out-of-sample map (storable with ``to_state``).
+    n_features_in_ : int
+
+    Notes
+    -----
+    ``transform`` is the Nystrom extension of :class:`LaplacianEigenmapsModel` (see its docstring for the
+    derivation); ``transform(X_train)`` returns ``embedding_`` exactly.
+    """
+
+    def __init__(self, n_components=2, *, n_neighbors=15, weighting="local_scaling", normalization="symmetric",
+                 eigen_solver="auto", symmetrize="or", knn_method="auto", on_disconnected="raise", tol=None,
+                 random_state=None):
+        self.n_components = n_components
+        self.n_neighbors = n_neighbors
+        self.weighting = weighting
+        self.normalization = normalization
+        self.eigen_solver = eigen_solver
+        self.symmetrize = symmetrize
+        self.knn_method = knn_method
+        self.on_disconnected = on_disconnected
+        self.tol = tol
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Build the graph of ``X`` (n, d) and compute the embedding. ``y`` is ignored."""
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        self._check_params(X.shape[0])
+        rng = check_random_state(self.random_state)
+        index = KNNIndex.build(X, self.n_neighbors, method=self.knn_method, random_state=rng)
+        idx, dist = index.neighbor_graph()
+        wparams, scales, radii = fit_weight_params(
+            dist, weighting=self.weighting, symmetrize=self.symmetrize
+        )
+        W = weights_from_params(idx, dist.astype(np.float64), wparams, scales)
+        embedding, eigenvalues, info = laplacian_eigenmaps_from_graph(
+            W, self.n_components, normalization=self.normalization, eigen_solver=self.eigen_solver,
+            on_disconnected=self.on_disconnected, tol=self.tol, random_state=rng,
+        )
+        self.model_ = LaplacianEigenmapsModel(
+            embedding, info["component_eigenvalues"], info["component_labels"], info["degrees"], scales, radii,
+            wparams, self.normalization, index.params, index=index,
+        )
+        self.embedding_ = embedding
+        self.eigenvalues_ = eigenvalues
+        self.eigen_solver_ = info["eigen_solver"]
+        self.affinity_matrix_ = W
+        self.n_connected_components_ = int(info["component_eigenvalues"].shape[0])
+        return self
+
+    def fit_transform(self, X, y=None):
+        """Fit and return ``embedding_`` (n, n_components)."""
+        return self.fit(X, y).embedding_
+
+    def transform(self, X):
+        """Nystrom out-of-sample embedding of ``X`` (m, d) -> (m, n_components)."""
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return self.model_.transform(X)
+
+    def _check_params(self, n: int) -> None:
+        check_int("n_neighbors", self.n_neighbors, low=1, high=n - 1)
+        check_int("n_components", self.n_components, low=1, high=max(1, n - 2))
+        check_choice("weighting", self.weighting, WEIGHTINGS)
+        check_choice("normalization", self.normalization, NORMALIZATIONS)
+        check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS[:-1])
+        check_choice("symmetrize", self.symmetrize, SYMMETRIZATIONS)
+        check_choice("knn_method", self.knn_method, KNN_METHODS)
+        check_choice("on_disconnected", self.on_disconnected, ON_DISCONNECTED)

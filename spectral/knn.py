@@ -1,0 +1,289 @@
+"""k-nearest-neighbour graphs: exact (scikit-learn) and approximate (pynndescent) behind one contract.
+
+Contract (ARCHITECTURE.md): ``knn_graph(X, k) -> (indices int64 (n, k), distances float32 (n, k))``, rows
+sorted by increasing distance, no self-neighbours. :class:`KNNIndex` builds the index once and answers
+``.query(X_new, k)`` for new points with the same contract (a training point identical to a query point is
+returned at distance 0: queries are not training points, nothing is dropped).
+
+Both methods finish with the same refinement step: the distances of the selected neighbours are recomputed
+in float64 directly from the coordinates (``||x - x_i||``, not the ``|x|^2 - 2 x.y + |y|^2`` expansion of
+brute force), then each row is re-sorted (stable). So identical points are at distance exactly 0, the graph
+distances are exactly symmetric (``d(i, j) == d(j, i)``) and both methods return bitwise-identical distances
+for the same neighbour pairs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
+from .errors import InputDataError, ParameterError
+
+METHODS = ("auto", "exact", "nndescent")
+METRICS = ("euclidean", "manhattan", "cosine")
+
+#: ``method="auto"`` uses the exact search when n_samples < EXACT_MAX_SAMPLES, NN-descent otherwise.
+#: Measured on this 2-core machine (benchmarks/bench_knn_crossover.py, k = 15, compile time excluded):
+#: d = 32 Gaussian mixture, exact / nndescent: 5k 0.13 / 0.40 s, 10k 0.45 / 0.87 s, 20k 1.6 / 1.9 s,
+#: 40k 6.1 / 3.9 s; d = 256 (USPS): 9.3k 1.1 / 1.7 s. The crossover is near 25k points; the exact search is
+#: also the only one without numba's 20-60 s first-use compile, which dominates below the crossover.
+EXACT_MAX_SAMPLES = 25_000
+
+#: Rows of X queried at once by the exact search: bounds the (chunk, n) distance block to ~ 2048 * n floats.
+EXACT_CHUNK_ROWS = 2048
+
+#: NN-descent query breadth (pynndescent's ``epsilon``); 0.1 is pynndescent's documented default.
+NNDESCENT_QUERY_EPSILON = 0.1
+
+
+def knn_graph(
+    X: Any,
+    n_neighbors: int,
+    *,
+    method: str = "auto",
+    metric: str = "euclidean",
+    random_state: Any = None,
+    n_jobs: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """k nearest neighbours of every row of ``X`` among the other rows.
+
+    Parameters
+    ----------
+    X : array-like, shape (n, d)
+        Finite numeric data.
+    n_neighbors : int in [1, n - 1]
+        Number of neighbours ``k`` per point, the point itself excluded.
+    method : {"auto", "exact", "nndescent"}
+        "exact" is scikit-learn's ``NearestNeighbors`` (kd-tree / brute force chosen by scikit-learn),
+        queried in chunks of :data:`EXACT_CHUNK_ROWS` rows; "nndescent" is ``pynndescent.NNDescent`` built
+        with ``k + 1`` neighbours; "auto" is "exact" below :data:`EXACT_MAX_SAMPLES` points.
+    metric : {"euclidean", "manhattan", "cosine"}
+    random_state : None, int, Generator
+        Seeds NN-descent (through one integer drawn from the generator); unused by "exact".
+    n_jobs : int or None
+        Threads of NN-descent; None uses every core (``os.cpu_count()``). Pass 1 inside Dask workers.
+
+    Returns
+    -------
+    indices : ndarray of int64, shape (n, k)
+        Neighbours sorted by increasing distance; the point itself is never among them, but a duplicate of
+        it (another row with the same coordinates) is, at distance 0.
+    distances : ndarray of float32, shape (n, k)
+    """
+    return KNNIndex.build(
+        X, n_neighbors, method=method, metric=metric, random_state=random_state, n_jobs=n_jobs
+    ).neighbor_graph()
+
+
+class KNNIndex:
+    """A kNN index over training points, built once and queried for new points.
+
+    Build with :meth:`build`; :meth:`neighbor_graph` gives the training graph (no self-neighbours) and
+    :meth:`query` the ``k`` nearest training points of new points. The object pickles (for in-memory
+    transport to Dask workers; an NN-descent index of ``n`` points takes about ``n * (d + 3 k) * 4``
+    bytes), but it is never persisted: a stored model keeps :attr:`params` (JSON-able) and the training X is
+    in the store, so :meth:`rebuild` recreates the index. Rebuilding costs one index construction: exact
+    search is instant (scikit-learn fit), NN-descent about 45 s for 10^6 x 32 points on this machine (plus
+    numba's compile on first use). With the same ``random_state`` and ``n_jobs=1``, the rebuilt NN-descent
+    index is the same.
+    """
+
+    def __init__(self, X, method, metric, n_neighbors, seed, n_jobs, index, graph):
+        self._X = X
+        self.method = method
+        self.metric = metric
+        self.n_neighbors = n_neighbors
+        self.seed = seed
+        self.n_jobs = n_jobs
+        self._index = index
+        self._graph = graph
+
+    @classmethod
+    def build(
+        cls,
+        X: Any,
+        n_neighbors: int,
+        *,
+        method: str = "auto",
+        metric: str = "euclidean",
+        random_state: Any = None,
+        n_jobs: int | None = None,
+    ) -> KNNIndex:
+        """Build the index of ``X`` (n, d) and its kNN graph; parameters as :func:`knn_graph`."""
+        X = check_array_2d(X, "X", min_rows=2)
+        n = X.shape[0]
+        n_neighbors = check_int("n_neighbors", n_neighbors, low=1, high=n - 1)
+        method = check_choice("method", method, METHODS)
+        metric = check_choice("metric", metric, METRICS)
+        if n_jobs is not None:
+            n_jobs = check_int("n_jobs", n_jobs, low=1)
+        seed = seed_int(check_random_state(random_state))
+        if method == "auto":
+            method = "exact" if n < EXACT_MAX_SAMPLES else "nndescent"
+        if method == "exact":
+            index = _build_exact(X, metric)
+            raw = _query_exact(index, X, n_neighbors + 1)
+        else:
+            index = _build_nndescent(X, metric, n_neighbors + 1, seed, n_jobs)
+            raw = index.neighbor_graph
+        indices = _drop_self(np.asarray(raw[0], dtype=np.int64), n_neighbors)
+        graph = _refine(X, X, indices, metric)
+        return cls(X, method, metric, n_neighbors, seed, n_jobs, index, graph)
+
+    @classmethod
+    def rebuild(cls, X: Any, params: dict) -> KNNIndex:
+        """Recreate an index from the training ``X`` and the :attr:`params` of the original index."""
+        return cls.build(
+            X,
+            params["n_neighbors"],
+            method=params["method"],
+            metric=params["metric"],
+            random_state=params["seed"],
+            n_jobs=params.get("n_jobs"),
+        )
+
+    @property
+    def params(self) -> dict:
+        """JSON-able parameters that :meth:`rebuild` needs (method is the resolved one, never "auto")."""
+        return {
+            "n_neighbors": self.n_neighbors,
+            "method": self.method,
+            "metric": self.metric,
+            "seed": self.seed,
+            "n_jobs": self.n_jobs,
+        }
+
+    @property
+    def n_samples(self) -> int:
+        """Number of training points."""
+        return self._X.shape[0]
+
+    def neighbor_graph(self) -> tuple[np.ndarray, np.ndarray]:
+        """Training graph: ``(indices int64 (n, k), distances float32 (n, k))``, no self-neighbours (copies)."""
+        return self._graph[0].copy(), self._graph[1].copy()
+
+    def query(self, X_new: Any, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+        """``k`` nearest training points of each row of ``X_new`` (m, d).
+
+        Returns ``(indices int64 (m, k), distances float32 (m, k))`` sorted by distance, ``k`` in [1, n].
+        A query equal to a training point finds it at distance 0 (first column).
+        """
+        X_new = check_array_2d(X_new, "X_new", min_rows=1)
+        if X_new.shape[1] != self._X.shape[1]:
+            raise InputDataError(
+                f"X_new must have {self._X.shape[1]} columns like the training data; got {X_new.shape[1]}"
+            )
+        k = check_int("n_neighbors", n_neighbors, low=1, high=self.n_samples)
+        if self.method == "exact":
+            indices = _query_exact(self._index, X_new, k)[0]
+        else:
+            indices = _query_nndescent(self._index, X_new, k)
+        return _refine(self._X, X_new, np.asarray(indices, dtype=np.int64), self.metric)
+
+
+def _build_exact(X: np.ndarray, metric: str):
+    from sklearn.neighbors import NearestNeighbors
+
+    return NearestNeighbors(metric=metric, algorithm="brute" if metric == "cosine" else "auto").fit(X)
+
+
+def _query_exact(index, Q: np.ndarray, k: int) -> tuple[np.ndarray, None]:
+    blocks = [
+        index.kneighbors(Q[i : i + EXACT_CHUNK_ROWS], n_neighbors=k, return_distance=False)
+        for i in range(0, Q.shape[0], EXACT_CHUNK_ROWS)
+    ]
+    return np.vstack(blocks), None
+
+
+def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int | None):
+    from pynndescent import NNDescent
+
+    threads = (os.cpu_count() or 1) if n_jobs is None else n_jobs
+    # compressed=False keeps what .query needs; low_memory is pynndescent's default for large data
+    index = NNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False)
+    if np.any(index.neighbor_graph[0] < 0):
+        raise InputDataError(
+            f"NN-descent found fewer than n_neighbors + 1 = {k} neighbours for some points; "
+            "use method='exact' for such small or degenerate data"
+        )
+    return index
+
+
+def _query_nndescent(index, Q: np.ndarray, k: int) -> np.ndarray:
+    indices, _ = index.query(Q.astype(np.float32), k=k, epsilon=NNDESCENT_QUERY_EPSILON)
+    if np.any(indices < 0):
+        raise InputDataError(f"NN-descent query returned fewer than n_neighbors={k} neighbours")
+    return indices
+
+
+def _drop_self(indices: np.ndarray, k: int) -> np.ndarray:
+    """Remove the point itself from each row of ``indices`` (n, k + 1) -> (n, k).
+
+    With duplicates the point may be missing from its own k + 1 list (all ties at distance 0); then the
+    last column is dropped. A duplicate twin is never dropped in place of the point itself.
+    """
+    n = indices.shape[0]
+    is_self = indices == np.arange(n)[:, None]
+    first = np.argmax(is_self, axis=1)
+    drop = np.where(is_self.any(axis=1), first, k)
+    keep = np.ones_like(is_self)
+    keep[np.arange(n), drop] = False
+    return indices[keep].reshape(n, k)
+
+
+def _refine(X: np.ndarray, Q: np.ndarray, indices: np.ndarray, metric: str):
+    """Recompute the distances of the selected pairs in float64, then sort each row (stable)."""
+    d = _pair_distances(X, Q, indices, metric)
+    order = np.argsort(d, axis=1, kind="stable")
+    indices = np.take_along_axis(indices, order, axis=1)
+    d = np.take_along_axis(d, order, axis=1)
+    return np.ascontiguousarray(indices, dtype=np.int64), np.ascontiguousarray(d, dtype=np.float32)
+
+
+def _pair_distances(X: np.ndarray, Q: np.ndarray, indices: np.ndarray, metric: str) -> np.ndarray:
+    out = np.empty(indices.shape, dtype=np.float64)
+    step = max(1, EXACT_CHUNK_ROWS * 8 // max(1, indices.shape[1]))
+    for i in range(0, Q.shape[0], step):
+        diff_q = Q[i : i + step, None, :]
+        nb = X[indices[i : i + step]]  # (chunk, k, d)
+        if metric == "euclidean":
+            out[i : i + step] = np.sqrt(np.sum((nb - diff_q) ** 2, axis=2))
+        elif metric == "manhattan":
+            out[i : i + step] = np.sum(np.abs(nb - diff_q), axis=2)
+        else:
+            out[i : i + step] = _cosine(diff_q, nb)
+    return out
+
+
+def _cosine(q: np.ndarray, nb: np.ndarray) -> np.ndarray:
+    qn = np.linalg.norm(q, axis=2)
+    nn = np.linalg.norm(nb, axis=2)
+    denom = qn * nn
+    dots = np.sum(nb * q, axis=2)
+    # zero vectors: cosine distance 0 to another zero vector, 1 otherwise (scikit-learn's convention)
+    sim = np.where(denom > 0, dots / np.where(denom > 0, denom, 1.0), np.where((qn == 0) & (nn == 0), 1.0, 0.0))
+    return np.clip(1.0 - sim, 0.0, 2.0)
+
+
+def check_knn_graph(indices: Any, distances: Any, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a kNN graph ``(indices (n, k), distances (n, k))`` and return it as (int64, float64)."""
+    idx = np.asarray(indices)
+    dist = np.asarray(distances)
+    if idx.ndim != 2 or dist.shape != idx.shape:
+        raise InputDataError(
+            f"indices and distances must be 2-D arrays of the same shape; got {idx.shape} and {dist.shape}"
+        )
+    if not np.issubdtype(idx.dtype, np.integer):
+        raise InputDataError(f"indices must have an integer dtype; got {idx.dtype}")
+    n = idx.shape[0] if n_samples is None else n_samples
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise InputDataError(f"indices must lie in [0, {n - 1}]; got values in [{idx.min()}, {idx.max()}]")
+    dist = dist.astype(np.float64)
+    if not np.all(np.isfinite(dist)) or (dist.size and dist.min() < 0):
+        raise InputDataError("distances must be finite and >= 0")
+    if idx.shape[1] < 1:
+        raise ParameterError(f"the kNN graph must have at least 1 neighbour per row; got {idx.shape[1]}")
+    return idx.astype(np.int64), dist

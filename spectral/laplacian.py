@@ -1,0 +1,131 @@
+"""Graph Laplacians and connectivity checks.
+
+With ``W`` symmetric non-negative (n, n) and degrees ``d = W 1``, ``D = diag(d)``:
+
+- ``"unnormalized"``: ``L = D - W``;
+- ``"symmetric"``: ``L_sym = I - D^-1/2 W D^-1/2`` (eigenvalues in [0, 2]);
+- ``"random_walk"``: ``L_rw = I - D^-1 W`` (not symmetric; same eigenvalues as L_sym, eigenvectors
+  ``D^-1/2 u``).
+
+Isolated nodes (degree 0) have an all-zero row and column in every Laplacian (``D^-1/2`` and ``D^-1`` are
+taken as 0 there, scipy.sparse.csgraph's convention for ``normed=True`` would put 1 on the diagonal): they
+contribute the eigenvalue 0 and never produce NaN or inf.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from ._validation import check_choice
+from .errors import DisconnectedGraphError, InputDataError
+
+NORMALIZATIONS = ("unnormalized", "symmetric", "random_walk")
+
+#: Relative tolerance of the symmetry check of W: |W - W^T| <= SYMMETRY_RTOL * max|W|.
+SYMMETRY_RTOL = 1e-10
+
+
+def check_affinity(W: Any, name: str = "W") -> sp.csr_matrix:
+    """Validate a square, symmetric, non-negative, finite affinity matrix; return it as float64 CSR."""
+    if sp.issparse(W):
+        M = sp.csr_matrix(W, dtype=np.float64)
+    else:
+        arr = np.asarray(W)
+        if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
+            raise InputDataError(f"{name} must be a numeric matrix; got dtype {arr.dtype}")
+        if arr.ndim != 2:
+            raise InputDataError(f"{name} must be a 2-D square matrix; got shape {arr.shape}")
+        M = sp.csr_matrix(arr.astype(np.float64))
+    if M.shape[0] != M.shape[1] or M.shape[0] < 1:
+        raise InputDataError(f"{name} must be a non-empty square matrix; got shape {M.shape}")
+    if not np.all(np.isfinite(M.data)):
+        raise InputDataError(f"{name} contains NaN or inf values")
+    if M.nnz and M.data.min() < 0:
+        raise InputDataError(f"{name} must be non-negative; smallest entry is {M.data.min()}")
+    scale = float(np.abs(M.data).max()) if M.nnz else 0.0
+    asym = abs(M - M.T)
+    if asym.nnz and asym.max() > SYMMETRY_RTOL * max(scale, 1e-300):
+        raise InputDataError(f"{name} must be symmetric; max |{name} - {name}^T| = {asym.max():.3g}")
+    return M
+
+
+def laplacian(W: Any, normalization: str = "unnormalized") -> tuple[sp.csr_matrix, np.ndarray]:
+    """Graph Laplacian of a symmetric affinity matrix.
+
+    Parameters
+    ----------
+    W : array or sparse matrix, shape (n, n)
+        Symmetric non-negative weights; the diagonal is ignored (self-loops are removed).
+    normalization : {"unnormalized", "symmetric", "random_walk"}
+
+    Returns
+    -------
+    L : scipy.sparse.csr_matrix, shape (n, n), float64
+    degrees : ndarray, shape (n,)
+        ``d_i = sum_j W_ij`` (self-loops excluded).
+    """
+    normalization = check_choice("normalization", normalization, NORMALIZATIONS)
+    W = check_affinity(W)
+    return _laplacian(W, normalization)
+
+
+def _laplacian(W: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    W = W.copy()
+    W.setdiag(0.0)
+    W.eliminate_zeros()
+    degrees = np.asarray(W.sum(axis=1)).ravel()
+    n = W.shape[0]
+    if normalization == "unnormalized":
+        L = sp.diags(degrees) - W
+    else:
+        inv = np.zeros(n)
+        pos = degrees > 0
+        if normalization == "symmetric":
+            inv[pos] = 1.0 / np.sqrt(degrees[pos])
+            L = sp.diags(pos.astype(float)) - sp.diags(inv) @ W @ sp.diags(inv)
+        else:
+            inv[pos] = 1.0 / degrees[pos]
+            L = sp.diags(pos.astype(float)) - sp.diags(inv) @ W
+    L = sp.csr_matrix(L, dtype=np.float64)
+    L.sort_indices()
+    return L, degrees
+
+
+def connected_components(W: Any) -> tuple[int, np.ndarray]:
+    """Connected components of the graph of a symmetric affinity matrix.
+
+    Returns
+    -------
+    n_components : int
+    labels : ndarray of int64, shape (n,)
+        Component of each node, numbered by decreasing size (0 = largest; ties by smallest node index).
+    """
+    W = check_affinity(W)
+    return _components(W)
+
+
+def _components(W: sp.csr_matrix) -> tuple[int, np.ndarray]:
+    n_comp, labels = csgraph.connected_components(W, directed=False)
+    sizes = np.bincount(labels, minlength=n_comp)
+    first = np.full(n_comp, labels.shape[0])
+    np.minimum.at(first, labels, np.arange(labels.shape[0]))
+    order = np.lexsort((first, -sizes))  # by size desc, then first node
+    relabel = np.empty(n_comp, dtype=np.int64)
+    relabel[order] = np.arange(n_comp)
+    return int(n_comp), relabel[labels]
+
+
+def check_connected(W: Any) -> None:
+    """Raise :class:`DisconnectedGraphError` (with the component sizes) unless the graph is connected."""
+    n_comp, labels = connected_components(W)
+    if n_comp > 1:
+        sizes = np.bincount(labels)
+        shown = ", ".join(str(s) for s in sizes[:10]) + (", ..." if n_comp > 10 else "")
+        raise DisconnectedGraphError(
+            f"the graph has {n_comp} connected components (sizes {shown}); it must be connected. "
+            "Increase n_neighbors, use symmetrize='or', or embed per component"
+        )
