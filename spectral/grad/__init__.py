@@ -7,6 +7,7 @@
 """
 
 from .gkpca import GraphKPCA
+from .lneg import LNEG
 from .multi import MultiGraphKPCA
 
-__all__ = ["GraphKPCA", "MultiGraphKPCA"]
+__all__ = ["GraphKPCA", "LNEG", "MultiGraphKPCA"]
