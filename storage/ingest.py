@@ -30,7 +30,7 @@ import numpy as np
 
 from . import layout
 from .errors import IngestError, StoreFormatError, StorageError
-from .readers import Block, check_label_count, open_labels, open_source
+from .readers import Block, check_label_count, open_labels, open_source, read_rows_from_spec
 from .store import filesystem, is_url, open_store
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -49,6 +49,7 @@ class IngestInfo:
     fingerprint: str
     source: str
     seconds: float
+    parallel: bool = False
 
     def to_dict(self) -> dict:
         """Plain dict (JSON-able)."""
@@ -171,12 +172,61 @@ def _write_chunks(group: Any, src: Any, ext_labels: Any, chunk_rows: int, dtype:
         raise IngestError(f"source announced {known_n} rows but {n} were read")
     if ext_labels is not None:
         check_label_count(int(ext_labels.shape[0]), n)
+    return _root_attrs(n, d, dtype, chunk_rows, has_labels, x_digest.digest(), y_digest.digest())
+
+
+def _root_attrs(n: int, d: int, dtype: str, chunk_rows: int, has_labels: bool, x_digest: bytes,
+                y_digest: bytes) -> dict:
     total = hashlib.blake2b(f"{n},{d},{dtype}".encode(), digest_size=16)
-    total.update(x_digest.digest())
+    total.update(x_digest)
     if has_labels:
-        total.update(y_digest.digest())
+        total.update(y_digest)
     return {layout.ATTR_N: n, layout.ATTR_D: d, layout.ATTR_DTYPE: dtype, layout.ATTR_CHUNK_ROWS: chunk_rows,
             layout.ATTR_HAS_LABELS: has_labels, layout.ATTR_FINGERPRINT: "blake2b:" + total.hexdigest()}
+
+
+def ingest_chunk(spec: tuple, store_url: str, start: int, stop: int, dtype: str, labels: Any,
+                 storage_options: dict | None = None) -> tuple[bytes, bytes | None]:
+    """Read, validate and write rows ``start:stop`` (one chunk) of a random-access source; return digests.
+
+    Runs on any worker of a parallel ingest: the source is re-opened from ``spec`` and the (incomplete)
+    target store from its URL. ``labels`` is the chunk's slice of external labels, or None.
+    """
+    import zarr
+
+    xb, yb = read_rows_from_spec(spec, start, stop)
+    xb = validate_x_block(np.asarray(xb), start, dtype, None)
+    yb = labels if labels is not None else yb
+    opts = {"storage_options": storage_options} if storage_options and is_url(store_url) else {}
+    group = zarr.open_group(store_url, mode="r+", zarr_format=3, **opts)
+    group[layout.X][start:stop] = xb
+    y_digest = None
+    if yb is not None:
+        yb = validate_label_block(np.asarray(yb), start)
+        group[layout.Y][start:stop] = yb
+        y_digest = hashlib.blake2b(yb.tobytes(), digest_size=16).digest()
+    return hashlib.blake2b(xb.tobytes(), digest_size=16).digest(), y_digest
+
+
+def _write_parallel(group: Any, tmp_url: str, src: Any, ext_labels: Any, chunk_rows: int, dtype: str,
+                    executor: Any, storage_options: dict | None) -> dict:
+    """Per-chunk ingest through ``executor.map`` (one task per chunk of the store)."""
+    n, d = int(src.n_rows), int(src.n_columns)
+    if n == 0:
+        raise IngestError("X has zero rows; at least 1 row is required")
+    has_labels = src.has_labels or ext_labels is not None
+    _create_arrays(group, n, d, chunk_rows, dtype, has_labels)
+    bounds = layout.row_chunk_bounds(n, chunk_rows)
+    label_slices = [None if ext_labels is None else np.asarray(ext_labels[a:b]) for a, b in bounds]
+    results = executor.map(ingest_chunk, [src.spec] * len(bounds), [tmp_url] * len(bounds),
+                           [a for a, _ in bounds], [b for _, b in bounds], [dtype] * len(bounds), label_slices,
+                           [storage_options] * len(bounds))
+    x_digest, y_digest = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
+    for xd, yd in results:  # in chunk order: the first failing chunk raises first
+        x_digest.update(xd)
+        if yd is not None:
+            y_digest.update(yd)
+    return _root_attrs(n, d, dtype, chunk_rows, has_labels, x_digest.digest(), y_digest.digest())
 
 
 def _swap_into_place(fs: Any, tmp: str, root: str) -> None:
@@ -218,6 +268,7 @@ def ingest(
     overwrite: bool = False,
     storage_options: dict | None = None,
     read_options: dict | None = None,
+    executor: Any = None,
 ) -> IngestInfo:
     """Ingest ``source`` into a new eigenflow store at ``store_url``, streaming chunk by chunk.
 
@@ -247,6 +298,11 @@ def ingest(
         fsspec options for URL targets and zarr URL sources.
     read_options : dict, optional
         Extra keyword arguments of ``pandas.read_csv`` (e.g. ``{"header": None, "sep": ";"}``).
+    executor : concurrent.futures.Executor-like, optional
+        Anything with ``map(fn, *iterables)`` (e.g. ``distributed.Client.get_executor()``): then every chunk
+        of an ``.npy`` or zarr-path source is read, validated and written by its own task (the source and the
+        target must be reachable from the workers). CSV, parquet, npz and in-memory sources are streams read
+        in order, so they are always ingested sequentially; ``IngestInfo.parallel`` tells which happened.
 
     Returns
     -------
@@ -279,7 +335,13 @@ def ingest(
     tmp_url, tmp_root = url + suffix, root + suffix
     try:
         group = open_store(tmp_url, "w", storage_options if is_url(url) else None)
-        attrs = _write_chunks(group, src, ext_labels, rows, dtype)
+        tmp_url = tmp_url if is_url(url) else tmp_root
+        parallel = executor is not None and src.spec is not None
+        if parallel:
+            attrs = _write_parallel(group, tmp_url, src, ext_labels, rows, dtype, executor,
+                                    storage_options if is_url(url) else None)
+        else:
+            attrs = _write_chunks(group, src, ext_labels, rows, dtype)
         attrs[layout.ATTR_SOURCE] = src.description
         group.attrs.update({**attrs, layout.ATTR_STATUS: layout.STATUS_COMPLETE})  # written LAST
         _swap_into_place(fs, tmp_root, root)
@@ -289,4 +351,4 @@ def ingest(
         raise
     return IngestInfo(store=url, n=attrs[layout.ATTR_N], d=attrs[layout.ATTR_D], chunk_rows=rows, dtype=dtype,
                       has_labels=attrs[layout.ATTR_HAS_LABELS], fingerprint=attrs[layout.ATTR_FINGERPRINT],
-                      source=src.description, seconds=time.perf_counter() - start_time)
+                      source=src.description, seconds=time.perf_counter() - start_time, parallel=parallel)

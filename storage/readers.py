@@ -42,6 +42,9 @@ class Source:
         Whether the blocks carry labels.
     blocks : callable
         ``blocks(rows) -> iterator of (X block, labels block or None)``, each block at most ``rows`` rows.
+    spec : tuple or None
+        For file-backed random-access sources (npy, zarr path), a small picklable description that
+        :func:`read_rows_from_spec` re-opens in another process (parallel ingest); None otherwise.
     """
 
     kind: str
@@ -50,6 +53,7 @@ class Source:
     n_columns: int | None
     has_labels: bool
     blocks: Callable[[int], Iterator[Block]] = field(repr=False)
+    spec: tuple | None = None
 
 
 def check_shape_2d(shape: tuple, what: str) -> None:
@@ -120,7 +124,9 @@ def npy_source(path: str) -> Source:
         raise IngestError(f"cannot memory-map {path}: {exc} (object arrays are refused)") from exc
     except OSError as exc:
         raise IngestError(f"cannot read {path}: {exc}") from exc
-    return array_source(x, kind="npy", description=path)
+    src = array_source(x, kind="npy", description=path)
+    src.spec = ("npy", os.path.abspath(path))
+    return src
 
 
 # ---- npz: stream a zip member ------------------------------------------------------------------------------
@@ -300,9 +306,13 @@ def zarr_source(src: Any, x_key: str = "X", labels_key: str | None = "auto",
             node = zarr.open(str(src), mode="r", **opts)
         except Exception as exc:  # zarr raises many types for unreadable stores
             raise IngestError(f"cannot open {src} as a zarr array or group: {exc}") from exc
-    desc = str(src) if not isinstance(src, (zarr.Array, zarr.Group)) else f"zarr:{node.store}/{node.path}"
+    from_path = not isinstance(src, (zarr.Array, zarr.Group))
+    desc = str(src) if from_path else f"zarr:{node.store}/{node.path}"
+    location = (str(src) if "://" in str(src) else os.path.abspath(str(src))) if from_path else None
     if isinstance(node, zarr.Array):
-        return array_source(node, kind="zarr", description=desc)
+        out = array_source(node, kind="zarr", description=desc)
+        out.spec = ("zarr", location, None, None, storage_options) if from_path else None
+        return out
     members = {name for name, _ in node.arrays()}
     if x_key not in members:
         raise IngestError(f"x_key={x_key!r} is not an array of zarr group {desc}; arrays are {sorted(members)}")
@@ -311,7 +321,23 @@ def zarr_source(src: Any, x_key: str = "X", labels_key: str | None = "auto",
     elif labels_key is not None and labels_key not in members:
         raise IngestError(f"labels_key={labels_key!r} is not an array of zarr group {desc}; arrays are {sorted(members)}")
     y = node[labels_key] if labels_key is not None else None
-    return array_source(node[x_key], y, kind="zarr", description=desc)
+    out = array_source(node[x_key], y, kind="zarr", description=desc)
+    out.spec = ("zarr", location, x_key, labels_key, storage_options) if from_path else None
+    return out
+
+
+def read_rows_from_spec(spec: tuple, start: int, stop: int) -> Block:
+    """Rows ``start:stop`` of the source described by ``Source.spec`` (re-opened here: runs on any worker)."""
+    if spec[0] == "npy":
+        x = np.load(spec[1], mmap_mode="r", allow_pickle=False)
+        return np.asarray(x[start:stop]), None
+    _, location, x_key, labels_key, storage_options = spec
+    opts = {"storage_options": storage_options} if storage_options and "://" in location else {}
+    node = zarr.open(location, mode="r", **opts)
+    if x_key is None:
+        return node[start:stop], None
+    y = node[labels_key][start:stop] if labels_key is not None else None
+    return node[x_key][start:stop], y
 
 
 # ---- dispatch -------------------------------------------------------------------------------------------------

@@ -329,3 +329,55 @@ def test_fsspec_memory_url(data):
     ingest(X, url, labels=y, chunk_rows=CHUNK, overwrite=True)
     np.testing.assert_array_equal(read_X(url, 10, 20), X[10:20].astype(np.float32))
     assert storage.info(url)["n"] == N
+
+
+# ---- parallel (per-chunk) ingest ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["npy", "zarr"])
+def test_parallel_ingest_matches_sequential(kind, tmp_path, data):
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = data
+    source, kwargs = _write_source(kind, tmp_path, X, y)
+    seq = ingest(source, tmp_path / "seq.zarr", chunk_rows=CHUNK, **kwargs)
+    with ThreadPoolExecutor(2) as pool:
+        par = ingest(source, tmp_path / "par.zarr", chunk_rows=CHUNK, executor=pool, **kwargs)
+    assert par.parallel and not seq.parallel
+    assert par.fingerprint == seq.fingerprint
+    np.testing.assert_array_equal(read_X(tmp_path / "par.zarr"), read_X(tmp_path / "seq.zarr"))
+    np.testing.assert_array_equal(read_labels(tmp_path / "par.zarr"), y)
+
+
+def test_parallel_ingest_failure_reports_first_bad_row_and_cleans_up(tmp_path, data):
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, _ = data
+    X = X.copy()
+    X[[130, 250], 0] = np.nan
+    np.save(tmp_path / "x.npy", X)
+    with ThreadPoolExecutor(2) as pool:
+        with pytest.raises(IngestError, match=r"row 130, column 0"):
+            ingest(tmp_path / "x.npy", tmp_path / "s.zarr", chunk_rows=CHUNK, executor=pool)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def test_streamed_sources_ignore_executor_explicitly(tmp_path, data):
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = data
+    source, kwargs = _write_source("csv", tmp_path, X, y)
+    with ThreadPoolExecutor(1) as pool:
+        info = ingest(source, tmp_path / "s.zarr", chunk_rows=CHUNK, executor=pool, **kwargs)
+    assert not info.parallel and info.n == N
+
+
+@pytest.mark.slow
+def test_parallel_ingest_on_a_dask_cluster(tmp_path, data):
+    distributed = pytest.importorskip("distributed")
+    X, y = data
+    np.save(tmp_path / "x.npy", X)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with distributed.Client(cluster) as client:
+            info = ingest(tmp_path / "x.npy", tmp_path / "s.zarr", labels=y, chunk_rows=CHUNK,
+                          executor=client.get_executor())
+    assert info.parallel
+    np.testing.assert_array_equal(read_X(tmp_path / "s.zarr"), X.astype(np.float32))
