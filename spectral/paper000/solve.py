@@ -18,6 +18,8 @@ REGULARIZATIONS = ("eps", "pca")
 
 #: relative tolerance below which a singular value / eigenvalue counts as zero (rank decisions)
 RANK_RTOL = 1e-10
+#: C counts as singular when its smallest eigenvalue is below this fraction of its largest (double precision)
+COND_RTOL = 1e-12
 #: relative tolerance deciding that an eigenvalue of DNE is negative (Sect. 5: d = number of negative ones)
 NEGATIVE_RTOL = 1e-9
 
@@ -52,13 +54,13 @@ def generalized_eigh(A: np.ndarray, B: np.ndarray, what: str) -> tuple[np.ndarra
     """
     A = 0.5 * (A + A.T)
     B = 0.5 * (B + B.T)
-    try:
-        return scipy.linalg.eigh(A, B)
-    except np.linalg.LinAlgError as exc:
+    b = scipy.linalg.eigvalsh(B)
+    if b[0] <= COND_RTOL * max(float(b[-1]), np.finfo(float).tiny):
         raise NotPositiveDefiniteError(
-            f"the constraint matrix C of {what} is not positive definite ({exc}); use reg_eps > 0 "
-            "(C + eps I) or regularization='pca' (paper 000 Sect. 3.2, remark 1)"
-        ) from None
+            f"the constraint matrix C of {what} is not positive definite (eigenvalues in [{b[0]:.3g}, {b[-1]:.3g}]); "
+            "use reg_eps > 0 (C + eps I) or regularization='pca' (paper 000 Sect. 3.2, remark 1)"
+        )
+    return scipy.linalg.eigh(A, B)
 
 
 def n_negative(values: np.ndarray) -> int:
