@@ -18,6 +18,7 @@ import numpy as np
 import zarr
 
 from .errors import IngestError
+from .store import validate_store
 
 Block = tuple[np.ndarray, "np.ndarray | None"]
 #: Suffixes recognized by :func:`open_source`.
@@ -313,6 +314,9 @@ def zarr_source(src: Any, x_key: str = "X", labels_key: str | None = "auto",
         out = array_source(node, kind="zarr", description=desc)
         out.spec = ("zarr", location, None, None, storage_options) if from_path else None
         return out
+    if "schema_version" in node.attrs:  # an eigenflow store: refuse it if incomplete or unsafe
+        validate_store(node if isinstance(src, zarr.Group) else str(src),
+                       storage_options if "://" in str(src) else None)
     members = {name for name, _ in node.arrays()}
     if x_key not in members:
         raise IngestError(f"x_key={x_key!r} is not an array of zarr group {desc}; arrays are {sorted(members)}")

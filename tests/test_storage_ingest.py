@@ -381,3 +381,14 @@ def test_parallel_ingest_on_a_dask_cluster(tmp_path, data):
                           executor=client.get_executor())
     assert info.parallel
     np.testing.assert_array_equal(read_X(tmp_path / "s.zarr"), X.astype(np.float32))
+
+
+def test_incomplete_eigenflow_store_is_not_a_valid_source(tmp_path, data):
+    X, _ = data
+    ingest(X, tmp_path / "a.zarr", chunk_rows=CHUNK)
+    group = zarr.open_group(str(tmp_path / "a.zarr"), mode="r+")
+    group.attrs["status"] = "incomplete"
+    with pytest.raises(StoreFormatError, match=r"status 'incomplete'"):
+        ingest(tmp_path / "a.zarr", tmp_path / "b.zarr")
+    group.attrs["status"] = "complete"
+    assert ingest(group, tmp_path / "b.zarr", chunk_rows=CHUNK).n == N
