@@ -1,0 +1,75 @@
+"""Ingest task: a source file or store into a chunked eigenflow store (the I/O is :func:`storage.ingest`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from storage import layout
+from storage.errors import StoreFormatError
+from storage.ingest import ingest
+from storage.store import filesystem, is_url, read_attrs
+
+from tasks.common import IO_RETRIES, IO_RETRY_DELAY_SECONDS
+
+
+def same_location(a: str, b: str) -> bool:
+    """True if two store references name the same place (local paths compared after ``abspath``)."""
+    a, b = os.fspath(a).rstrip("/"), os.fspath(b).rstrip("/")
+    if is_url(a) or is_url(b):
+        return a == b
+    return os.path.abspath(a) == os.path.abspath(b)
+
+
+def existing_store_attrs(store_url: str) -> dict | None:
+    """Root attributes of a complete store at ``store_url``, None if nothing is there.
+
+    Raises :class:`storage.errors.StoreFormatError` if something that is not a complete store is there.
+    """
+    fs, root = filesystem(store_url)
+    if not fs.exists(root):
+        return None
+    attrs = read_attrs(store_url)  # validates: complete, known schema, no pickle codecs
+    return attrs
+
+
+# Not cached by Prefect: whether the store already exists is checked on the store itself every time.
+@task(name="ingest", retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY_SECONDS, cache_policy=NO_CACHE)
+def ingest_task(
+    source: str,
+    store_url: str,
+    *,
+    labels: str | None = None,
+    chunk_rows: int | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Ingest ``source`` into ``store_url`` unless the store already holds it; return the store's summary.
+
+    Skipped (``{"skipped": True, ...}``) when ``source`` is the store itself, or when a complete store at
+    ``store_url`` was ingested from the same ``source`` (a re-run after a crash). A store holding another
+    source is refused unless ``overwrite``.
+    """
+    source = os.fspath(source)
+    if same_location(source, store_url):
+        return {"skipped": True, "reason": "source is the store", **_summary(store_url)}
+    attrs = None if overwrite else existing_store_attrs(store_url)
+    if attrs is not None:
+        labels_ok = labels is None or bool(attrs.get(layout.ATTR_HAS_LABELS))
+        if same_location(str(attrs.get(layout.ATTR_SOURCE, "")), source) and labels_ok:
+            return {"skipped": True, "reason": "store already holds this source", **_summary(store_url)}
+        raise StoreFormatError(
+            f"store {store_url} already exists (ingested from {attrs.get(layout.ATTR_SOURCE)!r}); "
+            "choose another store path, pass the store itself as SOURCE, or use overwrite"
+        )
+    result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+    return {"skipped": False, **result.to_dict()}
+
+
+def _summary(store_url: str) -> dict[str, Any]:
+    attrs = read_attrs(store_url)
+    keys = (layout.ATTR_N, layout.ATTR_D, layout.ATTR_CHUNK_ROWS, layout.ATTR_DTYPE, layout.ATTR_HAS_LABELS,
+            layout.ATTR_FINGERPRINT, layout.ATTR_SOURCE)
+    return {"store": os.fspath(store_url), **{key: attrs.get(key) for key in keys}}
