@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import secrets
 import time
 from dataclasses import asdict, dataclass
@@ -31,7 +32,7 @@ import numpy as np
 from . import layout
 from .errors import IngestError, StoreFormatError, StorageError
 from .readers import Block, check_label_count, open_labels, open_source, read_rows_from_spec
-from .store import filesystem, is_url, open_store
+from .store import _read_json, filesystem, is_url, open_store
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -247,6 +248,17 @@ def _move(fs: Any, src: str, dst: str) -> None:
         fs.mv(src, dst, recursive=True)
 
 
+def _check_replaceable(fs: Any, root: str, url: str) -> None:
+    """Refuse to overwrite anything but an eigenflow store (or an empty directory): never delete user data."""
+    if fs.isfile(root):
+        raise StoreFormatError(f"refusing to overwrite {url}: it is a file, not an eigenflow store")
+    meta = _read_json(fs, posixpath.join(root, "zarr.json"))
+    if meta is None and fs.ls(root, detail=False):
+        raise StoreFormatError(f"refusing to overwrite {url}: it is a non-empty directory, not an eigenflow store")
+    if meta is not None and layout.ATTR_SCHEMA_VERSION not in (meta.get("attributes") or {}):
+        raise StoreFormatError(f"refusing to overwrite {url}: it is a zarr store not written by eigenflow")
+
+
 def _check_options(dtype: str, chunk_rows: Any, n_columns: int | None) -> int:
     if dtype not in layout.X_DTYPES:
         raise StorageError(f"dtype must be one of {list(layout.X_DTYPES)}; got {dtype!r}")
@@ -329,8 +341,10 @@ def ingest(
     rows = _check_options(dtype, chunk_rows, src.n_columns)
     fs, root = filesystem(store_url, storage_options)
     url = os.fspath(store_url).rstrip("/")
-    if fs.exists(root) and not overwrite:
-        raise StoreFormatError(f"store {url} already exists; pass overwrite=True to replace it")
+    if fs.exists(root):
+        if not overwrite:
+            raise StoreFormatError(f"store {url} already exists; pass overwrite=True to replace it")
+        _check_replaceable(fs, root, url)
     suffix = f".tmp-{secrets.token_hex(4)}"
     tmp_url, tmp_root = url + suffix, root + suffix
     try:

@@ -392,3 +392,22 @@ def test_incomplete_eigenflow_store_is_not_a_valid_source(tmp_path, data):
         ingest(tmp_path / "a.zarr", tmp_path / "b.zarr")
     group.attrs["status"] = "complete"
     assert ingest(group, tmp_path / "b.zarr", chunk_rows=CHUNK).n == N
+
+
+def test_overwrite_refuses_what_is_not_an_eigenflow_store(tmp_path, data):
+    X, _ = data
+    precious = tmp_path / "home"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    with pytest.raises(StoreFormatError, match=r"refusing to overwrite .*non-empty directory"):
+        ingest(X, precious, overwrite=True)
+    (tmp_path / "file.zarr").write_text("x")
+    with pytest.raises(StoreFormatError, match=r"refusing to overwrite .*it is a file"):
+        ingest(X, tmp_path / "file.zarr", overwrite=True)
+    zarr.open_group(str(tmp_path / "other.zarr"), mode="w").create_array("a", shape=(2,), dtype="f4")
+    with pytest.raises(StoreFormatError, match=r"zarr store not written by eigenflow"):
+        ingest(X, tmp_path / "other.zarr", overwrite=True)
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    (tmp_path / "empty").mkdir()
+    assert ingest(X, tmp_path / "empty", overwrite=True).n == N
+    assert ingest(X, tmp_path / "new" / "nested" / "s.zarr").n == N  # parents are created
