@@ -28,6 +28,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 
+from spectral.errors import ParameterError  # noqa: E402
 from spectral.paper000 import DNE, LFDA, MFA  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -68,7 +69,7 @@ ESTIMATORS = {"DNE": DNE, "MFA": MFA, "LFDA": LFDA}
 # --- choices the paper leaves open (documented in benchmarks/results/paper000.md) ---
 K_NEIGHBORS = 3                       # Sect. 5
 GAMMA_GRID = (0.0, 0.01, 0.1, 1.0, 10.0)  # gamma of eq. 12, chosen by CV on the labeled points (Sect. 5)
-CV_FOLDS = 5
+CV_FOLDS = 3
 STANDARDIZE = {"linear": True, "kernel": False}  # z-score with the l + u points (not for <x,x'>^2: it is even in x)
 REGULARIZATION = {"linear": "eps", "kernel": "pca"}  # C + eps I (linear), KPCA reduction (kernel), remark 1
 SCALING = "identity"                  # T = I of remark 2
@@ -81,14 +82,22 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_split(y: np.ndarray, l: int, u: int, t: int | None, rng: np.random.Generator):
-    """Indices (labeled, unlabeled, test); every class gets >= k labeled points (Sect. 5), the rest at random."""
-    first = np.concatenate([rng.choice(np.flatnonzero(y == c), K_NEIGHBORS, replace=False) for c in np.unique(y)])
-    rest = rng.permutation(np.setdiff1d(np.arange(len(y)), first))
-    lab = np.concatenate([first, rest[: l - len(first)]])
-    rest = rest[l - len(first):]
-    unl = rest[:u]
-    test = unl if t is None else rest[u:u + t]
+    """Indices (labeled, unlabeled, test) of one uniformly random split (Table 1 sizes)."""
+    perm = rng.permutation(len(y))
+    lab, unl = perm[:l], perm[l:l + u]
+    test = unl if t is None else perm[l + u:l + u + t]
     return lab, unl, test
+
+
+def fit_labels(y_lab: np.ndarray, n_total: int) -> np.ndarray:
+    """Labels for the fit: the labeled rows first, -1 after; a class with fewer than k labeled points cannot
+    define Neig^I (Sect. 5 sets k = 3 "to ensure that every class has at least k points"), so its points enter
+    the fit as unlabeled (they still serve as 1-NN references)."""
+    y_fit = np.full(n_total, -1)
+    classes, counts = np.unique(y_lab, return_counts=True)
+    ok = np.isin(y_lab, classes[counts >= K_NEIGHBORS])
+    y_fit[: len(y_lab)] = np.where(ok, y_lab, -1)
+    return y_fit
 
 
 def _mode(method: str) -> str:
@@ -113,23 +122,24 @@ def one_nn(Z: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) ->
 
 
 def cv_gamma(method: str, X: np.ndarray, y: np.ndarray, n_lab: int, rng: np.random.Generator) -> float:
-    """gamma maximizing the CV 1-NN accuracy on the labeled points (rows 0..n_lab-1 of X are labeled)."""
+    """Grid gammas sorted by CV 1-NN accuracy on the labeled points (rows 0..n_lab-1 of X are labeled)."""
     folds = np.array_split(rng.permutation(n_lab), CV_FOLDS)
     scores = []
     for gamma in GAMMA_GRID:
         acc = []
         for held in folds:
-            y_tr = np.full(len(X), -1)
             keep = np.setdiff1d(np.arange(n_lab), held)
-            y_tr[keep] = y[keep]
+            order = np.concatenate([keep, np.setdiff1d(np.arange(len(X)), keep)])
+            y_tr = fit_labels(y[keep], len(X))
             try:
-                Z = embed(method, X, y_tr, gamma)
-            except ValueError:  # a fold left a class with < k labeled points: score it as a failure
+                Z = embed(method, X[order], y_tr, gamma)
+            except ParameterError:  # DNE: no negative eigenvalue left at this gamma (d = 0), no embedding
                 acc.append(0.0)
                 continue
-            acc.append(one_nn(Z, y, keep, held))
+            acc.append(one_nn(Z, y[order], np.arange(len(keep)), np.arange(len(keep), n_lab)))
         scores.append(np.mean(acc))
-    return GAMMA_GRID[int(np.argmax(scores))]  # ties -> smallest gamma
+    # best first; ties -> smallest gamma (stable sort on -score)
+    return [GAMMA_GRID[i] for i in np.argsort(-np.array(scores), kind="stable")]
 
 
 def run_split(ds: str, split: int, methods: list[str]) -> dict[str, float]:
@@ -140,14 +150,13 @@ def run_split(ds: str, split: int, methods: list[str]) -> dict[str, float]:
     train = np.concatenate([lab, unl])
     mu, sd = X_raw[train].mean(0), X_raw[train].std(0)
     X_std = (X_raw - mu) / np.where(sd > 0, sd, 1.0)
-    y_tr = np.full(len(train), -1)
-    y_tr[:l] = y[lab]
+    y_tr = fit_labels(y[lab], len(train))
     out = {}
     for method in methods:
         X = X_std if STANDARDIZE[_mode(method)] else X_raw
         Xtr = X[train]
-        gamma = cv_gamma(method, Xtr, y[train], l, rng) if method.startswith("SS-") else 0.0
-        est = variant(method, gamma).fit(Xtr, y_tr)
+        gammas = cv_gamma(method, Xtr, y[train], l, rng) if method.startswith("SS-") else [0.0]
+        est = _fit_first(method, gammas, Xtr, y_tr)
         if t is None:  # transductive rows of Table 1: the unlabeled points are the test points
             Z = est.embedding_
             out[method] = one_nn(Z, y[train], np.arange(l), np.arange(l, len(train)))
@@ -156,6 +165,16 @@ def run_split(ds: str, split: int, methods: list[str]) -> dict[str, float]:
             y_eval = np.concatenate([y[lab], y[test]])
             out[method] = one_nn(Z, y_eval, np.arange(l), np.arange(l, len(y_eval)))
     return out
+
+
+def _fit_first(method, gammas, X, y_fit):
+    """Fit with the best CV gamma; if DNE has no negative eigenvalue there on the full set, the next best."""
+    for gamma in gammas:
+        try:
+            return variant(method, gamma).fit(X, y_fit)
+        except ParameterError:
+            continue
+    raise RuntimeError(f"{method}: no gamma of {gammas} gives an embedding")
 
 
 def summarize(results: dict, datasets: list[str]) -> list[dict]:

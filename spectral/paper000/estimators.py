@@ -170,9 +170,17 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
             mean, P = solve.pca_basis(F)
         else:
             mean, P = F.mean(axis=0), np.eye(F.shape[1])
-        G = (F - mean) @ P  # (n, r)
-        A = G.T @ L @ G
-        B = np.eye(G.shape[1]) if Lc is None else solve.ridge(G.T @ Lc @ G, self.reg_eps)
+        Fc = F - mean
+        self._solve_primal(Fc.T @ L @ Fc, None if Lc is None else Fc.T @ Lc @ Fc, mean, P)
+
+    def _solve_primal(self, A_full, B_full, mean, P) -> None:
+        """Solve ``P^T A P b = lambda P^T B P b`` (B = I for DNE) and store ``z = (f(x) - mean) P b``.
+
+        ``A_full = F^T L F`` and ``B_full = F^T L_C F`` (p, p) in feature coordinates; ``P`` (p, r) the basis
+        of the (PCA-reduced) search space. Shared with the chunked at-scale path (:mod:`.scale`).
+        """
+        A = P.T @ A_full @ P
+        B = np.eye(P.shape[1]) if B_full is None else solve.ridge(P.T @ B_full @ P, self.reg_eps)
         values, vecs = solve.generalized_eigh(A, B, self._method)
         d = self._n_components(values)
         proj = solve.flip_signs(solve.apply_scaling(P @ vecs[:, :d], values[:d], self.scaling))
