@@ -21,9 +21,11 @@ from .errors import IngestError, StorageError, StoreFormatError
 from .graph_io import (
     create_knn,
     read_csr,
+    read_constraints,
     read_csr_attrs,
     read_knn,
     read_knn_attrs,
+    write_constraints,
     write_csr,
     write_knn,
     write_knn_block,
@@ -38,8 +40,8 @@ __all__ = [
     "IngestError", "IngestInfo", "RunManifest", "StageRecord", "StorageError", "StoreFormatError", "X_as_dask",
     "chunk_rows", "create_embedding", "create_knn", "create_output", "create_point_array", "has_labels", "info",
     "ingest", "iter_row_chunks", "layout", "list_models", "list_runs", "open_store", "read_X", "read_attrs",
-    "read_csr", "read_csr_attrs", "read_embedding", "read_knn", "read_knn_attrs", "read_labels", "read_manifest",
+    "read_constraints", "read_csr", "read_csr_attrs", "read_embedding", "read_knn", "read_knn_attrs", "read_labels", "read_manifest",
     "read_model", "read_output", "read_rows", "row_chunks", "run_context", "stage", "validate_store",
-    "write_csr", "write_embedding", "write_embedding_block", "write_knn", "write_knn_block", "write_manifest",
+    "write_constraints", "write_csr", "write_embedding", "write_embedding_block", "write_knn", "write_knn_block", "write_manifest",
     "write_model", "write_output_block", "write_point_array", "write_point_block", "x_shape",
 ]

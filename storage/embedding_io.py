@@ -97,8 +97,11 @@ def write_point_block(store: StoreRef, path: str, start: int, block: Any,
             f"block for {path!r} at start={start} must have shape {(expected, *arr.shape[1:])} (one whole chunk); "
             f"got {block.shape}"
         )
-    if block.dtype.kind not in "biuf":
-        raise StorageError(f"block for {path!r} must be numeric; got dtype {block.dtype}")
+    if block.dtype.kind not in "biuf" or not np.can_cast(block.dtype, arr.dtype, casting="same_kind"):
+        raise StorageError(
+            f"block for {path!r} must be numeric and castable to the array's dtype {arr.dtype} without changing "
+            f"kind (e.g. no float -> int); got dtype {block.dtype}"
+        )
     out = block.astype(arr.dtype, copy=False)
     if out.dtype.kind == "f" and not np.isfinite(out).all():
         row = int(np.argwhere(~np.isfinite(out))[0][0])

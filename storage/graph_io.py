@@ -22,34 +22,46 @@ from ._jsonable import check_attrs
 from .embedding_io import create_point_array, write_point_block
 from .arrays import read_rows
 from .errors import StoreFormatError, StorageError
-from .store import StoreRef, as_group, delete_node, get_node
+from .store import StoreRef, as_group, delete_node, get_node, has_node
 
 _RESERVED_CSR_ATTRS = (layout.ATTR_ENCODING, layout.ATTR_ENCODING_VERSION, layout.ATTR_SHAPE)
 
 
 # ---- kNN graph ----------------------------------------------------------------------------------------------
-def _check_knn(indices: np.ndarray, distances: np.ndarray, n: int) -> None:
+def _check_knn(indices: np.ndarray, distances: np.ndarray, n_index: int) -> None:
     if indices.ndim != 2 or indices.shape != distances.shape:
         raise StorageError(
             f"indices and distances must both have shape (rows, k); got {indices.shape} and {distances.shape}"
         )
     if indices.dtype.kind not in "iu":
         raise StorageError(f"indices must be integers; got dtype {indices.dtype}")
-    if indices.size and (indices.min() < 0 or indices.max() >= n):
-        raise StorageError(f"indices must be in [0, {n - 1}] (rows of X); got range [{indices.min()}, {indices.max()}]")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_index):
+        raise StorageError(
+            f"indices must be in [0, {n_index - 1}] (rows of the indexed data, n_index={n_index}); "
+            f"got range [{indices.min()}, {indices.max()}]"
+        )
 
 
-def create_knn(store: StoreRef, k: int, attrs: dict | None = None, *, overwrite: bool = True,
-               storage_options: dict | None = None) -> None:
+def _n_index(group: Any, n_index: Any) -> int:
+    if n_index is None:
+        return int(get_node(group, layout.X).shape[0])
+    if isinstance(n_index, bool) or not isinstance(n_index, (int, np.integer)) or n_index < 1:
+        raise StorageError(f"n_index must be None or an integer >= 1; got {n_index!r}")
+    return int(n_index)
+
+
+def create_knn(store: StoreRef, k: int, attrs: dict | None = None, *, n_index: int | None = None,
+               overwrite: bool = True, storage_options: dict | None = None) -> None:
     """Create empty ``graph/knn/indices`` (n, k) int64 and ``distances`` (n, k) float32 for block writes.
 
-    ``attrs`` (e.g. ``{"k": 15, "metric": "euclidean", "method": "nndescent", "recall": 0.97}``) go on
-    the ``graph/knn`` group.
+    ``attrs`` (e.g. ``{"metric": "euclidean", "method": "nndescent", "recall": 0.97}``) go on the
+    ``graph/knn`` group, with ``k`` and ``n_index``: the number of rows the indices point into (default n,
+    the store's own X; the training set's n for the neighbours of new points in an ``extend`` store).
     """
     group = as_group(store, "r+", storage_options)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise StorageError(f"k must be an integer >= 1; got {k!r}")
-    attrs = check_attrs({**(attrs or {}), "k": int(k)})
+    attrs = check_attrs({**(attrs or {}), "k": int(k), "n_index": _n_index(group, n_index)})
     create_point_array(group, layout.KNN_INDICES, int(k), dtype=layout.KNN_INDICES_DTYPE, fill_value=-1,
                        overwrite=overwrite)
     create_point_array(group, layout.KNN_DISTANCES, int(k), dtype=layout.KNN_DISTANCES_DTYPE, overwrite=overwrite)
@@ -61,21 +73,25 @@ def write_knn_block(store: StoreRef, start: int, indices: Any, distances: Any,
     """Write the kNN rows of one aligned chunk of X (``start`` a multiple of the chunk rows)."""
     group = as_group(store, "r+", storage_options)
     indices, distances = np.asarray(indices), np.asarray(distances)
-    _check_knn(indices, distances, int(get_node(group, layout.X).shape[0]))
+    knn = get_node(group, layout.KNN, kind="group")
+    _check_knn(indices, distances, int(knn.attrs.get("n_index", get_node(group, layout.X).shape[0])))
     write_point_block(group, layout.KNN_INDICES, start, indices)
     write_point_block(group, layout.KNN_DISTANCES, start, distances)
 
 
-def write_knn(store: StoreRef, indices: Any, distances: Any, attrs: dict | None = None,
-              storage_options: dict | None = None) -> None:
-    """Write a whole kNN graph ``indices (n, k)`` int64, ``distances (n, k)`` float32 (replacing an old one)."""
+def write_knn(store: StoreRef, indices: Any, distances: Any, attrs: dict | None = None, *,
+              n_index: int | None = None, storage_options: dict | None = None) -> None:
+    """Write a whole kNN graph ``indices (n, k)`` int64, ``distances (n, k)`` float32 (replacing an old one).
+
+    ``n_index``: see :func:`create_knn` (default: n of the store's X).
+    """
     group = as_group(store, "r+", storage_options)
     indices, distances = np.asarray(indices), np.asarray(distances)
     n = int(get_node(group, layout.X).shape[0])
-    _check_knn(indices, distances, n)
+    _check_knn(indices, distances, _n_index(group, n_index))
     if indices.shape[0] != n:
         raise StorageError(f"indices must have n={n} rows (one per point of X); got {indices.shape[0]}")
-    create_knn(group, indices.shape[1], attrs, overwrite=True)
+    create_knn(group, indices.shape[1], attrs, n_index=n_index, overwrite=True)
     rows = int(group[layout.KNN_INDICES].chunks[0])
     for start in range(0, n, rows):
         write_point_block(group, layout.KNN_INDICES, start, indices[start:start + rows])
@@ -158,3 +174,41 @@ def read_csr(store: StoreRef, name: str, rows: tuple[int, int] | None = None,
 def read_csr_attrs(store: StoreRef, name: str, storage_options: dict | None = None) -> dict:
     """Attributes of the CSR group ``name`` (the caller's attrs plus encoding-type, encoding-version, shape)."""
     return dict(_csr_group(store, name, storage_options).attrs)
+
+
+# ---- pairwise constraints (paper 003, semi-supervised) -----------------------------------------------------------
+def _check_pairs(name: str, pairs: Any, n: int) -> np.ndarray:
+    pairs = np.asarray(pairs)
+    if pairs.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu":
+        raise StorageError(f"{name} must be an integer array of shape (p, 2); got shape {pairs.shape}, dtype {pairs.dtype}")
+    if pairs.min() < 0 or pairs.max() >= n:
+        raise StorageError(f"{name} must hold row indices in [0, {n - 1}]; got range [{pairs.min()}, {pairs.max()}]")
+    same = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+    if same.size:
+        raise StorageError(f"{name} pairs must join two different points; pair {int(same[0])} is {pairs[same[0]].tolist()}")
+    return pairs.astype(np.int64)
+
+
+def write_constraints(store: StoreRef, must_link: Any = None, cannot_link: Any = None,
+                      storage_options: dict | None = None) -> None:
+    """Write must-link ``(p, 2)`` and cannot-link ``(q, 2)`` pairs of row indices (int64), replacing old ones."""
+    group = as_group(store, "r+", storage_options)
+    n = int(get_node(group, layout.X).shape[0])
+    pairs = {layout.MUST_LINK: _check_pairs("must_link", [] if must_link is None else must_link, n),
+             layout.CANNOT_LINK: _check_pairs("cannot_link", [] if cannot_link is None else cannot_link, n)}
+    for path, arr in pairs.items():
+        delete_node(group, path)
+        out = group.create_array(path, shape=arr.shape, chunks=(max(1, min(arr.shape[0], 2**20)), 2),
+                                 dtype="int64", fill_value=0)
+        out[...] = arr
+
+
+def read_constraints(store: StoreRef, storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(must_link (p, 2), cannot_link (q, 2))`` int64; empty ``(0, 2)`` arrays if the store has none."""
+    group = as_group(store, "r", storage_options)
+    out = []
+    for path in (layout.MUST_LINK, layout.CANNOT_LINK):
+        out.append(group[path][...] if has_node(group, path) else np.zeros((0, 2), dtype=np.int64))
+    return out[0], out[1]

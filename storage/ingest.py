@@ -31,7 +31,7 @@ import numpy as np
 
 from . import layout
 from .errors import IngestError, StoreFormatError, StorageError
-from .readers import Block, check_label_count, open_labels, open_source, read_rows_from_spec
+from .readers import Block, check_label_count, open_labels, open_source, read_rows_from_spec, source_kind
 from .store import _read_json, filesystem, is_url, open_store
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -259,6 +259,19 @@ def _check_replaceable(fs: Any, root: str, url: str) -> None:
         raise StoreFormatError(f"refusing to overwrite {url}: it is a zarr store not written by eigenflow")
 
 
+def _labels_by_name(source: Any, name: str, labels_key: Any, label_column: Any) -> tuple[Any, Any]:
+    """``labels="<name>"`` (not a .npy path): the label column (csv/parquet) or key (npz/zarr) of the source."""
+    kind = source_kind(source) if isinstance(source, (str, os.PathLike)) else "array"
+    if kind in ("csv", "parquet") and label_column is None:
+        return labels_key, name
+    if kind in ("npz", "zarr") and labels_key in ("auto", None, name):
+        return name, label_column
+    raise IngestError(
+        f"labels={name!r} is neither a .npy file nor a label column/key of the {kind} source "
+        f"(label_column={label_column!r}, labels_key={labels_key!r}); pass an array, a .npy path, or one name"
+    )
+
+
 def _check_options(dtype: str, chunk_rows: Any, n_columns: int | None) -> int:
     if dtype not in layout.X_DTYPES:
         raise StorageError(f"dtype must be one of {list(layout.X_DTYPES)}; got {dtype!r}")
@@ -291,8 +304,10 @@ def ingest(
         ``x_key``), or an in-memory array of shape ``(n, d)``.
     store_url : str or os.PathLike
         Target store (local path or fsspec URL).
-    labels : array-like of shape (n,) or path to a .npy file, optional
-        Integer labels, ``-1`` = unlabeled. Not allowed together with labels from the source itself.
+    labels : array-like of shape (n,), path to a .npy file, or a name, optional
+        Integer labels, ``-1`` = unlabeled. Not allowed together with labels from the source itself. A string
+        that does not end in ``.npy`` names the label column (csv / parquet) or key (npz / zarr group) of the
+        source, i.e. it is shorthand for ``label_column`` / ``labels_key`` (convenient for the CLI).
     x_key : str
         Key of X in a ``.npz`` or zarr group source.
     labels_key : str or None
@@ -328,6 +343,8 @@ def ingest(
         ``store_url`` exists and ``overwrite`` is False.
     """
     start_time = time.perf_counter()
+    if isinstance(labels, str) and not labels.lower().endswith(".npy"):
+        labels, labels_key, label_column = None, *_labels_by_name(source, labels, labels_key, label_column)
     src = open_source(source, x_key=x_key, labels_key=labels_key, label_column=label_column,
                       read_options=read_options, storage_options=storage_options)
     ext_labels = None

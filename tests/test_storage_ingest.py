@@ -411,3 +411,33 @@ def test_overwrite_refuses_what_is_not_an_eigenflow_store(tmp_path, data):
     (tmp_path / "empty").mkdir()
     assert ingest(X, tmp_path / "empty", overwrite=True).n == N
     assert ingest(X, tmp_path / "new" / "nested" / "s.zarr").n == N  # parents are created
+
+
+def test_labels_given_by_name(tmp_path, data):
+    X, y = data
+    for kind in ("csv", "parquet", "npz", "zarr"):
+        source, _ = _write_source(kind, tmp_path, X, y)
+        name = "label" if kind in ("csv", "parquet") else "y"
+        ingest(source, tmp_path / f"{kind}.zarr", labels=name, chunk_rows=CHUNK)
+        np.testing.assert_array_equal(read_labels(tmp_path / f"{kind}.zarr"), y)
+    np.save(tmp_path / "y.npy", y)
+    ingest(X, tmp_path / "arr.zarr", labels=str(tmp_path / "y.npy"))
+    np.testing.assert_array_equal(read_labels(tmp_path / "arr.zarr"), y)
+    with pytest.raises(IngestError, match=r"labels='label' is neither a .npy file nor a label column/key of the array"):
+        ingest(X, tmp_path / "bad.zarr", labels="label")
+    with pytest.raises(IngestError, match=r"label_column='nope' is not a column"):
+        ingest(tmp_path / "x.csv", tmp_path / "bad.zarr", labels="nope")
+
+
+def test_constraints_roundtrip(tmp_path, data):
+    X, _ = data
+    ingest(X, tmp_path / "s.zarr", chunk_rows=CHUNK)
+    ml, cl = storage.read_constraints(tmp_path / "s.zarr")
+    assert ml.shape == (0, 2) and cl.shape == (0, 2)
+    storage.write_constraints(tmp_path / "s.zarr", must_link=[[0, 1], [5, 299]], cannot_link=np.array([[2, 3]]))
+    ml, cl = storage.read_constraints(tmp_path / "s.zarr")
+    assert ml.dtype == np.int64 and ml.tolist() == [[0, 1], [5, 299]] and cl.tolist() == [[2, 3]]
+    with pytest.raises(StorageError, match=r"must_link must hold row indices in \[0, 299\]; got range \[0, 300\]"):
+        storage.write_constraints(tmp_path / "s.zarr", must_link=[[0, 300]])
+    with pytest.raises(StorageError, match=r"cannot_link pairs must join two different points; pair 0 is \[4, 4\]"):
+        storage.write_constraints(tmp_path / "s.zarr", cannot_link=[[4, 4]])

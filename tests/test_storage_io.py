@@ -33,7 +33,7 @@ def test_knn_roundtrip(store):
     np.testing.assert_array_equal(d2, dist.astype(np.float32))
     i3, d3 = storage.read_knn(store, 16, 32)
     np.testing.assert_array_equal(i3, idx[16:32])
-    assert storage.read_knn_attrs(store) == {"metric": "euclidean", "method": "exact", "recall": 1.0, "k": 5}
+    assert storage.read_knn_attrs(store) == {"metric": "euclidean", "method": "exact", "recall": 1.0, "k": 5, "n_index": N}
     assert storage.open_store(store)[layout.KNN_INDICES].chunks == (CHUNK, 5)
 
 
@@ -260,3 +260,21 @@ def test_arrays_helpers(store):
     assert dx.chunks == ((16, 16, 16, 2), (3,))
     np.testing.assert_array_equal(dx.compute(), X)
     assert storage.read_labels(store) is None and not storage.has_labels(store)
+
+
+def test_knn_of_new_points_into_another_index(store):
+    # an `extend` store: 50 new points whose neighbours are rows of a 1000-point training set
+    idx = np.full((N, 3), 999)
+    storage.write_knn(store, idx, np.zeros((N, 3)), {"index_store": "train.zarr"}, n_index=1000)
+    assert storage.read_knn_attrs(store)["n_index"] == 1000
+    storage.write_knn_block(store, 0, idx[:CHUNK], np.zeros((CHUNK, 3)))
+    with pytest.raises(StorageError, match=r"indices must be in \[0, 999\] .*n_index=1000"):
+        storage.write_knn_block(store, 0, idx[:CHUNK] + 1, np.zeros((CHUNK, 3)))
+
+
+def test_point_block_kind_must_not_change(store):
+    storage.create_output(store, "r", "pred", dtype="int32")
+    with pytest.raises(StorageError, match=r"castable to the array's dtype int32 .*got dtype float64"):
+        storage.write_output_block(store, "r", "pred", 0, np.zeros(CHUNK))
+    storage.write_output_block(store, "r", "pred", 0, np.ones(CHUNK, dtype=np.int64))
+    assert storage.read_output(store, "r", "pred", 0, 3).tolist() == [1, 1, 1]
