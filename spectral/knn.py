@@ -35,8 +35,10 @@ EXACT_MAX_SAMPLES = 25_000
 #: Rows of X queried at once by the exact search: bounds the (chunk, n) distance block to ~ 2048 * n floats.
 EXACT_CHUNK_ROWS = 2048
 
-#: NN-descent query breadth (pynndescent's ``epsilon``); 0.1 is pynndescent's documented default.
-NNDESCENT_QUERY_EPSILON = 0.1
+#: NN-descent query breadth (pynndescent's ``epsilon``; its default 0.1 gave a query recall of 0.92 at
+#: k = 5 on 8-d blobs here). Queries also ask for at least the index's own k + 1 neighbours and keep the
+#: first k: a wider search front, the same contract.
+NNDESCENT_QUERY_EPSILON = 0.2
 
 
 def knn_graph(
@@ -121,6 +123,11 @@ class KNNIndex:
         if n_jobs is not None:
             n_jobs = check_int("n_jobs", n_jobs, low=1)
         seed = seed_int(check_random_state(random_state))
+        return cls._build(X, n_neighbors, method, metric, seed, n_jobs)
+
+    @classmethod
+    def _build(cls, X, n_neighbors, method, metric, seed, n_jobs) -> KNNIndex:
+        n = X.shape[0]
         if method == "auto":
             method = "exact" if n < EXACT_MAX_SAMPLES else "nndescent"
         if method == "exact":
@@ -136,14 +143,13 @@ class KNNIndex:
     @classmethod
     def rebuild(cls, X: Any, params: dict) -> KNNIndex:
         """Recreate an index from the training ``X`` and the :attr:`params` of the original index."""
-        return cls.build(
-            X,
-            params["n_neighbors"],
-            method=params["method"],
-            metric=params["metric"],
-            random_state=params["seed"],
-            n_jobs=params.get("n_jobs"),
-        )
+        X = check_array_2d(X, "X", min_rows=2)
+        k = check_int("n_neighbors", params["n_neighbors"], low=1, high=X.shape[0] - 1)
+        method = check_choice("method", params["method"], METHODS[1:])
+        metric = check_choice("metric", params["metric"], METRICS)
+        seed = check_int("seed", params["seed"], low=0)
+        n_jobs = params.get("n_jobs")
+        return cls._build(X, k, method, metric, seed, None if n_jobs is None else check_int("n_jobs", n_jobs, low=1))
 
     @property
     def params(self) -> dict:
@@ -180,8 +186,10 @@ class KNNIndex:
         if self.method == "exact":
             indices = _query_exact(self._index, X_new, k)[0]
         else:
-            indices = _query_nndescent(self._index, X_new, k)
-        return _refine(self._X, X_new, np.asarray(indices, dtype=np.int64), self.metric)
+            wide = min(self.n_samples, max(k, self.n_neighbors + 1))
+            indices = _query_nndescent(self._index, X_new, wide)
+        indices, distances = _refine(self._X, X_new, np.asarray(indices, dtype=np.int64), self.metric)
+        return np.ascontiguousarray(indices[:, :k]), np.ascontiguousarray(distances[:, :k])
 
 
 def _build_exact(X: np.ndarray, metric: str):

@@ -1,0 +1,160 @@
+"""kNN graphs and KNNIndex: brute-force oracle (scipy cdist), duplicates, both methods' shared contract."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from conftest import load_dataset
+from spectral.errors import InputDataError, ParameterError
+from spectral.knn import EXACT_MAX_SAMPLES, KNNIndex, knn_graph
+from spectral.metrics import knn_recall
+
+
+def _blobs(n=300, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)) + 4.0 * rng.integers(0, 3, size=(n, 1))
+
+
+def check_contract(X, indices, distances, k):
+    """The contract shared by every method: shapes, dtypes, no self, sorted, true distances."""
+    n = X.shape[0]
+    assert indices.shape == (n, k) and distances.shape == (n, k)
+    assert indices.dtype == np.int64 and distances.dtype == np.float32
+    assert not np.any(indices == np.arange(n)[:, None])
+    assert np.all(np.diff(distances, axis=1) >= 0)
+    assert all(np.unique(row).size == k for row in indices)
+    true = np.linalg.norm(X[:, None, :] - X[indices], axis=2)
+    np.testing.assert_allclose(distances, true, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "manhattan", "cosine"])
+def test_exact_equals_brute_force(metric):
+    X = _blobs()
+    k = 7
+    indices, distances = knn_graph(X, k, method="exact", metric=metric)
+    D = cdist(X, X, metric={"manhattan": "cityblock"}.get(metric, metric))
+    np.fill_diagonal(D, np.inf)
+    ref = np.argsort(D, axis=1, kind="stable")[:, :k]
+    assert knn_recall(indices, ref) == 1.0
+    np.testing.assert_allclose(distances, np.take_along_axis(D, ref, axis=1), rtol=1e-6, atol=1e-7)
+    if metric == "euclidean":
+        check_contract(X, indices, distances, k)
+
+
+def test_duplicates_drop_the_point_itself_not_a_twin():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 3))
+    X[10:16] = X[10]  # 6 copies of one point: more than k + 1 = 4, so the point may miss its own list
+    X[30:32] = X[30]  # a pair of twins
+    indices, distances = knn_graph(X, 3, method="exact")
+    check_contract(X, indices, distances, 3)
+    for i in range(10, 16):
+        assert set(indices[i]) <= set(range(10, 16)) - {i}
+        assert np.all(distances[i] == 0.0)
+    assert indices[30, 0] == 31 and indices[31, 0] == 30
+    assert distances[30, 0] == 0.0 and distances[31, 0] == 0.0
+
+
+def test_exact_query_contract_and_identity_at_distance_zero():
+    X = _blobs(200)
+    X_new = _blobs(40, seed=5)
+    index = KNNIndex.build(X, 6, method="exact")
+    idx, dist = index.query(X_new, 9)
+    D = cdist(X_new, X)
+    ref = np.argsort(D, axis=1, kind="stable")[:, :9]
+    assert idx.dtype == np.int64 and dist.dtype == np.float32 and idx.shape == (40, 9)
+    assert knn_recall(idx, ref) == 1.0
+    idx_train, dist_train = index.query(X[:20], 4)
+    assert np.array_equal(idx_train[:, 0], np.arange(20)) and np.all(dist_train[:, 0] == 0.0)
+
+
+def test_index_pickles_and_rebuilds_from_params():
+    X = _blobs(150)
+    index = KNNIndex.build(X, 5, method="exact", random_state=3)
+    clone = pickle.loads(pickle.dumps(index))
+    rebuilt = KNNIndex.rebuild(X, index.params)
+    q = _blobs(10, seed=9)
+    for other in (clone, rebuilt):
+        for a, b in zip(index.query(q, 5), other.query(q, 5)):
+            np.testing.assert_array_equal(a, b)
+    assert rebuilt.params == index.params and index.params["method"] == "exact"
+
+
+def test_auto_threshold_picks_exact_below():
+    X = _blobs(100)
+    assert KNNIndex.build(X, 5, method="auto").method == "exact"
+    assert EXACT_MAX_SAMPLES > 100
+
+
+def test_nndescent_small_graph_contract():
+    """The one default test that runs pynndescent (its numba compile costs ~20-50 s per process)."""
+    X = _blobs(600, d=8)
+    X[100:103] = X[100]  # duplicates: the point itself is dropped, twins stay at distance 0
+    exact, _ = knn_graph(X, 10, method="exact")
+    indices, distances = knn_graph(X, 10, method="nndescent", random_state=0, n_jobs=1)
+    check_contract(X, indices, distances, 10)
+    assert knn_recall(indices, exact) >= 0.95
+    assert set(indices[100, :2]) == {101, 102} and np.all(distances[100, :2] == 0.0)
+
+
+@pytest.mark.slow
+def test_nndescent_query_and_pickle():
+    """Queries compile another set of numba functions (~60-100 s under load): slow."""
+    X = _blobs(600, d=8)
+    index = KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1)
+    q = _blobs(30, d=8, seed=7)
+    qi, qd = index.query(q, 5)
+    assert qi.dtype == np.int64 and qd.dtype == np.float32 and qi.shape == (30, 5)
+    assert knn_recall(qi, np.argsort(cdist(q, X), axis=1)[:, :5]) >= 0.95
+    ti, td = index.query(X[:10], 3)
+    assert np.array_equal(ti[:, 0], np.arange(10)) and np.all(td[:, 0] == 0.0)
+    clone = pickle.loads(pickle.dumps(index))
+    np.testing.assert_array_equal(clone.query(q, 5)[0], qi)
+
+
+@pytest.mark.slow
+def test_nndescent_recall_on_usps():
+    X, _ = load_dataset("usps")
+    k = 15
+    exact, _ = knn_graph(X, k, method="exact")
+    approx, dist = knn_graph(X, k, method="nndescent", random_state=0)
+    check_contract(X, approx, dist, k)
+    assert knn_recall(approx, exact) >= 0.95
+    index = KNNIndex.build(X[:8000], k, method="nndescent", random_state=0)
+    q_exact = KNNIndex.build(X[:8000], k, method="exact").query(X[8000:], k)[0]
+    assert knn_recall(index.query(X[8000:], k)[0], q_exact) >= 0.95
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"n_neighbors": 0}, ParameterError, r"n_neighbors must be an integer in \[1, 9\]; got 0"),
+        ({"n_neighbors": 10}, ParameterError, r"n_neighbors must be an integer in \[1, 9\]; got 10"),
+        ({"n_neighbors": 2.5}, ParameterError, r"n_neighbors must be an integer"),
+        ({"n_neighbors": 3, "method": "annoy"}, ParameterError, r"method must be one of .*'annoy'"),
+        ({"n_neighbors": 3, "metric": "hamming"}, ParameterError, r"metric must be one of .*'hamming'"),
+        ({"n_neighbors": 3, "n_jobs": 0}, ParameterError, r"n_jobs must be an integer in \[1, inf\); got 0"),
+    ],
+)
+def test_bad_parameters(kwargs, error, match):
+    X = _blobs(10)
+    with pytest.raises(error, match=match):
+        knn_graph(X, **kwargs)
+
+
+def test_bad_data():
+    X = _blobs(10)
+    X[4, 1] = np.nan
+    with pytest.raises(InputDataError, match="first bad row index is 4"):
+        knn_graph(X, 3)
+    with pytest.raises(InputDataError, match="at least 2 rows"):
+        knn_graph(np.zeros((1, 3)), 1)
+    index = KNNIndex.build(_blobs(10), 3)
+    with pytest.raises(InputDataError, match="X_new must have 5 columns"):
+        index.query(np.zeros((2, 4)), 3)
+    with pytest.raises(ParameterError, match=r"n_neighbors must be an integer in \[1, 10\]; got 11"):
+        index.query(np.zeros((2, 5)), 11)
