@@ -122,7 +122,7 @@ def finalize(raw: RawPairs, problem, solver: str) -> EigenResult:
         relative_residuals=residuals / denom,
         norm_A=float(norm_A),
         norm_B=float(norm_B),
-        max_iter=problem.max_iter,
+        max_iter=raw.info.get("max_iter", problem.max_iter),
         solver_reported_success=bool(raw.solver_converged),
     )
     result = EigenResult(values, vectors, residuals, converged, solver, int(raw.n_iter), info)

@@ -68,7 +68,8 @@ def solve_lobpcg(problem, **options) -> RawPairs:
     final = np.asarray(rhist[-1]) if len(rhist) else np.full(block, np.inf)
     ok = bool(np.all(final[:k] <= tol)) if final.size >= k else False
     return RawPairs(values, vectors, n_iter=n_iter, solver_converged=ok,
-                    info={"preconditioner": precond, "lobpcg_tol": tol, "block_size": block})
+                    info={"preconditioner": precond, "lobpcg_tol": tol, "block_size": block,
+                          "max_iter": maxiter})
 
 
 def _initial_block(X0, n: int, block: int, rng) -> np.ndarray:
