@@ -1,19 +1,17 @@
 """Shared linear algebra of the GRAD estimators (paper 003): kernels, centering, eigen-steps, signs.
 
-Small n: dense matrices and ``scipy.linalg.eigh``. Large n: the implicit operator
-``Phi Phi^T + sparse/low-rank graph terms`` (never an n x n array) solved by ARPACK on a LinearOperator.
+Small n: dense matrices and ``scipy.linalg.eigh``. (Large n: the estimators hand implicit operators of
+:mod:`spectral.operators` to :func:`spectral.eigen.eigensolve`.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.linalg as la
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from .._validation import check_choice
-from ..errors import ConvergenceError, ParameterError
+from ..errors import ParameterError
 
 KERNELS = ("linear", "rbf", "poly", "cosine", "laplacian", "sigmoid")
 
@@ -60,32 +58,6 @@ def bottom_eigs_dense(M: np.ndarray, d: int, skip: int = 0) -> tuple[np.ndarray,
     return lam, sign_flip(V)
 
 
-def top_eigs_operator(matvec, n: int, d: int, *, shift: float, tol: float, random_state) -> tuple:
-    """d largest eigenpairs of a symmetric implicit operator given by ``matvec`` ((n, b) -> (n, b)).
-
-    ``shift`` >= -lambda_min(A) makes A + shift I positive semidefinite, so the largest-magnitude
-    eigenpairs that Lanczos converges to first are the algebraically largest of A.
-    """
-    op = spla.LinearOperator((n, n), matvec=lambda v: matvec(v.reshape(n, -1)).ravel() + shift * v.ravel(),
-                             matmat=lambda V: matvec(V) + shift * V, dtype=np.float64)
-    v0 = np.random.default_rng(random_state).standard_normal(n)
-    try:
-        lam, V = spla.eigsh(op, k=d, which="LA", tol=tol, v0=v0, ncv=min(n, max(2 * d + 1, 20)))
-    except spla.ArpackNoConvergence as exc:
-        raise ConvergenceError(f"ARPACK did not converge for the {d} largest eigenpairs (n={n})") from exc
-    order = np.argsort(lam)[::-1]
-    return lam[order] - shift, sign_flip(V[:, order])
-
-
-def sparse_norm_bound(S) -> float:
-    """Gershgorin bound on the spectral radius of a sparse symmetric matrix (max absolute row sum)."""
-    if S is None or S.nnz == 0:
-        return 0.0
-    return float(np.abs(S).sum(axis=1).max())
-
-
-def as_csr(M):
-    return sp.csr_matrix(M)
 
 
 def training_matches(X_fit: np.ndarray, X: np.ndarray) -> np.ndarray:

@@ -39,8 +39,9 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
 from ..errors import InputDataError
 from . import graphs as G
-from ._core import (center_gram, center_rows, kernel_matrix, sparse_norm_bound, top_eigs_dense,
-                    top_eigs_operator, training_matches)
+from ..eigen import eigensolve
+from ..operators import LowRankOperator, ScaledSum, SparseOperator
+from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
 from .nystrom_map import fit_nystrom, nystrom_features
 
@@ -71,7 +72,9 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     solver : "dense" (eigh on K_bar, n up to a few thousand) | "nystrom" (implicit operator).
     n_landmarks : int, Nystrom landmarks (solver="nystrom"); n_graph_eigs : int, smallest eigenpairs of
         L kept for a graph kernel at scale.
-    tol : ARPACK tolerance (solver="nystrom"); random_state : the one seed entry point.
+    eigen_solver : "arpack" | "lobpcg" | "randomized", the solver of :func:`spectral.eigen.eigensolve`
+        for the implicit operator (solver="nystrom"); tol : its absolute residual tolerance (None: its
+        default). random_state : the one seed entry point.
 
     Attributes
     ----------
@@ -82,7 +85,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
                  n_neighbors=10, graph_weight="gaussian", graph_sigma=None, laplacian="unnormalized",
                  graph_kernel=None, graph_kernel_params=None, must_link=None, cannot_link=None,
                  gamma_must=0.5, gamma_cannot=0.5, scaling="unit", solver="dense", n_landmarks=1000,
-                 n_graph_eigs=50, tol=1e-8, random_state=None):
+                 n_graph_eigs=50, eigen_solver="arpack", tol=None, random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -102,6 +105,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         self.solver = solver
         self.n_landmarks = n_landmarks
         self.n_graph_eigs = n_graph_eigs
+        self.eigen_solver = eigen_solver
         self.tol = tol
         self.random_state = random_state
 
@@ -145,6 +149,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
 
     def _check_params(self):
         check_choice("solver", self.solver, SOLVERS)
+        check_choice("eigen_solver", self.eigen_solver, ("arpack", "lobpcg", "randomized"))
         check_choice("scaling", self.scaling, SCALINGS)
         check_float("gamma", self.gamma, low=0.0)
         check_float("gamma_must", self.gamma_must, low=0.0)
@@ -201,17 +206,18 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         return (-self.gamma_must * LS + self.gamma_cannot * LD).tocsr()  # eq. 24
 
     def _eigs_implicit(self, Phi, sparse_part, lowrank, n, d, rng):
-        def matvec(V):
-            out = Phi @ (Phi.T @ V)
-            if sparse_part is not None:
-                out += sparse_part @ V
-            if lowrank is not None:
-                U, g = lowrank
-                out += U @ (g[:, None] * (U.T @ V))
-            return out
-
-        shift = sparse_norm_bound(sparse_part)  # Phi Phi^T and U g U^T are PSD
-        return top_eigs_operator(matvec, n, d, shift=shift, tol=self.tol, random_state=G_seed(rng))
+        """d largest eigenpairs of Phi Phi^T + S + U diag(g) U^T as an implicit operator (no n x n array)."""
+        ops = [LowRankOperator(Phi)]
+        if sparse_part is not None:
+            ops.append(SparseOperator(sparse_part))
+        if lowrank is not None:
+            U, g = lowrank
+            ops.append(LowRankOperator(U * np.sqrt(g)))  # g >= 0 for every graph kernel
+        op = ScaledSum(ops, [1.0] * len(ops))
+        res = eigensolve(op, d, which="largest", solver=self.eigen_solver, tol=self.tol,
+                         random_state=G_seed(rng))
+        self.eigen_info_ = {"solver": res.solver, "n_iter": res.n_iter, "residuals": res.residuals}
+        return res.values, res.vectors
 
     def _scale(self, lam):
         if self.scaling == "unit":
