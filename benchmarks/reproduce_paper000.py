@@ -72,7 +72,9 @@ GAMMA_GRID = (0.0, 0.01, 0.1, 1.0, 10.0)  # gamma of eq. 12, chosen by CV on the
 CV_FOLDS = 3
 STANDARDIZE = {"linear": True, "kernel": False}  # z-score with the l + u points (not for <x,x'>^2: it is even in x)
 REGULARIZATION = {"linear": "eps", "kernel": "pca"}  # C + eps I (linear), KPCA reduction (kernel), remark 1
-SCALING = "identity"                  # T = I of remark 2
+SCALING = "unit_norm"                 # T_ii = 1 / ||a^(i)|| (choice (2) of remark 2)
+MANIFOLD_GRAPH = "full"               # W^(2): complete local-scaling affinity, sigma_i = distance to the k-th
+                                      # neighbour, as the LFDA implementation the paper follows (Sect. 5)
 SEED = 20091                          # split seed: split s uses default_rng([SEED, s])
 
 
@@ -109,7 +111,8 @@ def variant(method: str, gamma: float):
     base = method.removeprefix("SS-")
     mode = _mode(method)
     return ESTIMATORS[base.removeprefix("K")](n_neighbors=K_NEIGHBORS, gamma=gamma, mode=mode,
-                                              regularization=REGULARIZATION[mode], scaling=SCALING)
+                                              regularization=REGULARIZATION[mode], scaling=SCALING,
+                                              manifold_graph=MANIFOLD_GRAPH)
 
 
 def embed(method: str, X: np.ndarray, y_train: np.ndarray, gamma: float) -> np.ndarray:

@@ -54,7 +54,7 @@ def test_linear_at_scale_equals_dense(cls, gamma, reg):
     dense = cls(gamma=gamma, regularization=reg, n_components=2).fit(X, y)
     W2 = w2_of(graphs.sq_dists(X))
     big = fit_at_scale(cls(gamma=gamma, regularization=reg, n_components=2), da.from_array(X, chunks=(25, -1)), y,
-                       manifold_graph=W2, chunk_rows=19)
+                       W2=W2, chunk_rows=19)
     np.testing.assert_allclose(big.eigenvalues_, dense.eigenvalues_, rtol=1e-7, atol=1e-10)
     assert_same_columns(big.transform(X), dense.transform(X))
 
@@ -66,7 +66,7 @@ def test_nystrom_at_scale_all_landmarks_equals_exact_kernel(cls):
     exact = cls(**kw).fit(X, y)
     K = kernel_matrix(X, X, "poly", {"degree": 2, "gamma": 1.0, "coef0": 0.0})
     W2 = w2_of(graphs.sq_dists_from_gram(K))  # the feature-space graph of the exact variant
-    big = fit_at_scale(cls(n_landmarks=len(X), **kw), X, y, manifold_graph=W2, chunk_rows=16, random_state=0)
+    big = fit_at_scale(cls(n_landmarks=len(X), **kw), X, y, W2=W2, chunk_rows=16, random_state=0)
     np.testing.assert_allclose(big.eigenvalues_, exact.eigenvalues_, rtol=1e-6, atol=1e-9)
     assert_same_columns(big.transform(X), exact.transform(X), atol=1e-6)
 

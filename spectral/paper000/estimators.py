@@ -43,6 +43,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         kernel="poly",
         kernel_params=None,
         manifold_neighbors=None,
+        manifold_graph="knn",
         manifold_weighting="local_scaling",
         regularization="eps",
         reg_eps=1e-4,
@@ -57,6 +58,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.manifold_neighbors = manifold_neighbors
+        self.manifold_graph = manifold_graph
         self.manifold_weighting = manifold_weighting
         self.regularization = regularization
         self.reg_eps = reg_eps
@@ -73,6 +75,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         check_float("reg_eps", self.reg_eps, low=0.0)
         check_choice("scaling", self.scaling, solve.SCALINGS)
         check_choice("manifold_weighting", self.manifold_weighting, graphs.MANIFOLD_WEIGHTINGS)
+        check_choice("manifold_graph", self.manifold_graph, graphs.MANIFOLD_GRAPHS)
         if self.n_components is not None:
             check_int("n_components", self.n_components, low=1)
         if self.manifold_neighbors is not None:
@@ -130,8 +133,8 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         L = L1
         if self.gamma > 0:
             k2 = self.n_neighbors if self.manifold_neighbors is None else self.manifold_neighbors
-            idx, dist = graphs.knn_from_dists(D2, k2)
-            L = L1 + self.gamma * graphs.laplacian(graphs.manifold_weights(idx, dist, self.manifold_weighting))
+            W2 = graphs.manifold_graph(D2, k2, self.manifold_graph, self.manifold_weighting)
+            L = L1 + self.gamma * graphs.laplacian(W2)
         L = L.toarray() if hasattr(L, "toarray") else L
         Lc = Lc.toarray() if hasattr(Lc, "toarray") else Lc
         if feats is not None:

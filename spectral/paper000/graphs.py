@@ -18,6 +18,8 @@ from ..errors import ParameterError
 
 #: weightings of the manifold graph W^(2) (Sect. 3.3): binary, heat kernel (eq. 14), local scaling (eq. 15)
 MANIFOLD_WEIGHTINGS = ("local_scaling", "heat", "binary")
+#: edges of W^(2): the OR-symmetrized kNN graph, or all pairs ("full", the complete graph of Sect. 3.3 / [7])
+MANIFOLD_GRAPHS = ("knn", "full")
 
 
 def sq_dists_from_gram(K: np.ndarray) -> np.ndarray:
@@ -129,30 +131,49 @@ def knn_from_dists(D2: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.nda
 
 
 def manifold_weights(
-    indices: np.ndarray, distances: np.ndarray, weighting: str = "local_scaling", sigma: float | None = None
+    indices: np.ndarray,
+    distances: np.ndarray,
+    weighting: str = "local_scaling",
+    sigma: float | None = None,
+    scale_k: int | None = None,
 ) -> sp.csr_matrix:
     """W^(2) from a kNN relation (Sect. 3.3), OR-symmetrized, shape (n, n).
 
     ``binary``: w = 1; ``heat``: w = exp(-d^2 / sigma^2) (eq. 14, sign of the exponent corrected);
-    ``local_scaling``: w = exp(-d^2 / (sigma_i sigma_j)) with sigma_i the distance to the k-th neighbour
-    (eq. 15, as the LFDA implementation).
+    ``local_scaling``: w = exp(-d^2 / (sigma_i sigma_j)) with sigma_i the distance to the ``scale_k``-th
+    neighbour (eq. 15; default the last column). With all n - 1 neighbours this is the complete
+    local-scaling affinity of the LFDA implementation.
     """
     n, k = indices.shape
+    scale_k = k if scale_k is None else scale_k
     rows = np.repeat(np.arange(n), k)
     cols = indices.ravel()
     d2 = distances.ravel().astype(np.float64) ** 2
     if weighting == "binary":
         w = np.ones_like(d2)
     elif weighting == "heat":
-        s = float(np.median(distances[:, -1])) if sigma is None else float(sigma)
+        s = float(np.median(distances[:, scale_k - 1])) if sigma is None else float(sigma)
         w = np.exp(-d2 / max(s * s, np.finfo(float).tiny))
     elif weighting == "local_scaling":
-        sig = np.maximum(distances[:, -1].astype(np.float64), np.finfo(float).tiny)
+        sig = np.maximum(distances[:, scale_k - 1].astype(np.float64), np.finfo(float).tiny)
         w = np.exp(-d2 / (sig[rows] * sig[cols]))
     else:
         raise ParameterError(f"manifold_weighting must be one of {list(MANIFOLD_WEIGHTINGS)}; got {weighting!r}")
     # a weight that underflows to 0 would drop the edge; keep the kNN structure
     return _or_graph(n, rows, cols, np.maximum(w, np.finfo(float).tiny))
+
+
+def manifold_graph(D2: np.ndarray, n_neighbors: int, graph: str = "knn", weighting: str = "local_scaling"):
+    """W^(2) over all n points from squared distances (n, n): kNN graph or complete graph (Sect. 3.3).
+
+    For ``graph="full"`` every pair is an edge and ``n_neighbors`` only sets the local scale sigma_i.
+    """
+    if graph == "knn":
+        return manifold_weights(*knn_from_dists(D2, n_neighbors), weighting)
+    if n_neighbors > D2.shape[0] - 1:
+        raise ParameterError(f"manifold_neighbors must be an integer in [1, {D2.shape[0] - 1}]; got {n_neighbors}")
+    idx, dist = knn_from_dists(D2, D2.shape[0] - 1)
+    return manifold_weights(idx, dist, weighting, scale_k=n_neighbors)
 
 
 def laplacian(W) -> np.ndarray | sp.csr_matrix:

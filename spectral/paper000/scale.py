@@ -123,10 +123,10 @@ def label_terms(method: str, F: np.ndarray, y: np.ndarray, k: int) -> tuple[np.n
     return _quad(F, W_same) - diff / n, _quad(F, W_wit)
 
 
-def fit_at_scale(estimator, X, y, *, manifold_graph=None, chunk_rows=None, knn_method="auto", random_state=None):
+def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto", random_state=None):
     """Fit a linear or Nyström-kernel DNE / MFA / LFDA on ``X`` (n, d0), NumPy or Dask, labels ``y`` (n,).
 
-    ``manifold_graph`` (csr (n, n)) is W^(2) when already computed (e.g. read from a store); otherwise it is
+    ``W2`` (csr (n, n)) is W^(2) when already computed (e.g. read from a store); otherwise it is
     built with :func:`spectral.knn.knn_graph` + :func:`spectral.weights.knn_weights` in the input space (also
     for the Nyström kernel variants, where a feature-space kNN over n x n_landmarks features would cost more than
     the whole fit). Returns the fitted estimator (``transform`` works per chunk; no ``embedding_``).
@@ -135,6 +135,8 @@ def fit_at_scale(estimator, X, y, *, manifold_graph=None, chunk_rows=None, knn_m
     est._check_params()
     if est.mode == "transductive" or (est.mode == "kernel" and est.n_landmarks is None):
         raise ParameterError(f"fit_at_scale needs mode='linear' or mode='kernel' with n_landmarks; got mode={est.mode!r}")
+    if est.manifold_graph != "knn":
+        raise ParameterError(f"fit_at_scale needs manifold_graph='knn' (sparse W^(2)); got {est.manifold_graph!r}")
     n, d0 = X.shape
     y = est._check_labels(np.empty((n, 0)), y)
     rng = check_random_state(random_state if random_state is not None else est.random_state)
@@ -153,7 +155,7 @@ def fit_at_scale(estimator, X, y, *, manifold_graph=None, chunk_rows=None, knn_m
     F_lab = f(_take(X, lab))
     A, B = label_terms(est._method, F_lab, y[lab], est.n_neighbors)
     if est.gamma > 0:
-        W2 = manifold_graph if manifold_graph is not None else _manifold_graph(X, est, knn_method, rng)
+        W2 = W2 if W2 is not None else _manifold_graph(X, est, knn_method, rng)
         A = A + est.gamma * graph_gram(X, W2, feature_fn, chunk)
         mean, cov = moments(X, n, feature_fn, chunk)
     else:
