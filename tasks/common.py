@@ -26,6 +26,7 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from storage import layout
@@ -120,3 +121,87 @@ def _token() -> str:
     import secrets
 
     return secrets.token_hex(4)
+
+
+# ---- fit set ---------------------------------------------------------------------------------------------------
+#: Name of the per-point output ``outputs/<run>/in_fit`` (bool): True for the points the model was fitted on.
+IN_FIT = "in_fit"
+#: Name of the model array holding the sorted rows of X the model was fitted on.
+FIT_ROWS = "fit_rows"
+#: Stream id of the hold-out draw: spawned from the run's seed so that the stages that mirror an estimator's
+#: ``fit`` (kNN, eigensolver) see the same random sequence with or without a hold-out.
+HOLDOUT_STREAM = 1
+
+
+def fit_rows_for(n: int, holdout: float, random_state: int | None) -> np.ndarray:
+    """Sorted rows (int64) of the fit set: all ``n`` rows, minus ``round(holdout * n)`` drawn at random."""
+    from spectral.datasets import holdout_mask
+
+    if holdout == 0:
+        return np.arange(n, dtype=np.int64)
+    seq = np.random.SeedSequence(random_state).spawn(HOLDOUT_STREAM + 1)[HOLDOUT_STREAM]
+    return np.flatnonzero(~holdout_mask(n, holdout, random_state=seq)).astype(np.int64)
+
+
+def chunk_fit_slices(fit_rows: np.ndarray, bounds: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """For each row chunk, the slice ``(lo, hi)`` of ``fit_rows`` (sorted) that falls inside it."""
+    starts = np.searchsorted(fit_rows, [b[0] for b in bounds])
+    stops = np.searchsorted(fit_rows, [b[1] for b in bounds])
+    return [(int(a), int(b)) for a, b in zip(starts, stops)]
+
+
+# ---- per-chunk write-back of an embedding ---------------------------------------------------------------------
+#: ``transform(payload, X_rows) -> (Z_rows (m, k), info dict)``: a module-level function, pickled by reference.
+TransformFn = Callable[[Any, np.ndarray], tuple[np.ndarray, dict]]
+
+
+def write_embedding_chunk(
+    store_url: str,
+    run: str,
+    transform: TransformFn | None,
+    payload: Any,
+    start: int,
+    stop: int,
+    local_fit: np.ndarray,
+    Z_fit: np.ndarray,
+) -> dict:
+    """Write rows ``start:stop`` of ``embeddings/<run>``: fitted rows as given, the others out-of-sample.
+
+    Runs on a Dask worker. ``local_fit`` (f,) are the chunk-relative rows that belong to the fit set and
+    ``Z_fit`` (f, k) their fitted embedding; every other row of the chunk is read from X and embedded with
+    ``transform(payload, X_rows)`` (e.g. a Nystrom extension; ``payload`` is the model, scattered once).
+    """
+    from storage.arrays import read_X
+    from storage.embedding_io import write_embedding_block
+
+    n_rows = stop - start
+    out = np.empty((n_rows, Z_fit.shape[1]), dtype=np.float64)
+    in_fit = np.zeros(n_rows, dtype=bool)
+    in_fit[local_fit] = True
+    out[in_fit] = Z_fit
+    info: dict = {"n_fitted": int(in_fit.sum()), "n_extended": int(n_rows - in_fit.sum())}
+    if not in_fit.all():
+        if transform is None:
+            raise ValueError(f"rows {start}:{stop} hold points outside the fit set but no transform was given")
+        X_rows = read_X(store_url, start, stop)[~in_fit]
+        out[~in_fit], extra = transform(payload, X_rows)
+        info.update(extra)
+    write_embedding_block(store_url, run, start, out)
+    return info
+
+
+def warm_nndescent() -> float:
+    """Compile pynndescent's numba kernels in this process (build + query a tiny index); returns seconds.
+
+    Submitted once per Dask worker before out-of-sample queries: the compile costs 17-20 s per new process
+    even with ``NUMBA_CACHE_DIR`` (STACK.md), so it is paid in parallel with the fit, not inside a query.
+    """
+    import time
+
+    from spectral.knn import KNNIndex
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(0)
+    index = KNNIndex.build(rng.normal(size=(300, 4)), 5, method="nndescent", random_state=0, n_jobs=1)
+    index.query(rng.normal(size=(10, 4)), 5)
+    return time.perf_counter() - t0

@@ -1,0 +1,130 @@
+"""Shared plumbing of eigenflow's flows: Prefect settings, the run context (manifest + stages), progress events.
+
+A flow body stays a plain sequence of stages::
+
+    with run_context(store, run, flow="embed", parameters=params, seed=seed, client=client) as ctx:
+        with ctx.stage("knn") as record:
+            record.info.update(knn_task(ctx.store, ctx.run, ctx.token, ...))
+
+Each stage is timed into the store's run manifest (``runs/<run>.json``, see :mod:`storage.manifest`), and its
+start / end are sent to the progress listener of the caller (the CLI's rich progress), if any. The run ends
+``completed``, or ``failed`` with the error message, and the exception is re-raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from storage import layout
+from storage.manifest import RunManifest, StageRecord, run_context as manifest_context, stage as manifest_stage
+
+#: ``listener(event, stage, payload)`` with event in {"start", "end", "progress"}; payload: seconds for "end",
+#: ``(done, total)`` for "progress", None for "start".
+Listener = Callable[[str, str, Any], None]
+_LISTENER: ContextVar[Listener | None] = ContextVar("eigenflow_stage_listener", default=None)
+
+
+@contextlib.contextmanager
+def stage_listener(listener: Listener) -> Iterator[None]:
+    """Send the stage events of flows run inside this block (same thread / context) to ``listener``."""
+    token = _LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)
+
+
+def emit(event: str, stage: str, payload: Any = None) -> None:
+    """Send one event to the current listener (no-op without one)."""
+    listener = _LISTENER.get()
+    if listener is not None:
+        listener(event, stage, payload)
+
+
+def progress_callback(stage: str) -> Callable[[int, int], None]:
+    """An ``on_progress(done, total)`` callback that emits ``progress`` events of ``stage``."""
+    listener = _LISTENER.get()
+
+    def report(done: int, total: int) -> None:
+        if listener is not None:
+            listener("progress", stage, (done, total))
+
+    return report
+
+
+@contextlib.contextmanager
+def quiet_prefect() -> Iterator[None]:
+    """Prefect settings for one-shot runs: no flow heartbeat thread (saves ~1 s at the end of each flow)."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
+
+
+@dataclass
+class RunContext:
+    """What the stages of one run share: the store, the run id, its manifest and the Dask client."""
+
+    store: str
+    run: str
+    manifest: RunManifest
+    client: Any = None
+    token: str = ""
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[StageRecord]:
+        """Time stage ``name`` into the manifest (saved before and after) and emit start / end events."""
+        emit("start", name)
+        t0 = time.perf_counter()
+        try:
+            with manifest_stage(self.store, self.manifest, name) as record:
+                yield record
+        finally:
+            emit("end", name, time.perf_counter() - t0)
+
+    def record_stage(self, name: str, seconds: float, info: dict | None = None) -> None:
+        """Add a stage that ran before the store existed (the ingest) to the manifest."""
+        now = self.manifest.started
+        self.manifest.stages.append(StageRecord(name=name, start=now, end=now, seconds=seconds,
+                                                status="completed", info=dict(info or {})))
+
+    def summary(self) -> dict[str, Any]:
+        """Small JSON-able summary of the run (what the flows return)."""
+        m = self.manifest
+        return {"store": self.store, "run": self.run, "flow": m.flow, "status": m.status,
+                "seconds": m.seconds, "stages": m.stage_seconds(), "results": dict(m.results)}
+
+
+@contextlib.contextmanager
+def run_context(store: str, run: str, *, flow: str, parameters: dict, seed: Any, client: Any = None,
+                token: str = "", stages_before: list[tuple[str, float, dict]] = ()) -> Iterator[RunContext]:
+    """Start the manifest of ``run`` in ``store`` and finish it ``completed`` / ``failed`` (re-raising)."""
+    manifest = RunManifest.start(run, flow=flow, parameters=parameters, seed=seed)
+    ctx = RunContext(store=store, run=run, manifest=manifest, client=client, token=token)
+    for name, seconds, info in stages_before:
+        ctx.record_stage(name, seconds, info)
+    with manifest_context(store, manifest):
+        yield ctx
+
+
+def new_run_id(flow: str, run_name: str | None) -> str:
+    """``run_name`` if given (a re-run with the same name resumes from Prefect's task cache), else a fresh id."""
+    if run_name is None:
+        return layout.new_run_id(flow)
+    return layout.check_name("run_name", run_name)
+
+
+@contextlib.contextmanager
+def timed() -> Iterator[dict]:
+    """``with timed() as t: ...`` then ``t["seconds"]``."""
+    out: dict = {}
+    t0 = time.perf_counter()
+    try:
+        yield out
+    finally:
+        out["seconds"] = time.perf_counter() - t0

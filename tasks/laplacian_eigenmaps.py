@@ -1,0 +1,230 @@
+"""Tasks of the Laplacian-eigenmaps embed flow: kNN graph, weights, eigensolve + model, write-back, extend.
+
+Each task mirrors one step of :meth:`spectral.embedding.LaplacianEigenmaps.fit` on stored arrays, with the
+same random sequence (one generator from ``random_state``: the kNN build draws first, the eigensolver uses
+what follows), so the flow's embedding equals the estimator's on the same data and parameters.
+
+The kNN index built by :func:`knn_task` is kept on the Dask cluster (a published dataset named after the run)
+for the out-of-sample queries of :func:`embed_points_task`; if it is gone (a resumed run on a new cluster)
+it is rebuilt from the stored X with the stored index parameters.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from prefect import task
+
+from spectral._validation import check_random_state, seed_int
+from spectral.embedding import LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
+from spectral.knn import KNNIndex
+from spectral.weights import fit_weight_params, knn_weights
+from storage import layout
+from storage.arrays import read_X, row_chunks, x_shape
+from storage.embedding_io import create_embedding, read_output, write_point_array
+from storage.errors import StoreFormatError
+from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
+from storage.models import read_model, write_model
+
+from tasks.common import (COMPUTE_TASK, FIT_ROWS, IN_FIT, IO_TASK, chunk_fit_slices, fit_rows_for,
+                          map_row_chunks, write_embedding_chunk)
+
+METHOD = "laplacian_eigenmaps"
+
+
+def index_dataset_name(store_token: str, run: str) -> str:
+    """Name under which the kNN index of ``run`` is published on the Dask scheduler."""
+    return f"eigenflow-knn-index-{run}-{store_token}"
+
+
+# ---- kNN graph ----------------------------------------------------------------------------------------------
+@task(name="knn-graph", **COMPUTE_TASK)
+def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
+             holdout: float, random_state: int | None) -> dict[str, Any]:
+    """Build the kNN index of the fit set and write ``graph/knn`` for every row of X.
+
+    Rows of fit points hold their neighbours within the fit set; rows of held-out points their nearest
+    fit points. Also writes ``outputs/<run>/in_fit``. Returns the index parameters and sizes.
+    """
+    n, _ = x_shape(store_url)
+    rows = fit_rows_for(n, holdout, random_state)
+    X = read_X(store_url)  # (n, d)
+    index = KNNIndex.build(X[rows], n_neighbors, method=knn_method, metric=metric,
+                           random_state=check_random_state(random_state))
+    idx_fit, dist_fit = index.neighbor_graph()  # positions within the fit set
+    indices = np.empty((n, n_neighbors), dtype=np.int64)
+    distances = np.empty((n, n_neighbors), dtype=np.float32)
+    indices[rows], distances[rows] = rows[idx_fit], dist_fit
+    held = np.setdiff1d(np.arange(n), rows, assume_unique=True)
+    if held.size:
+        idx_h, dist_h = index.query(X[held], n_neighbors)
+        indices[held], distances[held] = rows[idx_h], dist_h
+        _publish(index, index_dataset_name(store_token, run))
+    attrs = {"run": run, "metric": metric, "n_fit": int(rows.size), "index_params": index.params}
+    write_knn(store_url, indices, distances, attrs=attrs)
+    in_fit = np.zeros(n, dtype=bool)
+    in_fit[rows] = True
+    write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
+    return {"k": n_neighbors, "method": index.method, "n_fit": int(rows.size), "n_heldout": int(held.size)}
+
+
+def _publish(index: KNNIndex, name: str) -> None:
+    """Keep ``index`` on the flow's Dask cluster under ``name`` (no-op without a client)."""
+    from distributed import get_client
+
+    client = get_client()
+    if name in client.list_datasets():
+        client.unpublish_dataset(name)
+    [future] = client.scatter([index])
+    client.publish_dataset(future, name=name)
+
+
+def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(fit_rows (n_fit,), indices (n_fit, k) as fit positions, distances (n_fit, k))`` of the stored graph."""
+    attrs = read_knn_attrs(store_url)
+    if attrs.get("run") != run:
+        raise StoreFormatError(
+            f"graph/knn of {store_url} belongs to run {attrs.get('run')!r}, not {run!r}: another run replaced it; "
+            "run the flow again with a new run name"
+        )
+    in_fit = read_output(store_url, run, IN_FIT)
+    rows = np.flatnonzero(in_fit).astype(np.int64)
+    indices, distances = read_knn(store_url)
+    position = np.full(in_fit.shape[0], -1, dtype=np.int64)
+    position[rows] = np.arange(rows.size)
+    return rows, position[indices[rows]], distances[rows]
+
+
+# ---- weights ------------------------------------------------------------------------------------------------
+@task(name="weights", **COMPUTE_TASK)
+def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, symmetrize: str) -> dict[str, Any]:
+    """Weight matrix W (n_fit, n_fit) of the fit graph, written to ``graph/weights`` (CSR)."""
+    _, idx, dist = fit_graph(store_url, run)
+    W = knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
+    write_csr(store_url, layout.WEIGHTS, W, attrs={"run": run, "weighting": weighting, "symmetrize": symmetrize})
+    return {"n": int(W.shape[0]), "nnz": int(W.nnz)}
+
+
+# ---- eigensolve + model -------------------------------------------------------------------------------------
+@task(name="eigensolve", **COMPUTE_TASK)
+def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, weighting: str,
+                    symmetrize: str, normalization: str, eigen_solver: str, on_disconnected: str,
+                    random_state: int | None) -> dict[str, Any]:
+    """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``."""
+    if read_csr_attrs(store_url, layout.WEIGHTS).get("run") != run:
+        raise StoreFormatError(f"graph/weights of {store_url} does not belong to run {run!r}; run the flow again")
+    W = read_csr(store_url, layout.WEIGHTS)
+    rows, _, dist = fit_graph(store_url, run)
+    wparams, scales, radii = fit_weight_params(dist, weighting=weighting, symmetrize=symmetrize)
+    rng = check_random_state(random_state)
+    seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
+    t0 = time.perf_counter()
+    Z, values, info = laplacian_eigenmaps_from_graph(
+        W, n_components, normalization=normalization, eigen_solver=eigen_solver,
+        on_disconnected=on_disconnected, random_state=rng)
+    solve_seconds = time.perf_counter() - t0
+    model = LaplacianEigenmapsModel(Z, info["component_eigenvalues"], info["component_labels"], info["degrees"],
+                                    scales, radii, wparams, normalization, read_knn_attrs(store_url)["index_params"])
+    arrays, attrs = model.to_state()
+    write_model(store_url, run, {**arrays, FIT_ROWS: rows}, {**attrs, "method": METHOD})
+    return {"eigen_solver": info["eigen_solver"], "eigenvalues": [float(v) for v in values],
+            "converged": bool(info["converged"]), "n_iter": int(info["n_iter"]),
+            "n_components_graph": int(info["component_eigenvalues"].shape[0]), "solve_seconds": solve_seconds}
+
+
+# ---- out-of-sample extension + write-back --------------------------------------------------------------------
+def load_model(store_url: str, run: str) -> tuple[LaplacianEigenmapsModel, np.ndarray]:
+    """The stored model of ``run`` (without index) and its fit rows."""
+    arrays, attrs = read_model(store_url, run)
+    rows = arrays.pop(FIT_ROWS)
+    return LaplacianEigenmapsModel.from_state(arrays, attrs), rows
+
+
+def transform_rows(payload: tuple[LaplacianEigenmapsModel, KNNIndex], X_rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Per-chunk out-of-sample map (runs on a worker): ``payload = (model, index)``."""
+    model, index = payload
+    model.index = index  # attach without re-checking per chunk (checked once in model_payload)
+    return model.transform(X_rows, return_info=True)
+
+
+def model_payload(store_url: str, source_store: str, run: str, store_token: str) -> tuple:
+    """``(model, index)`` of ``run`` in ``source_store``: the published index, else rebuilt from stored X."""
+    from distributed import get_client
+
+    model, rows = load_model(source_store, run)
+    client = get_client()
+    name = index_dataset_name(store_token, run)
+    if name in client.list_datasets():
+        index = client.get_dataset(name).result()
+    else:
+        index = KNNIndex.rebuild(read_X(source_store)[rows], model.knn_params)
+    model.attach_index(index)
+    return model, index
+
+
+@task(name="embed-points", **IO_TASK)
+def embed_points_task(store_url: str, run: str, store_token: str) -> dict[str, Any]:
+    """Write ``embeddings/<run>`` chunk by chunk on Dask: fitted rows copied, the others extended (Nystrom)."""
+    from distributed import get_client
+
+    model, rows = load_model(store_url, run)
+    bounds = row_chunks(store_url)
+    create_embedding(store_url, run, model.embedding.shape[1], overwrite=True, attrs={"method": METHOD})
+    payload = None
+    if rows.size < x_shape(store_url)[0]:
+        model, index = model_payload(store_url, store_url, run, store_token)
+        model.index = None  # the index travels separately, once
+        [payload] = get_client().scatter([(model, index)], broadcast=True)
+    per_chunk = [(rows[lo:hi] - start, model.embedding[lo:hi])
+                 for (start, _), (lo, hi) in zip(bounds, chunk_fit_slices(rows, bounds))]
+    infos = map_row_chunks(write_embedding_chunk, bounds, args=(store_url, run, transform_rows, payload),
+                           per_chunk=per_chunk, name="embed-points")
+    return _sum_infos(infos, n_chunks=len(bounds))
+
+
+def _sum_infos(infos: list[dict], **extra) -> dict:
+    out: dict[str, Any] = dict(extra)
+    for info in infos:
+        for key, value in info.items():
+            out[key] = out.get(key, 0) + value
+    return out
+
+
+@task(name="extend-points", **IO_TASK)
+def extend_points_task(model_store: str, model_run: str, model_token: str, out_store: str, out_run: str,
+                       out_token: str) -> dict[str, Any]:
+    """Embed every row of ``out_store`` with the model of ``model_run`` (in ``model_store``), chunk by chunk on Dask.
+
+    The index is rebuilt from the model store's X (its fit rows) unless it is still published on the
+    cluster; the result is written to ``embeddings/<out_run>`` of ``out_store``.
+    """
+    from distributed import get_client
+
+    model, index = model_payload(out_store, model_store, model_run, model_token)
+    n_features = x_shape(model_store)[1]
+    if x_shape(out_store)[1] != n_features:
+        raise StoreFormatError(
+            f"new points must have {n_features} features like the model's training data; got {x_shape(out_store)[1]}"
+        )
+    model.index = None
+    [payload] = get_client().scatter([(model, index)], broadcast=True)
+    bounds = row_chunks(out_store)
+    k = model.embedding.shape[1]
+    create_embedding(out_store, out_run, k, overwrite=True,
+                     attrs={"method": METHOD, "model_store": str(model_store), "model_run": model_run})
+    empty = (np.zeros(0, dtype=np.int64), np.zeros((0, k)))
+    infos = map_row_chunks(write_embedding_chunk, bounds, args=(out_store, out_run, transform_rows, payload),
+                           per_chunk=[empty] * len(bounds), name="extend-points")
+    return _sum_infos(infos, n_chunks=len(bounds))
+
+
+def release_index(store_token: str, run: str) -> None:
+    """Drop the published kNN index of ``run`` from the cluster (end of the flow)."""
+    from distributed import get_client
+
+    client = get_client()
+    name = index_dataset_name(store_token, run)
+    if name in client.list_datasets():
+        client.unpublish_dataset(name)
