@@ -1,0 +1,19 @@
+"""Paper 002 (Liu, Qian, Cui & Liu, IJCAI 2009): spectral kernel learning for semi-supervised classification.
+
+- :class:`TSK`: transductive spectral kernel, spectrum learned by the linear program of eq. 14, eq. 5 classifier,
+  eq. 17-19 out-of-sample extension, ``kernel`` for ``SVC(kernel="precomputed")`` (TSK+SVM);
+- :class:`RSK`: regularized spectral kernel of Sect. 3 (Zhou et al.'s consistency method as a kernel);
+- :func:`harmonic_function`, :func:`consistency_method`: Table 3 baselines (scikit-learn's estimators on the
+  same graph);
+- building blocks for the at-scale path: :func:`spectral_basis`, :func:`extend_vectors`,
+  :func:`solve_spectrum_lp`, :func:`class_matrix`, :func:`transductive_scores`.
+"""
+
+from .baselines import consistency_method, harmonic_function
+from .basis import SpectralBasis, extend_vectors, spectral_basis
+from .estimators import RSK, TSK, check_semi_supervised_labels, class_matrix, transductive_scores
+from .lp import LPResult, gap_matrix, solve_spectrum_lp
+
+__all__ = ["TSK", "RSK", "harmonic_function", "consistency_method", "SpectralBasis", "spectral_basis",
+           "extend_vectors", "solve_spectrum_lp", "gap_matrix", "LPResult", "class_matrix", "transductive_scores",
+           "check_semi_supervised_labels"]
