@@ -22,6 +22,7 @@ import scipy.sparse as sp
 
 from .._validation import check_choice, check_int
 from ..eigen import eigensolve
+from ..eigen.dispatch import AUTO_DENSE_MAX_N
 from ..errors import DisconnectedGraphError, InputDataError
 from ..laplacian import check_affinity, connected_components, laplacian
 
@@ -104,7 +105,8 @@ def spectral_basis(W, n_eigenvectors: int, *, include_trivial: bool = True, skip
         )
     L, degrees = laplacian(W, "symmetric")
     skip = 0 if include_trivial else 1
-    top = n if eigen_solver == "dense" else n - 1
+    dense = eigen_solver == "dense" or (eigen_solver == "auto" and n <= AUTO_DENSE_MAX_N)
+    top = n if dense else n - 1
     k = min(m + skip, top)
     while True:  # ask for more pairs until m of them differ from 1 (rarely more than one round)
         res = eigensolve(L, k, which="smallest", solver=eigen_solver, tol=tol, random_state=random_state)
