@@ -183,8 +183,10 @@ def query_weights(
     frozen: its own ``k`` nearest training points (the first ``k`` candidates), plus, for "or" / "mean",
     the training points ``i`` that would list ``x`` among their neighbours, i.e. ``d(x, i) <= radii[i]``
     (their k-th-neighbour distance). Only the given candidates are examined: pass about ``3 k`` of them
-    (a reverse neighbour further away than the 3k-th candidate is missed, an approximation that matters only
-    in strongly non-uniform densities). Ties at exactly ``radii[i]`` count as neighbours. The weight values
+    (a reverse neighbour further away than the last candidate is missed). Measured on training points
+    queried with their own 2k / 3k / 5k nearest as candidates (local scaling, k = 15, fraction of the row's
+    weight mass missed, mean): 3-d Gaussian 2.2 / 0.84 / 0.29 %; USPS (256-d, hubs have many far reverse
+    neighbours) 12.7 / 8.5 / 5.0 %. Ties at exactly ``radii[i]`` count as neighbours. The weight values
     use the training scales ``scales[i]`` and the new point's own scale (its ``scale_k``-th candidate
     distance, floored as in training), so a training point queried with its own training neighbours as
     candidates gets exactly its training row.

@@ -1,0 +1,84 @@
+"""Laplacian identities, comparison with scipy.sparse.csgraph, isolated nodes, connectivity checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.linalg import eigh
+from scipy.sparse import csgraph
+
+from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
+from spectral.knn import knn_graph
+from spectral.laplacian import check_connected, connected_components, laplacian
+from spectral.weights import knn_weights
+
+
+def _graph(n=120, seed=0):
+    X = np.random.default_rng(seed).normal(size=(n, 3))
+    return knn_weights(*knn_graph(X, 6, method="exact"))
+
+
+def test_identities_and_csgraph_reference():
+    W = _graph()
+    deg_ref = np.asarray(W.sum(axis=1)).ravel()
+    L, deg = laplacian(W, "unnormalized")
+    np.testing.assert_allclose(deg, deg_ref)
+    np.testing.assert_allclose(np.asarray(L.sum(axis=1)).ravel(), 0, atol=1e-12)
+    np.testing.assert_allclose(L.toarray(), csgraph.laplacian(W.toarray()), atol=1e-14)
+    Ls, _ = laplacian(W, "symmetric")
+    np.testing.assert_allclose(Ls.toarray(), csgraph.laplacian(W.toarray(), normed=True), atol=1e-14)
+    vals = eigh(Ls.toarray(), eigvals_only=True)
+    assert vals.min() > -1e-12 and vals.max() < 2 + 1e-12 and abs(vals[0]) < 1e-12
+    Lrw, _ = laplacian(W, "random_walk")
+    np.testing.assert_allclose(np.asarray(Lrw.sum(axis=1)).ravel(), 0, atol=1e-12)
+    np.testing.assert_allclose(Lrw.toarray(), np.eye(120) - W.toarray() / deg[:, None], atol=1e-14)
+    np.testing.assert_allclose(np.sort(np.linalg.eigvals(Lrw.toarray()).real), vals, atol=1e-10)
+
+
+def test_isolated_nodes_have_zero_rows_and_no_nan():
+    W = _graph(30).tolil()
+    W[5, :] = 0
+    W[:, 5] = 0
+    W = W.tocsr()
+    for norm in ("unnormalized", "symmetric", "random_walk"):
+        L, deg = laplacian(W, norm)
+        assert deg[5] == 0 and np.all(np.isfinite(L.data))
+        assert L[5].nnz == 0 and L[:, 5].nnz == 0
+
+
+def test_diagonal_of_W_is_ignored():
+    W = _graph(40)
+    Wd = W + sp.eye(40) * 3.0
+    np.testing.assert_allclose(laplacian(Wd, "symmetric")[0].toarray(), laplacian(W, "symmetric")[0].toarray())
+
+
+def test_components_sorted_by_size_and_check_connected():
+    blocks = [np.ones((k, k)) - np.eye(k) for k in (3, 5, 1)]
+    W = sp.block_diag(blocks).tocsr()
+    n_comp, labels = connected_components(W)
+    assert n_comp == 3
+    np.testing.assert_array_equal(labels, [1, 1, 1, 0, 0, 0, 0, 0, 2])
+    with pytest.raises(DisconnectedGraphError, match=r"3 connected components \(sizes 5, 3, 1\)"):
+        check_connected(W)
+    check_connected(_graph(50))
+
+
+@pytest.mark.parametrize(
+    "W, match",
+    [
+        (np.array([[0, 1.0], [0.5, 0]]), "must be symmetric"),
+        (np.array([[0, -1.0], [-1.0, 0]]), "must be non-negative"),
+        (np.array([[0, np.nan], [np.nan, 0]]), "NaN or inf"),
+        (np.ones((2, 3)), r"square matrix; got shape \(2, 3\)"),
+        (np.ones(3), "2-D square matrix"),
+    ],
+)
+def test_bad_affinity(W, match):
+    with pytest.raises(InputDataError, match=match):
+        laplacian(W)
+
+
+def test_bad_normalization():
+    with pytest.raises(ParameterError, match=r"normalization must be one of .*'normed'"):
+        laplacian(_graph(10), "normed")
