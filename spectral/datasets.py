@@ -13,9 +13,14 @@ from ._validation import check_float, check_int, check_random_state
 #: Number of ambient dimensions the 3-D manifolds are lifted into (the benchmark setting of issue 3).
 DEFAULT_N_FEATURES = 32
 
-#: The roll makes 1.5 turns: t in [1.5 pi, 4.5 pi] as in scikit-learn's ``make_swiss_roll``.
+#: The roll makes 1.5 turns: t in [1.5 pi, 4.5 pi] as in scikit-learn's ``make_swiss_roll``; its arc length
+#: is (4.5^2 - 1.5^2) pi^2 / 2 ~ 88.8.
 _T_MIN, _T_MAX = 1.5 * np.pi, 4.5 * np.pi
-_HEIGHT = 21.0
+#: Default height 60 (scikit-learn uses 21): taller than half the arc length, so the second Laplacian
+#: eigenfunction follows the height rather than the second harmonic along the roll, and a 2-D Laplacian
+#: eigenmap unrolls the sheet into a rectangle-like picture (eigenvalues ~ (pi / 88.8)^2 < (pi / 60)^2
+#: < (2 pi / 88.8)^2).
+DEFAULT_HEIGHT = 60.0
 
 
 def make_swiss_roll_lifted(
@@ -24,12 +29,13 @@ def make_swiss_roll_lifted(
     n_features: int = DEFAULT_N_FEATURES,
     n_classes: int = 6,
     noise: float = 0.05,
+    height: float = DEFAULT_HEIGHT,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A labeled Swiss roll embedded isometrically in ``n_features`` dimensions, plus isotropic noise.
 
     Points ``(t cos t, h, t sin t)`` with ``t`` uniform on ``[1.5 pi, 4.5 pi]`` and ``h`` uniform on
-    ``[0, 21]`` are rotated into ``R^n_features`` by a random orthonormal ``(3, n_features)`` map and
+    ``[0, height]`` are rotated into ``R^n_features`` by a random orthonormal ``(3, n_features)`` map and
     perturbed by Gaussian noise of standard deviation ``noise`` per coordinate. Classes are
     ``n_classes`` bands of equal arc-parameter width along ``t``, so a good 2-D embedding that unrolls
     the manifold separates them (1-NN accuracy near 1) while the raw roll interleaves distant bands.
@@ -41,6 +47,8 @@ def make_swiss_roll_lifted(
     n_classes : int in [1, 50]
     noise : float >= 0
         Standard deviation of the ambient Gaussian noise (the roll has a diameter of about 28).
+    height : float > 0
+        Extent of the sheet across the roll (see :data:`DEFAULT_HEIGHT`).
     random_state : None, int or numpy Generator
         The one seed entry point; the same seed gives the same data.
 
@@ -56,9 +64,10 @@ def make_swiss_roll_lifted(
     n_features = check_int("n_features", n_features, low=3)
     n_classes = check_int("n_classes", n_classes, low=1, high=50)
     noise = check_float("noise", noise, low=0.0)
+    height = check_float("height", height, low=0.0, low_inclusive=False)
     rng = check_random_state(random_state)
     t = rng.uniform(_T_MIN, _T_MAX, size=n_samples)
-    h = rng.uniform(0.0, _HEIGHT, size=n_samples)
+    h = rng.uniform(0.0, height, size=n_samples)
     P3 = np.column_stack([t * np.cos(t), h, t * np.sin(t)])  # (n, 3)
     Q = _random_orthonormal(n_features, 3, rng)  # (n_features, 3)
     X = P3 @ Q.T  # (n, n_features), isometric lift

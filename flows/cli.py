@@ -1,0 +1,231 @@
+"""The ``eigenflow`` command line (typer): ingest, embed, extend, info, demo.
+
+User errors (bad parameters, bad input data, missing or incomplete stores) end with a one-line
+``error: ...`` message on stderr and exit code 1, without a traceback; ``--verbose`` shows Prefect's logs.
+Prefect / Dask environment defaults are applied before either is imported (:mod:`tasks._env`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(name="eigenflow", add_completion=False, no_args_is_help=True,
+                  help="Spectral embeddings of large datasets: Prefect flows on Dask over zarr stores.")
+out = Console()
+err = Console(stderr=True)
+
+#: Exit code of a failed command.
+EXIT_FAILURE = 1
+
+
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect and Dask logs.")) -> None:
+    """eigenflow: ingest data into zarr stores, embed it, extend embeddings to new points."""
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if verbose else "error")
+    from tasks._env import apply_env_defaults
+
+    apply_env_defaults()
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from prefect.exceptions import ParameterTypeError
+
+    from spectral.errors import EigenflowError
+    from storage.errors import StorageError
+
+    return (EigenflowError, StorageError, ValueError, FileNotFoundError, ParameterTypeError)
+
+
+def _run(fn: Callable[[], Any]) -> Any:
+    """Call ``fn``; a user error becomes ``error: <message>`` on stderr and exit code 1."""
+    try:
+        return fn()
+    except _user_errors() as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_FAILURE) from None
+
+
+def _with_progress(fn: Callable[[], Any]) -> Any:
+    """Run a flow with a rich progress display of its stages (on stderr)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from flows._runtime import quiet_prefect, stage_listener
+
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err, transient=False)
+    ids: dict[str, Any] = {}
+
+    def listener(event: str, stage: str, payload: Any) -> None:
+        if event == "start":
+            ids[stage] = progress.add_task(stage, total=None)
+        elif event == "progress" and stage in ids:
+            done, total = payload
+            progress.update(ids[stage], completed=done, total=total)
+        elif event == "end" and stage in ids:
+            task = progress.tasks[ids[stage]]
+            progress.update(ids[stage], total=task.total or 1, completed=task.total or 1)
+            progress.stop_task(ids[stage])
+
+    with progress, quiet_prefect(), stage_listener(listener):
+        return fn()
+
+
+def _summary_table(summary: dict, extra: dict | None = None) -> Table:
+    table = Table(title=f"{summary['flow']} run {summary['run']} ({summary['status']})", show_lines=False)
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    for name, seconds in summary["stages"].items():
+        table.add_row(name, "-" if seconds is None else f"{seconds:.2f}")
+    table.add_row("[bold]total[/]", f"[bold]{summary.get('total_seconds', summary['seconds'] or 0):.2f}[/]")
+    for key, value in (extra or {}).items():
+        table.add_row(key, str(value))
+    return table
+
+
+@app.command()
+def ingest(
+    source: str = typer.Argument(..., help=".npy / .npz / .csv / .parquet file or zarr store"),
+    store: str = typer.Argument(..., help="eigenflow store to create (local path or URL)"),
+    labels: Optional[str] = typer.Option(None, help=".npy file of integer labels (-1 = unlabeled)"),
+    chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk"),
+    overwrite: bool = typer.Option(False, help="replace an existing store"),
+) -> None:
+    """Ingest SOURCE into a chunked zarr STORE (validated, streamed chunk by chunk)."""
+    from tasks.ingest import ingest_task
+
+    result = _run(lambda: ingest_task.fn(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite))
+    table = Table(title=f"store {store}" + (" (already ingested)" if result.get("skipped") else ""))
+    table.add_column("field")
+    table.add_column("value")
+    for key in ("n", "d", "chunk_rows", "dtype", "has_labels", "fingerprint", "seconds"):
+        if key in result:
+            table.add_row(key, f"{result[key]:.2f}" if key == "seconds" else str(result[key]))
+    out.print(table)
+
+
+@app.command()
+def embed(
+    source: str = typer.Argument(..., help="file or eigenflow store with the points"),
+    store: str = typer.Argument(..., help="eigenflow store to write (the source itself to skip the ingest)"),
+    method: str = typer.Option("laplacian_eigenmaps", help="embedding method"),
+    n_components: int = typer.Option(2, "--n-components", "-k", help="embedding dimension"),
+    n_neighbors: int = typer.Option(15, help="kNN graph neighbours"),
+    weighting: str = typer.Option("local_scaling", help="local_scaling | heat | binary | hein_maier"),
+    normalization: str = typer.Option("symmetric", help="symmetric | random_walk | unnormalized"),
+    eigen_solver: str = typer.Option("auto", help="auto | dense | arpack | lobpcg | randomized"),
+    knn_method: str = typer.Option("auto", help="auto | exact | nndescent"),
+    labels: Optional[str] = typer.Option(None, help=".npy file of labels ingested with the points"),
+    chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk of the store"),
+    holdout: float = typer.Option(0.0, help="fraction of points left out of the fit and extended"),
+    seed: int = typer.Option(0, help="random seed of the run"),
+    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
+    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+    run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
+    overwrite: bool = typer.Option(False, help="re-ingest SOURCE over an existing STORE"),
+) -> None:
+    """Embed the points of SOURCE into STORE (ingest, kNN graph, Laplacian, eigensolve, write-back)."""
+    from flows.embed import embed as embed_flow
+
+    summary = _run(lambda: _with_progress(lambda: embed_flow(
+        source, store, method=method, n_components=n_components, n_neighbors=n_neighbors, weighting=weighting,
+        normalization=normalization, eigen_solver=eigen_solver, knn_method=knn_method, labels=labels,
+        chunk_rows=chunk_rows, holdout=holdout, random_state=seed, scheduler=scheduler, n_workers=workers,
+        run_name=run_name, overwrite=overwrite)))
+    results = summary["results"]
+    out.print(_summary_table(summary, {"points": results.get("n"), "fitted": results.get("n_fit"),
+                                       "embedding": f"{store}/{results.get('embedding')}"}))
+
+
+@app.command()
+def extend(
+    store: str = typer.Argument(..., help="store with a model written by `eigenflow embed`"),
+    new: str = typer.Argument(..., help="file or store with the new points"),
+    out_store: str = typer.Argument(..., metavar="OUT", help="store to write the new points' embedding to"),
+    run: Optional[str] = typer.Option(None, help="model run (default: the latest completed embed run)"),
+    chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk of OUT"),
+    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
+    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+    overwrite: bool = typer.Option(False, help="re-ingest NEW over an existing OUT"),
+) -> None:
+    """Embed the points of NEW with the model stored in STORE; write them to OUT."""
+    from flows.embed import extend as extend_flow
+
+    summary = _run(lambda: _with_progress(lambda: extend_flow(
+        store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
+        overwrite=overwrite)))
+    results = summary["results"]
+    out.print(_summary_table(summary, {"points": results.get("n"), "model": results.get("model_run"),
+                                       "embedding": f"{out_store}/{results.get('embedding')}"}))
+
+
+@app.command()
+def info(
+    store: str = typer.Argument(..., help="eigenflow store"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """What is in STORE: arrays, shapes, runs with their status and stage timings."""
+    from storage.info import info as store_info
+
+    data = _run(lambda: store_info(store))
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    _print_info(data)
+
+
+def _print_info(data: dict) -> None:
+    head = ", ".join(f"{k}={data.get(k)}" for k in ("n", "d", "dtype", "chunk_rows", "has_labels", "status"))
+    out.print(f"[bold]{data['store']}[/]  {head}")
+    arrays = Table(title="arrays")
+    for col in ("path", "shape", "dtype", "chunks"):
+        arrays.add_column(col)
+    for a in data["arrays"]:
+        arrays.add_row(a["path"], str(tuple(a["shape"])), a["dtype"], str(a["chunks"]))
+    out.print(arrays)
+    runs = Table(title="runs")
+    for col in ("run", "flow", "status", "seconds", "stages"):
+        runs.add_column(col)
+    for r in data["runs"]:
+        stages = ", ".join(f"{s['name']} {s['seconds']:.1f}s" if s["seconds"] is not None else s["name"]
+                           for s in r["stages"])
+        seconds = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
+        runs.add_row(r["run_id"], r["flow"], r["status"] + (f" ({r['error']})" if r["error"] else ""), seconds,
+                     stages)
+    out.print(runs)
+
+
+@app.command()
+def demo(
+    n_points: int = typer.Option(100_000, help="points of the generated manifold"),
+    out_dir: str = typer.Option("demo-output", "--out", help="output directory (store, data, plot)"),
+    holdout: float = typer.Option(0.1, help="fraction of points held out of the fit"),
+    seed: int = typer.Option(0, help="random seed"),
+    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
+    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+) -> None:
+    """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
+    from flows.demo import run_demo
+
+    result = _run(lambda: _with_progress(lambda: run_demo(n_points, out_dir, holdout=holdout, seed=seed,
+                                                          scheduler=scheduler, n_workers=workers)))
+    out.print(_summary_table(result, {
+        "points": result["results"].get("n"),
+        "held out": result["n_heldout"],
+        "1-NN accuracy (held out)": f"{result['accuracy']:.4f}",
+        "store": f"{out_dir}/demo.zarr",
+        "plot": result["plot"],
+    }))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
