@@ -43,7 +43,7 @@ from ..eigen import eigensolve
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
 from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
-from .nystrom_map import fit_nystrom, nystrom_features
+from ..nystrom import NystromFeatures
 
 SOLVERS = ("dense", "nystrom")
 SCALINGS = ("unit", "sqrt_eigenvalue")
@@ -56,7 +56,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     ----------
     n_components : int, the embedding dimension d.
     kernel : {"rbf", "linear", "poly", "cosine", "laplacian", "sigmoid"}; kernel_params : dict of
-        scikit-learn kernel parameters (e.g. {"gamma": 1 / (2 sigma^2)} for rbf).
+        scikit-learn kernel parameters (gamma, degree, coef0) (e.g. {"gamma": 1 / (2 sigma^2)} for rbf).
     gamma : float >= 0, weight of the graph term (0 gives kernel PCA).
     graph : "knn" (kNN graph built from X), None (no data graph), or an (n, n) symmetric non-negative
         adjacency (scipy.sparse or ndarray) given by the user, one node per sample.
@@ -70,8 +70,9 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     scaling : "unit" (Psi Psi^T = I, the paper's Lambda_d = I) | "sqrt_eigenvalue" (kernel PCA's V
         Lambda^1/2; needs positive eigenvalues).
     solver : "dense" (eigh on K_bar, n up to a few thousand) | "nystrom" (implicit operator).
-    n_landmarks : int, Nystrom landmarks (solver="nystrom"); n_graph_eigs : int, smallest eigenpairs of
-        L kept for a graph kernel at scale.
+    n_landmarks : int, Nystrom landmarks (solver="nystrom", :class:`spectral.nystrom.NystromFeatures`);
+        nystrom_rank : None or int, keep the r leading eigenpairs of K_ZZ (Phi is (n, r)); n_graph_eigs :
+        int, smallest eigenpairs of L kept for a graph kernel at scale.
     eigen_solver : "arpack" | "lobpcg" | "randomized", the solver of :func:`spectral.eigen.eigensolve`
         for the implicit operator (solver="nystrom"); tol : its absolute residual tolerance (None: its
         default). random_state : the one seed entry point.
@@ -85,7 +86,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
                  n_neighbors=10, graph_weight="gaussian", graph_sigma=None, laplacian="unnormalized",
                  graph_kernel=None, graph_kernel_params=None, must_link=None, cannot_link=None,
                  gamma_must=0.5, gamma_cannot=0.5, scaling="unit", solver="dense", n_landmarks=1000,
-                 n_graph_eigs=50, eigen_solver="arpack", tol=None, random_state=None):
+                 nystrom_rank=None, n_graph_eigs=50, eigen_solver="arpack", tol=None, random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -104,6 +105,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         self.scaling = scaling
         self.solver = solver
         self.n_landmarks = n_landmarks
+        self.nystrom_rank = nystrom_rank
         self.n_graph_eigs = n_graph_eigs
         self.eigen_solver = eigen_solver
         self.tol = tol
@@ -129,8 +131,8 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
                 Kc += self.gamma * R_dense
             lam, V = top_eigs_dense(Kc, d)
         else:
-            self.landmarks_, self._proj = fit_nystrom(X, self.n_landmarks, self.kernel, self.kernel_params, rng)
-            Phi = nystrom_features(X, self.landmarks_, self._proj, self.kernel, self.kernel_params)
+            self.nystrom_ = self._fit_nystrom(X, rng)
+            Phi = self.nystrom_.transform(X)  # (n, r)
             self._phi_mean = Phi.mean(axis=0)
             Phi -= self._phi_mean  # column centering of Phi = H K H
             lam, V = self._eigs_implicit(Phi, sparse_part, lowrank, n, d, rng)
@@ -257,8 +259,20 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         if self.solver == "dense":
             Kc = center_rows(kernel_matrix(X, self.X_fit_, self.kernel, self.kernel_params), self._k_col, self._k_tot)
             return Kc @ V
-        Phi = nystrom_features(X, self.landmarks_, self._proj, self.kernel, self.kernel_params)
-        return (Phi - self._phi_mean) @ self._PtV
+        return (self.nystrom_.transform(X) - self._phi_mean) @ self._PtV
+
+    def _fit_nystrom(self, X, rng):
+        """Nystrom map Phi = K(X, Z) U_r S_r^-1/2 (rank r = ``nystrom_rank`` leading eigenpairs of K_ZZ)."""
+        kp = dict(self.kernel_params or {})
+        m = min(check_int("n_landmarks", self.n_landmarks, low=1), X.shape[0])
+        nys = NystromFeatures(self.kernel, m, gamma=kp.get("gamma"), degree=kp.get("degree", 3),
+                              coef0=kp.get("coef0", 1.0), random_state=G_seed(rng)).fit(X)
+        if self.nystrom_rank is not None:
+            r = check_int("nystrom_rank", self.nystrom_rank, low=1, high=m)
+            nys.normalization_ = nys.normalization_[:, :r]  # columns sorted by decreasing eigenvalue
+            nys.eigenvalues_ = nys.eigenvalues_[:r]
+            nys.n_components_ = nys.normalization_.shape[1]
+        return nys
 
     def _graph_rows(self, num, den, a, ind, dx):
         V, g = self.eigenvectors_, self.gamma
