@@ -212,3 +212,21 @@ def test_multi_modal_hamming_mode_and_fixed_weights(blobs):
         MultiGraphKPCA(2, modes=[(np.arange(8), "euclidean")], graph_kernel=None).fit(XX)
     with pytest.raises(ParameterError, match=r"modes\[0\] columns must be in \[0, 13\]"):
         MultiGraphKPCA(2, modes=[(np.arange(20), "euclidean")]).fit(XX)
+
+
+def test_state_round_trip_and_extension_with_given_neighbors(blobs):
+    from sklearn.neighbors import NearestNeighbors
+
+    X, _ = blobs
+    m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=1.0, solver="nystrom", n_landmarks=80,
+                  nystrom_rank=40, random_state=0).fit(X[:150])
+    arrays, attrs = m.to_state()
+    assert all(isinstance(v, np.ndarray) for v in arrays.values())
+    import json
+
+    json.dumps(attrs)  # JSON-able attributes only (no pickle)
+    r = GraphKPCA.from_state(arrays, attrs)
+    dist, ind = NearestNeighbors(n_neighbors=m.n_neighbors).fit(X[:150]).kneighbors(X[150:])
+    np.testing.assert_allclose(r.transform_with_neighbors(X[150:], ind, dist), m.transform(X[150:]), atol=1e-12)
+    with pytest.raises(InputDataError, match="to_state stores solver='nystrom' models only"):
+        GraphKPCA(2, kernel_params={"gamma": 0.05}).fit(X).to_state()

@@ -232,27 +232,47 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Embed new points (m, D) -> (m, d) by the out-of-sample map of the module docstring."""
         check_is_fitted(self, "embedding_")
-        X = check_array_2d(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise InputDataError(f"X must have {self.n_features_in_} features (as in fit); got {X.shape[1]}")
-        V, lam = self.eigenvectors_, self.eigenvalues_
+        X = self._check_X(X)
+        ind = dist = None
+        if self._kind == "knn" and self.gamma > 0:
+            dist, ind = NearestNeighbors(n_neighbors=self.n_neighbors).fit(self.X_fit_).kneighbors(X)
+        Z = self.transform_with_neighbors(X, ind, dist)
+        exact = training_matches(self.X_fit_, X)
+        Z[exact >= 0] = self.embedding_[exact[exact >= 0]]
+        return Z
+
+    def transform_with_neighbors(self, X, ind=None, dist=None):
+        """Out-of-sample map given the new points' kNN among the training points.
+
+        ``ind`` (m, k) training positions and ``dist`` (m, k) distances (e.g. the stored kNN graph of the
+        flow); both None when the model has no data graph. Points equal to training points are not
+        detected here (see :meth:`transform`). Works on a model rebuilt by :meth:`from_state`.
+        """
+        check_is_fitted(self, "embedding_")
+        X = self._check_X(X)
+        lam = self.eigenvalues_
         num = self._kernel_projection(X)
         den = np.repeat(lam[None, :], X.shape[0], axis=0)
         if self._kind == "knn" and self.gamma > 0:
-            dist, ind = NearestNeighbors(n_neighbors=self.n_neighbors).fit(self.X_fit_).kneighbors(X)
+            if ind is None or dist is None or np.shape(ind) != np.shape(dist) or len(ind) != X.shape[0]:
+                raise InputDataError(f"ind and dist must be (m, k) arrays with m = {X.shape[0]} for a model with "
+                                     "a kNN data graph")
+            ind = np.asarray(ind, dtype=np.int64)
             m, k = ind.shape
             rows = np.repeat(np.arange(m), k)
-            a = G.edge_weights(X, self.X_fit_, rows, ind.ravel(), dist.ravel(), weight=self.graph_weight,
-                               sigma=self.sigma_).reshape(m, k)
-            dx = a.sum(axis=1, keepdims=True)
-            num, den = self._graph_rows(num, den, a, ind, dx)
+            a = G.edge_weights(X, self.X_fit_, rows, ind.ravel(), np.asarray(dist).ravel(),
+                               weight=self.graph_weight, sigma=self.sigma_).reshape(m, k)
+            num, den = self._graph_rows(num, den, a, ind, a.sum(axis=1, keepdims=True))
         if np.any(np.abs(den) < 1e-12 * max(1.0, float(np.abs(lam).max()))):
             raise InputDataError("out-of-sample denominator lambda + gamma d(x) vanishes; "
                                  "the selected eigenvalues are not usable for an extension")
-        Z = num / den
-        exact = training_matches(self.X_fit_, X)
-        Z[exact >= 0] = V[exact[exact >= 0]]
-        return Z * self._scale(lam)
+        return num / den * self._scale(lam)
+
+    def _check_X(self, X):
+        X = check_array_2d(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise InputDataError(f"X must have {self.n_features_in_} features (as in fit); got {X.shape[1]}")
+        return X
 
     def _kernel_projection(self, X):
         V = self.eigenvectors_
@@ -283,6 +303,55 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
             return num + g * np.einsum("mk,mkd->md", a, V[ind]), den + g * dx
         w = a / np.sqrt(safe * self.degrees_[ind])
         return num + g * np.einsum("mk,mkd->md", w, V[ind]), den + g * (dx > 0)
+
+
+    # ------------------------------------------------------------------ model state (storage.models)
+    _STATE_PARAMS = ("n_components", "kernel", "gamma", "n_neighbors", "graph_weight", "laplacian", "graph_kernel",
+                     "gamma_must", "gamma_cannot", "scaling", "n_landmarks", "nystrom_rank", "n_graph_eigs",
+                     "eigen_solver")
+
+    def to_state(self) -> tuple[dict, dict]:
+        """``(arrays, attrs)`` for :mod:`storage.models` (solver="nystrom" only: no n x n or X_fit_ stored).
+
+        The rebuilt model embeds new points with :meth:`transform_with_neighbors`.
+        """
+        check_is_fitted(self, "embedding_")
+        if self.solver != "nystrom":
+            raise InputDataError("to_state stores solver='nystrom' models only (the dense model needs X_fit_)")
+        if self._kind == "knn" and self.gamma > 0 and self.graph_weight == "cosine":
+            raise InputDataError("to_state cannot store graph_weight='cosine' (its extension needs X_fit_)")
+        nys_arrays, nys_attrs = self.nystrom_.to_state()
+        arrays = {f"nystrom_{k}": v for k, v in nys_arrays.items()}
+        arrays.update(phi_mean=self._phi_mean, PtV=self._PtV, eigenvalues=self.eigenvalues_,
+                      eigenvectors=self.eigenvectors_)
+        for name in ("degrees_", "_RV"):
+            if hasattr(self, name):
+                arrays[name.strip("_")] = getattr(self, name)
+        attrs = {"class": "GraphKPCA", "kind": self._kind, "n_features_in": int(self.n_features_in_),
+                 "sigma": float(getattr(self, "sigma_", 0.0)), "nystrom": nys_attrs,
+                 "kernel_params": dict(self.kernel_params or {}),
+                 **{k: getattr(self, k) for k in self._STATE_PARAMS}}
+        return arrays, attrs
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict) -> "GraphKPCA":
+        """Rebuild a fitted (solver="nystrom") model from :meth:`to_state` output."""
+        if attrs.get("class") != "GraphKPCA":
+            raise InputDataError(f"state is not a GraphKPCA state: class={attrs.get('class')!r}")
+        self = cls(solver="nystrom", kernel_params=attrs["kernel_params"] or None,
+                   **{k: attrs[k] for k in cls._STATE_PARAMS})
+        nys = {k[len("nystrom_"):]: v for k, v in arrays.items() if k.startswith("nystrom_")}
+        self.nystrom_ = NystromFeatures.from_state(nys, attrs["nystrom"])
+        self._phi_mean, self._PtV = arrays["phi_mean"], arrays["PtV"]
+        self.eigenvalues_, self.eigenvectors_ = arrays["eigenvalues"], arrays["eigenvectors"]
+        if "degrees" in arrays:
+            self.degrees_ = arrays["degrees"]
+        if "RV" in arrays:
+            self._RV = arrays["RV"]
+        self._kind, self.sigma_, self.n_features_in_ = attrs["kind"], attrs["sigma"], attrs["n_features_in"]
+        self.X_fit_ = None
+        self.embedding_ = self.eigenvectors_ * self._scale(self.eigenvalues_)
+        return self
 
 
 def G_seed(rng: np.random.Generator) -> int:
