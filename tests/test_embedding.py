@@ -1,0 +1,191 @@
+"""LaplacianEigenmaps against scikit-learn's spectral_embedding and dense eigh; Nystrom out-of-sample."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.linalg import eigh
+from sklearn.datasets import make_swiss_roll
+from sklearn.exceptions import NotFittedError
+from sklearn.manifold import spectral_embedding
+
+from conftest import load_dataset
+from spectral.embedding import LaplacianEigenmaps, LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
+from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
+from spectral.knn import knn_graph
+from spectral.metrics import max_subspace_angle, one_nn_accuracy
+
+
+N = 300  # dense references stay cheap
+
+
+@pytest.fixture(scope="module")
+def roll():
+    X, t = make_swiss_roll(N, random_state=0)
+    return X, t
+
+
+@pytest.fixture(scope="module")
+def fitted(roll):
+    return LaplacianEigenmaps(3, n_neighbors=10, eigen_solver="dense", random_state=0).fit(roll[0])
+
+
+def test_matches_sklearn_spectral_embedding(fitted):
+    ref = spectral_embedding(fitted.affinity_matrix_, n_components=3, eigen_solver="arpack", eigen_tol=1e-12,
+                             random_state=0, norm_laplacian=True, drop_first=True)
+    assert max_subspace_angle(ref, fitted.embedding_) < 1e-6
+    # same convention column by column (D^-1/2 u, same sign rule)
+    np.testing.assert_allclose(fitted.embedding_, ref, atol=1e-8 * np.abs(ref).max())
+    assert fitted.eigen_solver_ == "dense" and fitted.embedding_.shape == (N, 3)
+
+
+def test_eigenvalues_match_dense_reference(fitted):
+    W = fitted.affinity_matrix_.toarray()
+    d = W.sum(axis=1)
+    L_sym = np.eye(N) - W / np.sqrt(np.outer(d, d))
+    vals, vecs = eigh(L_sym)
+    np.testing.assert_allclose(fitted.eigenvalues_, vals[1:4], atol=1e-12)
+    assert max_subspace_angle(vecs[:, 1:4] / np.sqrt(d)[:, None], fitted.embedding_) < 1e-8
+
+
+@pytest.mark.parametrize("solver, angle", [("arpack", 1e-6), ("lobpcg", 1e-3), ("randomized", 1e-3)])
+def test_sparse_solvers_agree_with_dense(fitted, solver, angle):
+    # tolerance per solver: arpack converges to machine precision here; lobpcg and the randomized solver
+    # stop at the eigensolve default tolerance (residual 1e-6 relative), angle ~ residual / eigen-gap
+    emb, vals, info = laplacian_eigenmaps_from_graph(fitted.affinity_matrix_, 3, eigen_solver=solver,
+                                                     random_state=0)
+    assert info["eigen_solver"] == solver and info["converged"]
+    assert max_subspace_angle(emb, fitted.embedding_) < angle
+    np.testing.assert_allclose(vals, fitted.eigenvalues_, rtol=1e-3)
+
+
+def test_unnormalized_matches_dense_reference(fitted, roll):
+    est = LaplacianEigenmaps(3, n_neighbors=10, normalization="unnormalized", eigen_solver="dense").fit(roll[0])
+    W = est.affinity_matrix_.toarray()
+    vals, vecs = eigh(np.diag(W.sum(axis=1)) - W)
+    np.testing.assert_allclose(est.eigenvalues_, vals[1:4], atol=1e-10)
+    assert max_subspace_angle(vecs[:, 1:4], est.embedding_) < 1e-8
+
+
+def test_random_walk_equals_symmetric(fitted, roll):
+    est = LaplacianEigenmaps(3, n_neighbors=10, normalization="random_walk", eigen_solver="dense").fit(roll[0])
+    np.testing.assert_allclose(est.embedding_, fitted.embedding_, atol=1e-10)
+
+
+@pytest.mark.parametrize("normalization", ["symmetric", "unnormalized"])
+def test_transform_of_training_points(roll, normalization):
+    X = roll[0]
+    est = LaplacianEigenmaps(3, n_neighbors=10, normalization=normalization, eigen_solver="dense").fit(X)
+    np.testing.assert_array_equal(est.transform(X), est.embedding_)  # the distance-0 rule
+    # the Nystrom formula itself, applied to the training rows (candidates: 3k neighbours, self excluded),
+    # reproduces the fit wherever the candidates hold every reverse neighbour of the row
+    idx, dist = knn_graph(X, 30, method="exact")
+    Z, _ = est.model_._extend(idx, dist)
+    Wq_rows = est.affinity_matrix_
+    A = (Wq_rows > 0).toarray()
+    covered = np.array([set(np.flatnonzero(A[i])) <= set(idx[i]) for i in range(N)])
+    assert covered.mean() > 0.7
+    scale = np.abs(est.embedding_).max()
+    np.testing.assert_allclose(Z[covered], est.embedding_[covered], atol=1e-9 * scale)
+
+
+def test_held_out_points_land_near_their_neighbours():
+    X, y = load_dataset("usps")
+    perm = np.random.default_rng(0).permutation(X.shape[0])[:1600]
+    tr, te = perm[:1200], perm[1200:]
+    est = LaplacianEigenmaps(10, n_neighbors=10, eigen_solver="arpack", random_state=0).fit(X[tr])
+    Z_te = est.transform(X[te])
+    joint = LaplacianEigenmaps(10, n_neighbors=10, eigen_solver="arpack", random_state=0).fit(X[perm])
+    acc_oos = one_nn_accuracy(est.embedding_, y[tr], Z_te, y[te])
+    acc_transductive = one_nn_accuracy(joint.embedding_[:1200], y[tr], joint.embedding_[1200:], y[te])
+    # measured: out-of-sample 0.853, transductive 0.855
+    assert acc_oos >= acc_transductive - 0.03 and acc_oos > 0.8
+
+
+def test_far_query_point_is_finite_and_stays_consistent():
+    X, _ = make_swiss_roll(300, random_state=1)
+    est = LaplacianEigenmaps(2, n_neighbors=8, weighting="heat", eigen_solver="dense").fit(X)
+    Z = est.transform(np.array([[1e4, 1e4, 1e4]]))
+    nearest = np.argmin(np.linalg.norm(X - 1e4, axis=1))
+    assert np.all(np.isfinite(Z))
+    # all weight on the nearest training point in the limit: f(x) = f(nearest) / mu
+    np.testing.assert_allclose(Z[0], est.embedding_[nearest] / (1 - est.eigenvalues_), rtol=1e-6)
+
+
+def _two_blobs(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.vstack([rng.normal(size=(n, 2)), rng.normal(size=(n // 2, 2)) + 100.0])
+
+
+def test_disconnected_graph_raises():
+    with pytest.raises(DisconnectedGraphError, match=r"2 connected components \(sizes 120, 60\)"):
+        LaplacianEigenmaps(2, n_neighbors=5).fit(_two_blobs())
+
+
+def test_disconnected_graph_per_component():
+    X = _two_blobs()
+    est = LaplacianEigenmaps(2, n_neighbors=5, on_disconnected="per_component", eigen_solver="dense").fit(X)
+    W = est.affinity_matrix_
+    assert est.n_connected_components_ == 2
+    for nodes in (np.arange(120), np.arange(120, 180)):
+        ref = spectral_embedding(W[nodes][:, nodes], n_components=2, eigen_solver="arpack", eigen_tol=1e-12,
+                                 random_state=0)
+        assert max_subspace_angle(ref, est.embedding_[nodes]) < 1e-6
+    # a new point next to the second blob is extended within that blob's component
+    x_new = X[150:151] + 0.01
+    idx, _ = knn_graph(X, 5, method="exact")
+    assert np.all(idx[150] >= 120)
+    np.testing.assert_allclose(est.transform(x_new), est.transform(X[150:151]), atol=0.3 * np.abs(est.embedding_[120:]).max())
+
+
+def test_isolated_point_gets_zeros_per_component():
+    W = sp.csr_matrix(np.pad(np.ones((30, 30)) - np.eye(30), ((0, 1), (0, 1))))
+    emb, vals, info = laplacian_eigenmaps_from_graph(W, 2, on_disconnected="per_component")
+    assert np.all(emb[30] == 0) and np.all(np.isfinite(emb)) and info["component_solvers"][1] == "none"
+
+
+def test_model_state_round_trip(fitted, roll):
+    arrays, attrs = fitted.model_.to_state()
+    json.dumps(attrs)
+    assert all(isinstance(a, np.ndarray) and a.dtype.kind in "fiu" for a in arrays.values())
+    model = LaplacianEigenmapsModel.from_state(arrays, json.loads(json.dumps(attrs)))
+    with pytest.raises(ParameterError, match="rebuild_index"):
+        model.transform(roll[0][:3])
+    model.rebuild_index(roll[0])
+    X_new = roll[0][:50] + 0.05
+    np.testing.assert_allclose(model.transform(X_new), fitted.transform(X_new), rtol=1e-12)
+    with pytest.raises(InputDataError, match="kind='laplacian_eigenmaps'"):
+        LaplacianEigenmapsModel.from_state(arrays, {**attrs, "kind": "other"})
+    with pytest.raises(InputDataError, match="the index has 20 points; the model was fitted on 300"):
+        model.rebuild_index(roll[0][:20])
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_components": 0}, r"n_components must be an integer in \[1, 48\]; got 0"),
+        ({"n_components": 49}, r"n_components must be an integer in \[1, 48\]; got 49"),
+        ({"n_neighbors": 50}, r"n_neighbors must be an integer in \[1, 49\]; got 50"),
+        ({"eigen_solver": "magic"}, r"eigen_solver must be one of .*'magic'"),
+        ({"weighting": "cosine"}, r"weighting must be one of .*'cosine'"),
+        ({"normalization": "l1"}, r"normalization must be one of .*'l1'"),
+        ({"on_disconnected": "ignore"}, r"on_disconnected must be one of .*'ignore'"),
+        ({"knn_method": "faiss"}, r"knn_method must be one of .*'faiss'"),
+    ],
+)
+def test_bad_parameters(params, match):
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    with pytest.raises(ParameterError, match=match):
+        LaplacianEigenmaps(**{"n_neighbors": 5, **params}).fit(X)
+
+
+def test_bad_data(fitted):
+    with pytest.raises(ValueError, match="NaN"):
+        LaplacianEigenmaps().fit(np.array([[0.0, np.nan]] * 20))
+    with pytest.raises(ValueError, match="3 features"):
+        fitted.transform(np.zeros((2, 4)))
+    with pytest.raises(NotFittedError):
+        LaplacianEigenmaps().transform(np.zeros((2, 3)))
