@@ -230,3 +230,15 @@ def test_state_round_trip_and_extension_with_given_neighbors(blobs):
     np.testing.assert_allclose(r.transform_with_neighbors(X[150:], ind, dist), m.transform(X[150:]), atol=1e-12)
     with pytest.raises(InputDataError, match="to_state stores solver='nystrom' models only"):
         GraphKPCA(2, kernel_params={"gamma": 0.05}).fit(X).to_state()
+
+
+def test_precomputed_knn_equals_internal_search(blobs):
+    from spectral.knn import knn_graph
+
+    X, _ = blobs
+    ind, dist = knn_graph(X, 7, method="exact")
+    a = GraphKPCA(3, kernel_params={"gamma": 0.05}, n_neighbors=7).fit(X)
+    b = GraphKPCA(3, kernel_params={"gamma": 0.05}, precomputed_knn=(ind, dist)).fit(X)
+    assert max_angle(a.embedding_, b.embedding_) < 1e-8
+    with pytest.raises(InputDataError, match="indices must lie in"):
+        GraphKPCA(3, precomputed_knn=(ind + 1000, dist)).fit(X)

@@ -40,6 +40,7 @@ from .._validation import check_array_2d, check_choice, check_float, check_int, 
 from ..errors import InputDataError
 from . import graphs as G
 from ..eigen import eigensolve
+from ..knn import check_knn_graph
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
 from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
@@ -60,7 +61,9 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     gamma : float >= 0, weight of the graph term (0 gives kernel PCA).
     graph : "knn" (kNN graph built from X), None (no data graph), or an (n, n) symmetric non-negative
         adjacency (scipy.sparse or ndarray) given by the user, one node per sample.
-    n_neighbors, graph_weight ("gaussian" | "cosine" | "binary"), graph_sigma : the kNN data graph.
+    n_neighbors, graph_weight ("gaussian" | "cosine" | "binary"), graph_sigma : the kNN data graph;
+        precomputed_knn : None or (indices (n, k), distances (n, k)) of the training points (no self),
+        e.g. from :func:`spectral.knn.knn_graph` at scale, used instead of the exact search.
     laplacian : "unnormalized" (D - A) | "symmetric" (I - D^-1/2 A D^-1/2).
     graph_kernel : None (eq. 13) or one of "regularized", "diffusion", "random_walk", "cosine",
         "bandlimited" (eq. 14); graph_kernel_params : dict with keys s, a, p, cutoff.
@@ -83,7 +86,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_components=2, *, kernel="rbf", kernel_params=None, gamma=1.0, graph="knn",
-                 n_neighbors=10, graph_weight="gaussian", graph_sigma=None, laplacian="unnormalized",
+                 n_neighbors=10, precomputed_knn=None, graph_weight="gaussian", graph_sigma=None, laplacian="unnormalized",
                  graph_kernel=None, graph_kernel_params=None, must_link=None, cannot_link=None,
                  gamma_must=0.5, gamma_cannot=0.5, scaling="unit", solver="dense", n_landmarks=1000,
                  nystrom_rank=None, n_graph_eigs=50, eigen_solver="arpack", tol=None, random_state=None):
@@ -93,6 +96,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         self.gamma = gamma
         self.graph = graph
         self.n_neighbors = n_neighbors
+        self.precomputed_knn = precomputed_knn
         self.graph_weight = graph_weight
         self.graph_sigma = graph_sigma
         self.laplacian = laplacian
@@ -166,7 +170,11 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         A = None
         if isinstance(self.graph, str):
             check_choice("graph", self.graph, ("knn",))
-            ind, dist = G.knn_indices(X, self.n_neighbors)
+            if self.precomputed_knn is None:
+                ind, dist = G.knn_indices(X, self.n_neighbors)
+            else:  # e.g. the NN-descent graph of spectral.knn stored by the flow
+                ind, dist = check_knn_graph(*self.precomputed_knn, n_samples=n)
+            self.n_neighbors_ = ind.shape[1]
             self.sigma_ = (G.default_sigma(dist) if self.graph_sigma is None else self.graph_sigma)
             A = G.knn_adjacency(X, ind, dist, weight=self.graph_weight, sigma=self.sigma_)
             self._kind = "knn"
@@ -235,7 +243,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         X = self._check_X(X)
         ind = dist = None
         if self._kind == "knn" and self.gamma > 0:
-            dist, ind = NearestNeighbors(n_neighbors=self.n_neighbors).fit(self.X_fit_).kneighbors(X)
+            dist, ind = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.X_fit_).kneighbors(X)
         Z = self.transform_with_neighbors(X, ind, dist)
         exact = training_matches(self.X_fit_, X)
         Z[exact >= 0] = self.embedding_[exact[exact >= 0]]
@@ -329,6 +337,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
                 arrays[name.strip("_")] = getattr(self, name)
         attrs = {"class": "GraphKPCA", "kind": self._kind, "n_features_in": int(self.n_features_in_),
                  "sigma": float(getattr(self, "sigma_", 0.0)), "nystrom": nys_attrs,
+                 "n_neighbors_fitted": int(getattr(self, "n_neighbors_", self.n_neighbors)),
                  "kernel_params": dict(self.kernel_params or {}),
                  **{k: getattr(self, k) for k in self._STATE_PARAMS}}
         return arrays, attrs
@@ -349,6 +358,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         if "RV" in arrays:
             self._RV = arrays["RV"]
         self._kind, self.sigma_, self.n_features_in_ = attrs["kind"], attrs["sigma"], attrs["n_features_in"]
+        self.n_neighbors_ = attrs["n_neighbors_fitted"]
         self.X_fit_ = None
         self.embedding_ = self.eigenvectors_ * self._scale(self.eigenvalues_)
         return self
