@@ -1,0 +1,265 @@
+"""Every eigensolver against dense LAPACK ``eigh`` under one contract (:class:`SolverContract`).
+
+Tolerances (documented per solver on each subclass): ``value_atol`` bounds the absolute eigenvalue error
+relative to ``||A||_inf`` (the problems have ``||A|| ~ 1-2``), ``angle_tol`` the largest principal angle
+(radians) between the computed and the reference eigenvector subspaces. The reference is
+``scipy.linalg.eigh`` on the same matrix, never one of our solvers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.sparse as sp
+from scipy.sparse.csgraph import laplacian as csgraph_laplacian
+from sklearn.neighbors import kneighbors_graph
+from threadpoolctl import threadpool_limits
+
+from spectral.eigen import EigenResult, eigensolve
+from spectral.errors import ConvergenceError, ParameterError
+from spectral.kernels import pairwise_kernel
+
+N = 240
+K = 4
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    # small problems: multi-threaded OpenBLAS is 10-60x slower on this shared 2-core machine
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def _data(seed=0, n=N):
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, 3 * np.pi, n)
+    return np.c_[t * np.cos(t), t * np.sin(t), rng.uniform(0, 4, n)] / 5.0
+
+
+@pytest.fixture(scope="module")
+def laplacian_case():
+    """Symmetric normalized Laplacian of a connected 10-NN graph (sparse), smallest eigenpairs."""
+    W = kneighbors_graph(_data(), 10, include_self=False)
+    W = ((W + W.T) > 0).astype(float)
+    L = sp.csr_matrix(csgraph_laplacian(W, normed=True))
+    return L, sla.eigh(L.toarray())
+
+
+@pytest.fixture(scope="module")
+def kernel_case():
+    """Dense RBF kernel matrix (PSD), largest eigenpairs; also the data for the Nystrom solver."""
+    X = _data(1)
+    Kmat = pairwise_kernel(X, kernel="rbf", gamma=2.0)
+    return X, Kmat, sla.eigh(Kmat)
+
+
+def max_angle(U, V):
+    return float(np.max(sla.subspace_angles(U, V)))
+
+
+class SolverContract:
+    """Contract every solver satisfies (subclasses set ``solver``, ``options`` and tolerances)."""
+
+    solver: str
+    options: dict = {}
+    value_atol = 1e-8
+    angle_tol = 1e-6
+    supports_smallest = True
+
+    def solve(self, A, k, **kw):
+        return eigensolve(A, k, solver=self.solver, random_state=0, **{**self.options, **kw})
+
+    def solve_kernel(self, case, k, **kw):
+        X, Kmat, _ = case
+        return self.solve(Kmat, k, which="largest", **kw)
+
+    def test_smallest_matches_dense(self, laplacian_case):
+        if not self.supports_smallest:
+            pytest.skip("solver computes largest eigenpairs only (tested in test_smallest_refused)")
+        L, (w, U) = laplacian_case
+        res = self.solve(L, K, which="smallest")
+        norm = abs(L).sum(axis=1).max()
+        assert np.max(np.abs(res.values - w[:K])) <= self.value_atol * norm
+        assert max_angle(res.vectors, U[:, :K]) <= self.angle_tol
+
+    def test_largest_matches_dense(self, kernel_case):
+        _, Kmat, (w, U) = kernel_case
+        res = self.solve_kernel(kernel_case, K)
+        norm = np.abs(Kmat).sum(axis=1).max()
+        assert np.max(np.abs(res.values - w[::-1][:K])) <= self.value_atol * norm
+        assert max_angle(res.vectors, U[:, ::-1][:, :K]) <= self.angle_tol
+
+    def test_result_contract(self, kernel_case):
+        X, Kmat, _ = kernel_case
+        res = self.solve_kernel(kernel_case, K)
+        assert isinstance(res, EigenResult) and res.solver == self.solver and res.converged
+        assert res.values.shape == (K,) and res.vectors.shape == (N, K) and res.residuals.shape == (K,)
+        assert np.all(np.diff(res.values) <= 0)  # descending for "largest"
+        peak = res.vectors[np.argmax(np.abs(res.vectors), axis=0), np.arange(K)]
+        assert np.all(peak > 0)  # deterministic signs
+        again = self.solve_kernel(kernel_case, K)
+        np.testing.assert_allclose(again.vectors, res.vectors, atol=1e-10)  # same seed, same output
+        # residuals are ||K v - lambda v|| of the returned unit vectors (recomputed here)
+        np.testing.assert_allclose(np.linalg.norm(res.vectors, axis=0), 1.0, atol=1e-8)
+        recomputed = np.linalg.norm(Kmat @ res.vectors - res.vectors * res.values, axis=0)
+        np.testing.assert_allclose(res.residuals, recomputed, rtol=0.5, atol=1e-10)
+
+    def test_smallest_ascending(self, laplacian_case):
+        if not self.supports_smallest:
+            pytest.skip("solver computes largest eigenpairs only")
+        res = self.solve(laplacian_case[0], K, which="smallest")
+        assert np.all(np.diff(res.values) >= 0)
+
+    def test_nonconvergence_reported(self, kernel_case):
+        kw = self.failing_options()
+        with pytest.raises(ConvergenceError, match=rf"eigensolver '{self.solver}'.*(did not converge|residual)"):
+            self.solve_kernel(kernel_case, K, **kw)
+        res = self.solve_kernel(kernel_case, K, raise_on_failure=False, **kw)
+        assert res.converged is False
+
+    def failing_options(self) -> dict:
+        return {"tol": 1e-13, "max_iter": 1}
+
+    def test_repeated_eigenvalues_subspace(self):
+        # spectrum 1 (x3), then 2, 3, ...: the 3 smallest span a well-defined subspace, the basis does not
+        rng = np.random.default_rng(3)
+        Q, _ = np.linalg.qr(rng.standard_normal((120, 120)))
+        lam = np.r_[1.0, 1.0, 1.0, np.linspace(2.0, 5.0, 117)]
+        A = (Q * lam) @ Q.T
+        A = (A + A.T) / 2
+        if not self.supports_smallest:
+            res = self.solve(-A + 6.0 * np.eye(120), 3, which="largest")  # 5, 5, 5 on top
+        else:
+            res = self.solve(A, 3, which="smallest")
+        assert max_angle(res.vectors, Q[:, :3]) <= max(self.angle_tol, 1e-6) * 10
+
+    def test_n_components_out_of_range(self, kernel_case):
+        with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, "):
+            self.solve_kernel(kernel_case, 0)
+        with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, "):
+            self.solve_kernel(kernel_case, N + 1)
+
+
+class TestDense(SolverContract):
+    solver = "dense"  # LAPACK: exact to round-off
+    value_atol, angle_tol = 1e-12, 1e-8
+
+    def test_nonconvergence_reported(self, kernel_case):
+        # direct method: no iteration to fail; it still reports residuals and n_iter = 0
+        res = self.solve_kernel(kernel_case, K)
+        assert res.converged and res.n_iter == 0 and np.all(res.residuals < 1e-10)
+
+    def test_all_pairs_allowed(self, kernel_case):
+        assert self.solve_kernel(kernel_case, N).values.shape == (N,)
+
+
+class TestArpack(SolverContract):
+    solver = "arpack"  # ARPACK to machine precision (tol=0): residuals ~1e-14
+    options = {"sigma": -1e-5}
+    value_atol, angle_tol = 1e-10, 1e-6
+
+    def failing_options(self):
+        return {"max_iter": 1, "ncv": 9}  # one Lanczos restart of a 9-vector basis: ARPACK gives up
+
+    def test_k_equal_n_refused(self, kernel_case):
+        with pytest.raises(ParameterError, match=r"n_components < n"):
+            self.solve_kernel(kernel_case, N)
+
+
+class TestLobpcg(SolverContract):
+    solver = "lobpcg"  # AMG-preconditioned for the Laplacian; tol 1e-6 * ||A|| on residuals
+    value_atol, angle_tol = 1e-9, 1e-3
+
+    def failing_options(self):
+        return {"tol": 1e-13, "max_iter": 2}
+
+    def test_small_n_refused(self):
+        with pytest.raises(ParameterError, match=r"needs n >= 5 \* block size"):
+            eigensolve(np.eye(12) * np.arange(12), 4, solver="lobpcg")
+
+
+class TestRandomized(SolverContract):
+    solver = "randomized"  # Chebyshev-filtered subspace iteration; tol 1e-6 * ||A||
+    value_atol, angle_tol = 1e-9, 1e-3
+
+    @pytest.mark.parametrize("method", ["subspace", "krylov"])
+    def test_other_methods_match_dense(self, laplacian_case, method):
+        L, (w, U) = laplacian_case
+        res = eigensolve(L, K, solver="randomized", method=method, tol=1e-6, spectral_bounds=(0, 2),
+                         random_state=0, max_iter=3000)
+        assert np.max(np.abs(res.values - w[:K])) <= 1e-9
+        assert max_angle(res.vectors, U[:, :K]) <= 1e-3
+
+    def test_indefinite_both_ends(self):
+        # no PSD requirement: the Gershgorin bound shifts either end (documented handling)
+        rng = np.random.default_rng(5)
+        M = rng.standard_normal((150, 150))
+        A = (M + M.T) / 2
+        w = sla.eigvalsh(A)
+        lo = eigensolve(A, 3, solver="randomized", which="smallest", random_state=0, max_iter=2000)
+        hi = eigensolve(A, 3, solver="randomized", which="largest", random_state=0, max_iter=2000)
+        np.testing.assert_allclose(lo.values, w[:3], atol=1e-6)
+        np.testing.assert_allclose(hi.values, w[::-1][:3], atol=1e-6)
+
+    def test_generalized_refused(self, kernel_case):
+        with pytest.raises(ParameterError, match="standard problems"):
+            eigensolve(kernel_case[1], 2, B=np.eye(N), solver="randomized")
+
+
+class TestNystrom(SolverContract):
+    solver = "nystrom"  # all points as landmarks: the Nystrom approximation is exact (round-off only)
+    value_atol, angle_tol = 1e-9, 1e-6
+    supports_smallest = False
+
+    def solve(self, A, k, **kw):
+        # input is data; for a matrix test the "data" are the rows of an identity-free kernel: use X
+        raise AssertionError("TestNystrom uses solve_kernel")
+
+    def solve_kernel(self, case, k, **kw):
+        X = case[0]
+        opts = {"kernel": "rbf", "gamma": 2.0, "n_landmarks": N}
+        opts.update(kw)
+        return eigensolve(X, k, solver="nystrom", which="largest", random_state=0, **opts)
+
+    def failing_options(self):
+        return {"tol": 1e-6, "n_landmarks": 8}
+
+    def test_repeated_eigenvalues_subspace(self):
+        # two identical, well separated clusters: the top-2 eigenvalues of the RBF kernel coincide
+        rng = np.random.default_rng(2)
+        base = rng.normal(scale=0.1, size=(60, 2))
+        X = np.vstack([base, base + 50.0])
+        Kmat = pairwise_kernel(X, kernel="rbf", gamma=1.0)
+        w, U = sla.eigh(Kmat)
+        res = eigensolve(X, 2, solver="nystrom", which="largest", kernel="rbf", gamma=1.0, n_landmarks=120)
+        assert abs(w[-1] - w[-2]) < 1e-8 * w[-1]
+        assert max_angle(res.vectors, U[:, -2:]) < 1e-6
+
+    def test_smallest_refused(self, kernel_case):
+        with pytest.raises(ParameterError, match="which='largest'"):
+            eigensolve(kernel_case[0], 2, solver="nystrom", which="smallest")
+
+
+def test_auto_reports_its_pick(laplacian_case):
+    res = eigensolve(laplacian_case[0], 3)
+    assert res.solver == "dense"  # n = 240 <= AUTO_DENSE_MAX_N
+
+
+def test_bad_parameters_named():
+    A = np.eye(10)
+    with pytest.raises(ParameterError, match=r"solver must be one of .*got 'eigh'"):
+        eigensolve(A, 2, solver="eigh")
+    with pytest.raises(ParameterError, match=r"which must be one of .*got 'LM'"):
+        eigensolve(A, 2, which="LM")
+    with pytest.raises(ParameterError, match=r"tol must be a real number in \(0.0, inf\); got -1"):
+        eigensolve(A, 2, tol=-1.0)
+    with pytest.raises(ParameterError, match="accepts options"):
+        eigensolve(A, 2, solver="arpack", shift=3)
+
+
+def test_asymmetric_refused():
+    from spectral.errors import InputDataError
+
+    with pytest.raises(InputDataError, match="must be symmetric"):
+        eigensolve(np.triu(np.ones((6, 6))), 2, solver="dense")
