@@ -4,7 +4,9 @@
 * ``which="smallest"``, explicit ``A`` (ndarray / sparse): shift-invert mode around ``sigma`` with
   ``which="LM"``: the ``k`` eigenvalues nearest ``sigma`` are the ``k`` smallest when ``sigma`` lies below
   the spectrum. Default ``sigma``: ``-1e-5 * ||A||_inf`` (scikit-learn's ``sigma=-1e-5`` scaled) when the
-  Gershgorin discs prove ``A`` positive semi-definite, else the Gershgorin lower bound minus that margin.
+  Gershgorin discs prove ``A`` positive semi-definite, else the Gershgorin lower bound minus that margin
+  (generalized: ``a_lo / b_lo`` from both matrices' discs; when B's discs do not prove it positive, a
+  ``sigma`` must be given -- a guessed shift could return eigenvalues that are not the smallest).
   For normalized Laplacians (PSD but not diagonally dominant) pass ``sigma=-1e-5`` as scikit-learn does.
   ``A - sigma B`` is factorized once (sparse LU); each iteration is one triangular solve.
 * ``which="smallest"``, operator ``A`` (no entries to factorize): regular mode, ``which="SA"`` (slow on
@@ -83,11 +85,21 @@ def solve_arpack(problem, **options) -> RawPairs:
 
 
 def default_sigma(problem) -> float:
-    """Shift below the spectrum (see module docstring)."""
+    """A shift provably below the spectrum (see module docstring), else a clear error."""
     margin = SHIFT_MARGIN * (problem.norm_A or 1.0)
-    bounds = gershgorin_bounds(problem.A) if problem.B is None else None
-    lower = 0.0 if bounds is None else min(bounds[0], 0.0)
-    return lower - margin
+    a_lo = gershgorin_bounds(problem.A)[0]
+    if a_lo >= 0:
+        return -margin
+    if problem.B is None:
+        return a_lo - margin
+    b_lo = gershgorin_bounds(problem.B)[0] if is_explicit(problem.B) else 0.0
+    if b_lo <= 0:
+        raise ParameterError(
+            "solver='arpack' cannot bound the spectrum of the pencil (A, B) from below (A is not provably PSD "
+            "and B is not diagonally dominant): pass sigma=<a value below the smallest eigenvalue> or use "
+            "solver='lobpcg' or 'dense'"
+        )
+    return a_lo / b_lo - margin  # v'Av / v'Bv >= a_lo / b_lo when a_lo < 0 < b_lo
 
 
 def _shift_invert_solver(A, B, sigma):
