@@ -1,0 +1,195 @@
+"""The embed / extend flows end to end under ``prefect_test_harness`` on a LocalCluster (2 workers x 1 thread).
+
+References: :class:`spectral.embedding.LaplacianEigenmaps` on the same data (float32 as stored, then float64)
+and parameters; its ``transform`` for out-of-sample points. Most tests use the exact kNN search (no numba
+compile); ``test_flow_with_nndescent`` (slow) runs NN-descent on the workers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spectral.datasets import make_swiss_roll_lifted
+from spectral.embedding import LaplacianEigenmaps
+from spectral.errors import DisconnectedGraphError, ParameterError
+from storage import layout
+from storage.arrays import read_X
+from storage.embedding_io import read_embedding, read_output
+from storage.info import info
+from storage.manifest import read_manifest
+from storage.models import read_model
+
+N_POINTS = 2000
+PARAMS = dict(n_components=2, n_neighbors=12)
+
+
+@pytest.fixture(scope="module")
+def harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows._runtime import quiet_prefect
+
+    with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
+        yield
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Address of a LocalCluster shared by the module (2 single-threaded worker processes)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("flowdata")
+    X, y, _ = make_swiss_roll_lifted(N_POINTS, random_state=3)
+    X_new, _, _ = make_swiss_roll_lifted(300, random_state=4)
+    np.save(d / "X.npy", X)
+    np.save(d / "y.npy", y)
+    np.save(d / "X_new.npy", X_new)
+    return d, X.astype(np.float64), y, X_new.astype(np.float64)
+
+
+@pytest.fixture(scope="module")
+def embedded(harness, cluster, data):
+    """One embed run (no hold-out) of the module's data: ``(store, summary)``."""
+    from flows.embed import embed
+
+    d, *_ = data
+    store = str(d / "full.zarr")
+    summary = embed(str(d / "X.npy"), store, labels=str(d / "y.npy"), knn_method="exact", chunk_rows=512,
+                    random_state=0, scheduler=cluster, **PARAMS)
+    return store, summary
+
+
+def estimator(**extra) -> LaplacianEigenmaps:
+    return LaplacianEigenmaps(knn_method="exact", random_state=0, **PARAMS, **extra)
+
+
+def assert_equal_up_to_sign(A: np.ndarray, B: np.ndarray, atol: float) -> None:
+    """Columns of A equal those of B up to one sign per column."""
+    assert A.shape == B.shape
+    for j in range(A.shape[1]):
+        sign = np.sign(A[:, j] @ B[:, j]) or 1.0
+        np.testing.assert_allclose(A[:, j], sign * B[:, j], atol=atol, rtol=0)
+
+
+def test_embed_store_contents_and_manifest(embedded, data):
+    store, summary = embedded
+    _, X, y, _ = data
+    assert summary["status"] == "completed"
+    contents = info(store)
+    paths = {a["path"] for a in contents["arrays"]}
+    run = summary["run"]
+    assert {"X", "y", layout.KNN_INDICES, layout.KNN_DISTANCES, f"{layout.WEIGHTS}/indptr",
+            f"embeddings/{run}", f"models/{run}/embedding"} <= paths
+    np.testing.assert_array_equal(read_X(store), X.astype(np.float32))
+    manifest = read_manifest(store, run)
+    assert manifest.status == "completed" and manifest.error is None
+    stages = manifest.stage_seconds()
+    assert list(stages) == ["ingest", "cluster", "knn", "weights", "eigensolve", "embed-points"]
+    assert all(s is not None and s >= 0 for s in stages.values())
+    assert manifest.parameters["n_neighbors"] == PARAMS["n_neighbors"] and manifest.seed == 0
+    assert manifest.versions["prefect"] and manifest.versions["zarr"]
+
+
+def test_embed_equals_estimator_up_to_sign(embedded, data):
+    store, summary = embedded
+    _, X, _, _ = data
+    Z_ref = estimator().fit_transform(X)
+    Z = read_embedding(store, summary["run"])  # float32 in the store
+    scale = np.abs(Z_ref).max()
+    assert_equal_up_to_sign(Z.astype(np.float64), Z_ref, atol=1e-5 * scale)
+    arrays, _ = read_model(store, summary["run"])
+    assert_equal_up_to_sign(arrays["embedding"], Z_ref, atol=1e-9 * scale)
+
+
+def test_extend_equals_estimator_transform(embedded, data, cluster):
+    from flows.embed import extend
+
+    store, summary = embedded
+    d, X, _, X_new = data
+    out = str(d / "new.zarr")
+    result = extend(store, str(d / "X_new.npy"), out, scheduler=cluster)
+    assert result["status"] == "completed" and result["results"]["model_run"] == summary["run"]
+    Z_new = read_embedding(out, result["run"])
+    ref = estimator().fit(X).transform(X_new)
+    assert_equal_up_to_sign(Z_new.astype(np.float64), ref, atol=1e-5 * np.abs(ref).max())
+    assert read_manifest(out, result["run"]).status == "completed"
+
+
+def test_holdout_rows_are_extended_out_of_sample(harness, cluster, data):
+    from flows.embed import embed
+
+    d, X, _, _ = data
+    store = str(d / "holdout.zarr")
+    summary = embed(str(d / "X.npy"), store, knn_method="exact", chunk_rows=700, holdout=0.25, random_state=0,
+                    scheduler=cluster, **PARAMS)
+    fitted = read_output(store, summary["run"], "in_fit").astype(bool)
+    assert fitted.sum() == N_POINTS - round(0.25 * N_POINTS)
+    est = estimator().fit(X[fitted])
+    Z = read_embedding(store, summary["run"]).astype(np.float64)
+    scale = np.abs(est.embedding_).max()
+    assert_equal_up_to_sign(Z[fitted], est.embedding_, atol=1e-5 * scale)
+    assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted]), atol=1e-5 * scale)
+
+
+def test_same_embedding_whatever_chunks_and_workers(harness, cluster, data):
+    from flows.embed import embed
+
+    d, *_ = data
+    runs = []
+    for name, chunk_rows, scheduler, n_workers in (("a", 256, cluster, 2), ("b", 1500, None, 1)):
+        store = str(d / f"chunks_{name}.zarr")
+        s = embed(str(d / "X.npy"), store, knn_method="exact", chunk_rows=chunk_rows, holdout=0.1,
+                  random_state=7, scheduler=scheduler, n_workers=n_workers, **PARAMS)
+        runs.append(read_embedding(store, s["run"]))
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_failed_stage_marks_manifest_failed(harness, cluster, tmp_path):
+    from flows.embed import embed
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 5)), 1000.0 + rng.normal(size=(150, 5))])  # two far-apart blobs
+    np.save(tmp_path / "two.npy", X)
+    store = str(tmp_path / "two.zarr")
+    with pytest.raises(DisconnectedGraphError, match="2 connected components"):
+        embed(str(tmp_path / "two.npy"), store, knn_method="exact", n_neighbors=5, scheduler=cluster,
+              run_name="two-blobs")
+    manifest = read_manifest(store, "two-blobs")
+    assert manifest.status == "failed" and "connected components" in manifest.error
+    assert [(s.name, s.status) for s in manifest.stages][-1] == ("eigensolve", "failed")
+
+
+def test_bad_parameter_is_refused_before_any_work(harness, tmp_path, data):
+    from flows.embed import embed
+
+    d, *_ = data
+    with pytest.raises(ParameterError, match=r"weighting must be one of .*got 'gaussian'"):
+        embed(str(d / "X.npy"), str(tmp_path / "never.zarr"), weighting="gaussian")
+    with pytest.raises(ParameterError, match=r"holdout must be a real number in \[0.0, 1.0\); got 1.0"):
+        embed(str(d / "X.npy"), str(tmp_path / "never.zarr"), holdout=1.0)
+    assert not (tmp_path / "never.zarr").exists()
+
+
+@pytest.mark.slow
+def test_flow_with_nndescent(harness, cluster, tmp_path):
+    """NN-descent graph + out-of-sample queries on the workers (pays numba's compile in every process)."""
+    from flows.embed import embed
+
+    X, _, _ = make_swiss_roll_lifted(3000, random_state=5)
+    np.save(tmp_path / "X.npy", X)
+    store = str(tmp_path / "nnd.zarr")
+    s = embed(str(tmp_path / "X.npy"), store, knn_method="nndescent", holdout=0.1, random_state=0,
+              scheduler=cluster, **PARAMS)
+    fitted = read_output(store, s["run"], "in_fit").astype(bool)
+    est = LaplacianEigenmaps(knn_method="nndescent", random_state=0, **PARAMS).fit(X[fitted].astype(np.float64))
+    Z = read_embedding(store, s["run"]).astype(np.float64)
+    scale = np.abs(est.embedding_).max()
+    assert_equal_up_to_sign(Z[fitted], est.embedding_, atol=1e-4 * scale)
+    assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted].astype(np.float64)), atol=1e-4 * scale)
