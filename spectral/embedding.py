@@ -308,7 +308,9 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         Laplacian (:mod:`spectral.laplacian`); "symmetric" and "random_walk" give the same embedding.
     eigen_solver : {"auto", "dense", "arpack", "lobpcg", "randomized", "nystrom"}
         Delegated to :func:`spectral.eigen.eigensolve`; "auto" picks by size, the pick is in
-        ``eigen_solver_``.
+        ``eigen_solver_``. "nystrom" replaces the kNN graph by the fully connected heat kernel with sigma =
+        the mean kNN distance, solved by one-shot Nystrom (:mod:`spectral.embedding_nystrom`; then
+        ``affinity_matrix_`` is None and ``model_`` a ``NystromEigenmapsModel``).
     symmetrize : {"or", "and", "mean"}
     knn_method : {"auto", "exact", "nndescent"}
         :func:`spectral.knn.knn_graph`.
@@ -326,9 +328,9 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         Laplacian eigenvalues lambda_1..lambda_k (largest component).
     eigen_solver_ : str
         The solver that ran.
-    affinity_matrix_ : scipy.sparse.csr_matrix (n_samples, n_samples)
+    affinity_matrix_ : scipy.sparse.csr_matrix (n_samples, n_samples) or None (eigen_solver="nystrom")
     n_connected_components_ : int
-    model_ : LaplacianEigenmapsModel
+    model_ : LaplacianEigenmapsModel or NystromEigenmapsModel
         The out-of-sample map (storable with ``to_state``).
     n_features_in_ : int
 
@@ -359,6 +361,8 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         index = KNNIndex.build(X, self.n_neighbors, method=self.knn_method, random_state=rng)
         idx, dist = index.neighbor_graph()
+        if self.eigen_solver == "nystrom":
+            return self._fit_nystrom(X, dist, rng)
         wparams, scales, radii = fit_weight_params(
             dist, weighting=self.weighting, symmetrize=self.symmetrize
         )
@@ -378,6 +382,26 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         self.n_connected_components_ = int(info["component_eigenvalues"].shape[0])
         return self
 
+    def _fit_nystrom(self, X, dist, rng):
+        """The fully connected heat-kernel variant (see :mod:`spectral.embedding_nystrom`)."""
+        from .embedding_nystrom import nystrom_eigenmaps
+
+        if self.normalization == "unnormalized":
+            raise ParameterError(
+                "eigen_solver='nystrom' solves the normalized affinity: normalization must be 'symmetric' or "
+                "'random_walk'; got 'unnormalized'"
+            )
+        sigma = fit_weight_params(dist, weighting="heat")[0].sigma  # mean kNN distance
+        embedding, eigenvalues, model, info = nystrom_eigenmaps(
+            X, self.n_components, sigma, tol=self.tol, random_state=rng
+        )
+        self.model_ = model
+        self.embedding_, self.eigenvalues_ = embedding, eigenvalues
+        self.eigen_solver_ = info["eigen_solver"]
+        self.affinity_matrix_ = None  # fully connected kernel, never formed
+        self.n_connected_components_ = 1
+        return self
+
     def fit_transform(self, X, y=None):
         """Fit and return ``embedding_`` (n, n_components)."""
         return self.fit(X, y).embedding_
@@ -393,7 +417,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         check_int("n_components", self.n_components, low=1, high=max(1, n - 2))
         check_choice("weighting", self.weighting, WEIGHTINGS)
         check_choice("normalization", self.normalization, NORMALIZATIONS)
-        check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS[:-1])
+        check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
         check_choice("symmetrize", self.symmetrize, SYMMETRIZATIONS)
         check_choice("knn_method", self.knn_method, KNN_METHODS)
         check_choice("on_disconnected", self.on_disconnected, ON_DISCONNECTED)

@@ -189,3 +189,46 @@ def test_bad_data(fitted):
         fitted.transform(np.zeros((2, 4)))
     with pytest.raises(NotFittedError):
         LaplacianEigenmaps().transform(np.zeros((2, 3)))
+
+
+def _dense_heat_reference(X, k_nn, n_components):
+    """Dense reference: the fully connected heat kernel with sigma = mean kNN distance, normalized."""
+    _, dist = knn_graph(X, k_nn, method="exact")
+    sigma = dist.astype(np.float64).mean()
+    K = np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2) / sigma**2)
+    d = K.sum(axis=1)
+    mu, U = eigh(K / np.sqrt(np.outer(d, d)))
+    return U[:, ::-1][:, 1 : n_components + 1] / np.sqrt(d)[:, None], 1 - mu[::-1][1 : n_components + 1], sigma
+
+
+def test_nystrom_solver_all_landmarks_equals_dense_heat_kernel(roll):
+    X = roll[0]
+    est = LaplacianEigenmaps(3, n_neighbors=10, eigen_solver="nystrom", random_state=0).fit(X)
+    ref, vals, _ = _dense_heat_reference(X, 10, 3)
+    assert est.eigen_solver_ == "nystrom" and est.affinity_matrix_ is None
+    assert max_subspace_angle(ref, est.embedding_) < 1e-8
+    np.testing.assert_allclose(est.eigenvalues_, vals, atol=1e-10)
+    np.testing.assert_allclose(est.transform(X), est.embedding_, atol=1e-10 * np.abs(est.embedding_).max())
+
+
+def test_nystrom_with_fewer_landmarks_and_state_round_trip(roll):
+    from spectral.embedding_nystrom import NystromEigenmapsModel, nystrom_eigenmaps
+
+    X = roll[0]
+    ref, vals, sigma = _dense_heat_reference(X, 10, 2)
+    # measured angles (seeds 0-2): 100 landmarks 0.13-0.21 rad, 200: 0.03-0.05, 250: ~0.013, 300: 0
+    angles = [max_subspace_angle(ref, nystrom_eigenmaps(X, 2, sigma, random_state=0, n_landmarks=m)[0])
+              for m in (100, 250)]
+    assert angles[1] < angles[0] and angles[1] < 0.03
+    emb, lam, model, info = nystrom_eigenmaps(X, 2, sigma, random_state=0, n_landmarks=200)
+    assert info["n_landmarks"] == 200
+    np.testing.assert_allclose(model.transform(X), emb, atol=1e-8 * np.abs(emb).max())
+    arrays, attrs = model.to_state()
+    json.dumps(attrs)
+    clone = NystromEigenmapsModel.from_state(arrays, json.loads(json.dumps(attrs)))
+    np.testing.assert_array_equal(clone.transform(X[:20] + 0.1), model.transform(X[:20] + 0.1))
+
+
+def test_nystrom_refuses_unnormalized(roll):
+    with pytest.raises(ParameterError, match="normalization must be 'symmetric' or 'random_walk'"):
+        LaplacianEigenmaps(2, n_neighbors=10, eigen_solver="nystrom", normalization="unnormalized").fit(roll[0])
