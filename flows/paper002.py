@@ -1,0 +1,113 @@
+"""The TSK flow (paper 002): ingest -> kNN graph -> Hein-Maier weights -> m eigenpairs + LP -> labels of every point.
+
+``tsk(source, store, labels=..., n_eigenvectors=30, ...)`` ingests ``source`` with its labels (-1 =
+unlabeled), builds the k = 6 kNN graph with the weights of eq. 2, computes the m smallest eigenpairs of the
+normalized Laplacian with the scalable solvers (lobpcg + AMG above 2,000 points), learns the spectrum by the
+linear program of eq. 14 (m + l variables) and writes, chunk by chunk on the flow's Dask cluster, the
+transductive scores ``outputs/<run>/scores`` (n, c) and labels ``outputs/<run>/labels`` (n,) of every point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from prefect import flow
+
+from spectral._validation import check_choice, check_float, check_int
+from spectral.paper002.basis import EIGEN_SOLVERS
+from spectral.paper002.lp import CONSTRAINTS
+from tasks import laplacian_eigenmaps as graph_tasks
+from tasks import paper002 as t
+from tasks.common import store_token
+from tasks.ingest import ingest_task
+
+from flows._runtime import emit, new_run_id, run_context, timed
+from flows.cluster import dask_client
+
+WEIGHTING, SYMMETRIZE = "hein_maier", "or"  # paper 002 eq. 2
+
+
+def _validate(p: dict) -> None:
+    check_int("n_eigenvectors", p["n_eigenvectors"], low=1)
+    check_int("n_neighbors", p["n_neighbors"], low=1)
+    check_float("eta", p["eta"], low=1.0)
+    if p["beta"] != "auto":
+        check_float("beta", p["beta"], low=0.0, low_inclusive=False)
+    check_choice("constraint", p["constraint"], CONSTRAINTS)
+    check_choice("eigen_solver", p["eigen_solver"], EIGEN_SOLVERS)
+    if p["class_weight"] is not None:
+        check_choice("class_weight", p["class_weight"], ("balanced",))
+
+
+@flow(name="tsk", validate_parameters=True)
+def tsk(
+    source: str,
+    store: str,
+    *,
+    labels: str | None = None,
+    n_eigenvectors: int = 30,
+    eta: float = 2.0,
+    beta: float | str = "auto",
+    constraint: str = "decay",
+    include_trivial: bool = True,
+    class_weight: str | None = None,
+    n_neighbors: int = 6,
+    knn_method: str = "auto",
+    eigen_solver: str = "auto",
+    chunk_rows: int | None = None,
+    random_state: int | None = 0,
+    scheduler: str | None = None,
+    n_workers: int = 2,
+    run_name: str | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Label every point of ``source`` with TSK and write the labels and scores into ``store``.
+
+    Parameters are those of :class:`spectral.paper002.TSK` plus the store / cluster options of
+    :func:`flows.embed.embed`; ``labels`` is the ``.npy`` file of labels (-1 = unlabeled) ingested with X
+    (or already in the store). Returns ``store``, ``run``, ``status``, ``seconds``, ``stages``, ``results``
+    (n, n_labeled, mu, eigenvalues, LP objective, label counts, output paths).
+    """
+    params = {k: v for k, v in locals().items() if k in PARAMETERS}
+    _validate(params)
+    n_workers = check_int("n_workers", n_workers, low=1)
+    run = new_run_id("tsk", run_name)
+    emit("start", "ingest")
+    with timed() as t_ingest:
+        ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+    emit("end", "ingest", t_ingest["seconds"])
+    with contextlib.ExitStack() as stack:
+        with timed() as t_cluster:
+            client = stack.enter_context(dask_client(scheduler, n_workers=n_workers))
+        before = [("ingest", t_ingest["seconds"], ingested), ("cluster", t_cluster["seconds"], {})]
+        manifest_params = {"source": str(source), "method": t.METHOD, "labels": labels, "chunk_rows": chunk_rows,
+                           "n_workers": n_workers, "scheduler": scheduler, **params}
+        with run_context(store, run, flow="tsk", parameters=manifest_params, seed=random_state, client=client,
+                         token=store_token(store), stages_before=before) as ctx:
+            _stages(ctx, params)
+            ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD,
+                                         "labels": f"outputs/{run}/{t.LABELS}", "scores": f"outputs/{run}/{t.SCORES}"})
+    return ctx.summary()
+
+
+def _stages(ctx, p: dict) -> None:
+    with ctx.stage("knn") as rec:
+        rec.info.update(graph_tasks.knn_task(ctx.store, ctx.run, ctx.token, n_neighbors=p["n_neighbors"],
+                                             knn_method=p["knn_method"], metric="euclidean", holdout=0.0,
+                                             random_state=p["random_state"]))
+    with ctx.stage("weights") as rec:
+        rec.info.update(graph_tasks.weights_task(ctx.store, ctx.run, ctx.token, weighting=WEIGHTING,
+                                                 symmetrize=SYMMETRIZE))
+    with ctx.stage("tsk-fit") as rec:
+        rec.info.update(t.tsk_fit_task(ctx.store, ctx.run, ctx.token, **{k: p[k] for k in (
+            "n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "eigen_solver",
+            "random_state")}))
+        ctx.manifest.results.update({k: rec.info[k] for k in ("n_labeled", "mu", "eigenvalues", "lp_objective")})
+    with ctx.stage("tsk-score") as rec:
+        rec.info.update(t.tsk_score_task(ctx.store, ctx.run, ctx.token))
+        ctx.manifest.results["label_counts"] = rec.info["label_counts"]
+
+
+PARAMETERS = ("n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "n_neighbors",
+              "knn_method", "eigen_solver", "random_state")
