@@ -51,8 +51,8 @@ def select_landmarks(X, n_landmarks, *, method="uniform", kernel=None, random_st
     method : {"uniform", "kmeans++", "kmeans", "rls"}
         Uniform without replacement; k-means++ seeding (``sklearn.cluster.kmeans_plusplus``); k-means
         centres (``MiniBatchKMeans``, not data points); ridge-leverage-score sampling (Alaoui & Mahoney
-        2015) with ridge ``lambda = trace(K_pool) / m`` (effective dimension <= m), scores from a uniform
-        pilot set of 2m points, then m draws without replacement proportional to the scores.
+        2015), scores from :func:`ridge_leverage_scores`, then m draws without replacement proportional
+        to the scores.
     kernel : Kernel or None
         Needed by ``"rls"`` (default RBF with gamma = 1/d).
 
@@ -82,17 +82,26 @@ def select_landmarks(X, n_landmarks, *, method="uniform", kernel=None, random_st
 
 
 def _ridge_leverage_sample(Xp: np.ndarray, m: int, kernel, rng) -> np.ndarray:
-    """m row indices of Xp drawn by approximate ridge leverage scores (see :func:`select_landmarks`)."""
+    """m row indices of Xp drawn without replacement proportionally to :func:`ridge_leverage_scores`."""
+    scores = ridge_leverage_scores(Xp, m, kernel, rng)
+    return np.sort(rng.choice(Xp.shape[0], size=m, replace=False, p=scores / scores.sum()))
+
+
+def ridge_leverage_scores(Xp: np.ndarray, m: int, kernel, rng) -> np.ndarray:
+    """Approximate ridge leverage scores (n_pool,) ``(k_ii - k_iP (K_PP + lambda I)^{-1} k_Pi) / lambda``.
+
+    P is a uniform pilot set of ``min(n_pool, 2m)`` rows, ``lambda = trace(K_pool) / m`` (so that the
+    effective dimension ``sum_i s_i / (s_i + lambda)`` is at most m). Points the pilot explains badly
+    (isolated ones) get the largest scores, up to ``k_ii / lambda``.
+    """
     n_pool = Xp.shape[0]
     pilot = rng.choice(n_pool, size=min(n_pool, 2 * m), replace=False)
     K_pp = kernel(Xp[pilot], Xp[pilot])
     K_xp = kernel(Xp, Xp[pilot])
     k_diag = kernel_diagonal(kernel, Xp)
     lam = max(k_diag.sum() / m, np.finfo(float).tiny)
-    # l_i = (k_ii - k_iP (K_PP + lam I)^-1 k_Pi) / lam  (Nystrom estimate of the ridge leverage score)
     sol = sla.solve(K_pp + lam * np.eye(len(pilot)), K_xp.T, assume_a="pos")
-    scores = np.maximum((k_diag - np.einsum("ij,ji->i", K_xp, sol)) / lam, 1e-12)
-    return np.sort(rng.choice(n_pool, size=m, replace=False, p=scores / scores.sum()))
+    return np.maximum((k_diag - np.einsum("ij,ji->i", K_xp, sol)) / lam, 1e-12)
 
 
 class NystromFeatures:
