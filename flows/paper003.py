@@ -1,0 +1,150 @@
+"""The GraphKPCA flow (paper 003): ingest -> kNN graph -> GraphKPCA at scale -> embedding of every point.
+
+``graph_kpca(source, store, n_landmarks=2000, n_neighbors=10, ...)`` builds the kNN graph of the fit rows
+(NN-descent at scale, :func:`tasks.laplacian_eigenmaps.knn_task`), fits graph-regularized kernel PCA
+(eq. 13; eq. 24 constraints from stored labels / must-link / cannot-link pairs) with Nystrom features and
+the implicit operator Phi Phi^T - gamma L_G (no n x n matrix), stores the model in ``models/<run>`` and
+writes ``embeddings/<run>`` for every row of X chunk by chunk on the flow's Dask cluster. The method is
+also registered as ``"graph_kpca"`` for the generic ``embed`` / ``extend`` flows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow
+
+from spectral._validation import check_choice, check_float, check_int
+from spectral.grad.graphs import GRAPH_WEIGHTS, LAPLACIANS
+from spectral.knn import METHODS as KNN_METHODS
+from tasks import paper003 as t
+from tasks.common import store_token
+from tasks.ingest import ingest_task
+from tasks.laplacian_eigenmaps import knn_task, release_index
+
+from flows._runtime import RunContext, emit, new_run_id, run_context, timed
+from flows.cluster import dask_client
+from flows.methods import Method, register_method
+
+#: Defaults: 2,000 landmarks (the scale target of issue 8), Gaussian kNN weights, unnormalized Laplacian.
+DEFAULTS = {"kernel": "rbf", "kernel_gamma": None, "gamma": 1.0, "graph_weight": "gaussian",
+            "laplacian": "unnormalized", "n_landmarks": 2000, "nystrom_rank": None, "eigen_solver": "arpack",
+            "gamma_must": 0.5, "gamma_cannot": 0.5}
+FIT_PARAMETERS = ("n_components", "kernel", "kernel_gamma", "gamma", "graph_weight", "laplacian", "n_landmarks",
+                  "nystrom_rank", "eigen_solver", "gamma_must", "gamma_cannot", "random_state")
+
+
+def _validate(p: dict) -> None:
+    check_int("n_components", p["n_components"], low=1)
+    check_int("n_neighbors", p["n_neighbors"], low=1)
+    check_int("n_landmarks", p["n_landmarks"], low=1)
+    if p["nystrom_rank"] is not None:
+        check_int("nystrom_rank", p["nystrom_rank"], low=1, high=p["n_landmarks"])
+    if p["kernel_gamma"] is not None:
+        check_float("kernel_gamma", p["kernel_gamma"], low=0.0, low_inclusive=False)
+    for name in ("gamma", "gamma_must", "gamma_cannot"):
+        check_float(name, p[name], low=0.0)
+    check_choice("graph_weight", p["graph_weight"], tuple(w for w in GRAPH_WEIGHTS if w != "cosine"))
+    check_choice("laplacian", p["laplacian"], LAPLACIANS)
+    check_choice("eigen_solver", p["eigen_solver"], ("arpack", "lobpcg", "randomized"))
+    check_choice("knn_method", p["knn_method"], KNN_METHODS)
+
+
+def _fit(ctx: RunContext, p: dict) -> None:
+    with ctx.stage("knn") as rec:
+        rec.info.update(knn_task(ctx.store, ctx.run, ctx.token, n_neighbors=p["n_neighbors"],
+                                 knn_method=p["knn_method"], metric="euclidean", holdout=p["holdout"],
+                                 random_state=p["random_state"]))
+    with ctx.stage("graph-kpca-fit") as rec:
+        rec.info.update(t.fit_graph_kpca_task(ctx.store, ctx.run, ctx.token, **{k: p[k] for k in FIT_PARAMETERS}))
+        ctx.manifest.results["eigenvalues"] = rec.info["eigenvalues"]
+
+
+@flow(name="graph_kpca", validate_parameters=True)
+def graph_kpca(
+    source: str,
+    store: str,
+    *,
+    n_components: int = 2,
+    kernel: str = DEFAULTS["kernel"],
+    kernel_gamma: float | None = DEFAULTS["kernel_gamma"],
+    gamma: float = DEFAULTS["gamma"],
+    n_neighbors: int = 10,
+    graph_weight: str = DEFAULTS["graph_weight"],
+    laplacian: str = DEFAULTS["laplacian"],
+    n_landmarks: int = DEFAULTS["n_landmarks"],
+    nystrom_rank: int | None = DEFAULTS["nystrom_rank"],
+    eigen_solver: str = DEFAULTS["eigen_solver"],
+    gamma_must: float = DEFAULTS["gamma_must"],
+    gamma_cannot: float = DEFAULTS["gamma_cannot"],
+    knn_method: str = "auto",
+    labels: str | None = None,
+    chunk_rows: int | None = None,
+    holdout: float = 0.0,
+    random_state: int | None = 0,
+    scheduler: str | None = None,
+    n_workers: int = 2,
+    run_name: str | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Fit GraphKPCA on ``source`` and write the embedding of every point into ``store``.
+
+    Parameters are those of :class:`spectral.grad.GraphKPCA` (``kernel_gamma`` is the kernel's gamma,
+    default 1 / n_features; ``gamma`` the graph weight of eq. 13) plus the kNN / store / cluster options
+    of :func:`flows.embed.embed`. ``holdout`` points are left out of the fit and extended out-of-sample.
+    Returns ``store``, ``run``, ``status``, ``seconds``, ``stages``, ``results``.
+    """
+    params = {k: v for k, v in locals().items() if k in FIT_PARAMETERS + ("n_neighbors", "knn_method", "holdout")}
+    _validate(params)
+    check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
+    n_workers = check_int("n_workers", n_workers, low=1)
+    run = new_run_id("graph_kpca", run_name)
+    emit("start", "ingest")
+    with timed() as t_ingest:
+        ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+    emit("end", "ingest", t_ingest["seconds"])
+    emit("start", "cluster")
+    t0 = time.perf_counter()
+    with dask_client(scheduler, n_workers=n_workers) as client:
+        t_cluster = time.perf_counter() - t0
+        emit("end", "cluster", t_cluster)
+        before = [("ingest", t_ingest["seconds"], ingested), ("cluster", t_cluster, {})]
+        manifest_params = {"source": str(source), "method": t.METHOD, "labels": labels, "chunk_rows": chunk_rows,
+                           "n_workers": n_workers, "scheduler": scheduler, **params}
+        with run_context(store, run, flow="embed", parameters=manifest_params, seed=random_state, client=client,
+                         token=store_token(store), stages_before=before) as ctx:
+            try:
+                _fit(ctx, params)
+                with ctx.stage("embed-points") as rec:
+                    rec.info.update(t.embed_points_task(ctx.store, ctx.run, ctx.token))
+                ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD,
+                                             "embedding": f"embeddings/{run}"})
+            finally:
+                release_index(ctx.token, ctx.run)
+    return ctx.summary()
+
+
+def _fit_from_embed(ctx: RunContext, p: dict) -> None:
+    """``embed(method="graph_kpca")``: the embed flow's shared parameters, this module's defaults."""
+    params = {**DEFAULTS, **{k: p[k] for k in ("n_components", "n_neighbors", "knn_method", "holdout",
+                                                "random_state")}}
+    _validate(params)
+    _fit(ctx, params)
+
+
+register_method(Method(
+    name=t.METHOD,
+    fit=_fit_from_embed,
+    embed_points=lambda ctx: t.embed_points_task(ctx.store, ctx.run, ctx.token),
+    extend_points=lambda ctx, store, run, token: _not_supported(),
+    parameters=("n_components", "n_neighbors", "knn_method", "holdout", "random_state"),
+    cleanup=lambda ctx: release_index(ctx.token, ctx.run),
+))
+
+
+def _not_supported() -> dict:
+    from spectral.errors import ParameterError
+
+    raise ParameterError("extend with a graph_kpca model is not available: new points need their kNN rows among "
+                         "the fit points; use holdout=... in graph_kpca to extend points out-of-sample")
