@@ -49,3 +49,18 @@ def landmark_features(landmarks: np.ndarray, kernel, params: dict, K: np.ndarray
         )
     keep = lam > KERNEL_RANK_RTOL * top
     return V[:, keep] / np.sqrt(lam[keep])
+
+
+def centered_kpca_map(K: np.ndarray) -> np.ndarray:
+    """``M = V_c Lambda_c^(-1/2)`` (n, r) from the centered Gram ``J K J = V_c Lambda_c V_c^T`` (KPCA, remark 1).
+
+    ``K M`` are the centered KPCA features up to one constant row shift (``1^T V_c = 0``), a full-rank basis
+    of the span of the centered feature vectors; one eigendecomposition replaces KPCA + a PCA of the features.
+    """
+    Kc = K - K.mean(axis=0) - K.mean(axis=1)[:, None] + K.mean()
+    lam, V = np.linalg.eigh(0.5 * (Kc + Kc.T))
+    top = max(float(lam[-1]), 0.0)
+    if top <= 0:
+        raise NotPositiveDefiniteError("the centered kernel matrix is zero: all training points coincide in feature space")
+    keep = lam > KERNEL_RANK_RTOL * top
+    return V[:, keep] / np.sqrt(lam[keep])

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
 from ..errors import InputDataError, ParameterError
 from . import graphs, solve
-from ._kernel import DEFAULT_KERNEL_PARAMS, kernel_matrix, landmark_features
+from ._kernel import DEFAULT_KERNEL_PARAMS, centered_kpca_map, kernel_matrix, landmark_features
 
 MODES = ("linear", "kernel", "transductive")
 
@@ -128,6 +128,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         self._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(self.kernel, {}), **(self.kernel_params or {})} \
             if isinstance(self.kernel, str) else dict(self.kernel_params or {})
+        self._feature_basis = False
         D2, feats, K = self._distances_and_features(Xt)
         L1, Lc = graphs.method_laplacians(self._method, D2, yt, self.n_neighbors)
         L = L1
@@ -163,13 +164,16 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         K = kernel_matrix(Xt, Xt, self.kernel, self._kernel_params)
         D2 = graphs.sq_dists_from_gram(K)  # ||phi(x_i) - phi(x_j)|| (Sect. 5)
         if self.regularization == "pca":
-            self._feature_map = landmark_features(Xt, self.kernel, self._kernel_params, K=K)
+            self._feature_map = centered_kpca_map(K)  # KPCA reduction; K M spans the centered features
+            self._feature_basis = True
             return D2, K @ self._feature_map, None
         return D2, None, K
 
     def _fit_features(self, F, L, Lc) -> None:
         """Primal problem (eq. 7) on features F (n, p): linear inputs, KPCA or Nyström features."""
-        if self.regularization == "pca":
+        if self.regularization == "pca" and self._feature_basis:
+            mean, P = F.mean(axis=0), np.eye(F.shape[1])
+        elif self.regularization == "pca":
             mean, P = solve.pca_basis(F)
         else:
             mean, P = F.mean(axis=0), np.eye(F.shape[1])

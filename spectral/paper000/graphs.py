@@ -164,16 +164,31 @@ def manifold_weights(
 
 
 def manifold_graph(D2: np.ndarray, n_neighbors: int, graph: str = "knn", weighting: str = "local_scaling"):
-    """W^(2) over all n points from squared distances (n, n): kNN graph or complete graph (Sect. 3.3).
+    """W^(2) over all n points from squared distances (n, n): kNN graph (csr) or complete graph (dense).
 
-    For ``graph="full"`` every pair is an edge and ``n_neighbors`` only sets the local scale sigma_i.
+    For ``graph="full"`` every pair is an edge and ``n_neighbors`` only sets the local scale sigma_i (the
+    affinity of the LFDA implementation, eq. 15 over all pairs).
     """
     if graph == "knn":
         return manifold_weights(*knn_from_dists(D2, n_neighbors), weighting)
-    if n_neighbors > D2.shape[0] - 1:
-        raise ParameterError(f"manifold_neighbors must be an integer in [1, {D2.shape[0] - 1}]; got {n_neighbors}")
-    idx, dist = knn_from_dists(D2, D2.shape[0] - 1)
-    return manifold_weights(idx, dist, weighting, scale_k=n_neighbors)
+    n = D2.shape[0]
+    if n_neighbors > n - 1:
+        raise ParameterError(f"manifold_neighbors must be an integer in [1, {n - 1}]; got {n_neighbors}")
+    sub = D2.copy()
+    np.fill_diagonal(sub, np.inf)
+    kth = np.sqrt(np.partition(sub, n_neighbors - 1, axis=1)[:, n_neighbors - 1])  # distance to k-th neighbour
+    if weighting == "binary":
+        W = np.ones_like(D2)
+    elif weighting == "heat":
+        s = float(np.median(kth))
+        W = np.exp(-D2 / max(s * s, np.finfo(float).tiny))
+    elif weighting == "local_scaling":
+        sig = np.maximum(kth, np.finfo(float).tiny)
+        W = np.exp(-D2 / np.outer(sig, sig))
+    else:
+        raise ParameterError(f"manifold_weighting must be one of {list(MANIFOLD_WEIGHTINGS)}; got {weighting!r}")
+    np.fill_diagonal(W, 0.0)
+    return W  # dense (n, n): the complete graph
 
 
 def laplacian(W) -> np.ndarray | sp.csr_matrix:
