@@ -32,8 +32,9 @@ METRICS = ("euclidean", "manhattan", "cosine")
 #: also the only one without numba's 20-60 s first-use compile, which dominates below the crossover.
 EXACT_MAX_SAMPLES = 25_000
 
-#: Rows of X queried at once by the exact search: bounds the (chunk, n) distance block to ~ 2048 * n floats.
-EXACT_CHUNK_ROWS = 2048
+#: Rows queried at once by the exact search: bounds the (chunk, n) brute-force distance block to 1024 * n
+#: float64 (200 MB at n = 25k); scikit-learn's ``working_memory`` (1 GB default) caps it further.
+EXACT_CHUNK_ROWS = 1024
 
 #: NN-descent query breadth (pynndescent's ``epsilon``; its default 0.1 gave a query recall of 0.92 at
 #: k = 5 on 8-d blobs here). Queries also ask for at least the index's own k + 1 neighbours and keep the
