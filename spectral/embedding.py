@@ -109,8 +109,8 @@ def laplacian_eigenmaps_from_graph(
     embedding = np.zeros((n, k))
     comp_values = np.zeros((n_comp, k))
     solvers, first = [], None
-    for c in range(n_comp):
-        nodes = np.flatnonzero(labels == c)
+    groups = np.split(np.argsort(labels, kind="stable"), np.cumsum(np.bincount(labels))[:-1])
+    for c, nodes in enumerate(groups):
         solver = eigen_solver if (n_comp == 1 or nodes.size > SMALL_COMPONENT_DENSE_MAX) else "dense"
         emb, vals, res = _embed_component(W[nodes][:, nodes], k, normalization, solver, tol, rng)
         embedding[nodes, : emb.shape[1]] = emb
