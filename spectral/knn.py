@@ -26,14 +26,16 @@ METHODS = ("auto", "exact", "nndescent")
 METRICS = ("euclidean", "manhattan", "cosine")
 
 #: ``method="auto"`` uses the exact search when n_samples < EXACT_MAX_SAMPLES, NN-descent otherwise.
-#: Measured on this 2-core machine (benchmarks/bench_knn_crossover.py, k = 15, compile time excluded):
-#: d = 32 Gaussian mixture, exact / nndescent: 5k 0.13 / 0.40 s, 10k 0.45 / 0.87 s, 20k 1.6 / 1.9 s,
-#: 40k 6.1 / 3.9 s; d = 256 (USPS): 9.3k 1.1 / 1.7 s. The crossover is near 25k points; the exact search is
-#: also the only one without numba's 20-60 s first-use compile, which dominates below the crossover.
-EXACT_MAX_SAMPLES = 25_000
+#: Measured here (benchmarks/bench_knn_crossover.py, k = 15, one thread each, CPU seconds, compile excluded):
+#: d = 32 Gaussian mixture, exact / nndescent: 5k 0.32 / 0.12, 10k 0.51 / 0.26, 20k 2.5 / 0.63,
+#: 40k 9.9 / 1.3 (NN-descent recall 0.998 / 0.991 / 0.978 / 0.954); USPS 9.3k x 256: 1.7 / 0.59.
+#: NN-descent is cheaper per call, but every new process first pays numba's compile (>= 17 s, STACK.md; ~50 s
+#: of CPU under load here) and its queries compile another set. Exact build plus a same-size query costs
+#: ~2 * 6.2e-9 n^2 s, equal to that 17 s at n ~ 38k; 30k keeps below it and keeps exact results there.
+EXACT_MAX_SAMPLES = 30_000
 
 #: Rows queried at once by the exact search: bounds the (chunk, n) brute-force distance block to 1024 * n
-#: float64 (200 MB at n = 25k); scikit-learn's ``working_memory`` (1 GB default) caps it further.
+#: float64 (250 MB at n = 30k); scikit-learn's ``working_memory`` (1 GB default) caps it further.
 EXACT_CHUNK_ROWS = 1024
 
 #: NN-descent query breadth (pynndescent's ``epsilon``; its default 0.1 gave a query recall of 0.92 at
