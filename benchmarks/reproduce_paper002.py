@@ -35,6 +35,7 @@ from sklearn.svm import SVC
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from spectral.errors import ParameterError  # noqa: E402
 from spectral.knn import knn_graph  # noqa: E402
 from spectral.paper002 import RSK, TSK, class_matrix, consistency_method, harmonic_function  # noqa: E402
 from spectral.weights import knn_weights  # noqa: E402
@@ -83,6 +84,7 @@ def run_dataset(name: str, n_draws: int, ablation: bool) -> dict[str, list[float
     m = N_EIGENVECTORS[name]
     W = knn_weights(*knn_graph(X, K, method="exact"), weighting="hein_maier", symmetrize="or")  # eq. 2
     acc: dict[str, list[float]] = {}
+    degenerate: dict[str, int] = {}
     for i, lab in enumerate(draws(y, n_draws, seed=2009)):
         yy = -np.ones_like(y)
         yy[lab] = y[lab]
@@ -96,12 +98,21 @@ def run_dataset(name: str, n_draws: int, ablation: bool) -> dict[str, list[float
             add("harmonic", harmonic_function(W, yy))
             add("consistency", consistency_method(W, yy, alpha=ALPHA))
         for method, constraint in (("TSK", "decay"), ("TSK-nodecay", "none")):
-            est = TSK(m, eta=ETA, n_neighbors=K, constraint=constraint, knn_method="exact", random_state=i).fit(X, yy)
+            try:
+                est = TSK(m, eta=ETA, n_neighbors=K, constraint=constraint, knn_method="exact", random_state=i)
+                est.fit(X, yy)
+            except ParameterError:  # LP optimum mu = 0: a zero kernel; argmax of all-zero scores = first class
+                degenerate[method] = degenerate.get(method, 0) + 1
+                for name in (method, method + "+SVM"):
+                    acc.setdefault(name, []).append(float(np.mean(y[unl] == np.unique(y)[0])))
+                continue
             add(method, est.transduction_)
             acc.setdefault(method + "+SVM", []).append(svm_accuracy(est.kernel(), lab, unl, y))
         add("RSK", RSK(ALPHA, n_neighbors=K, knn_method="exact").fit(X, yy).transduction_)
         if ablation:
             run_ablation(X, yy, y, unl, m, acc)
+    for method, count in degenerate.items():
+        print(f"  {name}: {method} LP optimum mu = 0 in {count} of {n_draws} draws (counted as all-first-class)")
     return acc
 
 
@@ -111,13 +122,17 @@ def run_ablation(X, yy, y, unl, m, acc) -> None:
         for trivial in (True, False):
             for cw in (None, "balanced"):
                 for beta in (1.0, "auto", 100.0):
-                    est = TSK(m, beta=beta, constraint=constraint, include_trivial=trivial, class_weight=cw,
-                              knn_method="exact").fit(X, yy)
                     key = f"ablation {constraint:5s} trivial={int(trivial)} class_weight={cw!s:8s} beta={beta}"
-                    acc.setdefault(key, []).append(float(np.mean(est.transduction_[unl] == y[unl])))
-    lab = est.labeled_indices_
+                    try:
+                        est = TSK(m, beta=beta, constraint=constraint, include_trivial=trivial, class_weight=cw,
+                                  knn_method="exact").fit(X, yy)
+                        pred = est.transduction_
+                    except ParameterError:  # mu = 0 (see run_dataset)
+                        pred = np.full_like(y, np.unique(y)[0])
+                    acc.setdefault(key, []).append(float(np.mean(pred[unl] == y[unl])))
+    lab = np.flatnonzero(yy >= 0)
     for trivial in (True, False):
-        est = TSK(m, include_trivial=trivial, knn_method="exact").fit(X, yy)
+        est = TSK(m, include_trivial=trivial, constraint="none", knn_method="exact").fit(X, yy)
         codes = np.searchsorted(est.classes_, yy[lab])
         best = 0.0
         for T in range(1, m + 1):  # extreme rays of {mu_t >= eta mu_t+1, mu >= 0}: mu_t = eta^-t for t < T

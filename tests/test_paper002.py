@@ -176,7 +176,7 @@ def test_eigenvalue_one_is_skipped_and_reported():
     lam = np.linalg.eigvalsh(np.eye(6) - W / np.sqrt(np.outer(W.sum(1), W.sum(1))))
     assert np.sum(np.abs(lam - 1) < 1e-9) == 4  # the reference spectrum really has lambda = 1
     y = np.array([0, 1, -1, -1, -1, 1])
-    est = TSK(n_eigenvectors=2, beta=1.0).fit_graph(W, y)
+    est = TSK(n_eigenvectors=2, constraint="none").fit_graph(W, y)
     np.testing.assert_allclose(est.eigenvalues_, [0.0, 2.0], atol=1e-10)
     assert est.basis_info_["n_skipped_one"] == 4
     with pytest.raises(InputDataError, match="only 2 eigenpairs with lambda != 1"):
@@ -210,6 +210,12 @@ def test_bad_parameters(sonar, params, match):
     X, y = sonar
     with pytest.raises(ParameterError, match=match):
         TSK(**{"n_eigenvectors": 10, **params}).fit(X, semi_labels(y, 20, 0))
+
+
+def test_zero_spectrum_is_an_error_not_a_silent_tie(sonar):
+    X, y = sonar
+    with pytest.raises(ParameterError, match="optimum is mu = 0"):
+        TSK(10, beta=1e-6).fit(X, semi_labels(y, 20, 0))
 
 
 def test_tsk_svm_kernel_is_usable_by_svc(fitted):

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from ..errors import ConvergenceError, InputDataError
+from ..errors import ConvergenceError, InputDataError, ParameterError
 
 CONSTRAINTS = ("decay", "none")
 
@@ -88,6 +88,11 @@ def solve_spectrum_lp(values: np.ndarray, V_labeled: np.ndarray, y_codes: np.nda
     ConvergenceError
         If HiGHS does not report an optimal solution (it cannot be infeasible or unbounded: mu = 0, xi = 1 is
         feasible and the objective is >= 0).
+    ParameterError
+        If the optimum is mu = 0: the learned kernel is 0 and every eq. 5 score ties. This happens when no
+        feasible spectrum beats paying the slack, e.g. small beta, or eq. 8 with the trivial vector kept and
+        c > 2 classes (the trivial vector's column of G is negative for every i and eq. 8 gives it the largest
+        weight).
     """
     lam = np.asarray(values, dtype=np.float64)
     m, l = lam.size, V_labeled.shape[0]
@@ -105,4 +110,9 @@ def solve_spectrum_lp(values: np.ndarray, V_labeled: np.ndarray, y_codes: np.nda
         raise ConvergenceError(f"the TSK linear program (eq. 14) was not solved by HiGHS: {res.message}")
     mu = np.clip(res.x[:m], 0.0, None)
     xi = np.clip(res.x[m:], 0.0, None)
+    if not np.any(mu > 0):
+        raise ParameterError(
+            f"the TSK linear program's optimum is mu = 0 (beta={beta:g}, constraint={constraint!r}, {l} labeled "
+            "points): the learned kernel is zero and eq. 5 cannot classify. Use a larger beta, constraint='none' "
+            "or include_trivial=False")
     return LPResult(mu, xi, float(res.fun), G, str(res.message))
