@@ -232,3 +232,17 @@ def test_nystrom_with_fewer_landmarks_and_state_round_trip(roll):
 def test_nystrom_refuses_unnormalized(roll):
     with pytest.raises(ParameterError, match="normalization must be 'symmetric' or 'random_walk'"):
         LaplacianEigenmaps(2, n_neighbors=10, eigen_solver="nystrom", normalization="unnormalized").fit(roll[0])
+
+
+def test_metrics_helpers():
+    from spectral.metrics import knn_recall
+
+    Z_train = np.array([[0.0], [1.0], [10.0]])
+    assert one_nn_accuracy(Z_train, [0, 0, 1], np.array([[0.4], [9.0], [2.0]]), [0, 1, 1]) == pytest.approx(2 / 3)
+    Q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(20, 3)))
+    R = np.linalg.qr(np.random.default_rng(1).normal(size=(3, 3)))[0]
+    assert max_subspace_angle(Q, -Q @ R) < 1e-12
+    assert max_subspace_angle(Q[:, :1], Q[:, 1:2]) == pytest.approx(np.pi / 2)
+    assert knn_recall(np.array([[1, 2], [0, 3]]), np.array([[2, 1], [0, 2]])) == 0.75
+    with pytest.raises(InputDataError, match="same number of columns"):
+        one_nn_accuracy(Z_train, [0, 0, 1], np.zeros((2, 2)), [0, 1])
