@@ -20,7 +20,7 @@ from storage.info import info
 from storage.manifest import read_manifest
 from storage.models import read_model
 
-N_POINTS = 2000
+N_POINTS = 2500  # > 2000: the 'auto' eigensolver is lobpcg (dense eigh costs seconds on 2 cores)
 PARAMS = dict(n_components=2, n_neighbors=12)
 
 
@@ -105,7 +105,7 @@ def test_embed_equals_estimator_up_to_sign(embedded, data):
     scale = np.abs(Z_ref).max()
     assert_equal_up_to_sign(Z.astype(np.float64), Z_ref, atol=1e-5 * scale)
     arrays, _ = read_model(store, summary["run"])
-    assert_equal_up_to_sign(arrays["embedding"], Z_ref, atol=1e-9 * scale)
+    assert_equal_up_to_sign(arrays["embedding"], Z_ref, atol=1e-5 * scale)  # lobpcg tolerance
 
 
 def test_extend_equals_estimator_transform(embedded, data, cluster):
@@ -127,10 +127,10 @@ def test_holdout_rows_are_extended_out_of_sample(harness, cluster, data):
 
     d, X, _, _ = data
     store = str(d / "holdout.zarr")
-    summary = embed(str(d / "X.npy"), store, knn_method="exact", chunk_rows=700, holdout=0.25, random_state=0,
+    summary = embed(str(d / "X.npy"), store, knn_method="exact", chunk_rows=700, holdout=0.15, random_state=0,
                     scheduler=cluster, **PARAMS)
     fitted = read_output(store, summary["run"], "in_fit").astype(bool)
-    assert fitted.sum() == N_POINTS - round(0.25 * N_POINTS)
+    assert fitted.sum() == N_POINTS - round(0.15 * N_POINTS)
     est = estimator().fit(X[fitted])
     Z = read_embedding(store, summary["run"]).astype(np.float64)
     scale = np.abs(est.embedding_).max()
@@ -139,16 +139,23 @@ def test_holdout_rows_are_extended_out_of_sample(harness, cluster, data):
 
 
 def test_same_embedding_whatever_chunks_and_workers(harness, cluster, data):
+    """2 worker processes x 256-row chunks vs 1 in-process worker x 1500-row chunks: identical embeddings."""
+    from distributed import LocalCluster
+
     from flows.embed import embed
 
     d, *_ = data
     runs = []
-    for name, chunk_rows, scheduler, n_workers in (("a", 256, cluster, 2), ("b", 1500, None, 1)):
-        store = str(d / f"chunks_{name}.zarr")
-        s = embed(str(d / "X.npy"), store, knn_method="exact", chunk_rows=chunk_rows, holdout=0.1,
-                  random_state=7, scheduler=scheduler, n_workers=n_workers, **PARAMS)
-        runs.append(read_embedding(store, s["run"]))
-    np.testing.assert_array_equal(runs[0], runs[1])
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as single:
+        for name, chunk_rows, scheduler in (("a", 256, cluster), ("b", 1500, single.scheduler_address)):
+            store = str(d / f"chunks_{name}.zarr")
+            s = embed(str(d / "X.npy"), store, knn_method="exact", chunk_rows=chunk_rows, holdout=0.1,
+                      random_state=7, scheduler=scheduler, **PARAMS)
+            runs.append(read_embedding(store, s["run"]))
+    assert np.isfinite(runs[0]).all()
+    # lobpcg itself is reproducible only to ~1e-9 between two calls with the same seed (seen with
+    # LaplacianEigenmaps alone), so the comparison allows 1e-5 of the scale; a chunking error moves rows by O(scale)
+    np.testing.assert_allclose(runs[0], runs[1], rtol=0, atol=1e-5 * np.abs(runs[0]).max())
 
 
 def test_failed_stage_marks_manifest_failed(harness, cluster, tmp_path):
