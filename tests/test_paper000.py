@@ -240,3 +240,18 @@ def test_singular_constraint_is_reported():
     with pytest.raises(NotPositiveDefiniteError, match="reg_eps > 0"):
         MFA(reg_eps=0.0).fit(X, y)
     assert MFA(regularization="pca", reg_eps=0.0).fit(X, y).n_components_ == 3
+
+
+def test_full_manifold_graph_is_complete_local_scaling():
+    X, y = blobs(n_per=10, seed=12, n_unlabeled=15)
+    k, gamma = 3, 0.4
+    dist, _ = NearestNeighbors(n_neighbors=k + 1).fit(X).kneighbors(X)
+    sig = dist[:, k]  # distance to the k-th neighbour (column 0 is the point itself)
+    D2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    W2 = np.exp(-D2 / np.outer(sig, sig))  # eq. 15 over all pairs, as the LFDA implementation
+    np.fill_diagonal(W2, 0.0)
+    WI, WE = textbook_label_graphs(X, y, k)
+    vals, vecs = scipy.linalg.eigh(scatter(X, WI + gamma * W2), scatter(X, WE))
+    est = MFA(gamma=gamma, manifold_graph="full", reg_eps=0.0).fit(X, y)
+    np.testing.assert_allclose(est.eigenvalues_, vals[:3], rtol=1e-7, atol=1e-12)
+    assert_same_columns(est.coef_, vecs[:, :3])

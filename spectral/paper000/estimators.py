@@ -29,7 +29,51 @@ MODES = ("linear", "kernel", "transductive")
 
 
 class _Paper000Estimator(TransformerMixin, BaseEstimator):
-    """Common machinery; subclasses set ``_method`` ("DNE", "MFA" or "LFDA")."""
+    """Common machinery of DNE / MFA / LFDA; subclasses set ``_method``.
+
+    Parameters
+    ----------
+    n_components : int or None
+        Target dimensionality d. None: number of negative eigenvalues (DNE), number of classes c (MFA, LFDA),
+        capped at the problem dimension (Sect. 5).
+    n_neighbors : int, default 3
+        k of Neig^I / Neig^E (Sect. 2.1.2, Sect. 5); every labeled class needs at least k points.
+    gamma : float >= 0, default 0
+        Weight of the manifold regularizer W^(2) (eq. 12). 0: supervised, only labeled points are used.
+    mode : {"linear", "kernel", "transductive"}
+        Eq. 7 (``z = A x``), eq. 10 (``z = U k(x)``) or eq. 4 / 13 (the training points only).
+    kernel, kernel_params : str or callable, dict
+        scikit-learn kernel name (default "poly" with degree 2, gamma 1, coef0 0: ``<x, x'>^2``, Sect. 5) or
+        ``k(X, Y, **kernel_params) -> (n, m)``. The kNN graphs of the kernel mode use feature-space distances.
+    manifold_neighbors : int or None
+        k of W^(2) (default ``n_neighbors``); with ``manifold_graph="full"`` the neighbour defining sigma_i.
+    manifold_graph : {"knn", "full"}
+        W^(2) on the OR-symmetrized kNN graph, or on all pairs (the LFDA implementation's affinity).
+    manifold_weighting : {"local_scaling", "heat", "binary"}
+        Weights of W^(2) (eq. 14-15, exponent sign corrected).
+    regularization : {"eps", "pca"}, reg_eps : float >= 0
+        ``C + eps s I`` (s = mean diagonal of C), or PCA / KPCA reduction of the search space first (remark 1).
+    scaling : {"identity", "unit_norm", "sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm"}
+        The four choices of T of remark 2, applied to the columns of the projection.
+    n_landmarks : int or None
+        Kernel mode on Nyström features of this many random training points (Sect. 4).
+    random_state : None, int or Generator
+        Seed of the landmark draw.
+
+    Attributes
+    ----------
+    coef_ : ndarray (d0, d) or (n_basis, d)
+        ``A^T`` (linear) or ``U^T`` (kernel): ``z = x coef_ - offset_`` or ``z = k(x, basis_) coef_ - offset_``.
+    offset_ : ndarray (d,)
+    basis_ : ndarray (n_basis, d0) or None
+        Training points or landmarks of the kernel map.
+    eigenvalues_ : ndarray (d,)
+        Generalized eigenvalues of the kept directions (ascending).
+    embedding_ : ndarray (n, d)
+        Embedding of the points given to ``fit`` (all of them, labeled or not).
+    n_components_ : int
+    classes_ : ndarray
+    """
 
     _method = ""
 
