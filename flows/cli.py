@@ -101,10 +101,11 @@ def ingest(
     overwrite: bool = typer.Option(False, help="replace an existing store"),
 ) -> None:
     """Ingest SOURCE into a chunked zarr STORE (validated, streamed chunk by chunk)."""
-    from tasks.ingest import ingest_task
+    from storage.ingest import ingest as ingest_store  # plain storage call: no Prefect needed
 
-    result = _run(lambda: ingest_task.fn(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite))
-    table = Table(title=f"store {store}" + (" (already ingested)" if result.get("skipped") else ""))
+    result = _run(lambda: ingest_store(source, store, labels=labels, chunk_rows=chunk_rows,
+                                       overwrite=overwrite).to_dict())
+    table = Table(title=f"store {store}")
     table.add_column("field")
     table.add_column("value")
     for key in ("n", "d", "chunk_rows", "dtype", "has_labels", "fingerprint", "seconds"):
@@ -134,13 +135,16 @@ def embed(
     overwrite: bool = typer.Option(False, help="re-ingest SOURCE over an existing STORE"),
 ) -> None:
     """Embed the points of SOURCE into STORE (ingest, kNN graph, Laplacian, eigensolve, write-back)."""
+    from flows.embed import check_embed_parameters
     from flows.embed import embed as embed_flow
 
-    summary = _run(lambda: _with_progress(lambda: embed_flow(
-        source, store, method=method, n_components=n_components, n_neighbors=n_neighbors, weighting=weighting,
-        normalization=normalization, eigen_solver=eigen_solver, knn_method=knn_method, labels=labels,
-        chunk_rows=chunk_rows, holdout=holdout, random_state=seed, scheduler=scheduler, n_workers=workers,
-        run_name=run_name, overwrite=overwrite)))
+    kwargs = dict(method=method, n_components=n_components, n_neighbors=n_neighbors, weighting=weighting,
+                  normalization=normalization, eigen_solver=eigen_solver, knn_method=knn_method, labels=labels,
+                  chunk_rows=chunk_rows, holdout=holdout, random_state=seed, scheduler=scheduler,
+                  n_workers=workers, run_name=run_name, overwrite=overwrite)
+    defaults = {"symmetrize": "or", "metric": "euclidean", "on_disconnected": "raise"}
+    _run(lambda: check_embed_parameters(method, workers, {**defaults, **kwargs}))  # fail fast, before Prefect starts
+    summary = _run(lambda: _with_progress(lambda: embed_flow(source, store, **kwargs)))
     results = summary["results"]
     out.print(_summary_table(summary, {"points": results.get("n"), "fitted": results.get("n_fit"),
                                        "embedding": f"{store}/{results.get('embedding')}"}))

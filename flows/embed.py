@@ -91,11 +91,7 @@ def embed(
         ``store``, ``run``, ``status``, ``seconds``, ``stages`` (name -> seconds), ``results``.
     """
     t_flow = time.perf_counter()
-    spec = get_method(method)
-    params = {name: value for name, value in locals().items() if name in spec.parameters}
-    spec.validate(params)
-    check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
-    n_workers = check_int("n_workers", n_workers, low=1)
+    spec, params = check_embed_parameters(method, n_workers, locals())
     run = new_run_id("embed", run_name)
     emit("start", "ingest")
     with timed() as t_ingest:
@@ -171,6 +167,16 @@ def extend(
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
                                          "embedding": f"embeddings/{out_run}"})
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
+
+
+def check_embed_parameters(method: str, n_workers: int, arguments: dict) -> tuple[Any, dict]:
+    """Validate the arguments of :func:`embed` (before any work); returns ``(method spec, method params)``."""
+    spec = get_method(method)
+    params = {name: value for name, value in arguments.items() if name in spec.parameters}
+    spec.validate(params)
+    check_float("holdout", arguments.get("holdout", 0.0), low=0.0, high=1.0, high_inclusive=False)
+    check_int("n_workers", n_workers, low=1)
+    return spec, params
 
 
 def latest_model_run(store: str) -> str:

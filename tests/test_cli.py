@@ -1,0 +1,81 @@
+"""The ``eigenflow`` command line, run as a subprocess on small data (the installed console script)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spectral.datasets import make_swiss_roll_lifted
+from storage.embedding_io import read_embedding
+
+SCRIPT = Path(sys.executable).with_name("eigenflow")
+
+
+def eigenflow(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``eigenflow ARGS`` and return the completed process (stdout / stderr as text)."""
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    X, y, _ = make_swiss_roll_lifted(1200, random_state=0)
+    np.save(d / "X.npy", X)
+    np.save(d / "y.npy", y)
+    np.save(d / "new.npy", make_swiss_roll_lifted(100, random_state=1)[0])
+    return d
+
+
+def test_ingest_then_info_json(files):
+    r = eigenflow("ingest", "X.npy", "ing.zarr", "--labels", "y.npy", "--chunk-rows", "500", cwd=files)
+    assert r.returncode == 0, r.stderr
+    assert "1200" in r.stdout and "500" in r.stdout
+    r = eigenflow("info", "ing.zarr", "--json", cwd=files)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert (data["n"], data["d"], data["has_labels"], data["runs"]) == (1200, 32, True, [])
+    assert {"path": "X", "shape": [1200, 32], "dtype": "float32", "chunks": [500, 32]} in data["arrays"]
+
+
+def test_csv_with_nan_fails_with_one_line_message(files):
+    bad = files / "bad.csv"
+    bad.write_text("a,b\n1.0,2.0\n3.0,nan\n5.0,6.0\n")
+    r = eigenflow("ingest", "bad.csv", "bad.zarr", cwd=files)
+    assert r.returncode == 1
+    assert r.stderr.startswith("error:") and "NaN" in r.stderr and "row" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (files / "bad.zarr").exists()
+
+
+def test_bad_parameter_fails_before_running(files):
+    r = eigenflow("embed", "X.npy", "never.zarr", "--n-neighbors", "0", cwd=files)
+    assert r.returncode == 1
+    assert "n_neighbors must be an integer in [1, inf); got 0" in r.stderr and "Traceback" not in r.stderr
+    r = eigenflow("info", "missing.zarr", cwd=files)
+    assert r.returncode == 1 and "error:" in r.stderr and "missing.zarr" in r.stderr
+
+
+@pytest.mark.slow
+def test_embed_extend_info_chain(files):
+    """embed (ephemeral Prefect, local cluster of 1 worker), extend, info: the whole CLI on 1200 points."""
+    r = eigenflow("embed", "X.npy", "emb.zarr", "--labels", "y.npy", "--knn-method", "exact", "--workers", "1",
+                  "--holdout", "0.1", "--run-name", "cli-run", cwd=files)
+    assert r.returncode == 0, r.stderr
+    assert "completed" in r.stdout and "eigensolve" in r.stdout
+    r = eigenflow("extend", "emb.zarr", "new.npy", "out.zarr", "--workers", "1", cwd=files)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(eigenflow("info", "out.zarr", "--json", cwd=files).stdout)
+    [run] = data["runs"]
+    assert run["flow"] == "extend" and run["status"] == "completed"
+    assert read_embedding(str(files / "out.zarr"), run["run_id"]).shape == (100, 2)
+    info = json.loads(eigenflow("info", "emb.zarr", "--json", cwd=files).stdout)
+    assert [(r["run_id"], r["status"]) for r in info["runs"]] == [("cli-run", "completed")]
+    assert [s["name"] for s in info["runs"][0]["stages"]][-1] == "embed-points"
