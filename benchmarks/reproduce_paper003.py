@@ -14,7 +14,11 @@ Parts (``--parts``, default all):
   regressed on the 2-D embedding) and COIL-20 (leave-one-out 1-NN accuracy and k-means NMI of a 10-D
   embedding).
 
+* ``scale`` (not in the default parts) -- the GraphKPCA Prefect flow on n x 32 points (default 1e6) with
+  2,000 landmarks and a kNN graph: wall time and peak memory.
+
 Usage: ``python benchmarks/reproduce_paper003.py --draws 10 --json out.json --out plots/``
+       ``python benchmarks/reproduce_paper003.py --parts scale --scale-n 1000000``
 """
 
 from __future__ import annotations
@@ -199,6 +203,40 @@ def run_lne(draws, seed):
     return rows, summary
 
 
+# ------------------------------------------------------------------------------------------ scale
+def run_scale(n, landmarks, rank, workers, n_neighbors=10):
+    """GraphKPCA through the Prefect flow on the lifted Swiss roll (n x 32): ingest -> NN-descent kNN graph
+    -> Nystrom + implicit-operator fit -> per-chunk write-back of every point. Wall time and peak RSS of the
+    process tree (Dask workers included)."""
+    import os
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import DATA_CACHE, PeakMemory, gb, manifold_npy
+
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(DATA_CACHE.parent / "numba"))
+    os.environ.setdefault("PREFECT_HOME", str(DATA_CACHE.parent / "prefect-bench"))
+    from tasks._env import apply_env_defaults
+
+    apply_env_defaults()  # STACK.md: no analytics, 90 s ephemeral-server startup on 2 busy cores
+    from flows.paper003 import graph_kpca
+
+    x_path, _ = manifold_npy(n, n_features=32)
+    store = DATA_CACHE / f"paper003_{n}.zarr"
+    shutil.rmtree(store, ignore_errors=True)
+    t0 = time.perf_counter()
+    with PeakMemory() as mem:
+        out = graph_kpca(str(x_path), str(store), n_components=2, n_landmarks=landmarks, nystrom_rank=rank,
+                         n_neighbors=n_neighbors, n_workers=workers, random_state=0)
+    total = time.perf_counter() - t0
+    shutil.rmtree(store, ignore_errors=True)
+    res = {"n": n, "landmarks": landmarks, "nystrom_rank": rank, "status": out["status"], "total_s": total,
+           "flow_s": out["seconds"], "stages": out["stages"], "peak_rss_gb": mem.peak_bytes / 1e9}
+    print(f"\nGraphKPCA flow n={n} x 32, {landmarks} landmarks (rank {rank}), kNN k={n_neighbors}: "
+          f"{out['status']} in {total:.1f} s, peak RSS {gb(mem.peak_bytes)}; stages {out['stages']}")
+    return res
+
+
 # ------------------------------------------------------------------------------------------ plots
 def plot_usps(rows, out):
     import matplotlib
@@ -254,6 +292,10 @@ def main(argv=None):
     ap.add_argument("--parts", default="usps,faces,lne")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--scale-n", type=int, default=1_000_000, help="points of the 'scale' part")
+    ap.add_argument("--scale-landmarks", type=int, default=2000)
+    ap.add_argument("--scale-rank", type=int, default=256, help="Nystrom rank kept (Phi is n x rank)")
+    ap.add_argument("--scale-workers", type=int, default=1)
     args = ap.parse_args(argv)
     if args.draws < 1:
         ap.error(f"--draws must be >= 1; got {args.draws}")
@@ -272,6 +314,8 @@ def main(argv=None):
     if "lne" in parts:
         _, summary = run_lne(args.draws, args.seed)
         result["lne"] = summary
+    if "scale" in parts:
+        result["scale"] = run_scale(args.scale_n, args.scale_landmarks, args.scale_rank, args.scale_workers)
     result["total_s"] = time.perf_counter() - t0
     print(f"\ntotal {result['total_s']:.1f} s")
     if args.json:
