@@ -143,21 +143,24 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
     lab = np.flatnonzero(y >= 0)
     est.classes_, est.n_features_in_ = np.unique(y[lab]), d0
     est._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(est.kernel, {}), **(est.kernel_params or {})}
-    feature_fn, chunk = None, chunk_rows or DEFAULT_CHUNK_ROWS
+    raw_fn, M, chunk = None, None, chunk_rows or DEFAULT_CHUNK_ROWS
     est.basis_, est._feature_map = None, None
     if est.mode == "kernel":
         m = check_int("n_landmarks", est.n_landmarks, low=1, high=n)
         est.basis_ = _take(X, np.sort(rng.choice(n, size=m, replace=False)))
-        est._feature_map = landmark_features(est.basis_, est.kernel, est._kernel_params)
-        feature_fn = lambda Z: kernel_matrix(Z, est.basis_, est.kernel, est._kernel_params) @ est._feature_map  # noqa: E731
+        est._feature_map = M = landmark_features(est.basis_, est.kernel, est._kernel_params)
+        # accumulate in the raw kernel features K(x, landmarks) (n x m) and sandwich by M once at the end:
+        # Phi^T L Phi = M^T (K_nm^T L K_nm) M, so no chunk is ever multiplied by M (saves 2 n m r flops)
+        raw_fn = lambda Z: kernel_matrix(Z, est.basis_, est.kernel, est._kernel_params)  # noqa: E731
         chunk = chunk_rows or KERNEL_CHUNK_ROWS
-    f = (lambda Z: Z) if feature_fn is None else feature_fn  # noqa: E731
-    F_lab = f(_take(X, lab))
+    sandwich = (lambda S: S) if M is None else (lambda S: M.T @ S @ M)  # noqa: E731
+    F_lab = _take(X, lab) if raw_fn is None else raw_fn(_take(X, lab)) @ M
     A, B = label_terms(est._method, F_lab, y[lab], est.n_neighbors)
     if est.gamma > 0:
         W2 = W2 if W2 is not None else _manifold_graph(X, est, knn_method, rng)
-        A = A + est.gamma * graph_gram(X, W2, feature_fn, chunk)
-        mean, cov = moments(X, n, feature_fn, chunk)
+        A = A + est.gamma * sandwich(graph_gram(X, W2, raw_fn, chunk))
+        mean_raw, cov_raw = moments(X, n, raw_fn, chunk)
+        mean, cov = (mean_raw, cov_raw) if M is None else (mean_raw @ M, sandwich(cov_raw))
     else:
         mean, cov = F_lab.mean(axis=0), np.cov(F_lab.T, bias=True).reshape(F_lab.shape[1], -1)
     P = _pca_from_cov(cov) if est.regularization == "pca" else np.eye(len(mean))
