@@ -237,7 +237,7 @@ def best_rows(table):
 
 
 def d_sensitivity(entry, method):
-    """Mean excess error over the d values with d <= number of classes - 1 (SUPLAP's range): mean(err - min)."""
+    """Mean over the evaluated d of (error(d) - best error over d): how much a non-optimal d costs."""
     mean = entry["stats"][method][0]
     return float(np.nanmean(mean - np.nanmin(mean)))
 
