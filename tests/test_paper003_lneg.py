@@ -84,5 +84,5 @@ def test_lneg_bad_inputs(roll):
         LNEG(2, l1=-1.0).fit(X)
     with pytest.raises(InputDataError, match=r"graph must have shape \(400, 400\)"):
         LNEG(2, gamma=1.0, graph=np.eye(3)).fit(X)
-    with pytest.raises(InputDataError, match="X must have 3 features"):
+    with pytest.raises(ValueError, match="X has 2 features, but LNEG is expecting 3 features"):
         LNEG(2).fit(X).transform(X[:, :2])

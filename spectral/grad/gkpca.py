@@ -34,9 +34,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.neighbors import NearestNeighbors
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
+from .._validation import check_choice, check_float, check_int, check_random_state
 from ..errors import InputDataError
 from . import graphs as G
 from ..eigen import eigensolve
@@ -118,13 +118,12 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None):
         """Fit on X (n, D); y (n,) optional labels, -1 = unlabeled, turned into constraint pairs."""
-        X = check_array_2d(X, "X", min_rows=3)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
         n = X.shape[0]
         d = check_int("n_components", self.n_components, low=1, high=n - 2)
         self._check_params()
         rng = check_random_state(self.random_state)
         self.X_fit_ = X.copy()
-        self.n_features_in_ = X.shape[1]
         sparse_part, lowrank, R_dense = self._graph_terms(X, y, n, rng)
         if self.solver == "dense":
             K = kernel_matrix(X, X, self.kernel, self.kernel_params)
@@ -202,6 +201,10 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         must, cannot = self.must_link, self.cannot_link
         if y is not None:
             y = np.asarray(y)
+            if y.dtype == object:
+                raise InputDataError("Unknown label type: y must be integer labels (-1 = unlabeled); got dtype object")
+            if y.shape == (n,) and np.issubdtype(y.dtype, np.floating) and np.all(np.mod(y, 1) == 0):
+                y = y.astype(np.int64)  # integral float labels (e.g. read from a float column)
             if y.shape != (n,) or not np.issubdtype(y.dtype, np.integer):
                 raise InputDataError(f"y must be an integer array of shape ({n},) with -1 = unlabeled; got "
                                      f"{y.dtype} shape {y.shape}")
@@ -277,9 +280,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         return num / den * self._scale(lam)
 
     def _check_X(self, X):
-        X = check_array_2d(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise InputDataError(f"X must have {self.n_features_in_} features (as in fit); got {X.shape[1]}")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         return X
 
     def _kernel_projection(self, X):

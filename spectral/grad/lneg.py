@@ -24,10 +24,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.neighbors import NearestNeighbors
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_array_2d, check_choice, check_float, check_int
-from ..errors import InputDataError
+from .._validation import check_choice, check_float, check_int
 from . import graphs as G
 from ._core import bottom_eigs_dense, training_matches
 from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk, local_weights_dask
@@ -55,7 +54,8 @@ class LNEG(TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
-    embedding_ (n, d), eigenvalues_ (d,), coef_ (n, k, P), neighbors_ (n, k), weights_ csr (n, n), graph_.
+    embedding_ (n, d), eigenvalues_ (d,), coef_ (n, k, P), neighbors_ (n, k), weights_ csr (n, n), graph_
+    (None when gamma = 0), n_iter_ (FISTA iterations of the slowest chunk; 1 for the closed form).
     """
 
     def __init__(self, n_components=2, *, n_neighbors=10, degree=2, l1=0.0, gamma=0.0, graph="cosine",
@@ -92,30 +92,31 @@ class LNEG(TransformerMixin, BaseEstimator):
         )
 
     def fit(self, X, y=None):
-        X = check_array_2d(X, "X", min_rows=4)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=4)
         n = X.shape[0]
         p = self._params(n)
         ind, dist = G.knn_indices(X, p["k"])
         fn = local_weights_dask if self.use_dask else local_weights
-        coef = fn(X, ind, degree=p["degree"], l1=p["l1"], reg=p["reg"], expansion=p["expansion"],
+        coef, n_iter = fn(X, ind, degree=p["degree"], l1=p["l1"], reg=p["reg"], expansion=p["expansion"],
                   chunk_size=p["chunk"], max_iter=p["max_iter"], tol=p["tol"])
         W = sp.csr_matrix((coef[:, :, 0].ravel(), (np.repeat(np.arange(n), p["k"]), ind.ravel())), shape=(n, n))
         IW = sp.identity(n, format="csr") - W
         M = (IW.T @ IW).tocsr()  # eq. 8 / 9: K_y of LLE is the pseudo-inverse of this
-        self.graph_ = self._graph(X, ind, dist, n, p["gamma"])
-        if self.graph_ is not None and p["gamma"] > 0:
+        self.graph_ = self._graph(X, ind, dist, n) if p["gamma"] > 0 else None
+        if self.graph_ is not None:
             L, _ = G.graph_laplacian(self.graph_, "unnormalized")
             M = (M + p["gamma"] * L).tocsr()
         lam, V = self._bottom(M, p["d"], p["solver"])
-        self.X_fit_, self.n_features_in_ = X.copy(), X.shape[1]
+        self.X_fit_ = X.copy()
         self.coef_, self.neighbors_, self.weights_ = coef, ind, W
         self.eigenvalues_, self.embedding_ = lam, V
+        self.n_iter_ = max(1, n_iter)  # FISTA iterations of the slowest chunk (1: closed form)
         return self
 
     def fit_transform(self, X, y=None):
         return self.fit(X, y).embedding_
 
-    def _graph(self, X, ind, dist, n, gamma):
+    def _graph(self, X, ind, dist, n):
         if isinstance(self.graph, str):
             kind = check_choice("graph", self.graph, ("cosine", "knn"))
             return G.knn_adjacency(X, ind, dist, weight="cosine" if kind == "cosine" else "gaussian")
@@ -134,9 +135,7 @@ class LNEG(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """psi(x) = sum_j w_xj[1] psi_j over the k nearest training points (module docstring)."""
         check_is_fitted(self, "embedding_")
-        X = check_array_2d(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise InputDataError(f"X must have {self.n_features_in_} features (as in fit); got {X.shape[1]}")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         k = self.neighbors_.shape[1]
         _, ind = NearestNeighbors(n_neighbors=k).fit(self.X_fit_).kneighbors(X)
         out = np.empty((X.shape[0], self.embedding_.shape[1]))

@@ -122,18 +122,21 @@ def local_weights_chunk(X, ind, i0, i1, *, degree, l1, reg, expansion, max_iter=
 
 
 def local_weights(X, ind, *, degree, l1, reg, expansion, chunk_size=1024, max_iter=500, tol=1e-7):
-    """All points' coefficients (n, k, P), computed chunk by chunk (memory b * D * kP per chunk)."""
+    """All points' coefficients (n, k, P) chunk by chunk (memory b * D * kP per chunk), and the largest
+    number of FISTA iterations of a chunk (0 when l1 = 0)."""
     n, k = ind.shape
     out = np.empty((n, k, degree))
+    n_iter = 0
     for i0 in range(0, n, chunk_size):
         i1 = min(n, i0 + chunk_size)
-        out[i0:i1], _ = local_weights_chunk(X, ind, i0, i1, degree=degree, l1=l1, reg=reg,
-                                            expansion=expansion, max_iter=max_iter, tol=tol)
-    return out
+        out[i0:i1], it = local_weights_chunk(X, ind, i0, i1, degree=degree, l1=l1, reg=reg,
+                                             expansion=expansion, max_iter=max_iter, tol=tol)
+        n_iter = max(n_iter, it)
+    return out, n_iter
 
 
 def local_weights_dask(X, ind, *, degree, l1, reg, expansion, chunk_size=4096, max_iter=500, tol=1e-7):
-    """Same as :func:`local_weights`, one ``dask.delayed`` task per chunk (runs on the active scheduler,
+    """Same as :func:`local_weights` (same return values), one ``dask.delayed`` task per chunk (runs on the active scheduler,
     e.g. a distributed Client opened by the flow); X and ind are shared by all tasks."""
     import dask
 
@@ -143,4 +146,4 @@ def local_weights_dask(X, ind, *, degree, l1, reg, expansion, chunk_size=4096, m
                                                reg=reg, expansion=expansion, max_iter=max_iter, tol=tol)
              for i0 in range(0, n, chunk_size)]
     results = dask.compute(*parts)
-    return np.concatenate([r[0] for r in results], axis=0)
+    return np.concatenate([r[0] for r in results], axis=0), max(r[1] for r in results)

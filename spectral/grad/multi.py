@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_array_2d, check_choice, check_float, check_int
+from .._validation import check_choice, check_float, check_int
 from ..errors import InputDataError, ParameterError
 from . import graphs as G
 from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
@@ -76,7 +76,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         self.tol = tol
 
     def fit(self, X, y=None):
-        X = check_array_2d(X, "X", min_rows=3)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
         n = X.shape[0]
         d = check_int("n_components", self.n_components, low=1, high=n - 2)
         gamma = check_float("gamma", self.gamma, low=0.0)
@@ -121,7 +121,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         self.theta_, self.beta_, self.n_iter_ = theta, beta, it + 1
         self.objective_, self.objective_trace_ = per_iter, trace
         self._centering = [(k[1], k[2]) for k in Ks]
-        self.X_fit_, self.n_features_in_ = X.copy(), X.shape[1]
+        self.X_fit_ = X.copy()
         self.eigenvalues_, self.eigenvectors_, self.embedding_ = lam, V, V
         return self
 
@@ -135,9 +135,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         its training row, so transform(X_train) reproduces the fit.
         """
         check_is_fitted(self, "embedding_")
-        X = check_array_2d(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise InputDataError(f"X must have {self.n_features_in_} features (as in fit); got {X.shape[1]}")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         num = np.zeros((X.shape[0], self.n_components))
         for t, (k, p), (col, tot) in zip(self.theta_, self._kparams, self._centering):
             if t > 0:
