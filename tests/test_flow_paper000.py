@@ -27,8 +27,7 @@ def _data(tmp_path):
 
 def test_paper000_flow_writes_ss_lfda_embedding(tmp_path, prefect_harness):
     from flows.paper000 import paper000
-    from spectral.paper000 import DNE, LFDA
-    from spectral.paper000.scale import fit_at_scale
+    from spectral.paper000 import LFDA
     from storage.arrays import read_X
     from storage.embedding_io import read_embedding
 
@@ -44,9 +43,22 @@ def test_paper000_flow_writes_ss_lfda_embedding(tmp_path, prefect_harness):
     for a, b in zip(Z.T, dense.transform(Xs).T):
         np.testing.assert_allclose(a, np.sign(a @ b) * b, atol=1e-4 * np.abs(b).max())
 
-    out_k = paper000(store, store, algorithm="dne", mode="kernel", n_landmarks=50, gamma=0.5, knn_method="exact",
-                     n_components=2, n_workers=1, random_state=3)
+
+@pytest.mark.slow
+def test_paper000_flow_nystrom_kernel(tmp_path, prefect_harness):
+    from flows.paper000 import paper000
+    from spectral.paper000 import DNE
+    from spectral.paper000.scale import fit_at_scale
+    from storage.arrays import read_X
+    from storage.embedding_io import read_embedding
+
+    y = _data(tmp_path)
+    store = str(tmp_path / "s.zarr")
+    out_k = paper000(str(tmp_path / "X.npy"), store, labels=str(tmp_path / "y.npy"), chunk_rows=64,
+                     algorithm="dne", mode="kernel", n_landmarks=50, gamma=0.5, knn_method="exact", n_components=2,
+                     n_workers=1, random_state=3)
     Zk = read_embedding(store, out_k["run"])
+    Xs = read_X(store).astype(np.float64)
     ref = fit_at_scale(DNE(mode="kernel", n_landmarks=50, gamma=0.5, n_components=2),
                        Xs, y, knn_method="exact", random_state=3)
     np.testing.assert_allclose(Zk, ref.transform(Xs), rtol=1e-6, atol=1e-8)
