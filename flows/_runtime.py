@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from storage import layout
@@ -73,8 +74,21 @@ class RunContext:
     store: str
     run: str
     manifest: RunManifest
-    client: Any = None
+    pending_client: Any = None
     token: str = ""
+
+    def require_cluster(self) -> Any:
+        """Wait for the Dask client (started in the background by the flow) and return it.
+
+        Call before any stage that submits Dask work; tasks then reach it with ``distributed.get_client()``.
+        The first call records the cluster start time as stage ``cluster`` (it overlapped earlier stages).
+        """
+        client = self.pending_client.result()
+        if "cluster" not in self.manifest.stage_seconds():
+            emit("start", "cluster")
+            self.record_stage("cluster", self.pending_client.seconds, {"overlapped_earlier_stages": True})
+            emit("end", "cluster", self.pending_client.seconds)
+        return client
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[StageRecord]:
@@ -89,7 +103,7 @@ class RunContext:
 
     def record_stage(self, name: str, seconds: float, info: dict | None = None) -> None:
         """Add a stage that ran before the store existed (the ingest) to the manifest."""
-        now = self.manifest.started
+        now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         self.manifest.stages.append(StageRecord(name=name, start=now, end=now, seconds=seconds,
                                                 status="completed", info=dict(info or {})))
 
@@ -101,11 +115,14 @@ class RunContext:
 
 
 @contextlib.contextmanager
-def run_context(store: str, run: str, *, flow: str, parameters: dict, seed: Any, client: Any = None,
+def run_context(store: str, run: str, *, flow: str, parameters: dict, seed: Any, pending_client: Any = None,
                 token: str = "", stages_before: list[tuple[str, float, dict]] = ()) -> Iterator[RunContext]:
-    """Start the manifest of ``run`` in ``store`` and finish it ``completed`` / ``failed`` (re-raising)."""
+    """Start the manifest of ``run`` in ``store`` and finish it ``completed`` / ``failed`` (re-raising).
+
+    ``pending_client`` is the :class:`flows.cluster.PendingClient` of the flow (see ``require_cluster``).
+    """
     manifest = RunManifest.start(run, flow=flow, parameters=parameters, seed=seed)
-    ctx = RunContext(store=store, run=run, manifest=manifest, client=client, token=token)
+    ctx = RunContext(store=store, run=run, manifest=manifest, pending_client=pending_client, token=token)
     for name, seconds, info in stages_before:
         ctx.record_stage(name, seconds, info)
     with manifest_context(store, manifest):

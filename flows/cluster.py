@@ -65,6 +65,66 @@ def dask_client(
         yield client
 
 
+class PendingClient:
+    """A Dask client being started in a background thread (:func:`dask_client_in_background`).
+
+    :meth:`result` waits for it; :attr:`seconds` is how long the start took (cluster + client).
+    """
+
+    def __init__(self, future, started: float):
+        self._future = future
+        self._started = started
+        self.seconds: float | None = None
+
+    def result(self) -> Client:
+        """The client, once started (re-raises a start failure)."""
+        return self._future.result()
+
+    def done(self) -> bool:
+        """True once the client is started (or failed to start)."""
+        return self._future.done() and self._future.exception() is None
+
+
+@contextmanager
+def dask_client_in_background(
+    scheduler: str | None = None,
+    *,
+    n_workers: int = DEFAULT_N_WORKERS,
+    threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
+) -> Iterator[PendingClient]:
+    """Like :func:`dask_client`, but the start overlaps the caller's work until ``pending.result()``.
+
+    Starting a local cluster of worker processes takes 3 s on an idle 2-core machine (much more when it is
+    busy); the flows start it first and need it only at their first per-chunk stage.
+    """
+    import threading
+    import time
+    from concurrent.futures import Future
+
+    future: Future = Future()
+    release = threading.Event()
+    started = time.perf_counter()
+    pending = PendingClient(future, started)
+
+    def hold() -> None:
+        try:
+            with dask_client(scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker) as client:
+                pending.seconds = time.perf_counter() - started
+                future.set_result(client)
+                release.wait()
+        except BaseException as exc:  # reported to the caller by pending.result()
+            if not future.done():
+                future.set_exception(exc)
+
+    thread = threading.Thread(target=hold, name="eigenflow-dask-client", daemon=True)
+    thread.start()
+    try:
+        yield pending
+    finally:
+        release.set()
+        thread.join()
+
+
 def n_worker_threads(client: Client) -> int:
     """Total number of worker threads of the cluster behind ``client`` (at least 1)."""
     info = client.scheduler_info(n_workers=-1)

@@ -25,7 +25,7 @@ from tasks.common import store_token, warm_nndescent
 from tasks.ingest import ingest_task
 
 from flows._runtime import new_run_id, run_context, timed, emit
-from flows.cluster import dask_client
+from flows.cluster import dask_client_in_background
 from flows.methods import get_method
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
@@ -93,30 +93,30 @@ def embed(
     t_flow = time.perf_counter()
     spec, params = check_embed_parameters(method, n_workers, locals())
     run = new_run_id("embed", run_name)
-    emit("start", "ingest")
-    with timed() as t_ingest:
-        ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-    emit("end", "ingest", t_ingest["seconds"])
-    emit("start", "cluster")
-    t_cluster = {"start": time.perf_counter()}
-    with dask_client(scheduler, n_workers=n_workers) as client:
-        t_cluster["seconds"] = time.perf_counter() - t_cluster["start"]
-        emit("end", "cluster", t_cluster["seconds"])
+    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
+        emit("start", "ingest")
+        with timed() as t_ingest:
+            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+        emit("end", "ingest", t_ingest["seconds"])
         n_fit = ingested["n"] - round(holdout * ingested["n"])
-        warm = _warm_workers(client) if spec.uses_nndescent_queries(params, n_fit) else []
-        before = [("ingest", t_ingest["seconds"], ingested), ("cluster", t_cluster["seconds"], {})]
         manifest_params = {"source": str(source), "method": method, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **params}
         with run_context(store, run, flow="embed", parameters=manifest_params, seed=random_state,
-                         client=client, token=store_token(store), stages_before=before) as ctx:
+                         pending_client=pending, token=store_token(store),
+                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
+            warm = []
+            if spec.uses_nndescent_queries(params, n_fit):
+                warm = _warm_workers(ctx.require_cluster())
             try:
                 spec.fit(ctx, params)
+                ctx.require_cluster()
                 with ctx.stage("embed-points") as rec:
                     rec.info.update(spec.embed_points(ctx))
                 ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method,
                                              "embedding": f"embeddings/{run}"})
             finally:
-                spec.cleanup(ctx)
+                if pending.done():
+                    spec.cleanup(ctx)
                 del warm
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
@@ -148,20 +148,17 @@ def extend(
                                f"{list_models(store)}")
     spec = get_method(read_manifest(store, model_run).parameters.get("method", DEFAULT_METHOD))
     out_run = new_run_id("extend", run_name)
-    emit("start", "ingest")
-    with timed() as t_ingest:
-        ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite)
-    emit("end", "ingest", t_ingest["seconds"])
-    emit("start", "cluster")
-    t_cluster = {"start": time.perf_counter()}
-    with dask_client(scheduler, n_workers=n_workers) as client:
-        t_cluster["seconds"] = time.perf_counter() - t_cluster["start"]
-        emit("end", "cluster", t_cluster["seconds"])
-        before = [("ingest", t_ingest["seconds"], ingested), ("cluster", t_cluster["seconds"], {})]
+    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
+        emit("start", "ingest")
+        with timed() as t_ingest:
+            ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite)
+        emit("end", "ingest", t_ingest["seconds"])
         parameters = {"store": str(store), "model_run": model_run, "new_source": str(new_source),
                       "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler}
-        with run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None, client=client,
-                         token=store_token(out_store), stages_before=before) as ctx:
+        with run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
+                         pending_client=pending, token=store_token(out_store),
+                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
+            ctx.require_cluster()
             with ctx.stage("extend-points") as rec:
                 rec.info.update(spec.extend_points(ctx, store, model_run, store_token(store)))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,

@@ -9,6 +9,9 @@ the run context (each in ``ctx.stage(...)`` so that it is timed into the manifes
   model;
 - ``cleanup(ctx)``: release what the run kept on the cluster (optional).
 
+The flow starts the Dask cluster in the background; a stage function that submits Dask work (or calls a task
+that does) first calls ``ctx.require_cluster()``. ``embed_points`` / ``extend_points`` are called after it.
+
 ``params`` are the keyword arguments of :func:`flows.embed.embed` listed in ``Method.parameters``. To add a
 method (e.g. a paper's), write its tasks in ``tasks/<name>.py``, its stage functions in ``flows/<name>.py``
 and call :func:`register_method` there; the module must be imported (e.g. by the CLI) before the flow runs.
@@ -74,6 +77,8 @@ def _le_validate(p: dict) -> None:
 
 
 def _le_fit(ctx: RunContext, p: dict) -> None:
+    if p["holdout"] > 0:
+        ctx.require_cluster()  # the kNN stage publishes its index on the cluster for the held-out queries
     with ctx.stage("knn") as rec:
         rec.info.update(le.knn_task(ctx.store, ctx.run, ctx.token, n_neighbors=p["n_neighbors"],
                                     knn_method=p["knn_method"], metric=p["metric"], holdout=p["holdout"],

@@ -1,0 +1,168 @@
+"""Benchmark of the embed flow against its two heavy parts alone and against scikit-learn / umap.
+
+For each N (default 1e4 and 1e5; ``--n 1000000`` for the million-point run) on the lifted Swiss roll
+(32-D, :mod:`benchmarks.common`), in ONE process, in this order:
+
+1. numba warm-up of pynndescent on tiny data (reported, excluded from everything below);
+2. pynndescent alone: ``NNDescent(X, n_neighbors=k + 1)`` + its neighbour graph;
+3. the eigensolver alone on that graph: ``laplacian_eigenmaps_from_graph(W)`` (Laplacian + eigensolve);
+4. the whole ``embed`` flow (Prefect ephemeral server start included, a fresh LocalCluster of 2 x 1 workers,
+   ingest from ``.npy``, kNN, weights, eigensolve + model, write-back), with its per-stage times and the peak
+   RSS of the process tree (this process, the Prefect server, the Dask workers) sampled every 0.2 s;
+5. scikit-learn ``spectral_embedding`` (amg, arpack) and ``umap.spectral.spectral_layout`` on the same W, each
+   in a subprocess with a time limit (their load time excluded: the child times the call itself).
+
+Printed: a table per N and the ratio ``flow / (pynndescent + eigensolver)`` (target <= 1.5). ``--json PATH``
+also writes the figures. Run: ``python benchmarks/bench_embed.py [--n 10000 100000] [--time-limit 300]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("NUMBA_CACHE_DIR", str(REPO / ".eigenflow-home" / "numba"))
+os.environ.setdefault("PREFECT_HOME", str(REPO / ".eigenflow-home" / "prefect"))
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+import numpy as np  # noqa: E402
+
+from benchmarks.common import PeakMemory, gb, manifold_npy, timed  # noqa: E402
+
+N_NEIGHBORS = 15
+N_COMPONENTS = 2
+
+_CHILD = r"""
+import json, sys, time
+import numpy as np, scipy.sparse as sp
+W = sp.load_npz(sys.argv[2]).tocsr()
+which = sys.argv[1]
+t0 = time.perf_counter()
+if which == "umap":
+    from umap.spectral import spectral_layout
+    Z = spectral_layout(None, W, 2, np.random.RandomState(0))
+else:
+    from sklearn.manifold import spectral_embedding
+    Z = spectral_embedding(W, n_components=2, eigen_solver=which, random_state=0, drop_first=True)
+print(json.dumps({"seconds": time.perf_counter() - t0, "finite": bool(np.isfinite(Z).all())}))
+"""
+
+
+def pynndescent_alone(X: np.ndarray, seed: int = 0) -> tuple[float, np.ndarray, np.ndarray]:
+    """Seconds of ``NNDescent(X, k + 1)`` + neighbour graph; returns the graph without self-neighbours."""
+    from pynndescent import NNDescent
+
+    t0 = time.perf_counter()
+    index = NNDescent(X, n_neighbors=N_NEIGHBORS + 1, random_state=seed, n_jobs=os.cpu_count(), compressed=False)
+    idx, dist = index.neighbor_graph
+    seconds = time.perf_counter() - t0
+    return seconds, idx[:, 1:].astype(np.int64), dist[:, 1:].astype(np.float32)
+
+
+def warm_up() -> float:
+    """Compile pynndescent's kernels in this process (tiny data); returns seconds."""
+    from tasks.common import warm_nndescent
+
+    return warm_nndescent()
+
+
+def eigensolver_alone(W) -> float:
+    from spectral.embedding import laplacian_eigenmaps_from_graph
+
+    t0 = time.perf_counter()
+    laplacian_eigenmaps_from_graph(W, N_COMPONENTS, random_state=0)
+    return time.perf_counter() - t0
+
+
+def run_flow(x_path: Path, store: Path) -> tuple[float, dict, int]:
+    """Wall seconds of one embed flow call, its summary and the peak RSS of the process tree."""
+    from flows._runtime import quiet_prefect
+    from flows.embed import embed
+
+    with PeakMemory() as mem, quiet_prefect():
+        t0 = time.perf_counter()
+        summary = embed(str(x_path), str(store), n_components=N_COMPONENTS, n_neighbors=N_NEIGHBORS,
+                        random_state=0, overwrite=True)
+        seconds = time.perf_counter() - t0
+    return seconds, summary, mem.peak_bytes
+
+
+def baseline(which: str, w_path: Path, limit: float) -> str:
+    """Seconds of a scikit-learn / umap spectral embedding of W in a subprocess, or why it has no figure."""
+    try:
+        r = subprocess.run([sys.executable, "-c", _CHILD, which, str(w_path)], capture_output=True, text=True,
+                           timeout=limit)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {limit:.0f}s"
+    if r.returncode != 0:
+        return "failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:80]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return f"{out['seconds']:.1f}s" + ("" if out["finite"] else " (non-finite output)")
+
+
+def bench_one(n: int, limit: float, work: Path, skip_baselines: bool) -> dict:
+    import scipy.sparse as sp
+
+    from spectral.weights import knn_weights
+
+    x_path, _ = manifold_npy(n)
+    X = np.load(x_path)
+    res: dict = {"n": n}
+    with timed(res, "warmup"):
+        warm_up()
+    res["pynndescent"], idx, dist = pynndescent_alone(X)
+    W = knn_weights(idx, dist)
+    res["eigensolver"] = eigensolver_alone(W)
+    w_path = work / f"W_{n}.npz"
+    sp.save_npz(w_path, W)
+    del X, idx, dist, W
+    gc.collect()
+    res["flow"], summary, res["peak_rss"] = run_flow(x_path, work / f"bench_{n}.zarr")
+    res["stages"] = summary["stages"]
+    res["ratio"] = res["flow"] / (res["pynndescent"] + res["eigensolver"])
+    for which in ("amg", "arpack", "umap"):
+        res[which] = "skipped" if skip_baselines else baseline(which, w_path, limit)
+    return res
+
+
+def report(res: dict) -> None:
+    print(f"\n=== N = {res['n']:,} (k = {N_NEIGHBORS}, d_out = {N_COMPONENTS}, 32-D lifted Swiss roll) ===")
+    print(f"numba warm-up (excluded)          {res['warmup']:8.1f} s")
+    print(f"pynndescent alone                 {res['pynndescent']:8.1f} s")
+    print(f"eigensolver alone (same graph)    {res['eigensolver']:8.1f} s")
+    print(f"embed flow, whole call            {res['flow']:8.1f} s   peak RSS (tree) {gb(res['peak_rss'])}")
+    for name, seconds in res["stages"].items():
+        print(f"    {name:<28}  {seconds:8.1f} s")
+    print(f"ratio flow / (pynndescent + eigensolver) = {res['ratio']:.2f}   (target <= 1.5)")
+    print(f"sklearn spectral_embedding amg    {res['amg']}")
+    print(f"sklearn spectral_embedding arpack {res['arpack']}")
+    print(f"umap spectral_layout              {res['umap']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--time-limit", type=float, default=300.0, help="seconds per sklearn / umap baseline")
+    parser.add_argument("--skip-baselines", action="store_true", help="no sklearn / umap runs")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="eigenflow-bench-") as tmp:
+        for n in args.n:
+            results.append(bench_one(n, args.time_limit, Path(tmp), args.skip_baselines))
+            report(results[-1])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
