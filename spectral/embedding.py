@@ -165,9 +165,9 @@ class LaplacianEigenmapsModel:
       row ratios, computed without underflow (:func:`query_weights` with ``return_log_scale``).
     - unnormalized: from ``(D - W) f_j = lambda_j f_j``: ``f_j(x) = sum_i W(x, x_i) f_ij / (d_x - lambda_j)``.
 
-    For a training point with its training row both give back ``f_ij`` exactly (``D^-1 W f = mu f``).
-    Rule for exact matches: a query at distance exactly 0 from a training point IS that training point and
-    gets its stored embedding row (so ``transform(X_train) == embedding_`` bitwise; with duplicated training
+    For a training point with its training row both give back ``f_ij`` (``D^-1 W f = mu f``), up to the
+    eigensolver's residual. Rule for exact matches: a query at distance exactly 0 (float32 kNN distance)
+    from a training point IS that training point and gets its stored embedding row (so ``transform(X_train) == embedding_`` bitwise; with duplicated training
     points, the row of the first duplicate the kNN query returns). With several graph components, a new
     point is extended within the component that carries most of its weight. A new point with no edge (all
     weights 0, possible with ``symmetrize="and"``) is isolated and gets zeros, like isolated training
