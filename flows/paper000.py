@@ -11,7 +11,6 @@ semi-supervised with gamma = 1).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from prefect import flow
@@ -22,7 +21,7 @@ from tasks.common import store_token
 from tasks.ingest import ingest_task
 
 from flows._runtime import RunContext, emit, new_run_id, run_context, timed
-from flows.cluster import dask_client
+from flows.cluster import dask_client_in_background
 from flows.methods import Method, register_method
 
 #: defaults of the generic ``embed(method="lfda" | "mfa" | "dne")`` route
@@ -83,21 +82,18 @@ def paper000(
     _validate(algorithm, params)
     n_workers = check_int("n_workers", n_workers, low=1)
     run = new_run_id(f"paper000-{algorithm}", run_name)
-    emit("start", "ingest")
-    with timed() as t_ingest:
-        ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-    emit("end", "ingest", t_ingest["seconds"])
-    emit("start", "cluster")
-    t_cluster = {"start": time.perf_counter()}
-    with dask_client(scheduler, n_workers=n_workers) as client:
-        t_cluster["seconds"] = time.perf_counter() - t_cluster["start"]
-        emit("end", "cluster", t_cluster["seconds"])
-        before = [("ingest", t_ingest["seconds"], ingested), ("cluster", t_cluster["seconds"], {})]
+    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
+        emit("start", "ingest")
+        with timed() as t_ingest:
+            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+        emit("end", "ingest", t_ingest["seconds"])
         manifest_params = {"source": str(source), "method": algorithm, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, "knn_method": knn_method, **params}
-        with run_context(store, run, flow="paper000", parameters=manifest_params, seed=random_state, client=client,
-                         token=store_token(store), stages_before=before) as ctx:
-            _fit(ctx, algorithm, params, knn_method)
+        with run_context(store, run, flow="paper000", parameters=manifest_params, seed=random_state,
+                         pending_client=pending, token=store_token(store),
+                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
+            _fit(ctx, algorithm, params, knn_method)  # in the flow process (threads), overlaps the cluster start
+            ctx.require_cluster()
             with ctx.stage("embed-points") as rec:
                 rec.info.update(t.embed_points_task(ctx.store, ctx.run, ctx.token))
             ctx.manifest.results.update({"n": ingested["n"], "method": algorithm, "embedding": f"embeddings/{run}"})
@@ -110,10 +106,14 @@ def _register(algorithm: str) -> None:
         _validate(algorithm, params)
         _fit(ctx, algorithm, params, p.get("knn_method", "auto"))
 
+    def embed_points(ctx: RunContext) -> dict:
+        ctx.require_cluster()
+        return t.embed_points_task(ctx.store, ctx.run, ctx.token)
+
     register_method(Method(
         name=algorithm,
         fit=fit,
-        embed_points=lambda ctx: t.embed_points_task(ctx.store, ctx.run, ctx.token),
+        embed_points=embed_points,
         extend_points=lambda ctx, store, run, token: t.extend_points_task(store, run, token, ctx.store, ctx.run,
                                                                           ctx.token),
         parameters=("n_components", "knn_method", "random_state"),

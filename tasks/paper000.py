@@ -48,10 +48,13 @@ def fit_task(store_url: str, run: str, store_token: str, *, algorithm: str, para
     if y is None:
         raise StoreFormatError(f"store {store_url} has no labels y: {algorithm.upper()} needs labels "
                                "(-1 = unlabeled; ingest with labels=...)")
+    import dask
+
     est = make_estimator(algorithm, params)
     t0 = time.perf_counter()
-    fit_at_scale(est, X_as_dask(store_url), np.asarray(y, dtype=np.int64), knn_method=knn_method,
-                 random_state=params.get("random_state"))
+    with dask.config.set(scheduler="threads"):  # block reads in this process, not through the cluster
+        fit_at_scale(est, X_as_dask(store_url), np.asarray(y, dtype=np.int64), knn_method=knn_method,
+                     random_state=params.get("random_state"))
     fit_seconds = time.perf_counter() - t0
     arrays, attrs = est.to_state()
     write_model(store_url, run, arrays, {**attrs, "algorithm": attrs["method"], "method": algorithm})
