@@ -9,7 +9,7 @@ generic ``embed`` / ``extend`` flows; through ``embed`` the NSSE weights are thi
 
 from __future__ import annotations
 
-import contextlib
+import time
 from typing import Any
 
 from prefect import flow
@@ -20,7 +20,7 @@ from tasks.common import store_token
 from tasks.ingest import ingest_task
 
 from flows._runtime import RunContext, emit, new_run_id, run_context, timed
-from flows.cluster import dask_client
+from flows.cluster import dask_client_in_background
 from flows.methods import Method, register_method
 
 #: Defaults of the NSSE weights (paper 001 eq. 11) for images scaled to [0, 1]; see
@@ -75,23 +75,23 @@ def nsse(
     _validate(params)
     n_workers = check_int("n_workers", n_workers, low=1)
     run = new_run_id("nsse", run_name)
-    emit("start", "ingest")
-    with timed() as t_ingest:
-        ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-    emit("end", "ingest", t_ingest["seconds"])
-    with contextlib.ExitStack() as stack:
-        with timed() as t_cluster:
-            client = stack.enter_context(dask_client(scheduler, n_workers=n_workers))
-        before = [("ingest", t_ingest["seconds"], ingested), ("cluster", t_cluster["seconds"], {})]
+    t_flow = time.perf_counter()
+    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:  # starts while we ingest and fit
+        emit("start", "ingest")
+        with timed() as t_ingest:
+            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+        emit("end", "ingest", t_ingest["seconds"])
         manifest_params = {"source": str(source), "method": t.METHOD, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **params}
-        with run_context(store, run, flow="embed", parameters=manifest_params, seed=random_state, client=client,
-                         token=store_token(store), stages_before=before) as ctx:
+        with run_context(store, run, flow="embed", parameters=manifest_params, seed=random_state,
+                         pending_client=pending, token=store_token(store),
+                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
             _fit(ctx, params)
+            ctx.require_cluster()
             with ctx.stage("embed-points") as rec:
                 rec.info.update(t.embed_points_task(ctx.store, ctx.run, ctx.token))
             ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD, "embedding": f"embeddings/{run}"})
-    return ctx.summary()
+    return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 
 PARAMETERS = ("n_train", "n_components", "mu1", "mu2", "mu3", "n_neighbors", "max_iter", "random_state")
