@@ -55,6 +55,7 @@ def main(argv=None) -> int:
     parser.add_argument("--constraint", default="decay", choices=["decay", "none"])
     parser.add_argument("--eigen-solver", default="auto")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--eigen-tol", type=float, default=None)
     parser.add_argument("--k", type=int, default=6, help="n_neighbors of the kNN graph (the paper's 6 by default)")
     args = parser.parse_args(argv)
 
@@ -67,16 +68,18 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     with PeakMemory() as peak:
         out = tsk(str(x_path), store, labels=str(semi_path), n_eigenvectors=args.m, constraint=args.constraint,
-                  n_neighbors=args.k, eigen_solver=args.eigen_solver, n_workers=args.workers, overwrite=True, random_state=0)
+                  n_neighbors=args.k, eigen_solver=args.eigen_solver, eigen_tol=args.eigen_tol, n_workers=args.workers, overwrite=True, random_state=0)
     total = time.perf_counter() - t0
     y, semi = np.load(y_path), np.load(semi_path)
     labels = read_output(store, out["run"], "labels")
     unl = semi < 0
+    print(f"load average (1, 5, 15 min) at the end of the run: {os.getloadavg()}")
     print(f"n={args.n} k={args.k} labeled={args.labeled} m={args.m} constraint={args.constraint} status={out['status']}")
     print(f"total wall time (flow call, incl. Prefect start-up): {total:.1f} s; peak RSS {peak.peak_bytes / 2**30:.2f} GiB")
     for name, seconds in out["stages"].items():
         print(f"  {name:12s} {seconds:8.1f} s")
-    print(f"  eigen solver: {out['results'].get('eigen_solver', '')} mu[:5]={np.round(out['results']['mu'][:5], 3)}")
+    print(f"  eigen_tol={args.eigen_tol} mu[:5]={np.round(out['results']['mu'][:5], 3)} "
+          f"eigenvalues[:3]={np.round(out['results']['eigenvalues'][:3], 7)}")
     print(f"accuracy of the transductive labels on the {int(unl.sum())} unlabeled points: "
           f"{100 * np.mean(labels[unl] == y[unl]):.2f} %")
     return 0

@@ -36,6 +36,8 @@ def _validate(p: dict) -> None:
         check_float("beta", p["beta"], low=0.0, low_inclusive=False)
     check_choice("constraint", p["constraint"], CONSTRAINTS)
     check_choice("eigen_solver", p["eigen_solver"], EIGEN_SOLVERS)
+    if p["eigen_tol"] is not None:
+        check_float("eigen_tol", p["eigen_tol"], low=0.0, low_inclusive=False)
     if p["class_weight"] is not None:
         check_choice("class_weight", p["class_weight"], ("balanced",))
 
@@ -55,6 +57,7 @@ def tsk(
     n_neighbors: int = 6,
     knn_method: str = "auto",
     eigen_solver: str = "auto",
+    eigen_tol: float | None = None,
     chunk_rows: int | None = None,
     random_state: int | None = 0,
     scheduler: str | None = None,
@@ -64,7 +67,8 @@ def tsk(
 ) -> dict[str, Any]:
     """Label every point of ``source`` with TSK and write the labels and scores into ``store``.
 
-    Parameters are those of :class:`spectral.paper002.TSK` plus the store / cluster options of
+    Parameters are those of :class:`spectral.paper002.TSK` (``eigen_tol``: absolute residual tolerance of the
+    eigensolver, default the solver's 1e-6 relative) plus the store / cluster options of
     :func:`flows.embed.embed`; ``labels`` is the ``.npy`` file of labels (-1 = unlabeled) ingested with X
     (or already in the store). Returns ``store``, ``run``, ``status``, ``seconds``, ``stages``, ``results``
     (n, n_labeled, mu, eigenvalues, LP objective, label counts, output paths).
@@ -102,7 +106,7 @@ def _stages(ctx, p: dict) -> None:
     with ctx.stage("tsk-fit") as rec:
         rec.info.update(t.tsk_fit_task(ctx.store, ctx.run, ctx.token, **{k: p[k] for k in (
             "n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "eigen_solver",
-            "random_state")}))
+            "random_state", "eigen_tol")}))
         ctx.manifest.results.update({k: rec.info[k] for k in ("n_labeled", "mu", "eigenvalues", "lp_objective")})
     with ctx.stage("tsk-score") as rec:
         rec.info.update(t.tsk_score_task(ctx.store, ctx.run, ctx.token))
@@ -110,4 +114,4 @@ def _stages(ctx, p: dict) -> None:
 
 
 PARAMETERS = ("n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "n_neighbors",
-              "knn_method", "eigen_solver", "random_state")
+              "knn_method", "eigen_solver", "eigen_tol", "random_state")

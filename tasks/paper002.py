@@ -38,7 +38,7 @@ EIGENVECTORS, SCORES, LABELS = "eigenvectors", "scores", "labels"
 @task(name="tsk-fit", **COMPUTE_TASK)
 def tsk_fit_task(store_url: str, run: str, store_token: str, *, n_eigenvectors: int, eta: float,
                  beta: float | str, constraint: str, include_trivial: bool, class_weight: str | None,
-                 eigen_solver: str, random_state: int | None) -> dict[str, Any]:
+                 eigen_solver: str, random_state: int | None, eigen_tol: float | None = None) -> dict[str, Any]:
     """Eigenpairs of ``graph/weights`` + the LP of eq. 14; writes the eigenvectors and ``models/<run>``."""
     if read_csr_attrs(store_url, layout.WEIGHTS).get("run") != run:
         raise StoreFormatError(f"graph/weights of {store_url} does not belong to run {run!r}; run the flow again")
@@ -49,7 +49,7 @@ def tsk_fit_task(store_url: str, run: str, store_token: str, *, n_eigenvectors: 
     classes, labeled, codes = check_semi_supervised_labels(np.asarray(y), W.shape[0])
     t0 = time.perf_counter()
     basis = spectral_basis(W, n_eigenvectors, include_trivial=include_trivial, eigen_solver=eigen_solver,
-                           random_state=random_state)
+                           tol=eigen_tol, random_state=random_state)
     t_eigen = time.perf_counter() - t0
     beta_value = W.shape[0] / labeled.size if beta == "auto" else float(beta)
     lp = solve_spectrum_lp(basis.values, basis.vectors[labeled], codes, eta=eta, beta=beta_value,
