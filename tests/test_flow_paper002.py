@@ -24,16 +24,17 @@ def sonar_store(tmp_path, chunk_rows=64):
     return store, y_store
 
 
-def reference(store, y_store, constraint):
+def reference(store, y_store, constraint, include_trivial=True):
     from spectral.paper002 import TSK
     from storage.arrays import read_X
 
     X = read_X(store).astype(np.float64)
-    return TSK(10, constraint=constraint, knn_method="exact", random_state=0).fit(X, y_store)
+    return TSK(10, constraint=constraint, include_trivial=include_trivial, knn_method="exact",
+               random_state=0).fit(X, y_store)
 
 
-@pytest.mark.parametrize("constraint", ["decay", "none"])
-def test_fit_task_matches_estimator(tmp_path, constraint):
+@pytest.mark.parametrize("constraint, include_trivial", [("decay", False), ("none", True)])
+def test_fit_task_matches_estimator(tmp_path, constraint, include_trivial):
     from storage.embedding_io import read_output
     from storage.models import read_model
     from tasks import laplacian_eigenmaps as g
@@ -44,8 +45,8 @@ def test_fit_task_matches_estimator(tmp_path, constraint):
                   random_state=0)
     g.weights_task.fn(store, "r1", "tok", weighting="hein_maier", symmetrize="or")
     info = t.tsk_fit_task.fn(store, "r1", "tok", n_eigenvectors=10, eta=2.0, beta="auto", constraint=constraint,
-                             include_trivial=True, class_weight=None, eigen_solver="auto", random_state=0)
-    ref = reference(store, y_store, constraint)
+                             include_trivial=include_trivial, class_weight=None, eigen_solver="auto", random_state=0)
+    ref = reference(store, y_store, constraint, include_trivial)
     arrays, attrs = read_model(store, "r1")
     np.testing.assert_allclose(arrays["eigenvalues"], ref.eigenvalues_, atol=1e-6)
     np.testing.assert_allclose(arrays["mu"], ref.mu_, rtol=1e-4, atol=1e-6 * ref.mu_.max())
