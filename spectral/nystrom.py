@@ -23,6 +23,9 @@ LANDMARK_METHODS = ("uniform", "kmeans++", "kmeans", "rls")
 # Phi's entries within ~1e5 of K's for a unit-scale kernel while dropping numerically null directions.
 EIG_FLOOR = 1e-10
 DEFAULT_CHUNK_ROWS = 20_000
+# With float32 kernel blocks (dtype=float32 in nystrom_eigh) the pseudo-inverse floor is raised to this:
+# float32 round-off (~1e-7) divided by the floor must stay well below the approximation error.
+FLOAT32_EIG_FLOOR = 1e-4
 # k-means++ / k-means / ridge-leverage selection run on a uniform sample of this many rows per landmark
 # (at least SAMPLE_MIN), not on the whole data: O(sample * m * d) instead of O(n * m * d).
 SAMPLE_PER_LANDMARK, SAMPLE_MIN = 10, 20_000
@@ -223,7 +226,9 @@ def nystrom_eigh(X, n_components, features: NystromFeatures, *, normalized=False
     Nystrom row sums ``d = C A^+ C^T 1`` (Fowlkes et al. eq. for d_hat: ``a_r + b_r``,
     ``b_c + B^T A^{-1} b_r``), the normalized affinity of spectral embedding (its top eigenvector is
     ``~ sqrt(d)``, eigenvalue 1). Two passes over X (three when normalized), each computing the kernel
-    blocks per chunk as Dask tasks; ``V`` is the out-of-sample embedding of every row.
+    blocks per chunk as Dask tasks; ``V`` is the out-of-sample embedding of every row. With
+    ``dtype=float32`` the kernel blocks and the Gram update run in single precision and eigenvalues of
+    ``K_mm`` below ``FLOAT32_EIG_FLOOR * max`` are dropped as well.
 
     Returns
     -------
@@ -233,6 +238,9 @@ def nystrom_eigh(X, n_components, features: NystromFeatures, *, normalized=False
     import dask.array as da
 
     N = features.normalization_
+    if np.dtype(dtype) == np.float32:
+        # float32 blocks carry ~1e-7 relative noise, amplified by 1 / s_min through N: keep s >= 1e-4 max
+        N = N[:, features.eigenvalues_ >= FLOAT32_EIG_FLOOR * features.eigenvalues_[0]]
     k = check_int("n_components", n_components, low=1, high=N.shape[1])
     Xd = X if _is_dask(X) else da.from_array(np.asarray(X), chunks=(chunk_rows, X.shape[1]))
     Xd = Xd.rechunk({1: -1}).astype(dtype)
