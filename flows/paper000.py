@@ -16,6 +16,7 @@ from typing import Any
 from prefect import flow
 
 from spectral._validation import check_choice, check_int
+from spectral.errors import ParameterError
 from tasks import paper000 as t
 from tasks.common import store_token
 from tasks.ingest import ingest_task
@@ -34,7 +35,7 @@ def _validate(algorithm: str, p: dict) -> None:
     check_choice("algorithm", algorithm, sorted(t.ESTIMATORS))
     t.make_estimator(algorithm, p)._check_params()
     if p["mode"] == "transductive" or (p["mode"] == "kernel" and p.get("n_landmarks") is None):
-        raise t.StoreFormatError("the paper000 flow needs mode='linear', or mode='kernel' with n_landmarks "
+        raise ParameterError("the paper000 flow needs mode='linear', or mode='kernel' with n_landmarks "
                                  f"(Nystrom features); got mode={p['mode']!r}, n_landmarks={p.get('n_landmarks')}")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from prefect import task
 
+from spectral._validation import check_choice
 from spectral.paper000 import DNE, LFDA, MFA
 from spectral.paper000.scale import fit_at_scale
 from storage.arrays import X_as_dask, read_labels, row_chunks, x_shape
@@ -35,8 +36,7 @@ ESTIMATOR_PARAMS = ("n_components", "n_neighbors", "gamma", "mode", "kernel", "k
 
 def make_estimator(algorithm: str, params: dict):
     """The estimator of ``algorithm`` ("dne", "mfa", "lfda") with the given parameters."""
-    if algorithm not in ESTIMATORS:
-        raise StoreFormatError(f"algorithm must be one of {sorted(ESTIMATORS)}; got {algorithm!r}")
+    check_choice("algorithm", algorithm, sorted(ESTIMATORS))
     return ESTIMATORS[algorithm](**{k: v for k, v in params.items() if k in ESTIMATOR_PARAMS})
 
 

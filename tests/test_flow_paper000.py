@@ -66,7 +66,7 @@ def test_paper000_flow_nystrom_kernel(tmp_path, prefect_harness):
 
 def test_paper000_flow_rejects_exact_kernel(tmp_path):
     from flows.paper000 import paper000
-    from storage.errors import StoreFormatError
+    from spectral.errors import ParameterError
 
-    with pytest.raises(StoreFormatError, match="n_landmarks"):
+    with pytest.raises(ParameterError, match="n_landmarks"):
         paper000.fn(str(tmp_path / "X.npy"), str(tmp_path / "s.zarr"), mode="kernel")

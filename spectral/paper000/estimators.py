@@ -186,7 +186,8 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
             self._fit_features(feats, L, Lc)
         else:
             self._fit_dual(K, L, Lc)
-        self.embedding_ = self._embed_training(Xt, feats, K) if self.mode == "transductive" else self.transform(X)
+        # transductive: z_i are the entries of the eigenvectors (eq. 4); otherwise A x / U k(x) of every row
+        self.embedding_ = self.coef_ - self.offset_ if self.mode == "transductive" else self.transform(X)
         return self
 
     def _distances_and_features(self, Xt):
@@ -257,9 +258,6 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         d = solve.choose_n_components(self.n_components, default, len(values), self._method)
         self.n_components_ = d
         return d
-
-    def _embed_training(self, Xt, feats, K) -> np.ndarray:
-        return self.coef_ - self.offset_  # transductive: z_i are the eigenvector entries (eq. 4)
 
     # ------------------------------------------------------------------ transform
     def transform(self, X) -> np.ndarray:
