@@ -9,7 +9,7 @@ transductive scores ``outputs/<run>/scores`` (n, c) and labels ``outputs/<run>/l
 
 from __future__ import annotations
 
-import contextlib
+import time
 from typing import Any
 
 from prefect import flow
@@ -23,7 +23,7 @@ from tasks.common import store_token
 from tasks.ingest import ingest_task
 
 from flows._runtime import emit, new_run_id, run_context, timed
-from flows.cluster import dask_client
+from flows.cluster import dask_client_in_background
 
 WEIGHTING, SYMMETRIZE = "hein_maier", "or"  # paper 002 eq. 2
 
@@ -77,22 +77,21 @@ def tsk(
     _validate(params)
     n_workers = check_int("n_workers", n_workers, low=1)
     run = new_run_id("tsk", run_name)
-    emit("start", "ingest")
-    with timed() as t_ingest:
-        ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-    emit("end", "ingest", t_ingest["seconds"])
-    with contextlib.ExitStack() as stack:
-        with timed() as t_cluster:
-            client = stack.enter_context(dask_client(scheduler, n_workers=n_workers))
-        before = [("ingest", t_ingest["seconds"], ingested), ("cluster", t_cluster["seconds"], {})]
+    t_flow = time.perf_counter()
+    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:  # starts while we ingest and fit
+        emit("start", "ingest")
+        with timed() as t_ingest:
+            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+        emit("end", "ingest", t_ingest["seconds"])
         manifest_params = {"source": str(source), "method": t.METHOD, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **params}
-        with run_context(store, run, flow="tsk", parameters=manifest_params, seed=random_state, client=client,
-                         token=store_token(store), stages_before=before) as ctx:
+        with run_context(store, run, flow="tsk", parameters=manifest_params, seed=random_state,
+                         pending_client=pending, token=store_token(store),
+                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
             _stages(ctx, params)
             ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD,
                                          "labels": f"outputs/{run}/{t.LABELS}", "scores": f"outputs/{run}/{t.SCORES}"})
-    return ctx.summary()
+    return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 
 def _stages(ctx, p: dict) -> None:
@@ -108,6 +107,7 @@ def _stages(ctx, p: dict) -> None:
             "n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "eigen_solver",
             "random_state", "eigen_tol")}))
         ctx.manifest.results.update({k: rec.info[k] for k in ("n_labeled", "mu", "eigenvalues", "lp_objective")})
+    ctx.require_cluster()
     with ctx.stage("tsk-score") as rec:
         rec.info.update(t.tsk_score_task(ctx.store, ctx.run, ctx.token))
         ctx.manifest.results["label_counts"] = rec.info["label_counts"]
