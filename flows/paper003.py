@@ -24,7 +24,7 @@ from tasks.ingest import ingest_task
 from tasks.laplacian_eigenmaps import knn_task, release_index
 
 from flows._runtime import RunContext, emit, new_run_id, run_context, timed
-from flows.cluster import dask_client
+from flows.cluster import dask_client_in_background
 from flows.methods import Method, register_method
 
 #: Defaults: 2,000 landmarks (the scale target of issue 8), Gaussian kNN weights, unnormalized Laplacian.
@@ -52,6 +52,8 @@ def _validate(p: dict) -> None:
 
 
 def _fit(ctx: RunContext, p: dict) -> None:
+    if p["holdout"] > 0:
+        ctx.require_cluster()  # the kNN stage publishes its index on the cluster for the held-out queries
     with ctx.stage("knn") as rec:
         rec.info.update(knn_task(ctx.store, ctx.run, ctx.token, n_neighbors=p["n_neighbors"],
                                  knn_method=p["knn_method"], metric="euclidean", holdout=p["holdout"],
@@ -100,29 +102,28 @@ def graph_kpca(
     check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
     n_workers = check_int("n_workers", n_workers, low=1)
     run = new_run_id("graph_kpca", run_name)
-    emit("start", "ingest")
-    with timed() as t_ingest:
-        ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-    emit("end", "ingest", t_ingest["seconds"])
-    emit("start", "cluster")
-    t0 = time.perf_counter()
-    with dask_client(scheduler, n_workers=n_workers) as client:
-        t_cluster = time.perf_counter() - t0
-        emit("end", "cluster", t_cluster)
-        before = [("ingest", t_ingest["seconds"], ingested), ("cluster", t_cluster, {})]
+    t_flow = time.perf_counter()
+    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:  # starts while we ingest and fit
+        emit("start", "ingest")
+        with timed() as t_ingest:
+            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+        emit("end", "ingest", t_ingest["seconds"])
         manifest_params = {"source": str(source), "method": t.METHOD, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **params}
-        with run_context(store, run, flow="embed", parameters=manifest_params, seed=random_state, client=client,
-                         token=store_token(store), stages_before=before) as ctx:
+        with run_context(store, run, flow="embed", parameters=manifest_params, seed=random_state,
+                         pending_client=pending, token=store_token(store),
+                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
             try:
                 _fit(ctx, params)
+                ctx.require_cluster()
                 with ctx.stage("embed-points") as rec:
                     rec.info.update(t.embed_points_task(ctx.store, ctx.run, ctx.token))
                 ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD,
                                              "embedding": f"embeddings/{run}"})
             finally:
-                release_index(ctx.token, ctx.run)
-    return ctx.summary()
+                if pending.done():
+                    release_index(ctx.token, ctx.run)
+    return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 
 def _fit_from_embed(ctx: RunContext, p: dict) -> None:
@@ -139,7 +140,7 @@ register_method(Method(
     embed_points=lambda ctx: t.embed_points_task(ctx.store, ctx.run, ctx.token),
     extend_points=lambda ctx, store, run, token: _not_supported(),
     parameters=("n_components", "n_neighbors", "knn_method", "holdout", "random_state"),
-    cleanup=lambda ctx: release_index(ctx.token, ctx.run),
+    cleanup=lambda ctx: release_index(ctx.token, ctx.run),  # embed() calls it once the cluster is up
 ))
 
 
