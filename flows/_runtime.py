@@ -116,11 +116,17 @@ class RunContext:
 
 @contextlib.contextmanager
 def run_context(store: str, run: str, *, flow: str, parameters: dict, seed: Any, pending_client: Any = None,
-                token: str = "", stages_before: list[tuple[str, float, dict]] = ()) -> Iterator[RunContext]:
+                token: str = "", stages_before: list[tuple[str, float, dict]] = (),
+                client: Any = None) -> Iterator[RunContext]:
     """Start the manifest of ``run`` in ``store`` and finish it ``completed`` / ``failed`` (re-raising).
 
-    ``pending_client`` is the :class:`flows.cluster.PendingClient` of the flow (see ``require_cluster``).
+    ``pending_client`` is the :class:`flows.cluster.PendingClient` of the flow (see ``require_cluster``);
+    a flow that started its client itself passes it as ``client`` instead.
     """
+    if pending_client is None and client is not None:
+        from flows.cluster import ReadyClient
+
+        pending_client = ReadyClient(client)
     manifest = RunManifest.start(run, flow=flow, parameters=parameters, seed=seed)
     ctx = RunContext(store=store, run=run, manifest=manifest, pending_client=pending_client, token=token)
     for name, seconds, info in stages_before:

@@ -85,6 +85,18 @@ class PendingClient:
         return self._future.done() and self._future.exception() is None
 
 
+class ReadyClient(PendingClient):
+    """A :class:`PendingClient` for a client that is already running (start time 0)."""
+
+    def __init__(self, client: Client):
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        future.set_result(client)
+        super().__init__(future, 0.0)
+        self.seconds = 0.0
+
+
 @contextmanager
 def dask_client_in_background(
     scheduler: str | None = None,

@@ -28,8 +28,8 @@ from storage.errors import StoreFormatError
 from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
 from storage.models import read_model, write_model
 
-from tasks.common import (COMPUTE_TASK, FIT_ROWS, IN_FIT, IO_TASK, chunk_fit_slices, fit_rows_for,
-                          map_row_chunks, write_embedding_chunk)
+from tasks._chunks import transform_with_index, write_embedding_chunk
+from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, IO_TASK, chunk_fit_slices, fit_rows_for, map_row_chunks
 
 METHOD = "laplacian_eigenmaps"
 
@@ -142,13 +142,6 @@ def load_model(store_url: str, run: str) -> tuple[LaplacianEigenmapsModel, np.nd
     return LaplacianEigenmapsModel.from_state(arrays, attrs), rows
 
 
-def transform_rows(payload: tuple[LaplacianEigenmapsModel, KNNIndex], X_rows: np.ndarray) -> tuple[np.ndarray, dict]:
-    """Per-chunk out-of-sample map (runs on a worker): ``payload = (model, index)``."""
-    model, index = payload
-    model.index = index  # attach without re-checking per chunk (checked once in model_payload)
-    return model.transform(X_rows, return_info=True)
-
-
 def model_payload(store_url: str, source_store: str, run: str, store_token: str) -> tuple:
     """``(model, index)`` of ``run`` in ``source_store``: the published index, else rebuilt from stored X."""
     from distributed import get_client
@@ -172,14 +165,15 @@ def embed_points_task(store_url: str, run: str, store_token: str) -> dict[str, A
     model, rows = load_model(store_url, run)
     bounds = row_chunks(store_url)
     create_embedding(store_url, run, model.embedding.shape[1], overwrite=True, attrs={"method": METHOD})
-    payload = None
+    payload, transform = None, None
     if rows.size < x_shape(store_url)[0]:
         model, index = model_payload(store_url, store_url, run, store_token)
         model.index = None  # the index travels separately, once
         [payload] = get_client().scatter([(model, index)], broadcast=True)
+        transform = transform_with_index
     per_chunk = [(rows[lo:hi] - start, model.embedding[lo:hi])
                  for (start, _), (lo, hi) in zip(bounds, chunk_fit_slices(rows, bounds))]
-    infos = map_row_chunks(write_embedding_chunk, bounds, args=(store_url, run, transform_rows, payload),
+    infos = map_row_chunks(write_embedding_chunk, bounds, args=(store_url, run, transform, payload),
                            per_chunk=per_chunk, name="embed-points")
     return _sum_infos(infos, n_chunks=len(bounds))
 
@@ -215,7 +209,7 @@ def extend_points_task(model_store: str, model_run: str, model_token: str, out_s
     create_embedding(out_store, out_run, k, overwrite=True,
                      attrs={"method": METHOD, "model_store": str(model_store), "model_run": model_run})
     empty = (np.zeros(0, dtype=np.int64), np.zeros((0, k)))
-    infos = map_row_chunks(write_embedding_chunk, bounds, args=(out_store, out_run, transform_rows, payload),
+    infos = map_row_chunks(write_embedding_chunk, bounds, args=(out_store, out_run, transform_with_index, payload),
                            per_chunk=[empty] * len(bounds), name="extend-points")
     return _sum_infos(infos, n_chunks=len(bounds))
 
@@ -228,3 +222,7 @@ def release_index(store_token: str, run: str) -> None:
     name = index_dataset_name(store_token, run)
     if name in client.list_datasets():
         client.unpublish_dataset(name)
+
+
+#: Per-chunk out-of-sample map of this method (kept under its historical name for pickled references).
+transform_rows = transform_with_index

@@ -200,3 +200,27 @@ def test_flow_with_nndescent(harness, cluster, tmp_path):
     scale = np.abs(est.embedding_).max()
     assert_equal_up_to_sign(Z[fitted], est.embedding_, atol=1e-4 * scale)
     assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted].astype(np.float64)), atol=1e-4 * scale)
+
+
+def test_rerun_with_same_run_name_resumes_from_cache(harness, cluster, data):
+    """A run that failed at the eigensolver, re-run under the same name, reuses its finished kNN / weights tasks."""
+    import os
+
+    from flows.embed import embed
+
+    d, X, _, _ = data
+    store = str(d / "resume.zarr")
+    common = dict(knn_method="exact", n_neighbors=PARAMS["n_neighbors"], random_state=0, scheduler=cluster,
+                  run_name="resume-me")
+    with pytest.raises(ParameterError, match="n_components must be an integer in"):
+        embed(str(d / "X.npy"), store, n_components=N_POINTS, **common)
+    assert read_manifest(store, "resume-me").status == "failed"
+    knn_meta = os.path.join(store, layout.KNN_INDICES, "zarr.json")
+    weights_meta = os.path.join(store, layout.WEIGHTS, "zarr.json")
+    stamps = (os.stat(knn_meta).st_mtime_ns, os.stat(weights_meta).st_mtime_ns)
+    summary = embed(str(d / "X.npy"), store, n_components=2, **common)
+    assert summary["status"] == "completed"
+    assert (os.stat(knn_meta).st_mtime_ns, os.stat(weights_meta).st_mtime_ns) == stamps  # not recomputed
+    Z_ref = estimator().fit_transform(X)
+    assert_equal_up_to_sign(read_embedding(store, "resume-me").astype(np.float64), Z_ref,
+                            atol=1e-5 * np.abs(Z_ref).max())
