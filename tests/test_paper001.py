@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy import linalg
@@ -124,9 +126,9 @@ def test_suplap_with_mu1_zero_spans_class_indicators():
 
 def test_state_round_trip():
     X, y = _subset("coil20", 4, 7)
-    est = NSSE(3, mu1=0.05, mu2=0.5, mu3=1.0, n_neighbors=3).fit(X, y)
+    est = NSSE(3, mu1=0.05, mu2=0.5, mu3=1.0, n_neighbors=3, sigma_grid=np.geomspace(1.0, 8.0, 7)).fit(X, y)
     arrays, attrs = est.to_state()
-    back = NSSE.from_state(arrays, attrs)
+    back = NSSE.from_state(arrays, json.loads(json.dumps(attrs)))  # attrs are stored as JSON
     np.testing.assert_array_equal(back.transform(X[:7]), est.transform(X[:7]))
 
 

@@ -134,7 +134,8 @@ class _RBFEmbedding(TransformerMixin, BaseEstimator):
         """Arrays and JSON-able attrs sufficient to embed new points (model_state protocol)."""
         check_is_fitted(self, "coef_")
         arrays = {"centers": self.centers_, "coef": self.coef_, "embedding": self.embedding_}
-        attrs = {"method": type(self).__name__, "sigma": self.sigma_, "params": self.get_params()}
+        params = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.get_params().items()}
+        attrs = {"method": type(self).__name__, "sigma": self.sigma_, "params": params}  # JSON-able
         return arrays, attrs
 
     @classmethod
@@ -205,7 +206,7 @@ class NSSE(_RBFEmbedding):
     centers_ : ndarray (N, n)        Training points (the RBF centres).
     history_ : list of dict          Per iteration: ``objective_after_Y``, ``objective`` (after the
         sigma-step), ``sigma``, ``train_error`` (leave-one-out 1-NN error of Y), ``condition_number``
-        (of Psi at the sigma used in the Y-step).
+        (of Psi at the sigma used in the Y-step; NaN when mu2 = 0, where Psi is not formed).
     n_iter_ : int; converged_ : bool; lipschitz_bound_ : float (sqrt(N) L_phi ||C||_F);
     classes_ : ndarray; graph_bandwidth_ : float; sigma_grid_ : ndarray.
     """
