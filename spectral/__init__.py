@@ -22,6 +22,41 @@ _EXPORTS: dict[str, str] = {
     "ConvergenceError": "spectral.errors",
     "NotPositiveDefiniteError": "spectral.errors",
     "check_random_state": "spectral._validation",
+    # graphs and Laplacians (the spine); the function `laplacian` is `spectral.laplacian.laplacian`
+    # (its name is taken by the submodule)
+    "knn_graph": "spectral.knn",
+    "KNNIndex": "spectral.knn",
+    "knn_weights": "spectral.weights",
+    "connected_components": "spectral.laplacian",
+    "check_connected": "spectral.laplacian",
+    "LaplacianEigenmaps": "spectral.embedding",
+    "laplacian_eigenmaps_from_graph": "spectral.embedding",
+    "one_nn_accuracy": "spectral.metrics",
+    # eigensolvers, operators, kernels, Nystrom
+    "eigensolve": "spectral.eigen",
+    "EigenResult": "spectral.eigen",
+    "SparseOperator": "spectral.operators",
+    "LowRankOperator": "spectral.operators",
+    "ScaledSum": "spectral.operators",
+    "DaskRowBlockOperator": "spectral.operators",
+    "pairwise_kernel": "spectral.kernels",
+    "NystromFeatures": "spectral.nystrom",
+    "select_landmarks": "spectral.nystrom",
+    "nystrom_eigh": "spectral.nystrom",
+    # paper 000: DNE / MFA / LFDA
+    "DNE": "spectral.paper000",
+    "MFA": "spectral.paper000",
+    "LFDA": "spectral.paper000",
+    # paper 001: NSSE
+    "NSSE": "spectral.paper001",
+    "SupervisedLaplacianEigenmaps": "spectral.paper001",
+    # paper 002: TSK / RSK
+    "TSK": "spectral.paper002",
+    "RSK": "spectral.paper002",
+    # paper 003: GRAD
+    "GraphKPCA": "spectral.grad",
+    "MultiGraphKPCA": "spectral.grad",
+    "LNEG": "spectral.grad",
 }
 
 __all__ = sorted(_EXPORTS)
