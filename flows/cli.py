@@ -1,4 +1,4 @@
-"""The ``eigenflow`` command line (typer): ingest, embed, extend, info, demo.
+"""The ``eigenflow`` command line (typer): ingest, embed, extend, info, run (paper flows), demo.
 
 User errors (bad parameters, bad input data, missing or incomplete stores) end with a one-line
 ``error: ...`` message on stderr and exit code 1, without a traceback; ``--verbose`` shows Prefect's logs.
@@ -206,6 +206,55 @@ def _print_info(data: dict) -> None:
         runs.add_row(r["run_id"], r["flow"], r["status"] + (f" ({r['error']})" if r["error"] else ""), seconds,
                      stages)
     out.print(runs)
+
+
+#: Paper flows runnable with ``eigenflow run FLOW SOURCE STORE -p name=value ...``: name -> (module, function).
+PAPER_FLOWS: dict[str, tuple[str, str]] = {
+    "paper000": ("flows.paper000", "paper000"),  # DNE / MFA / LFDA, linear / kernel, (semi-)supervised
+    "nsse": ("flows.paper001", "nsse"),  # paper 001
+    "tsk": ("flows.paper002", "tsk"),  # paper 002: transductive labels and scores of every point
+    "graph_kpca": ("flows.paper003", "graph_kpca"),  # paper 003
+}
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``["gamma=0.5", "mode=kernel", "labels=y.npy"]`` -> ``{"gamma": 0.5, "mode": "kernel", ...}``.
+
+    Values are read as JSON when they parse (numbers, true/false, null, lists), else kept as strings.
+    """
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--param must look like name=value; got {pair!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        params[key.strip().replace("-", "_")] = value
+    return params
+
+
+@app.command("run")
+def run_paper_flow(
+    flow_name: str = typer.Argument(..., metavar="FLOW", help=f"one of {', '.join(PAPER_FLOWS)}"),
+    source: str = typer.Argument(..., help="file or eigenflow store with the points"),
+    store: str = typer.Argument(..., help="eigenflow store to write"),
+    param: list[str] = typer.Option([], "--param", "-p", help="flow parameter name=value (repeatable)"),
+) -> None:
+    """Run one of the papers' flows (parameters as in its Python signature, e.g. -p algorithm=lfda -p gamma=1)."""
+    import importlib
+
+    def _call() -> Any:
+        if flow_name not in PAPER_FLOWS:
+            raise ValueError(f"FLOW must be one of {sorted(PAPER_FLOWS)}; got {flow_name!r}")
+        params = parse_params(param)
+        module, function = PAPER_FLOWS[flow_name]
+        return getattr(importlib.import_module(module), function)(source, store, **params)
+
+    summary = _run(lambda: _with_progress(_call))
+    out.print(_summary_table(summary, {"store": store, **{k: v for k, v in summary.get("results", {}).items()
+                                                          if isinstance(v, (str, int, float))}}))
 
 
 @app.command()

@@ -19,6 +19,7 @@ and call :func:`register_method` there; the module must be imported (e.g. by the
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,8 +58,22 @@ def register_method(method: Method) -> Method:
     return method
 
 
+# Modules that register the paper methods (imported on first lookup, so that no caller has to remember to
+# import them for their side effect; a module that fails to import is an error, never silently skipped).
+BUILTIN_METHOD_MODULES: tuple[str, ...] = ("flows.paper000", "flows.paper001", "flows.paper002", "flows.paper003")
+
+
+def load_builtin_methods() -> dict[str, Method]:
+    """Import the modules of :data:`BUILTIN_METHOD_MODULES` (idempotent) and return :data:`METHODS`."""
+    for module in BUILTIN_METHOD_MODULES:
+        importlib.import_module(module)
+    return METHODS
+
+
 def get_method(name: str) -> Method:
     """The registered method ``name`` or a :class:`spectral.errors.ParameterError` listing the choices."""
+    if name not in METHODS:
+        load_builtin_methods()
     check_choice("method", name, sorted(METHODS))
     return METHODS[name]
 

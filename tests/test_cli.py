@@ -79,3 +79,22 @@ def test_embed_extend_info_chain(files):
     info = json.loads(eigenflow("info", "emb.zarr", "--json", cwd=files).stdout)
     assert [(r["run_id"], r["status"]) for r in info["runs"]] == [("cli-run", "completed")]
     assert [s["name"] for s in info["runs"][0]["stages"]][-1] == "embed-points"
+
+
+def test_parse_params_reads_json_values_and_strings():
+    from flows.cli import parse_params
+
+    assert parse_params(["gamma=0.5", "mode=kernel", "n-components=3", "labels=y.npy", "flag=true"]) == {
+        "gamma": 0.5, "mode": "kernel", "n_components": 3, "labels": "y.npy", "flag": True}
+    with pytest.raises(ValueError, match="name=value"):
+        parse_params(["gamma"])
+
+
+def test_run_unknown_flow_exits_nonzero_with_message(tmp_path):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(app, ["run", "nope", str(tmp_path / "x.npy"), str(tmp_path / "s.zarr")])
+    assert result.exit_code == 1
+    assert "FLOW must be one of" in result.output
