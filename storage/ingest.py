@@ -209,6 +209,14 @@ def ingest_chunk(spec: tuple, store_url: str, start: int, stop: int, dtype: str,
     return hashlib.blake2b(xb.tobytes(), digest_size=16).digest(), y_digest
 
 
+def _guarded_ingest_chunk(*args: Any) -> Any:
+    """:func:`ingest_chunk`, returning its exception instead of raising it (so the caller can wait for all)."""
+    try:
+        return ingest_chunk(*args)
+    except Exception as exc:  # noqa: BLE001 - re-raised by _write_parallel once every chunk has finished
+        return exc
+
+
 def _write_parallel(group: Any, tmp_url: str, src: Any, ext_labels: Any, chunk_rows: int, dtype: str,
                     executor: Any, storage_options: dict | None) -> dict:
     """Per-chunk ingest through ``executor.map`` (one task per chunk of the store)."""
@@ -219,11 +227,17 @@ def _write_parallel(group: Any, tmp_url: str, src: Any, ext_labels: Any, chunk_r
     _create_arrays(group, n, d, chunk_rows, dtype, has_labels)
     bounds = layout.row_chunk_bounds(n, chunk_rows)
     label_slices = [None if ext_labels is None else np.asarray(ext_labels[a:b]) for a, b in bounds]
-    results = executor.map(ingest_chunk, [src.spec] * len(bounds), [tmp_url] * len(bounds),
+    results = executor.map(_guarded_ingest_chunk, [src.spec] * len(bounds), [tmp_url] * len(bounds),
                            [a for a, _ in bounds], [b for _, b in bounds], [dtype] * len(bounds), label_slices,
                            [storage_options] * len(bounds))
+    # Wait for EVERY chunk before raising: a chunk still being written after the caller removed the temporary
+    # store would re-create part of it (seen with a thread pool). The first failing chunk, in order, is raised.
+    outcomes = list(results)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
     x_digest, y_digest = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
-    for xd, yd in results:  # in chunk order: the first failing chunk raises first
+    for xd, yd in outcomes:
         x_digest.update(xd)
         if yd is not None:
             y_digest.update(yd)

@@ -27,6 +27,13 @@ ENV_DEFAULTS: dict[str, str] = {
 
 
 def apply_env_defaults() -> None:
-    """Set each of :data:`ENV_DEFAULTS` unless the environment already has a value for it."""
+    """Set each of :data:`ENV_DEFAULTS` unless the environment already has a value for it.
+
+    Also creates ``$PREFECT_HOME`` (with its parents) when it is set: Prefect itself creates only the last
+    path component and otherwise prints a "Failed to create the Prefect home directory" warning.
+    """
     for key, value in ENV_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    home = os.environ.get("PREFECT_HOME")
+    if home:
+        os.makedirs(os.path.expanduser(home), exist_ok=True)

@@ -30,6 +30,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+for _dir in (os.environ["NUMBA_CACHE_DIR"], os.environ["PREFECT_HOME"]):
+    os.makedirs(_dir, exist_ok=True)  # Prefect creates only the last component of PREFECT_HOME
 
 
 def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
