@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from spectral._validation import check_choice, check_int
 from spectral.embedding import EIGEN_SOLVERS, ON_DISCONNECTED

@@ -18,11 +18,9 @@ from prefect import flow
 from spectral._validation import check_choice, check_int
 from spectral.errors import ParameterError
 from tasks import paper000 as t
-from tasks.common import store_token
-from tasks.ingest import ingest_task
 
-from flows._runtime import RunContext, emit, new_run_id, run_context, timed
-from flows.cluster import dask_client_in_background
+from flows._ingested_run import ingested_run
+from flows._runtime import RunContext, new_run_id
 from flows.methods import Method, register_method
 
 #: defaults of the generic ``embed(method="lfda" | "mfa" | "dne")`` route
@@ -83,21 +81,14 @@ def paper000(
     _validate(algorithm, params)
     n_workers = check_int("n_workers", n_workers, low=1)
     run = new_run_id(f"paper000-{algorithm}", run_name)
-    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
-        emit("start", "ingest")
-        with timed() as t_ingest:
-            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-        emit("end", "ingest", t_ingest["seconds"])
-        manifest_params = {"source": str(source), "method": algorithm, "labels": labels, "chunk_rows": chunk_rows,
-                           "n_workers": n_workers, "scheduler": scheduler, "knn_method": knn_method, **params}
-        with run_context(store, run, flow="paper000", parameters=manifest_params, seed=random_state,
-                         pending_client=pending, token=store_token(store),
-                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
-            _fit(ctx, algorithm, params, knn_method)  # in the flow process (threads), overlaps the cluster start
-            ctx.require_cluster()
-            with ctx.stage("embed-points") as rec:
-                rec.info.update(t.embed_points_task(ctx.store, ctx.run, ctx.token))
-            ctx.manifest.results.update({"n": ingested["n"], "method": algorithm, "embedding": f"embeddings/{run}"})
+    with ingested_run(source, store, run=run, flow="paper000", method=algorithm, params=params, labels=labels,
+                      chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
+                      seed=random_state, extra_manifest={"knn_method": knn_method}) as (ctx, ingested):
+        _fit(ctx, algorithm, params, knn_method)  # in the flow process (threads), overlaps the cluster start
+        ctx.require_cluster()
+        with ctx.stage("embed-points") as rec:
+            rec.info.update(t.embed_points_task(ctx.store, ctx.run, ctx.token))
+        ctx.manifest.results.update({"n": ingested["n"], "method": algorithm, "embedding": f"embeddings/{run}"})
     return ctx.summary()
 
 

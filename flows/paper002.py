@@ -19,11 +19,9 @@ from spectral.paper002.basis import EIGEN_SOLVERS
 from spectral.paper002.lp import CONSTRAINTS
 from tasks import laplacian_eigenmaps as graph_tasks
 from tasks import paper002 as t
-from tasks.common import store_token
-from tasks.ingest import ingest_task
 
-from flows._runtime import emit, new_run_id, run_context, timed
-from flows.cluster import dask_client_in_background
+from flows._runtime import new_run_id
+from flows._ingested_run import ingested_run
 
 WEIGHTING, SYMMETRIZE = "hein_maier", "or"  # paper 002 eq. 2
 
@@ -78,19 +76,12 @@ def tsk(
     n_workers = check_int("n_workers", n_workers, low=1)
     run = new_run_id("tsk", run_name)
     t_flow = time.perf_counter()
-    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:  # starts while we ingest and fit
-        emit("start", "ingest")
-        with timed() as t_ingest:
-            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-        emit("end", "ingest", t_ingest["seconds"])
-        manifest_params = {"source": str(source), "method": t.METHOD, "labels": labels, "chunk_rows": chunk_rows,
-                           "n_workers": n_workers, "scheduler": scheduler, **params}
-        with run_context(store, run, flow="tsk", parameters=manifest_params, seed=random_state,
-                         pending_client=pending, token=store_token(store),
-                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
-            _stages(ctx, params)
-            ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD,
-                                         "labels": f"outputs/{run}/{t.LABELS}", "scores": f"outputs/{run}/{t.SCORES}"})
+    with ingested_run(source, store, run=run, flow="tsk", method=t.METHOD, params=params, labels=labels,
+                      chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
+                      seed=random_state) as (ctx, ingested):
+        _stages(ctx, params)
+        ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD,
+                                     "labels": f"outputs/{run}/{t.LABELS}", "scores": f"outputs/{run}/{t.SCORES}"})
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 

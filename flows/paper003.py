@@ -19,12 +19,10 @@ from spectral._validation import check_choice, check_float, check_int
 from spectral.grad.graphs import GRAPH_WEIGHTS, LAPLACIANS
 from spectral.knn import METHODS as KNN_METHODS
 from tasks import paper003 as t
-from tasks.common import store_token
-from tasks.ingest import ingest_task
 from tasks.laplacian_eigenmaps import knn_task, release_index
 
-from flows._runtime import RunContext, emit, new_run_id, run_context, timed
-from flows.cluster import dask_client_in_background
+from flows._runtime import RunContext, new_run_id
+from flows._ingested_run import ingested_run
 from flows.methods import Method, register_method
 
 #: Defaults: 2,000 landmarks (the scale target of issue 8), Gaussian kNN weights, unnormalized Laplacian.
@@ -103,26 +101,18 @@ def graph_kpca(
     n_workers = check_int("n_workers", n_workers, low=1)
     run = new_run_id("graph_kpca", run_name)
     t_flow = time.perf_counter()
-    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:  # starts while we ingest and fit
-        emit("start", "ingest")
-        with timed() as t_ingest:
-            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-        emit("end", "ingest", t_ingest["seconds"])
-        manifest_params = {"source": str(source), "method": t.METHOD, "labels": labels, "chunk_rows": chunk_rows,
-                           "n_workers": n_workers, "scheduler": scheduler, **params}
-        with run_context(store, run, flow="embed", parameters=manifest_params, seed=random_state,
-                         pending_client=pending, token=store_token(store),
-                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
-            try:
-                _fit(ctx, params)
-                ctx.require_cluster()
-                with ctx.stage("embed-points") as rec:
-                    rec.info.update(t.embed_points_task(ctx.store, ctx.run, ctx.token))
-                ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD,
-                                             "embedding": f"embeddings/{run}"})
-            finally:
-                if pending.done():
-                    release_index(ctx.token, ctx.run)
+    with ingested_run(source, store, run=run, flow="embed", method=t.METHOD, params=params, labels=labels,
+                      chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
+                      seed=random_state) as (ctx, ingested):
+        try:
+            _fit(ctx, params)
+            ctx.require_cluster()
+            with ctx.stage("embed-points") as rec:
+                rec.info.update(t.embed_points_task(ctx.store, ctx.run, ctx.token))
+            ctx.manifest.results.update({"n": ingested["n"], "method": t.METHOD, "embedding": f"embeddings/{run}"})
+        finally:
+            if ctx.pending_client.done():
+                release_index(ctx.token, ctx.run)
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 

@@ -1,0 +1,43 @@
+"""The prologue every store-writing flow shares: cluster start, ingest, then the run's manifest context.
+
+``with ingested_run(...) as (ctx, ingested):`` starts the Dask cluster in the background (it comes up while
+the ingest and the fit run in the flow process), ingests ``source`` into ``store`` (skipped when ``source``
+is already that complete store), and opens :func:`flows._runtime.run_context` with the ingest recorded as
+the first stage of the manifest. The body runs the method's stages; the manifest ends ``completed``, or
+``failed`` with the error (re-raised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tasks.common import store_token
+from tasks.ingest import ingest_task
+
+from flows._runtime import RunContext, emit, run_context, timed
+from flows.cluster import dask_client_in_background
+
+
+@contextmanager
+def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, params: dict,
+                 labels: str | None, chunk_rows: int | None, overwrite: bool, scheduler: str | None,
+                 n_workers: int, seed: Any, extra_manifest: dict | None = None
+                 ) -> Iterator[tuple[RunContext, dict]]:
+    """Yield ``(ctx, ingested)``: the run context and the ingest summary (``n``, ``d``, ``fingerprint``, ...).
+
+    ``params`` are the method's parameters, recorded in the manifest with the store / cluster options and
+    ``extra_manifest``.
+    """
+    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
+        emit("start", "ingest")
+        with timed() as t_ingest:
+            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+        emit("end", "ingest", t_ingest["seconds"])
+        manifest_params = {"source": str(source), "method": method, "labels": labels, "chunk_rows": chunk_rows,
+                           "n_workers": n_workers, "scheduler": scheduler, **(extra_manifest or {}), **params}
+        with run_context(store, run, flow=flow, parameters=manifest_params, seed=seed, pending_client=pending,
+                         token=store_token(store),
+                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
+            yield ctx, ingested
