@@ -265,12 +265,14 @@ def demo(
     seed: int = typer.Option(0, help="random seed"),
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+    knn_method: str = typer.Option("exact", help="exact (default: no numba compile) | nndescent | auto"),
 ) -> None:
     """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
     from flows.demo import run_demo
 
     result = _run(lambda: _with_progress(lambda: run_demo(n_points, out_dir, holdout=holdout, seed=seed,
-                                                          scheduler=scheduler, n_workers=workers)))
+                                                          scheduler=scheduler, n_workers=workers,
+                                                          knn_method=knn_method)))
     out.print(_summary_table(result, {
         "points": result["results"].get("n"),
         "held out": result["n_heldout"],
