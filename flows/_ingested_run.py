@@ -17,7 +17,7 @@ from tasks.common import store_token
 from tasks.ingest import ingest_task
 
 from flows._runtime import RunContext, emit, run_context, timed
-from flows.cluster import dask_client_in_background
+from flows.cluster import dask_client_in_background, scheduler_address
 
 
 @contextmanager
@@ -33,7 +33,8 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
         emit("start", "ingest")
         with timed() as t_ingest:
-            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                                   scheduler_address=scheduler_address(pending))
         emit("end", "ingest", t_ingest["seconds"])
         manifest_params = {"source": str(source), "method": method, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **(extra_manifest or {}), **params}

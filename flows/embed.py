@@ -25,7 +25,7 @@ from tasks.common import store_token, warm_nndescent
 from tasks.ingest import ingest_task
 
 from flows._runtime import new_run_id, run_context, timed, emit
-from flows.cluster import dask_client_in_background
+from flows.cluster import dask_client_in_background, scheduler_address
 from flows.methods import get_method
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
@@ -96,7 +96,8 @@ def embed(
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
         emit("start", "ingest")
         with timed() as t_ingest:
-            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                                   scheduler_address=scheduler_address(pending))
         emit("end", "ingest", t_ingest["seconds"])
         n_fit = ingested["n"] - round(holdout * ingested["n"])
         manifest_params = {"source": str(source), "method": method, "labels": labels, "chunk_rows": chunk_rows,

@@ -45,12 +45,19 @@ def ingest_task(
     labels: str | None = None,
     chunk_rows: int | None = None,
     overwrite: bool = False,
+    scheduler_address: str | None = None,
 ) -> dict[str, Any]:
     """Ingest ``source`` into ``store_url`` unless the store already holds it; return the store's summary.
 
     Skipped (``{"skipped": True, ...}``) when ``source`` is the store itself, or when a complete store at
     ``store_url`` was ingested from the same ``source`` (a re-run after a crash). A store holding another
     source is refused unless ``overwrite``.
+
+    With ``scheduler_address``, every chunk is read, validated and written by a Dask task on that cluster
+    (``storage.ingest(..., executor=client.get_executor())``) for the sources that allow it (``.npy``, zarr);
+    the result's ``parallel`` says whether that happened (CSV, parquet and npz are streamed in order). The
+    workers must be able to read ``source`` and write ``store_url`` (true on a local cluster; a shared
+    filesystem or object store otherwise, as for every other stage).
     """
     source = os.fspath(source)
     if same_location(source, store_url):
@@ -64,7 +71,14 @@ def ingest_task(
             f"store {store_url} already exists (ingested from {attrs.get(layout.ATTR_SOURCE)!r}); "
             "choose another store path, pass the store itself as SOURCE, or use overwrite"
         )
-    result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+    if scheduler_address is None:
+        result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+    else:
+        from distributed import Client
+
+        with Client(scheduler_address, set_as_default=False) as client:
+            result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                            executor=client.get_executor())
     return {"skipped": False, **result.to_dict()}
 
 
