@@ -25,7 +25,8 @@ from tasks.common import store_token, warm_nndescent
 from tasks.ingest import ingest_task
 
 from flows._runtime import new_run_id, run_context, timed, emit
-from flows.cluster import dask_client_in_background, scheduler_address
+from flows._ingested_run import ingested_run
+from flows.cluster import dask_client_in_background
 from flows.methods import get_method
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
@@ -93,32 +94,24 @@ def embed(
     t_flow = time.perf_counter()
     spec, params = check_embed_parameters(method, n_workers, locals())
     run = new_run_id("embed", run_name)
-    with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
-        emit("start", "ingest")
-        with timed() as t_ingest:
-            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
-                                   scheduler_address=scheduler_address(pending))
-        emit("end", "ingest", t_ingest["seconds"])
+    with ingested_run(source, store, run=run, flow="embed", method=method, params=params, labels=labels,
+                      chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
+                      seed=random_state) as (ctx, ingested):
         n_fit = ingested["n"] - round(holdout * ingested["n"])
-        manifest_params = {"source": str(source), "method": method, "labels": labels, "chunk_rows": chunk_rows,
-                           "n_workers": n_workers, "scheduler": scheduler, **params}
-        with run_context(store, run, flow="embed", parameters=manifest_params, seed=random_state,
-                         pending_client=pending, token=store_token(store),
-                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
-            warm = []
-            if spec.uses_nndescent_queries(params, n_fit):
-                warm = _warm_workers(ctx.require_cluster())
-            try:
-                spec.fit(ctx, params)
-                ctx.require_cluster()
-                with ctx.stage("embed-points") as rec:
-                    rec.info.update(spec.embed_points(ctx))
-                ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method,
-                                             "embedding": f"embeddings/{run}"})
-            finally:
-                if pending.done():
-                    spec.cleanup(ctx)
-                del warm
+        warm = []
+        if spec.uses_nndescent_queries(params, n_fit):
+            warm = _warm_workers(ctx.require_cluster())
+        try:
+            spec.fit(ctx, params)
+            ctx.require_cluster()
+            with ctx.stage("embed-points") as rec:
+                rec.info.update(spec.embed_points(ctx))
+            ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method,
+                                         "embedding": f"embeddings/{run}"})
+        finally:
+            if ctx.pending_client.done():
+                spec.cleanup(ctx)
+            del warm
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 
