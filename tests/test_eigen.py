@@ -297,3 +297,60 @@ def test_lobpcg_float32_block_amg_on_larger_graph():
     assert res.converged and np.all(res.residuals <= 1e-4)
     np.testing.assert_allclose(res.values, w[:5], atol=1e-5)
     assert max_angle(res.vectors, U[:, :5]) < 0.05
+
+
+@pytest.fixture(scope="module")
+def multilevel_case():
+    """Normalized Laplacian of a 3,000-node 10-NN graph: its AMG hierarchy has a coarse level for k = 3."""
+    W = kneighbors_graph(_data(11, n=3000), 10, include_self=False)
+    W = ((W + W.T) > 0).astype(float)
+    L = sp.csr_matrix(csgraph_laplacian(W, normed=True))
+    return L, sla.eigh(L.toarray(), subset_by_index=[0, 3])
+
+
+@pytest.mark.parametrize("reorder", ["rcm", None])
+def test_lobpcg_multilevel_start_against_dense(multilevel_case, reorder):
+    # the coarse-to-fine start (spectral.eigen._multilevel) with and without the RCM renumbering: same
+    # contract as TestLobpcg (eigenvalues to 1e-6, subspace angle < 1e-3 at tol 1e-7)
+    L, (w, U) = multilevel_case
+    res = eigensolve(L, 3, solver="lobpcg", tol=1e-7, random_state=0, reorder=reorder)
+    assert res.info["start"] == "multilevel" and res.info["reorder"] == ("rcm" if reorder else "none")
+    assert res.info["multilevel"]["coarse_level"] >= 1
+    assert res.converged and np.all(res.residuals <= 1e-7)
+    np.testing.assert_allclose(res.values, w[:3], atol=1e-6)
+    assert max_angle(res.vectors, U[:, :3]) < 1e-3
+
+
+def test_lobpcg_multilevel_start_needs_few_iterations(multilevel_case):
+    # the point of the multilevel start: far fewer level-0 iterations than a random block to the same tol
+    L, _ = multilevel_case
+    ml = eigensolve(L, 3, solver="lobpcg", tol=1e-6, random_state=0)
+    rnd = eigensolve(L, 3, solver="lobpcg", tol=1e-6, random_state=0, start="random")
+    assert rnd.info["start"] == "random" and ml.converged and rnd.converged
+    assert ml.n_iter < rnd.n_iter
+
+
+def test_lobpcg_multilevel_generalized(multilevel_case):
+    # A v = lambda B v with a sparse SPD B: the coarse levels carry P^T B P (Galerkin pencil)
+    L, _ = multilevel_case
+    d = np.random.default_rng(0).uniform(0.5, 2.0, L.shape[0])
+    B = sp.diags(d).tocsr()
+    w, U = sla.eigh(L.toarray(), np.diag(d), subset_by_index=[0, 2])
+    res = eigensolve(L, 3, B=B, solver="lobpcg", tol=1e-7, random_state=0, reorder="rcm")
+    assert res.info["start"] == "multilevel"
+    np.testing.assert_allclose(res.values, w, atol=1e-6)
+    assert max_angle(res.vectors, U) < 1e-3
+
+
+def test_lobpcg_start_option_errors(multilevel_case):
+    L, _ = multilevel_case
+    with pytest.raises(ParameterError, match="do not pass X0"):
+        eigensolve(L, 3, solver="lobpcg", start="multilevel", X0=np.ones(L.shape[0]))
+    with pytest.raises(ParameterError, match="needs preconditioner='amg' or 'block_amg'"):
+        eigensolve(L, 3, solver="lobpcg", start="multilevel", preconditioner=None)
+    with pytest.raises(ParameterError, match="start must be 'auto', 'multilevel' or 'random'; got 'coarse'"):
+        eigensolve(L, 3, solver="lobpcg", start="coarse")
+    with pytest.raises(ParameterError, match="reorder must be 'auto', 'rcm' or None; got 'metis'"):
+        eigensolve(L, 3, solver="lobpcg", reorder="metis")
+    with pytest.raises(ParameterError, match="no coarse level with >= 2000 nodes"):
+        eigensolve(L, 200, solver="lobpcg", start="multilevel", max_iter=1)

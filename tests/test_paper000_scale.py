@@ -77,3 +77,20 @@ def test_at_scale_builds_its_graph_and_rejects_exact_kernel():
     assert est.transform(X).shape == (len(X), 3)
     with pytest.raises(ParameterError, match="n_landmarks"):
         fit_at_scale(LFDA(mode="kernel"), X, y)
+
+
+def test_kernel_paths_agree(monkeypatch):
+    # the materialized float32 Nystrom features (Dask map_blocks) and the raw-kernel-column accumulation
+    # compute the same Phi^T L Phi: same eigenvalues to float32 accuracy, same embedding
+    from spectral.paper000 import scale
+
+    X, y = data(seed=4, n_lab=40, n_unl=60, d=5)
+    kw = dict(gamma=0.5, mode="kernel", n_landmarks=50, regularization="pca", n_components=2)
+    W2 = w2_of(graphs.sq_dists(X))
+    feat = fit_at_scale(LFDA(**kw), da.from_array(X, chunks=(30, -1)), y, W2=W2, chunk_rows=16, random_state=0)
+    assert feat.scale_info_["kernel_path"] == "features"
+    monkeypatch.setattr(scale, "FEATURE_MEMORY_BYTES", 0)
+    raw = fit_at_scale(LFDA(**kw), da.from_array(X, chunks=(30, -1)), y, W2=W2, chunk_rows=16, random_state=0)
+    assert raw.scale_info_["kernel_path"] == "raw kernel columns"
+    np.testing.assert_allclose(feat.eigenvalues_, raw.eigenvalues_, rtol=1e-4)
+    assert_same_columns(feat.transform(X), raw.transform(X), atol=1e-3)

@@ -7,6 +7,9 @@ step is one sparse-matrix x dense-block product for all columns at once:
 ``x <- x + omega D^{-1} (b - A x)``, ``omega = 4 / (3 rho(D^{-1} A))`` (the classical smoothing weight),
 ``JACOBI_SWEEPS`` pre- and post-sweeps, an exact (pseudo-inverse) solve on the coarsest level. It is a
 symmetric positive definite preconditioner when A is (same pre/post smoothing).
+
+``BlockVCycle(ml, start=l)`` is the V-cycle of the sub-hierarchy below level ``l`` (a preconditioner for
+``ml.levels[l].A``), used by the coarse-to-fine start of :mod:`._multilevel`.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ JACOBI_SWEEPS = 2
 
 
 class BlockVCycle(LinearOperator):
-    """Symmetric V-cycle ``M ~ A^{-1}`` applied to (n, p) blocks (see module docstring)."""
+    """Symmetric V-cycle ``M ~ A_start^{-1}`` applied to (n_start, p) blocks (see module docstring)."""
 
-    def __init__(self, ml, dtype=np.float64):
+    def __init__(self, ml, dtype=np.float64, start: int = 0):
+        if not 0 <= start < len(ml.levels):
+            raise ValueError(f"start must be a level index in [0, {len(ml.levels) - 1}]; got {start}")
         self.levels = []
-        for lvl in ml.levels[:-1]:
+        for lvl in ml.levels[start:-1]:
             A = sp.csr_matrix(lvl.A, dtype=dtype)
             dinv = (1.0 / A.diagonal()).astype(dtype)
             omega = 4.0 / (3.0 * _jacobi_radius(A, dinv))
@@ -34,7 +39,7 @@ class BlockVCycle(LinearOperator):
         coarse = ml.levels[-1].A
         coarse = coarse.toarray() if sp.issparse(coarse) else np.asarray(coarse)
         self.coarse_inv = np.linalg.pinv(coarse).astype(dtype)
-        n = ml.levels[0].A.shape[0]
+        n = ml.levels[start].A.shape[0]
         super().__init__(np.dtype(dtype), (n, n))
 
     def _matvec(self, x):
@@ -59,7 +64,7 @@ class BlockVCycle(LinearOperator):
 def _jacobi_radius(A, dinv: np.ndarray, n_iter: int = 15) -> float:
     """Spectral radius of ``D^{-1} A`` (power iteration on the similar ``D^{-1/2} A D^{-1/2}``), +5% margin."""
     s = np.sqrt(dinv)
-    v = np.random.default_rng(0).standard_normal(A.shape[0])  # fixed seed: a deterministic estimate
+    v = np.random.default_rng(0).standard_normal(A.shape[0]).astype(A.dtype)  # fixed seed: deterministic
     lam = 1.0
     for _ in range(n_iter):
         w = s * (A @ (s * v))

@@ -23,6 +23,8 @@ from ._kernel import DEFAULT_KERNEL_PARAMS, kernel_matrix, landmark_features
 #: rows per block of the accumulation: 65536 x 2000 float64 features are ~1 GB, so the kernel path uses fewer
 DEFAULT_CHUNK_ROWS = 65536
 KERNEL_CHUNK_ROWS = 8192
+#: the kernel path materializes the Nystrom features Phi (n, r) as float32 when they fit in this many bytes
+FEATURE_MEMORY_BYTES = 4 * 2**30
 
 
 def _rows(X, i0: int, i1: int) -> np.ndarray:
@@ -54,6 +56,21 @@ def graph_gram(X, W: sp.csr_matrix, feature_fn=None, chunk_rows: int = DEFAULT_C
         part = Fb.T @ (deg[i0:i1, None] * Fb - W_loc @ Fn)  # rows of (D - W) F
         G = part if G is None else G + part
     return 0.5 * (G + G.T)
+
+
+def nystrom_features(X, raw_fn, M: np.ndarray, chunk_rows: int = KERNEL_CHUNK_ROWS) -> np.ndarray:
+    """``Phi = k(X, landmarks) M`` (n, r) as float32, computed per row block (as Dask work when ``X`` is a Dask
+    array: one block per thread of the active scheduler)."""
+    n, r = X.shape[0], M.shape[1]
+    features = lambda Z: (raw_fn(np.asarray(Z, dtype=np.float64)) @ M).astype(np.float32)  # noqa: E731
+    if hasattr(X, "map_blocks"):
+        Xr = X.rechunk((chunk_rows, -1))
+        blocks = Xr.map_blocks(features, dtype=np.float32, chunks=(Xr.chunks[0], (r,)))
+        return np.asarray(blocks.compute())
+    Phi = np.empty((n, r), dtype=np.float32)
+    for i0 in range(0, n, chunk_rows):
+        Phi[i0:i0 + chunk_rows] = features(_rows(X, i0, min(i0 + chunk_rows, n)))
+    return Phi
 
 
 def moments(X, n: int, feature_fn=None, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
@@ -145,19 +162,32 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
     est._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(est.kernel, {}), **(est.kernel_params or {})}
     raw_fn, M, chunk = None, None, chunk_rows or DEFAULT_CHUNK_ROWS
     est.basis_, est._feature_map = None, None
+    X_input = X  # the manifold graph W^(2) is built in the input space (see the docstring)
     if est.mode == "kernel":
         m = check_int("n_landmarks", est.n_landmarks, low=1, high=n)
         est.basis_ = _take(X, np.sort(rng.choice(n, size=m, replace=False)))
         est._feature_map = M = landmark_features(est.basis_, est.kernel, est._kernel_params)
-        # accumulate in the raw kernel features K(x, landmarks) (n x m) and sandwich by M once at the end:
-        # Phi^T L Phi = M^T (K_nm^T L K_nm) M, so no chunk is ever multiplied by M (saves 2 n m r flops)
         raw_fn = lambda Z: kernel_matrix(Z, est.basis_, est.kernel, est._kernel_params)  # noqa: E731
         chunk = chunk_rows or KERNEL_CHUNK_ROWS
+        F_lab = raw_fn(_take(X, lab)) @ M  # float64 features of the labeled points (label graphs, eq. 3)
+        if n * M.shape[1] * 4 <= FEATURE_MEMORY_BYTES:
+            # Phi (n, r) once, then the linear path on it: n m r + 2 n r^2 flops, and every neighbour gather of
+            # graph_gram reads Phi instead of re-evaluating the kernel (r is the rank of K_mm: 528 for the
+            # degree-2 polynomial kernel on 32-D data, against m = 2000 raw kernel columns)
+            X = nystrom_features(X, raw_fn, M, chunk)
+            raw_fn, M = None, None
+            est.scale_info_ = {"kernel_path": "features", "rank": int(X.shape[1])}
+        else:
+            # Phi does not fit: accumulate in the raw kernel features K(x, landmarks) (n x m) and sandwich by
+            # M once at the end (Phi^T L Phi = M^T (K_nm^T L K_nm) M); neighbour rows are re-evaluated
+            est.scale_info_ = {"kernel_path": "raw kernel columns", "rank": int(M.shape[1])}
+    else:
+        est.scale_info_ = {"kernel_path": None, "rank": d0}
+        F_lab = _take(X, lab)
     sandwich = (lambda S: S) if M is None else (lambda S: M.T @ S @ M)  # noqa: E731
-    F_lab = _take(X, lab) if raw_fn is None else raw_fn(_take(X, lab)) @ M
     A, B = label_terms(est._method, F_lab, y[lab], est.n_neighbors)
     if est.gamma > 0:
-        W2 = W2 if W2 is not None else _manifold_graph(X, est, knn_method, rng)
+        W2 = W2 if W2 is not None else _manifold_graph(X_input, est, knn_method, rng)
         A = A + est.gamma * sandwich(graph_gram(X, W2, raw_fn, chunk))
         mean_raw, cov_raw = moments(X, n, raw_fn, chunk)
         mean, cov = (mean_raw, cov_raw) if M is None else (mean_raw @ M, sandwich(cov_raw))
