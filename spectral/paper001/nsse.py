@@ -18,11 +18,11 @@ the interpolator terms (mu2 = mu3 = 0) and is extended by the same RBF interpola
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_array_2d, check_float, check_int
+from .._validation import check_float, check_int, check_random_state
+from ..eigen import eigensolve
 from ..errors import InputDataError, ParameterError
 from . import _rbf
 from ._graphs import class_graphs, laplacian_dense, squared_distances
@@ -34,12 +34,6 @@ SIGMA_GRID_FACTORS = np.geomspace(0.25, 16.0, 25)
 SIGMA_INIT_FACTOR = 2.0
 
 
-def _flip_signs(V: np.ndarray) -> np.ndarray:
-    """Make the largest-|.| entry of each column positive (deterministic eigenvector signs)."""
-    idx = np.argmax(np.abs(V), axis=0)
-    return V * np.sign(V[idx, np.arange(V.shape[1])])[None, :]
-
-
 def _loo_1nn_error(Y: np.ndarray, y: np.ndarray) -> float:
     """Leave-one-out 1-NN misclassification rate of the training embedding ``Y (N, d)``."""
     D = squared_distances(Y, Y)
@@ -47,11 +41,15 @@ def _loo_1nn_error(Y: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(y[np.argmin(D, axis=1)] != y))
 
 
-def _check_xy(X, y, n_components: int):
-    """Validate the training data; return ``(X float64 (N, n), y codes (N,), classes)``."""
-    X = check_array_2d(X, "X", min_rows=3)
+def _check_xy(est, X, y, n_components: int):
+    """Validate the training data; return ``(X float64 (N, n), y codes (N,), classes)``.
+
+    ``X`` goes through scikit-learn's ``validate_data`` (sets ``n_features_in_``; refuses sparse,
+    complex, object, NaN/inf and empty input with scikit-learn's messages).
+    """
     if y is None:
         raise InputDataError("y is required: NSSE/SUPLAP are supervised (one label per row of X)")
+    X = validate_data(est, X, dtype=np.float64, ensure_min_samples=3)
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise InputDataError(f"y must be 1-D with one label per row of X ({X.shape[0]}); got shape {y.shape}")
@@ -77,14 +75,18 @@ def _median_nn_distance(D2: np.ndarray) -> float:
     return s0
 
 
-def _y_step(Lwb: np.ndarray, Pinv2: np.ndarray | None, mu2: float, d: int) -> tuple[np.ndarray, float]:
+def _y_step(Lwb: np.ndarray, Pinv2: np.ndarray | None, mu2: float, d: int,
+            rng: np.random.Generator) -> tuple[np.ndarray, float]:
     """Eq. 12-13: ``Y`` = d eigenvectors of ``L_w - mu1 L_b + mu2 Psi^-2`` with smallest eigenvalues.
 
+    Solved by :func:`spectral.eigen.eigensolve` with ``solver="dense"`` (LAPACK ``eigh`` on the d lowest
+    pairs; residuals checked, signs fixed). ``rng`` is the fit's generator, passed as the solver's
+    ``random_state``; the dense solver draws nothing from it (see ``NSSE.random_state``).
     Returns ``Y (N, d)`` and ``tr(Y^T A Y)`` (= the sum of those eigenvalues).
     """
     A = Lwb if Pinv2 is None else Lwb + mu2 * Pinv2
-    vals, vecs = linalg.eigh(A, subset_by_index=[0, d - 1], check_finite=False)
-    return _flip_signs(vecs), float(vals.sum())
+    res = eigensolve(A, d, which="smallest", solver="dense", random_state=rng)
+    return res.vectors, float(res.values.sum())
 
 
 def _sigma_step(D2, Y, grid, current, mu2, mu3, ridge) -> tuple[float, float]:
@@ -121,9 +123,7 @@ class _RBFEmbedding(TransformerMixin, BaseEstimator):
         ``transform(X_train)`` reproduces ``embedding_`` up to ``ridge * |C|`` (see :mod:`._rbf`).
         """
         check_is_fitted(self, "coef_")
-        X = check_array_2d(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise InputDataError(f"X must have {self.n_features_in_} features (as in fit); got {X.shape[1]}")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         return _rbf.rbf_interpolate(X, self.centers_, self.coef_, self.sigma_)
 
     def fit_transform(self, X, y=None, **fit_params):
@@ -131,10 +131,18 @@ class _RBFEmbedding(TransformerMixin, BaseEstimator):
         return self.fit(X, y).embedding_
 
     def to_state(self) -> tuple[dict, dict]:
-        """Arrays and JSON-able attrs sufficient to embed new points (model_state protocol)."""
+        """Arrays and JSON-able attrs sufficient to embed new points (model_state protocol).
+
+        A ``random_state`` that is not None or an int (a Generator) is not JSON-able and is recorded as
+        None: the stored model only embeds new points, which uses no randomness.
+        """
         check_is_fitted(self, "coef_")
         arrays = {"centers": self.centers_, "coef": self.coef_, "embedding": self.embedding_}
         params = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.get_params().items()}
+        if not (params["random_state"] is None or isinstance(params["random_state"], (int, np.integer))):
+            params["random_state"] = None
+        elif params["random_state"] is not None:
+            params["random_state"] = int(params["random_state"])
         attrs = {"method": type(self).__name__, "sigma": self.sigma_, "params": params}  # JSON-able
         return arrays, attrs
 
@@ -164,7 +172,7 @@ def _check_common(est) -> tuple[float, int]:
 def _prepare(est, X, y):
     """Shared first stage: validated data, D2 (N, N), ``L_w - mu1 L_b`` (N, N) and the scale s0."""
     mu1, k = _check_common(est)
-    X, codes, classes = _check_xy(X, y, est.n_components)
+    X, codes, classes = _check_xy(est, X, y, est.n_components)
     D2 = squared_distances(X, X)
     W_w, W_b, t = class_graphs(D2, codes, k, est.graph_bandwidth)
     est.classes_, est.graph_bandwidth_ = classes, t
@@ -197,6 +205,12 @@ class NSSE(_RBFEmbedding):
         Bandwidth of the Gaussian graph weights; ``None``: median within-class kNN edge length.
     ridge : float in (0, 1]
         Ridge added to Psi before any factorization (see :mod:`spectral.paper001._rbf`).
+    random_state : None, int or numpy Generator
+        The fit's one seed entry point (:func:`spectral._validation.check_random_state`), passed to the
+        Y-step eigensolver (:func:`spectral.eigen.eigensolve`, ``random_state``). NSSE has no other random
+        step (the class graphs, the sigma search and the interpolator are deterministic), and the Y-step
+        uses the exact dense solver, which draws no start vector: the fit is deterministic, the same for
+        every seed, and two fits with the same seed are identical.
 
     Attributes
     ----------
@@ -212,7 +226,8 @@ class NSSE(_RBFEmbedding):
     """
 
     def __init__(self, n_components=2, *, mu1=1.0, mu2=1e-3, mu3=1.0, n_neighbors=5, sigma_grid=None,
-                 sigma_init=None, max_iter=20, tol=1e-4, graph_bandwidth=None, ridge=_rbf.RIDGE):
+                 sigma_init=None, max_iter=20, tol=1e-4, graph_bandwidth=None, ridge=_rbf.RIDGE,
+                 random_state=None):
         self.n_components = n_components
         self.mu1 = mu1
         self.mu2 = mu2
@@ -224,6 +239,7 @@ class NSSE(_RBFEmbedding):
         self.tol = tol
         self.graph_bandwidth = graph_bandwidth
         self.ridge = ridge
+        self.random_state = random_state
 
     def _grid(self, s0: float) -> tuple[np.ndarray, float]:
         """Validated sigma grid (sorted, with the initial sigma in it) and the initial sigma."""
@@ -248,6 +264,7 @@ class NSSE(_RBFEmbedding):
         mu3 = check_float("mu3", self.mu3, low=0.0)
         max_iter = check_int("max_iter", self.max_iter, low=1)
         tol = check_float("tol", self.tol, low=0.0)
+        rng = check_random_state(self.random_state)
         X, codes, D2, Lwb, s0 = _prepare(self, X, y)
         self.sigma_grid_, sigma = self._grid(s0)
         d, history, prev, converged = self.n_components, [], None, False
@@ -256,7 +273,7 @@ class NSSE(_RBFEmbedding):
             if mu2 > 0:
                 lam, U, cond = _rbf.psi_eig(D2, sigma, self.ridge)
                 Pinv2 = _rbf.psi_inv2(lam, U)
-            Y, trace = _y_step(Lwb, Pinv2, mu2, d)  # eq. 12-13
+            Y, trace = _y_step(Lwb, Pinv2, mu2, d, rng)  # eq. 12-13
             obj_y = trace + mu3 / sigma**2
             sigma, interp = _sigma_step(D2, Y, self.sigma_grid_, sigma, mu2, mu3, self.ridge)  # eq. 14
             obj = float(np.trace(Y.T @ Lwb @ Y)) + interp
@@ -274,25 +291,27 @@ class SupervisedLaplacianEigenmaps(_RBFEmbedding):
     """SUPLAP (paper 001's baseline, its ref. [15]): Y = d eigenvectors of ``L_w - mu1 L_b`` with the
     smallest eigenvalues (Y^T Y = I, eq. 2), extended to new points by NSSE's RBF interpolator (eq. 6).
 
-    Parameters are those of :class:`NSSE` without mu2 / mu3 / the sigma search; ``sigma`` is the
-    interpolator scale (``None``: ``SIGMA_INIT_FACTOR * s0``, NSSE's default initial sigma), so that
-    SUPLAP equals NSSE with ``mu2 = mu3 = 0``.
+    Parameters are those of :class:`NSSE` (``random_state`` included, with the same meaning) without
+    mu2 / mu3 / the sigma search; ``sigma`` is the interpolator scale (``None``: ``SIGMA_INIT_FACTOR * s0``,
+    NSSE's default initial sigma), so that SUPLAP equals NSSE with ``mu2 = mu3 = 0``.
     """
 
     def __init__(self, n_components=2, *, mu1=1.0, n_neighbors=5, sigma=None, graph_bandwidth=None,
-                 ridge=_rbf.RIDGE):
+                 ridge=_rbf.RIDGE, random_state=None):
         self.n_components = n_components
         self.mu1 = mu1
         self.n_neighbors = n_neighbors
         self.sigma = sigma
         self.graph_bandwidth = graph_bandwidth
         self.ridge = ridge
+        self.random_state = random_state
 
     def fit(self, X, y):
         """Learn the training embedding and its interpolator from ``X (N, n)``, ``y (N,)``."""
         if self.sigma is not None:
             check_float("sigma", self.sigma, low=0.0, low_inclusive=False)
+        rng = check_random_state(self.random_state)
         X, _, D2, Lwb, s0 = _prepare(self, X, y)
-        Y, _ = _y_step(Lwb, None, 0.0, self.n_components)
+        Y, _ = _y_step(Lwb, None, 0.0, self.n_components, rng)
         sigma = SIGMA_INIT_FACTOR * s0 if self.sigma is None else float(self.sigma)
         return self._finish(X, Y, D2, sigma)
