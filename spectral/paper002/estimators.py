@@ -19,6 +19,7 @@ from ..weights import fit_weight_params, query_weights, weights_from_params
 from ..laplacian import check_affinity
 from .basis import EIGEN_SOLVERS, ONE_TOL, SpectralBasis, extend_vectors, spectral_basis
 from .lp import CONSTRAINTS, solve_spectrum_lp
+from .state import GraphParams, estimator_state, restore_estimator
 
 #: Candidate neighbours examined per new point (reverse neighbours further than this are missed; see
 #: spectral.weights.query_weights).
@@ -63,7 +64,8 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         """Fit on all points ``X`` (n, d); ``y`` (n,) has class labels >= 0 and -1 for unlabeled points.
 
         Sets ``transduction_`` (n,), ``scores_`` (n, c) (eq. 5), ``mu_`` (m,), ``eigenvalues_`` (m,),
-        ``eigenvectors_`` (n, m), ``classes_``.
+        ``eigenvectors_`` (n, m), ``class_matrix_`` (m, c) (``scores_ = eigenvectors_ @ class_matrix_``),
+        ``classes_``.
         """
         X = check_array_2d(X, "X", min_rows=3)
         n = X.shape[0]
@@ -74,7 +76,7 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         idx, dist = index.neighbor_graph()
         params, scales, radii = fit_weight_params(dist, weighting="hein_maier", symmetrize="or")  # eq. 2
         W = weights_from_params(idx, dist, params, scales)
-        self._index, self._weight_params, self._scales, self._radii = index, params, scales, radii
+        self._index, self._graph = index, GraphParams(params, scales, radii, index.params)
         self.n_features_in_ = X.shape[1]
         return self._fit_graph(W, codes)
 
@@ -83,21 +85,79 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         W = check_affinity(W)
         self.classes_, self.labeled_indices_, codes = check_semi_supervised_labels(y, W.shape[0], classes)
         self._check_spectrum_params(W.shape[0])
-        self._index = None
+        self._index, self._graph = None, None
         return self._fit_graph(W, codes)
+
+    def fit_basis(self, basis: SpectralBasis, y, classes=None, *, graph: GraphParams | None = None,
+                  n_features_in: int | None = None):
+        """Fit on a precomputed :class:`SpectralBasis` of n points (the at-scale path of the flows).
+
+        ``basis`` must come from :func:`spectral_basis` with this estimator's ``n_eigenvectors`` and
+        ``include_trivial``; ``y`` (n,) as in :meth:`fit`. ``graph`` (the eq. 2 weighting of the training
+        graph) enables the out-of-sample extension once an index is attached (:meth:`rebuild_index`).
+        """
+        n = basis.vectors.shape[0]
+        self.classes_, self.labeled_indices_, codes = check_semi_supervised_labels(y, n, classes)
+        self._check_spectrum_params(n)
+        if basis.values.shape != (self._n_basis(n),) or basis.degrees.shape != (n,):
+            raise InputDataError(f"basis must hold {self._n_basis(n)} eigenpairs and n={n} degrees; got "
+                                 f"{basis.values.shape[0]} pairs and {basis.degrees.shape[0]} degrees")
+        if graph is not None and graph.scales.shape != (n,):
+            raise InputDataError(f"graph scales must have shape ({n},); got {graph.scales.shape}")
+        self._index, self._graph = None, graph
+        if n_features_in is not None:
+            self.n_features_in_ = check_int("n_features_in", n_features_in, low=1)
+        return self._fit_basis(basis, codes)
 
     def _fit_graph(self, W, codes: np.ndarray):
         basis = spectral_basis(W, self._n_basis(W.shape[0]), include_trivial=self._include_trivial(),
                                eigen_solver=self.eigen_solver, random_state=self.random_state,
                                skip_one=self._skip_one())
+        return self._fit_basis(basis, codes)
+
+    def _fit_basis(self, basis: SpectralBasis, codes: np.ndarray):
         self.eigenvalues_, self.eigenvectors_, self.degrees_ = basis.values, basis.vectors, basis.degrees
         self.basis_info_ = basis.info
         self.mu_ = self._learn_spectrum(basis, codes)
-        self._class_matrix = class_matrix(basis.vectors[self.labeled_indices_], codes, self.mu_,
+        self.class_matrix_ = class_matrix(basis.vectors[self.labeled_indices_], codes, self.mu_,
                                           self.classes_.size, self.class_weight)
-        self.scores_ = self.eigenvectors_ @ self._class_matrix  # eq. 5 for every training point
-        self.transduction_ = self.classes_[np.argmax(self.scores_, axis=1)]
+        self._set_transductive_outputs()
         return self
+
+    def _set_transductive_outputs(self) -> None:
+        self.scores_ = self.eigenvectors_ @ self.class_matrix_  # eq. 5 for every training point
+        self.transduction_ = self.classes_[np.argmax(self.scores_, axis=1)]
+
+    # -- model state (spectral.paper002.state) ----------------------------------------------------------
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """``(arrays, attrs)``: numeric arrays and JSON-able attributes (no pickle, no kNN index)."""
+        check_is_fitted(self, "mu_")
+        return estimator_state(self)
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict):
+        """Inverse of :meth:`to_state`; call :meth:`rebuild_index` (or :meth:`attach_index`) before ``predict``."""
+        return restore_estimator(cls, arrays, attrs)
+
+    def attach_index(self, index: KNNIndex) -> None:
+        """Use an already built kNN index of the n training points (for eq. 17-19)."""
+        check_is_fitted(self, "mu_")
+        self._check_out_of_sample()
+        n = self.eigenvectors_.shape[0]
+        if index.n_samples != n:
+            raise InputDataError(f"the index has {index.n_samples} points; the model was fitted on {n}")
+        self._index = index
+
+    def rebuild_index(self, X_train) -> None:
+        """Rebuild the kNN index from the training points ``X_train`` (n, d), same rows and order as at fit."""
+        check_is_fitted(self, "mu_")
+        self._check_out_of_sample()
+        self.attach_index(KNNIndex.rebuild(X_train, self._graph.knn_params))
+
+    def _check_out_of_sample(self) -> None:
+        if self._graph is None:
+            raise ParameterError("this model has no kNN graph parameters (fitted from a graph): out-of-sample "
+                                 "needs fit(X, y)")
 
     def _include_trivial(self) -> bool:
         return True
@@ -116,12 +176,14 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         for the exact eq. 17).
         """
         check_is_fitted(self, "mu_")
+        self._check_out_of_sample()
         if self._index is None:
-            raise ParameterError("this model has no kNN index (fitted from a graph): out-of-sample needs fit(X, y)")
+            raise ParameterError("this model has no kNN index (restored from a state): call "
+                                 "rebuild_index(X_train) first")
         X = check_array_2d(X, "X")
         n = self.eigenvectors_.shape[0]
-        kc = CANDIDATE_FACTOR * self._weight_params.n_neighbors if n_candidates is None else n_candidates
-        kc = check_int("n_candidates", kc, low=self._weight_params.n_neighbors)
+        k = self._graph.weight_params.n_neighbors
+        kc = check_int("n_candidates", CANDIDATE_FACTOR * k if n_candidates is None else n_candidates, low=k)
         idx, dist = self._index.query(X, min(n, kc))
         out = np.empty((X.shape[0], self.eigenvectors_.shape[1]))
         exact = dist[:, 0] == 0.0
@@ -134,8 +196,8 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
     def extend(self, indices, distances) -> np.ndarray:
         """Eq. 18 for new points given their candidate training neighbours ``(indices, distances)`` (s, kc)."""
         keep = np.abs(1.0 - self.eigenvalues_) > ONE_TOL  # all True unless an RSK basis kept lambda = 1
-        Wq, shift = query_weights(indices, distances, self._weight_params, self._scales, self._radii,
-                                  return_log_scale=True)
+        g = self._graph
+        Wq, shift = query_weights(indices, distances, g.weight_params, g.scales, g.radii, return_log_scale=True)
         out = np.zeros((Wq.shape[0], self.eigenvalues_.size))
         out[:, keep] = extend_vectors(Wq, self.degrees_, self.eigenvalues_[keep], self.eigenvectors_[:, keep],
                                       log_scale=shift)
@@ -143,7 +205,7 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X) -> np.ndarray:
         """Eq. 19 scores (s, c): ``sum_{y_j = k} K(x, x_j)`` for new points ``X`` (s, d)."""
-        return self.spectral_rows(X) @ self._class_matrix
+        return self.spectral_rows(X) @ self.class_matrix_
 
     def predict(self, X) -> np.ndarray:
         """Labels (s,) of new points by eq. 19 (out-of-sample extension)."""
@@ -220,7 +282,11 @@ class TSK(_SpectralKernelClassifier):
     Attributes
     ----------
     mu_ (m,), xi_ (l,), lp_objective_, beta_, eigenvalues_ (m,), eigenvectors_ (n, m), degrees_ (n,),
-    classes_ (c,), labeled_indices_ (l,), transduction_ (n,), scores_ (n, c), n_features_in_.
+    classes_ (c,), labeled_indices_ (l,), class_matrix_ (m, c), transduction_ (n,), scores_ (n, c),
+    n_features_in_.
+
+    A fitted model is saved with :meth:`to_state` (plain arrays + JSON attributes) and restored with
+    :meth:`from_state` followed by :meth:`rebuild_index` (the training points) for out-of-sample use.
     """
 
     def __init__(self, n_eigenvectors=30, *, eta=2.0, beta="auto", n_neighbors=6, constraint="decay",
