@@ -5,6 +5,12 @@ unlabeled), builds the k = 6 kNN graph with the weights of eq. 2, computes the m
 normalized Laplacian with the scalable solvers (lobpcg + AMG above 2,000 points), learns the spectrum by the
 linear program of eq. 14 (m + l variables) and writes, chunk by chunk on the flow's Dask cluster, the
 transductive scores ``outputs/<run>/scores`` (n, c) and labels ``outputs/<run>/labels`` (n,) of every point.
+
+The method is also registered as ``"tsk"`` for the generic ``embed`` / ``extend`` flows:
+``embed(source, store, method="tsk", n_components=m, ...)`` (m = ``n_eigenvectors``; the other TSK parameters
+take :data:`DEFAULTS`; no hold-out) writes the same scores / labels plus the kernel features ``V U^1/2``
+(eq. 9-10) as ``embeddings/<run>`` (n, m); ``extend(store, new_source, out_store)`` with a stored ``tsk`` model
+(from either flow) labels new points by eq. 17-19 (kNN rows among the model store's X, queried per chunk).
 """
 
 from __future__ import annotations
@@ -15,20 +21,27 @@ from typing import Any
 from prefect import flow
 
 from spectral._validation import check_choice, check_float, check_int
+from spectral.errors import ParameterError
+from spectral.knn import METHODS as KNN_METHODS
 from spectral.paper002.basis import EIGEN_SOLVERS
 from spectral.paper002.lp import CONSTRAINTS
 from tasks import laplacian_eigenmaps as graph_tasks
 from tasks import paper002 as t
 
-from flows._runtime import new_run_id
+from flows._runtime import RunContext, new_run_id
 from flows._ingested_run import ingested_run
+from flows.methods import Method, register_method
 
-WEIGHTING, SYMMETRIZE = "hein_maier", "or"  # paper 002 eq. 2
+WEIGHTING, SYMMETRIZE = t.WEIGHTING, t.SYMMETRIZE  # paper 002 eq. 2
+#: TSK parameters that ``embed(method="tsk")`` does not expose (those of :class:`spectral.paper002.TSK`).
+DEFAULTS = {"eta": 2.0, "beta": "auto", "constraint": "decay", "include_trivial": True, "class_weight": None,
+            "eigen_tol": None}
 
 
 def _validate(p: dict) -> None:
     check_int("n_eigenvectors", p["n_eigenvectors"], low=1)
     check_int("n_neighbors", p["n_neighbors"], low=1)
+    check_choice("knn_method", p["knn_method"], KNN_METHODS)
     check_float("eta", p["eta"], low=1.0)
     if p["beta"] != "auto":
         check_float("beta", p["beta"], low=0.0, low_inclusive=False)
@@ -76,7 +89,7 @@ def tsk(
     n_workers = check_int("n_workers", n_workers, low=1)
     run = new_run_id("tsk", run_name)
     t_flow = time.perf_counter()
-    with ingested_run(source, store, run=run, flow="tsk", method=t.METHOD, params=params, labels=labels,
+    with ingested_run(source, store, run=run, flow="embed", method=t.METHOD, params=params, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state) as (ctx, ingested):
         _stages(ctx, params)
@@ -85,7 +98,15 @@ def tsk(
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 
-def _stages(ctx, p: dict) -> None:
+def _stages(ctx: RunContext, p: dict) -> None:
+    _fit(ctx, p)
+    ctx.require_cluster()
+    with ctx.stage("tsk-score") as rec:
+        rec.info.update(t.tsk_score_task(ctx.store, ctx.run, ctx.token))
+        ctx.manifest.results["label_counts"] = rec.info["label_counts"]
+
+
+def _fit(ctx: RunContext, p: dict) -> None:
     with ctx.stage("knn") as rec:
         rec.info.update(graph_tasks.knn_task(ctx.store, ctx.run, ctx.token, n_neighbors=p["n_neighbors"],
                                              knn_method=p["knn_method"], metric="euclidean", holdout=0.0,
@@ -98,11 +119,48 @@ def _stages(ctx, p: dict) -> None:
             "n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "eigen_solver",
             "random_state", "eigen_tol")}))
         ctx.manifest.results.update({k: rec.info[k] for k in ("n_labeled", "mu", "eigenvalues", "lp_objective")})
-    ctx.require_cluster()
-    with ctx.stage("tsk-score") as rec:
-        rec.info.update(t.tsk_score_task(ctx.store, ctx.run, ctx.token))
-        ctx.manifest.results["label_counts"] = rec.info["label_counts"]
 
 
 PARAMETERS = ("n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "n_neighbors",
               "knn_method", "eigen_solver", "eigen_tol", "random_state")
+
+
+# ---- "tsk" in the generic embed / extend flows ----------------------------------------------------------------
+EMBED_PARAMETERS = ("n_components", "n_neighbors", "knn_method", "eigen_solver", "holdout", "random_state")
+
+
+def _from_embed(p: dict) -> dict:
+    """TSK parameters from ``embed``'s: ``n_components`` is m (``n_eigenvectors``), the rest :data:`DEFAULTS`."""
+    return {**DEFAULTS, "n_eigenvectors": p["n_components"],
+            **{k: p[k] for k in ("n_neighbors", "knn_method", "eigen_solver", "random_state")}}
+
+
+def _validate_from_embed(p: dict) -> None:
+    if p.get("holdout", 0.0) != 0:
+        raise ParameterError(f"holdout must be 0 for method 'tsk' (TSK fits every point of the store; label new "
+                             f"points with extend); got {p['holdout']!r}")
+    _validate(_from_embed(p))
+
+
+def _embed_points(ctx: RunContext) -> dict:
+    info = t.tsk_score_task(ctx.store, ctx.run, ctx.token, write_embedding=True)
+    ctx.manifest.results.update({"labels": f"outputs/{ctx.run}/{t.LABELS}", "scores": f"outputs/{ctx.run}/{t.SCORES}",
+                                 "label_counts": info["label_counts"]})
+    return info
+
+
+def _extend_points(ctx: RunContext, model_store: str, model_run: str, model_token: str) -> dict:
+    info = t.tsk_extend_task(model_store, model_run, model_token, ctx.store, ctx.run, ctx.token)
+    ctx.manifest.results.update({"labels": f"outputs/{ctx.run}/{t.LABELS}", "scores": f"outputs/{ctx.run}/{t.SCORES}",
+                                 "label_counts": info["label_counts"]})
+    return info
+
+
+register_method(Method(
+    name=t.METHOD,
+    fit=lambda ctx, p: _fit(ctx, _from_embed(p)),
+    embed_points=_embed_points,
+    extend_points=_extend_points,
+    parameters=EMBED_PARAMETERS,
+    validate=_validate_from_embed,
+))

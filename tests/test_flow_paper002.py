@@ -52,7 +52,7 @@ def test_fit_task_matches_estimator(tmp_path, constraint, include_trivial):
     np.testing.assert_allclose(arrays["mu"], ref.mu_, rtol=1e-4, atol=1e-6 * ref.mu_.max())
     V = read_output(store, "r1", t.EIGENVECTORS)
     np.testing.assert_allclose(V, ref.eigenvectors_, atol=1e-6)
-    assert info["n_labeled"] == 12 and attrs["beta"] == pytest.approx(208 / 12)
+    assert info["n_labeled"] == 12 and attrs["beta_"] == pytest.approx(208 / 12)
     np.testing.assert_array_equal(ref.classes_[np.argmax(V @ arrays["class_matrix"], 1)], ref.transduction_)
 
 
