@@ -5,7 +5,9 @@
 (eq. 13; eq. 24 constraints from stored labels / must-link / cannot-link pairs) with Nystrom features and
 the implicit operator Phi Phi^T - gamma L_G (no n x n matrix), stores the model in ``models/<run>`` and
 writes ``embeddings/<run>`` for every row of X chunk by chunk on the flow's Dask cluster. The method is
-also registered as ``"graph_kpca"`` for the generic ``embed`` / ``extend`` flows.
+also registered as ``"graph_kpca"`` for the generic ``embed`` / ``extend`` flows: ``extend`` rebuilds the kNN
+index over the model's fit points from the model store's X (or takes the one the fit left on the cluster),
+queries it per chunk of new points and writes their out-of-sample embedding (:func:`tasks.paper003.extend_points_task`).
 """
 
 from __future__ import annotations
@@ -128,14 +130,8 @@ register_method(Method(
     name=t.METHOD,
     fit=_fit_from_embed,
     embed_points=lambda ctx: t.embed_points_task(ctx.store, ctx.run, ctx.token),
-    extend_points=lambda ctx, store, run, token: _not_supported(),
+    extend_points=lambda ctx, store, run, token: t.extend_points_task(store, run, token, ctx.store, ctx.run,
+                                                                      ctx.token),
     parameters=("n_components", "n_neighbors", "knn_method", "holdout", "random_state"),
     cleanup=lambda ctx: release_index(ctx.token, ctx.run),  # embed() calls it once the cluster is up
 ))
-
-
-def _not_supported() -> dict:
-    from spectral.errors import ParameterError
-
-    raise ParameterError("extend with a graph_kpca model is not available: new points need their kNN rows among "
-                         "the fit points; use holdout=... in graph_kpca to extend points out-of-sample")

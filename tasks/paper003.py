@@ -4,9 +4,12 @@ The kNN graph comes from :func:`tasks.laplacian_eigenmaps.knn_task` (``graph/knn
 ``outputs/<run>/in_fit``). :func:`fit_graph_kpca_task` fits :class:`spectral.grad.GraphKPCA` with
 ``solver="nystrom"`` on the fit rows (K_y = Phi Phi^T from Nystrom features, the sparse Laplacian of the
 kNN graph, constraints from stored labels / pairs, the eigen-step on the implicit operator) and stores the
-model (no n x n array, no X copy). :func:`embed_points_task` writes ``embeddings/<run>`` chunk by chunk on
-Dask: fitted rows get their eigenvector rows, held-out rows the out-of-sample map of
-:meth:`GraphKPCA.transform_with_neighbors` with their stored neighbours.
+model (no n x n array, no X copy; the kNN index parameters go in its attrs). :func:`embed_points_task` writes
+``embeddings/<run>`` chunk by chunk on Dask: fitted rows get their eigenvector rows, held-out rows the
+out-of-sample map of :meth:`GraphKPCA.transform_with_neighbors` with their stored neighbours.
+:func:`extend_points_task` embeds the points of another store with a stored model: the kNN index over the
+fit points (read from the model store's X) is taken from the cluster or rebuilt, and each chunk of new
+points is queried and mapped by :class:`spectral.grad.extension.IndexedGraphKPCA` on Dask.
 """
 
 from __future__ import annotations
@@ -18,16 +21,21 @@ import numpy as np
 from prefect import task
 
 from spectral.grad import GraphKPCA
-from storage.arrays import read_labels, read_X, row_chunks
+from spectral.grad.extension import IndexedGraphKPCA
+from spectral.knn import KNNIndex
+from storage.arrays import read_labels, read_X, row_chunks, x_shape
 from storage.embedding_io import create_embedding
 from storage.errors import StoreFormatError
-from storage.graph_io import read_constraints
+from storage.graph_io import read_constraints, read_knn_attrs
 from storage.models import read_model, write_model
 
+from tasks._chunks import transform_with_index, write_embedding_chunk
 from tasks.common import COMPUTE_TASK, FIT_ROWS, IO_TASK, chunk_fit_slices, map_row_chunks
-from tasks.laplacian_eigenmaps import fit_graph
+from tasks.laplacian_eigenmaps import fit_graph, index_dataset_name
 
 METHOD = "graph_kpca"
+#: Model attr holding the :attr:`spectral.knn.KNNIndex.params` of the fit graph (to rebuild it for ``extend``).
+KNN_INDEX_ATTR = "knn_index"
 
 
 def _fit_labels_and_pairs(store_url: str, rows: np.ndarray):
@@ -66,7 +74,8 @@ def fit_graph_kpca_task(store_url: str, run: str, store_token: str, *, n_compone
     est.fit(X, y_fit)
     fit_seconds = time.perf_counter() - t0
     arrays, attrs = est.to_state()
-    write_model(store_url, run, {**arrays, FIT_ROWS: rows}, {**attrs, "method": METHOD})
+    index_params = read_knn_attrs(store_url)["index_params"]  # fit_graph checked graph/knn belongs to run
+    write_model(store_url, run, {**arrays, FIT_ROWS: rows}, {**attrs, "method": METHOD, KNN_INDEX_ATTR: index_params})
     return {"n_fit": int(rows.size), "eigenvalues": [float(v) for v in est.eigenvalues_],
             "eigen_solver": est.eigen_info_["solver"], "n_iter": int(est.eigen_info_["n_iter"]),
             "max_residual": float(np.max(est.eigen_info_["residuals"])),
@@ -74,11 +83,16 @@ def fit_graph_kpca_task(store_url: str, run: str, store_token: str, *, n_compone
             "n_labeled": 0 if y_fit is None else int(np.sum(y_fit >= 0))}
 
 
-def load_model(store_url: str, run: str) -> tuple[GraphKPCA, np.ndarray]:
-    """The stored GraphKPCA of ``run`` and its (sorted) fit rows."""
+def _read_model(store_url: str, run: str) -> tuple[dict, dict]:
     arrays, attrs = read_model(store_url, run)
     if attrs.get("method") != METHOD:
         raise StoreFormatError(f"model {run!r} of {store_url} is a {attrs.get('method')!r} model, not {METHOD!r}")
+    return arrays, attrs
+
+
+def load_model(store_url: str, run: str) -> tuple[GraphKPCA, np.ndarray]:
+    """The stored GraphKPCA of ``run`` and its (sorted) fit rows."""
+    arrays, attrs = _read_model(store_url, run)
     rows = arrays.pop(FIT_ROWS)
     return GraphKPCA.from_state(arrays, attrs), rows
 
@@ -129,3 +143,60 @@ def embed_points_task(store_url: str, run: str, store_token: str) -> dict[str, A
                            name="graph-kpca-embed-points")
     return {"n_chunks": len(bounds), "n_fitted": sum(i["n_fitted"] for i in infos),
             "n_extended": sum(i["n_extended"] for i in infos)}
+
+
+# ---- extend: embed the points of another store with a stored model ------------------------------------------
+def _index_params(store_url: str, run: str, attrs: dict) -> dict:
+    """KNNIndex parameters of the model's fit graph: the model's attrs, else ``graph/knn`` if it is that run's."""
+    if KNN_INDEX_ATTR in attrs:
+        return attrs[KNN_INDEX_ATTR]
+    graph = read_knn_attrs(store_url)
+    if graph.get("run") != run:
+        raise StoreFormatError(f"model {run!r} of {store_url} records no kNN index parameters and graph/knn belongs "
+                               f"to run {graph.get('run')!r}: fit the graph_kpca model again to extend it")
+    return graph["index_params"]
+
+
+def fit_index(store_url: str, run: str, store_token: str, rows: np.ndarray, attrs: dict) -> KNNIndex:
+    """The kNN index over the fit points of ``run``: the one the fit published on the cluster, else rebuilt
+    from the store's X (fit rows, model order) with the recorded parameters (as the holdout path built it)."""
+    from distributed import get_client
+
+    client = get_client()
+    name = index_dataset_name(store_token, run)
+    if name in client.list_datasets():
+        return client.get_dataset(name).result()
+    return KNNIndex.rebuild(read_X(store_url)[rows], _index_params(store_url, run, attrs))
+
+
+@task(name="graph-kpca-extend-points", **IO_TASK)
+def extend_points_task(model_store: str, model_run: str, model_token: str, out_store: str, out_run: str,
+                       out_token: str) -> dict[str, Any]:
+    """Embed every row of ``out_store`` with the GraphKPCA of ``model_run`` in ``model_store``, per chunk on Dask.
+
+    New points get their kNN rows among the model's fit points from the index of :func:`fit_index`, then the
+    out-of-sample map :meth:`GraphKPCA.transform_with_neighbors`; written to ``embeddings/<out_run>``.
+    """
+    from distributed import get_client
+
+    arrays, attrs = _read_model(model_store, model_run)
+    rows = arrays.pop(FIT_ROWS)
+    extension = IndexedGraphKPCA(GraphKPCA.from_state(arrays, attrs))
+    if x_shape(out_store)[1] != extension.model.n_features_in_:
+        raise StoreFormatError(f"new points must have {extension.model.n_features_in_} features like the model's "
+                               f"training data; got {x_shape(out_store)[1]}")
+    index = fit_index(model_store, model_run, model_token, rows, attrs) if extension.needs_neighbors else None
+    extension.index = index
+    extension.check_index()
+    extension.index = None  # the index travels separately, once (tasks._chunks.transform_with_index)
+    [payload] = get_client().scatter([(extension, index)], broadcast=True)
+    bounds = row_chunks(out_store)
+    d = extension.model.eigenvectors_.shape[1]
+    create_embedding(out_store, out_run, d, overwrite=True,
+                     attrs={"method": METHOD, "model_store": str(model_store), "model_run": model_run})
+    empty = (np.zeros(0, dtype=np.int64), np.zeros((0, d)))
+    infos = map_row_chunks(write_embedding_chunk, bounds, args=(out_store, out_run, transform_with_index, payload),
+                           per_chunk=[empty] * len(bounds), name="graph-kpca-extend-points")
+    return {"n_chunks": len(bounds), "n_extended": sum(i["n_extended"] for i in infos),
+            "n_queried": sum(i.get("n_queried", 0) for i in infos),
+            "knn_method": None if index is None else index.method}
