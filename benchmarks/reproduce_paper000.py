@@ -62,6 +62,9 @@ PAPER = {
     "KLFDA": {"Balance": (0.88, 0.04), "Glass": (0.65, 0.04), "Ionosphere": (0.82, 0.03), "Yeast": (0.48, 0.03)},
     "SS-KLFDA": {"Balance": (0.88, 0.03), "Glass": (0.66, 0.04), "Ionosphere": (0.83, 0.03), "Yeast": (0.48, 0.02)},
 }
+# Table 1: c (classes) and d0 (input features); d = c for MFA / LFDA (Sect. 5), capped at d0 for the linear
+# variants (Yeast: c = 10 > d0 = 8)
+TABLE1_C_D0 = {"Balance": (3, 4), "Glass": (6, 9), "Ionosphere": (2, 34), "Yeast": (10, 8)}
 METHODS = ["DNE", "SS-DNE", "KDNE", "SS-KDNE", "MFA", "SS-MFA", "KMFA", "SS-KMFA",
            "LFDA", "SS-LFDA", "KLFDA", "SS-KLFDA"]
 ESTIMATORS = {"DNE": DNE, "MFA": MFA, "LFDA": LFDA}
@@ -80,6 +83,15 @@ REGULARIZATION = {"linear": "eps", "kernel": "pca"}  # C + eps I (linear), KPCA 
 SCALING = {"DNE": "unit_norm", "MFA": "unit_norm", "LFDA": "sqrt_eigenvalue"}
 MANIFOLD_GRAPH = "full"               # W^(2): complete local-scaling affinity, sigma_i = distance to the k-th
                                       # neighbour, as the LFDA implementation the paper follows (Sect. 5)
+# d of MFA / LFDA: "table1" = c of Table 1 (Sect. 5: "we set d = c, the number of classes"); "fitted" = the
+# number of classes among the labeled points of the fit (the estimators' default; smaller on Yeast)
+N_COMPONENTS = "table1"
+# a class with fewer than k labeled points in a split: "keep" it labeled (Neig^I = its n_c - 1 other points,
+# the estimators' small_classes="keep"), or fit its points as "unlabeled" (they stay 1-NN references)
+SMALL_CLASSES = "keep"
+# 1-NN references (inductive rows of Table 1): "labeled" (the l labeled points, the protocol) or "training"
+# (l + u with the true labels of the unlabeled points: a diagnostic only, it uses labels SSL does not have)
+EVAL_REFERENCES = "labeled"
 SEED = 20091                          # split seed: split s uses default_rng([SEED, s])
 
 
@@ -97,12 +109,13 @@ def make_split(y: np.ndarray, l: int, u: int, t: int | None, rng: np.random.Gene
 
 
 def fit_labels(y_lab: np.ndarray, n_total: int) -> np.ndarray:
-    """Labels for the fit: the labeled rows first, -1 after; a class with fewer than k labeled points cannot
-    define Neig^I (Sect. 5 sets k = 3 "to ensure that every class has at least k points"), so its points enter
-    the fit as unlabeled (they still serve as 1-NN references)."""
+    """Labels for the fit: the labeled rows first, -1 after. Sect. 5 sets k = 3 "to ensure that every class
+    has at least k points", which random splits of Yeast / Glass cannot ensure: with SMALL_CLASSES="keep" such a
+    class stays labeled (Neig^I = its other points), with "unlabeled" its points enter the fit unlabeled (they
+    still serve as 1-NN references)."""
     y_fit = np.full(n_total, -1)
     classes, counts = np.unique(y_lab, return_counts=True)
-    ok = np.isin(y_lab, classes[counts >= K_NEIGHBORS])
+    ok = np.isin(y_lab, classes[counts >= (1 if SMALL_CLASSES == "keep" else K_NEIGHBORS)])
     y_fit[: len(y_lab)] = np.where(ok, y_lab, -1)
     return y_fit
 
@@ -111,26 +124,27 @@ def _mode(method: str) -> str:
     return "kernel" if method.removeprefix("SS-").startswith("K") else "linear"
 
 
-def variant(method: str, gamma: float):
-    """Estimator for a method name of the tables: [SS-][K]{DNE,MFA,LFDA}."""
+def variant(method: str, gamma: float, ds: str):
+    """Estimator for a method name of the tables: [SS-][K]{DNE,MFA,LFDA}, on dataset ``ds`` (for d = c)."""
     base = method.removeprefix("SS-")
-    mode = _mode(method)
-    return ESTIMATORS[base.removeprefix("K")](n_neighbors=K_NEIGHBORS, gamma=gamma, mode=mode,
-                                              regularization=REGULARIZATION[mode],
-                                              scaling=SCALING[base.removeprefix("K")],
-                                              manifold_graph=MANIFOLD_GRAPH)
+    mode, algo = _mode(method), base.removeprefix("K")
+    c, d0 = TABLE1_C_D0[ds]
+    d = None if algo == "DNE" or N_COMPONENTS == "fitted" else (min(c, d0) if mode == "linear" else c)
+    return ESTIMATORS[algo](d, n_neighbors=K_NEIGHBORS, gamma=gamma, mode=mode,
+                            regularization=REGULARIZATION[mode], scaling=SCALING[algo],
+                            manifold_graph=MANIFOLD_GRAPH, small_classes="keep")
 
 
-def embed(method: str, X: np.ndarray, y_train: np.ndarray, gamma: float) -> np.ndarray:
+def embed(method: str, X: np.ndarray, y_train: np.ndarray, gamma: float, ds: str) -> np.ndarray:
     """Fit one variant on (X, y_train) (-1 = unlabeled) and return the embedding of every row of X."""
-    return variant(method, gamma).fit_transform(X, y_train)
+    return variant(method, gamma, ds).fit_transform(X, y_train)
 
 
 def one_nn(Z: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> float:
     return float(KNeighborsClassifier(n_neighbors=1).fit(Z[train], y[train]).score(Z[test], y[test]))
 
 
-def cv_gamma(method: str, X: np.ndarray, y: np.ndarray, n_lab: int, rng: np.random.Generator) -> float:
+def cv_gamma(method: str, X: np.ndarray, y: np.ndarray, n_lab: int, rng: np.random.Generator, ds: str):
     """Grid gammas sorted by CV 1-NN accuracy on the labeled points (rows 0..n_lab-1 of X are labeled)."""
     folds = np.array_split(rng.permutation(n_lab), CV_FOLDS)
     scores = []
@@ -141,7 +155,7 @@ def cv_gamma(method: str, X: np.ndarray, y: np.ndarray, n_lab: int, rng: np.rand
             order = np.concatenate([keep, np.setdiff1d(np.arange(len(X)), keep)])
             y_tr = fit_labels(y[keep], len(X))
             try:
-                Z = embed(method, X[order], y_tr, gamma)
+                Z = embed(method, X[order], y_tr, gamma, ds)
             except ParameterError:  # DNE: no negative eigenvalue left at this gamma (d = 0), no embedding
                 acc.append(0.0)
                 continue
@@ -167,23 +181,24 @@ def run_split(ds: str, split: int, methods: list[str]) -> dict[str, float]:
     for method in methods:
         X = prep[PREPROCESS[_mode(method)]]
         Xtr = X[train]
-        gammas = cv_gamma(method, Xtr, y[train], l, rng) if method.startswith("SS-") else [0.0]
-        est = _fit_first(method, gammas, Xtr, y_tr)
+        gammas = cv_gamma(method, Xtr, y[train], l, rng, ds) if method.startswith("SS-") else [0.0]
+        est = _fit_first(method, gammas, Xtr, y_tr, ds)
         if t is None:  # transductive rows of Table 1: the unlabeled points are the test points
             Z = est.embedding_
             out[method] = one_nn(Z, y[train], np.arange(l), np.arange(l, len(train)))
         else:
-            Z = est.transform(np.vstack([X[lab], X[test]]))
-            y_eval = np.concatenate([y[lab], y[test]])
-            out[method] = one_nn(Z, y_eval, np.arange(l), np.arange(l, len(y_eval)))
+            ref = lab if EVAL_REFERENCES == "labeled" else train
+            Z = est.transform(np.vstack([X[ref], X[test]]))
+            y_eval = np.concatenate([y[ref], y[test]])
+            out[method] = one_nn(Z, y_eval, np.arange(len(ref)), np.arange(len(ref), len(y_eval)))
     return out
 
 
-def _fit_first(method, gammas, X, y_fit):
+def _fit_first(method, gammas, X, y_fit, ds):
     """Fit with the best CV gamma; if DNE has no negative eigenvalue there on the full set, the next best."""
     for gamma in gammas:
         try:
-            return variant(method, gamma).fit(X, y_fit)
+            return variant(method, gamma, ds).fit(X, y_fit)
         except ParameterError:
             continue
     raise RuntimeError(f"{method}: no gamma of {gammas} gives an embedding")
@@ -208,8 +223,16 @@ def summarize(results: dict, datasets: list[str]) -> list[dict]:
     return records
 
 
+# choices that can be switched from the command line (to reproduce the hypotheses of paper000.md)
+OVERRIDABLE = {"small_classes": "SMALL_CLASSES", "n_components": "N_COMPONENTS", "references": "EVAL_REFERENCES",
+               "manifold_graph": "MANIFOLD_GRAPH"}
+
+
 def _run_job(job):
-    return run_split(*job)
+    ds, s, methods, overrides = job
+    for key, value in overrides.items():  # set in the worker: module constants are read at call time
+        globals()[OVERRIDABLE[key]] = value
+    return run_split(ds, s, methods)
 
 
 def main(argv=None) -> int:
@@ -219,7 +242,14 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--json", default=None)
     ap.add_argument("--jobs", type=int, default=1, help="worker processes over (dataset, split)")
+    ap.add_argument("--small-classes", choices=["keep", "unlabeled"], default=SMALL_CLASSES)
+    ap.add_argument("--n-components", choices=["table1", "fitted"], default=N_COMPONENTS)
+    ap.add_argument("--references", choices=["labeled", "training"], default=EVAL_REFERENCES,
+                    help="1-NN references of the inductive datasets; 'training' uses the unlabeled points' labels "
+                         "(a diagnostic, not the protocol)")
+    ap.add_argument("--manifold-graph", choices=["full", "knn"], default=MANIFOLD_GRAPH)
     args = ap.parse_args(argv)
+    overrides = {key: getattr(args, key) for key in OVERRIDABLE}
     datasets = [d.strip() for d in args.datasets.split(",")]
     methods = [m.strip() for m in args.methods.split(",")]
     bad = [d for d in datasets if d not in DATASETS] + [m for m in methods if m not in METHODS]
@@ -227,9 +257,10 @@ def main(argv=None) -> int:
         ap.error(f"unknown dataset/method {bad} or --splits < 1; datasets {list(DATASETS)}, methods {METHODS}")
     results = {ds: {m: [] for m in METHODS} for ds in datasets}
     t0 = time.perf_counter()
-    jobs = [(ds, s, methods) for ds in datasets for s in range(args.splits)]
+    jobs = [(ds, s, methods, overrides) for ds in datasets for s in range(args.splits)]
+    print(f"choices: {overrides}", file=sys.stderr)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for (ds, s, _), res in zip(jobs, pool.map(_run_job, jobs)):
+        for (ds, s, _, _), res in zip(jobs, pool.map(_run_job, jobs)):
             for m, acc in res.items():
                 results[ds][m].append(acc)
             if s == args.splits - 1:

@@ -124,6 +124,30 @@ def test_semi_supervised_lfda_matches_textbook():
     assert_same_columns(est.coef_, vecs[:, :3])
 
 
+@pytest.mark.parametrize("method", ["MFA", "LFDA"])
+def test_small_classes_keep_matches_textbook(method):
+    """A class with 1 or 2 labeled points (< k = 3) kept as labeled: Neig^I = its other points (Sect. 2.1.2)."""
+    X, y = blobs(n_per=12, n_classes=4, seed=4)
+    y = y.copy()
+    y[np.flatnonzero(y == 2)[2:]] = -1  # class 2: 2 labeled points
+    y[np.flatnonzero(y == 3)[1:]] = -1  # class 3: a singleton
+    lab = y >= 0
+    Xl, yl = X[lab], y[lab]
+    WI, WE = textbook_label_graphs(Xl, yl, 3)
+    if method == "MFA":
+        A, B = scatter(Xl, WI), scatter(Xl, WE)
+    else:
+        Wb, Ww = textbook_lfda(WI, yl)
+        A, B = scatter(Xl, Wb), scatter(Xl, Ww)
+    vals, vecs = scipy.linalg.eigh(A, B)
+    with pytest.raises(InputDataError, match="class 2 has 2 labeled points.*small_classes='keep'"):
+        {"MFA": MFA, "LFDA": LFDA}[method](reg_eps=0.0).fit(X, y)
+    est = {"MFA": MFA, "LFDA": LFDA}[method](reg_eps=0.0, small_classes="keep").fit(X, y)
+    assert est.n_components_ == 4
+    np.testing.assert_allclose(est.eigenvalues_, vals[:4], rtol=1e-7, atol=1e-9)
+    assert_same_columns(est.coef_, vecs[:, :4])
+
+
 def test_transductive_dne_is_eq4():
     X, y = blobs(n_per=10, seed=3, n_unlabeled=12)
     WI, WE = textbook_label_graphs(X, y, 3)
@@ -226,6 +250,8 @@ def test_bad_inputs():
         DNE(gamma=-1.0).fit(X, y)
     with pytest.raises(ParameterError, match="mode must be one of"):
         DNE(mode="nonlinear").fit(X, y)
+    with pytest.raises(ParameterError, match="small_classes must be one of"):
+        DNE(small_classes="drop").fit(X, y)
     with pytest.raises(ParameterError, match="embeds the training points only"):
         DNE(mode="transductive").fit(X, y).transform(X)
     with pytest.raises(ParameterError, match="n_landmarks needs mode='kernel'"):

@@ -26,6 +26,8 @@ from . import graphs, solve
 from ._kernel import DEFAULT_KERNEL_PARAMS, centered_kpca_map, kernel_matrix, landmark_features
 
 MODES = ("linear", "kernel", "transductive")
+#: what to do with a labeled class of fewer than n_neighbors points (see the ``small_classes`` parameter)
+SMALL_CLASSES = ("error", "keep")
 
 
 class _Paper000Estimator(TransformerMixin, BaseEstimator):
@@ -37,7 +39,12 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         Target dimensionality d. None: number of negative eigenvalues (DNE), number of classes c (MFA, LFDA),
         capped at the problem dimension (Sect. 5).
     n_neighbors : int, default 3
-        k of Neig^I / Neig^E (Sect. 2.1.2, Sect. 5); every labeled class needs at least k points.
+        k of Neig^I / Neig^E (Sect. 2.1.2, Sect. 5); every labeled class needs at least k points unless
+        ``small_classes="keep"``.
+    small_classes : {"error", "keep"}, default "error"
+        A labeled class with fewer than ``n_neighbors`` points: an error (Sect. 5 chooses k "to ensure that
+        every class has at least k points"), or kept as labeled with Neig^I = its n_c - 1 other points (a
+        singleton gets no W^I edge, still W^E edges and, for LFDA, its 1/n_k and -1/n weights).
     gamma : float >= 0, default 0
         Weight of the manifold regularizer W^(2) (eq. 12). 0: supervised, only labeled points are used.
     mode : {"linear", "kernel", "transductive"}
@@ -94,6 +101,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         scaling="identity",
         n_landmarks=None,
         random_state=None,
+        small_classes="error",
     ):
         self.n_components = n_components
         self.n_neighbors = n_neighbors
@@ -109,6 +117,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         self.scaling = scaling
         self.n_landmarks = n_landmarks
         self.random_state = random_state
+        self.small_classes = small_classes
 
     # ------------------------------------------------------------------ validation
     def _check_params(self) -> None:
@@ -120,6 +129,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         check_choice("scaling", self.scaling, solve.SCALINGS)
         check_choice("manifold_weighting", self.manifold_weighting, graphs.MANIFOLD_WEIGHTINGS)
         check_choice("manifold_graph", self.manifold_graph, graphs.MANIFOLD_GRAPHS)
+        check_choice("small_classes", self.small_classes, SMALL_CLASSES)
         if self.n_components is not None:
             check_int("n_components", self.n_components, low=1)
         if self.manifold_neighbors is not None:
@@ -150,11 +160,11 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         if len(classes) == 1:
             raise InputDataError(f"y has one class only ({classes[0]}); DNE/MFA/LFDA need at least 2 classes")
         small = counts < self.n_neighbors
-        if np.any(small):
+        if np.any(small) and self.small_classes == "error":
             c, nc = classes[small][0], counts[small][0]
             raise InputDataError(
                 f"class {c} has {nc} labeled points; every class needs at least n_neighbors={self.n_neighbors} "
-                "(paper 000 Sect. 5)"
+                "(paper 000 Sect. 5), or pass small_classes='keep'"
             )
         if self.mode == "transductive" and self.gamma == 0 and len(labeled) < len(y):
             raise ParameterError("mode='transductive' with unlabeled points needs gamma > 0 (they have no edge otherwise)")
