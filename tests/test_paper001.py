@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import load_dataset
 from scipy import linalg
 
-from conftest import load_dataset
 from spectral.errors import InputDataError, ParameterError
 from spectral.paper001 import NSSE, SupervisedLaplacianEigenmaps
 from spectral.paper001._graphs import class_graphs, laplacian_dense, squared_distances
@@ -177,6 +177,6 @@ def test_same_seed_gives_identical_fits(make):
     c = make(np.random.default_rng(11)).fit(X, y)
     np.testing.assert_array_equal(c.embedding_, a.embedding_)
     assert make(3).get_params()["random_state"] == 3
-    arrays, attrs = c.to_state()  # a Generator seed is not JSON-able: recorded as None
+    _, attrs = c.to_state()  # a Generator seed is not JSON-able: recorded as None
     assert json.loads(json.dumps(attrs))["params"]["random_state"] is None
     assert a.to_state()[1]["params"]["random_state"] == 3
