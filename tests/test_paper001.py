@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load_dataset
 from scipy import linalg
 
+from conftest import load_dataset
 from spectral.errors import InputDataError, ParameterError
 from spectral.paper001 import NSSE, SupervisedLaplacianEigenmaps
 from spectral.paper001._graphs import class_graphs, laplacian_dense, squared_distances
