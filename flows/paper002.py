@@ -33,8 +33,10 @@ from flows._ingested_run import ingested_run
 from flows.methods import Method, register_method
 
 WEIGHTING, SYMMETRIZE = t.WEIGHTING, t.SYMMETRIZE  # paper 002 eq. 2
-#: TSK parameters that ``embed(method="tsk")`` does not expose (those of :class:`spectral.paper002.TSK`).
-DEFAULTS = {"eta": 2.0, "beta": "auto", "constraint": "decay", "include_trivial": True, "class_weight": None,
+#: TSK parameters that ``embed(method="tsk")`` does not expose. ``constraint="none"``: the variant that
+#: reproduces Table 3 (benchmarks/results/paper002.md); eq. 8 with the trivial vector kept has the optimum
+#: mu = 0 for c > 2 classes, and embed offers no way to change it.
+DEFAULTS = {"eta": 2.0, "beta": "auto", "constraint": "none", "include_trivial": True, "class_weight": None,
             "eigen_tol": None}
 
 

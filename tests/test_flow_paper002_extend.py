@@ -178,3 +178,24 @@ def test_bad_tsk_flow_parameter_is_refused(harness, tmp_path):
     with pytest.raises(ParameterError, match=r"eta must be a real number in \[1.0, inf\); got 0.5"):
         tsk(str(tmp_path / "none.npy"), str(tmp_path / "s.zarr"), eta=0.5)
     assert not (tmp_path / "s.zarr").exists()
+
+
+@pytest.mark.slow  # Prefect harness + a Dask worker process + two flows
+def test_embed_with_method_tsk_then_extend(harness, cluster, data):
+    """``embed(method="tsk")``: labels / scores and the kernel features V U^1/2 as the embedding; then extend."""
+    from flows.embed import embed, extend
+
+    d, y_semi, _ = data
+    store = str(d / "embed.zarr")
+    out = embed(str(d / "X.npy"), store, method="tsk", labels=str(d / "y.npy"), n_components=10, n_neighbors=6,
+                knn_method="exact", chunk_rows=512, scheduler=cluster, random_state=0)
+    assert out["status"] == "completed" and out["results"]["embedding"] == f"embeddings/{out['run']}"
+    ref = TSK(10, constraint="none", knn_method="exact", random_state=0).fit(read_X(store).astype(np.float64), y_semi)
+    F_ref = ref.kernel_features()
+    np.testing.assert_allclose(read_embedding(store, out["run"]), F_ref, atol=1e-5 * np.abs(F_ref).max())
+    np.testing.assert_array_equal(read_output(store, out["run"], "labels"), ref.transduction_)
+    res = extend(store, str(d / "X_new.npy"), str(d / "embed_new.zarr"), scheduler=cluster)
+    assert res["results"]["model_run"] == out["run"]
+    X_new = read_X(str(d / "embed_new.zarr"))
+    np.testing.assert_array_equal(read_output(str(d / "embed_new.zarr"), res["run"], "labels"),
+                                  restored_model(store, out["run"]).predict(X_new))
