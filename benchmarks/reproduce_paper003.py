@@ -2,12 +2,15 @@
 
 Parts (``--parts``, default all):
 
-* ``usps``  -- semi-supervised GRAD KPCA (eq. 24) vs plain KPCA on USPS digit pairs 5/6 and 7/8, 500
+* ``usps``  -- semi-supervised GRAD KPCA (eq. 22-24) vs plain KPCA on USPS digit pairs 5/6 and 7/8, 500
   images each per draw, labeled fraction p in {0.05, 0.1, 0.2, 0.3, 0.5}, gamma1 = gamma2 = 0.5,
   Gaussian kernel sigma^2 = 1 (k = exp(-||x - x'||^2 / (2 sigma^2))) on images scaled to unit l2 norm
-  (with the stored [0, 1] pixels sigma^2 = 1 makes K ~ I), linear SVM (standardized features, C = 1),
-  5-fold CV error over the 1000 images (the paper's protocol) and over the unlabeled images only
-  (Figures 3-4).
+  (with the stored [0, 1] pixels sigma^2 = 1 makes K ~ I), linear SVM (standardized features, C by an
+  inner 5-fold CV; C = 1 reported too), 5-fold CV error over the 1000 images (the paper's protocol) and
+  over the unlabeled images only (Figures 3-4). Code in ``benchmarks/paper003_usps.py``.
+* ``usps_ablation`` (not in the default parts) -- the hypotheses for the USPS results (constraint
+  Laplacian sign / normalization, must- or cannot-link only, centering, pixel scaling, embedding scaling,
+  SVM C), ``--ablation-draws`` draws, d in {2, 6}.
 * ``faces`` -- GKPCA vs KPCA vs PCA on ORL (400 x 1024, D >> N): error of a linear SVM (C by 5-fold CV
   on the 80 %) on a stratified 20 % test split, vs d, and fit time vs d (Figure 1).
 * ``lne``   -- LNE / LNEG vs LLE vs PCA: Swiss roll (R^2 of the known arc parameter t and height h
@@ -39,7 +42,7 @@ from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.linear_model import LinearRegression  # noqa: E402
 from sklearn.manifold import LocallyLinearEmbedding  # noqa: E402
 from sklearn.metrics import normalized_mutual_info_score  # noqa: E402
-from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split  # noqa: E402
+from sklearn.model_selection import GridSearchCV, train_test_split  # noqa: E402
 from sklearn.neighbors import NearestNeighbors  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
@@ -47,10 +50,10 @@ from sklearn.svm import LinearSVC  # noqa: E402
 
 from spectral.grad import LNEG, GraphKPCA  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import paper003_usps as usps  # noqa: E402
+
 DATA = ROOT / "data"
-P_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
-D_USPS = (1, 2, 4, 6, 8, 10)
-PAIRS = ((5, 6), (7, 8))
 
 
 def load(name):
@@ -60,64 +63,6 @@ def load(name):
 
 def svm():
     return make_pipeline(StandardScaler(), LinearSVC(C=1.0, max_iter=20000))
-
-
-def cv_errors(Z, y, unlabeled, seed):
-    """5-fold CV error of a linear SVM over all points and over the unlabeled points of each test fold."""
-    wrong_all = wrong_unl = n_unl = 0
-    for tr, te in StratifiedKFold(5, shuffle=True, random_state=seed).split(Z, y):
-        pred = svm().fit(Z[tr], y[tr]).predict(Z[te])
-        miss = pred != y[te]
-        wrong_all += miss.sum()
-        wrong_unl += miss[unlabeled[te]].sum()
-        n_unl += unlabeled[te].sum()
-    return wrong_all / len(y), wrong_unl / max(n_unl, 1)
-
-
-# ------------------------------------------------------------------------------------------ USPS
-def run_usps(draws, seed):
-    X, y = load("usps")
-    X = X / np.linalg.norm(X, axis=1, keepdims=True)  # unit-norm images, so sigma^2 = 1 is meaningful
-    kp = {"gamma": 0.5}  # 1 / (2 sigma^2), sigma^2 = 1
-    rows = []
-    rng = np.random.default_rng(seed)
-    for a, b in PAIRS:
-        for draw in range(draws):
-            idx = np.concatenate([rng.choice(np.flatnonzero(y == c), 500, replace=False) for c in (a, b)])
-            Xs, ys = X[idx], (y[idx] == b).astype(int)
-            kpca = GraphKPCA(max(D_USPS), kernel="rbf", kernel_params=kp, gamma=0.0, graph=None).fit(Xs)
-            for p in P_GRID:
-                lab = rng.choice(1000, int(round(p * 1000)), replace=False)
-                yl = np.full(1000, -1)
-                yl[lab] = ys[lab]
-                unl = yl < 0
-                t0 = time.perf_counter()
-                gk = GraphKPCA(max(D_USPS), kernel="rbf", kernel_params=kp, graph=None, gamma_must=0.5,
-                               gamma_cannot=0.5).fit(Xs, yl)
-                t_fit = time.perf_counter() - t0
-                for d in D_USPS:
-                    for name, Z in (("GKPCA-SS", gk.embedding_[:, :d]), ("KPCA", kpca.embedding_[:, :d])):
-                        e_all, e_unl = cv_errors(Z, ys, unl, seed + draw)
-                        rows.append(dict(pair=f"{a}/{b}", draw=draw, p=p, d=d, method=name, err=e_all,
-                                         err_unlabeled=e_unl, fit_s=t_fit if name != "KPCA" else None))
-        print(f"  usps pair {a}/{b} done", flush=True)
-    return rows
-
-
-def table_usps(rows):
-    out = {}
-    for pair in sorted({r["pair"] for r in rows}):
-        for d in (2, 6):
-            for method in ("GKPCA-SS", "KPCA"):
-                for key in ("err", "err_unlabeled"):
-                    vals = [np.mean([r[key] for r in rows if r["pair"] == pair and r["d"] == d
-                                     and r["method"] == method and r["p"] == p]) for p in P_GRID]
-                    out[(pair, d, method, key)] = vals
-    print("\nUSPS semi-supervised: 5-fold CV error of a linear SVM (mean over draws), vs labeled fraction p")
-    print(f"{'pair':5} {'d':>2} {'method':9} {'metric':14} " + " ".join(f"p={p:<5}" for p in P_GRID))
-    for (pair, d, method, key), vals in out.items():
-        print(f"{pair:5} {d:>2} {method:9} {key:14} " + " ".join(f"{v:7.4f}" for v in vals))
-    return {f"{k[0]}|d={k[1]}|{k[2]}|{k[3]}": v for k, v in out.items()}
 
 
 # ------------------------------------------------------------------------------------------ faces
@@ -238,36 +183,6 @@ def run_scale(n, landmarks, rank, workers, n_neighbors=10):
 
 
 # ------------------------------------------------------------------------------------------ plots
-def plot_usps(rows, out):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
-    for col, pair in enumerate(sorted({r["pair"] for r in rows})):
-        ax = axes[col]
-        for p in P_GRID:
-            e = [np.mean([r["err"] for r in rows if r["pair"] == pair and r["p"] == p and r["d"] == d
-                          and r["method"] == "GKPCA-SS"]) for d in D_USPS]
-            ax.plot(D_USPS, e, marker="o", label=f"p={p}")
-        e = [np.mean([r["err"] for r in rows if r["pair"] == pair and r["d"] == d and r["method"] == "KPCA"])
-             for d in D_USPS]
-        ax.plot(D_USPS, e, "k--", label="KPCA")
-        ax.set(title=f"USPS {pair}: error vs d (Fig. 3)", xlabel="d", ylabel="CV error")
-        ax.legend(fontsize=7)
-        for j, d in enumerate((2, 6)):
-            ax = axes[2 + j]
-            for method, style in (("GKPCA-SS", "-o"), ("KPCA", "--s")):
-                e = [np.mean([r["err"] for r in rows if r["pair"] == pair and r["p"] == p and r["d"] == d
-                              and r["method"] == method]) for p in P_GRID]
-                ax.plot(P_GRID, e, style, label=f"{pair} {method}")
-            ax.set(title=f"USPS: error vs p, d={d} (Fig. 4)", xlabel="labeled fraction p", ylabel="CV error")
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "paper003_usps.png", dpi=110)
-
-
 def plot_faces(summary, d_grid, out, name="orl"):
     import matplotlib
 
@@ -292,6 +207,7 @@ def main(argv=None):
     ap.add_argument("--parts", default="usps,faces,lne")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--ablation-draws", type=int, default=3, help="draws of the 'usps_ablation' part")
     ap.add_argument("--scale-n", type=int, default=1_000_000, help="points of the 'scale' part")
     ap.add_argument("--scale-landmarks", type=int, default=2000)
     ap.add_argument("--scale-rank", type=int, default=256, help="Nystrom rank kept (Phi is n x rank)")
@@ -304,9 +220,12 @@ def main(argv=None):
     result = {"draws": args.draws, "seed": args.seed}
     t0 = time.perf_counter()
     if "usps" in parts:
-        rows = run_usps(args.draws, args.seed)
-        result["usps"] = table_usps(rows)
-        plot_usps(rows, args.out)
+        rows = usps.run_usps(*load("usps"), args.draws, args.seed)
+        result["usps"] = usps.table_usps(rows)
+        usps.plot_usps(rows, args.out)
+    if "usps_ablation" in parts:
+        rows = usps.run_usps_ablation(*load("usps"), args.ablation_draws, args.seed)
+        result["usps_ablation"] = {"draws": args.ablation_draws, **usps.table_ablation(rows)}
     if "faces" in parts:
         _, summary, d_grid = run_faces(args.draws, args.seed)
         result["orl"] = {"d": d_grid, **summary}
