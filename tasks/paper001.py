@@ -54,7 +54,8 @@ def fit_nsse_task(store_url: str, run: str, store_token: str, *, n_train: int, n
     rows = training_rows(np.asarray(y), n_train, random_state)
     X = read_X(store_url)[rows].astype(np.float64)
     t0 = time.perf_counter()
-    est = NSSE(n_components, mu1=mu1, mu2=mu2, mu3=mu3, n_neighbors=n_neighbors, max_iter=max_iter)
+    est = NSSE(n_components, mu1=mu1, mu2=mu2, mu3=mu3, n_neighbors=n_neighbors, max_iter=max_iter,
+               random_state=random_state)
     est.fit(X, np.asarray(y)[rows])
     fit_seconds = time.perf_counter() - t0
     arrays, attrs = est.to_state()
