@@ -112,7 +112,8 @@ def laplacian_eigenmaps_from_graph(
     groups = np.split(np.argsort(labels, kind="stable"), np.cumsum(np.bincount(labels))[:-1])
     for c, nodes in enumerate(groups):
         solver = eigen_solver if (n_comp == 1 or nodes.size > SMALL_COMPONENT_DENSE_MAX) else "dense"
-        emb, vals, res = _embed_component(W[nodes][:, nodes], k, normalization, solver, tol, rng)
+        Wc = W if n_comp == 1 else W[nodes][:, nodes]  # one component: no (n, n) reindexing copy
+        emb, vals, res = _embed_component(Wc, k, normalization, solver, tol, rng)
         embedding[nodes, : emb.shape[1]] = emb
         comp_values[c, : vals.shape[0]] = vals
         solvers.append(res.solver if res is not None else "none")

@@ -40,6 +40,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, lobpcg
+from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
 from . import _multilevel, _reorder
@@ -54,6 +55,10 @@ DEFAULT_AMG_OPTIONS = {"smooth": ("jacobi", {"weighting": "local"})}
 DEFAULT_MAX_ITER = 1000
 # Below this size a sparse problem is not reordered (it fits in cache; the reordering would not pay).
 REORDER_MIN_N = 20_000
+# BLAS threads inside LOBPCG: its dense work is tall-skinny (n, 3 * block) Gram products, memory-bound; with two
+# OpenBLAS threads they ran ~10x slower than with one whenever the other core was busy (15 s vs ~1.5 s of
+# dense work in a 1e6-node, 3-pair solve), as the randomized solver's BLAS_THREADS note measured too.
+BLAS_THREADS = 1
 
 _OPTIONS = {"preconditioner", "X0", "amg_shift", "extra_vectors", "dtype", "amg_options", "start", "reorder"}
 
@@ -102,6 +107,19 @@ def solve_lobpcg(problem, **options) -> RawPairs:
 
     tol = DEFAULT_RTOL * (problem.norm_A or 1.0) if problem.tol is None else problem.tol
     maxiter = DEFAULT_MAX_ITER if problem.max_iter is None else problem.max_iter
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+        values, vectors, rhist = _run(problem, options, A, B, M, ml, perm, block, tol, maxiter, dtype, info, timings)
+    if perm is not None:
+        vectors = _reorder.unpermute_rows(vectors, perm)
+    n_iter = max(len(rhist) - 1, 0)
+    final = np.asarray(rhist[-1]) if len(rhist) else np.full(block, np.inf)
+    ok = bool(np.all(final[:k] <= tol)) if final.size >= k else False
+    info.update({"lobpcg_tol": tol, "max_iter": maxiter, "seconds": timings})
+    return RawPairs(values, vectors, n_iter=n_iter, solver_converged=ok, info=info)
+
+
+def _run(problem, options, A, B, M, ml, perm, block, tol, maxiter, dtype, info, timings):
+    """Start block, then LOBPCG on the (reordered) problem: ``(values, vectors, residual history)``."""
     t = time.perf_counter()
     X = _start_block(problem, options, ml, B, block, tol, dtype, info)
     timings["start"] = time.perf_counter() - t
@@ -116,13 +134,7 @@ def solve_lobpcg(problem, **options) -> RawPairs:
             largest=problem.which == "largest", retLambdaHistory=True, retResidualNormsHistory=True,
         )
     timings["lobpcg"] = time.perf_counter() - t
-    if perm is not None:
-        vectors = _reorder.unpermute_rows(vectors, perm)
-    n_iter = max(len(rhist) - 1, 0)
-    final = np.asarray(rhist[-1]) if len(rhist) else np.full(block, np.inf)
-    ok = bool(np.all(final[:k] <= tol)) if final.size >= k else False
-    info.update({"lobpcg_tol": tol, "max_iter": maxiter, "seconds": timings})
-    return RawPairs(values, vectors, n_iter=n_iter, solver_converged=ok, info=info)
+    return values, vectors, rhist
 
 
 def _reordering(problem, choice):
