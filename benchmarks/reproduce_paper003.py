@@ -10,7 +10,8 @@ Parts (``--parts``, default all):
   over the unlabeled images only (Figures 3-4). Code in ``benchmarks/paper003_usps.py``.
 * ``usps_ablation`` (not in the default parts) -- the hypotheses for the USPS results (constraint
   Laplacian sign / normalization, must- or cannot-link only, centering, pixel scaling, embedding scaling,
-  SVM C), ``--ablation-draws`` draws, d in {2, 6}.
+  SVM C), ``--ablation-draws`` draws, d in {2, 6}; ``usps_diag``: spectra and label correlations of the
+  embedding on one draw per pair.
 * ``faces`` -- GKPCA vs KPCA vs PCA on ORL (400 x 1024, D >> N): error of a linear SVM (C by 5-fold CV
   on the 80 %) on a stratified 20 % test split, vs d, and fit time vs d (Figure 1).
 * ``lne``   -- LNE / LNEG vs LLE vs PCA: Swiss roll (R^2 of the known arc parameter t and height h
@@ -223,6 +224,8 @@ def main(argv=None):
         rows = usps.run_usps(*load("usps"), args.draws, args.seed)
         result["usps"] = usps.table_usps(rows)
         usps.plot_usps(rows, args.out)
+    if "usps_diag" in parts:
+        result["usps_diag"] = usps.spectrum_diagnostic(*load("usps"), args.seed)
     if "usps_ablation" in parts:
         rows = usps.run_usps_ablation(*load("usps"), args.ablation_draws, args.seed)
         result["usps_ablation"] = {"draws": args.ablation_draws, **usps.table_ablation(rows)}
