@@ -24,9 +24,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_choice, check_float, check_int
+from .._validation import check_choice, check_float, check_int, check_random_state
 from ..errors import InputDataError, ParameterError
 from . import graphs as G
+from . import multi_scale as S
 from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params
 
@@ -47,17 +48,27 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
     learn_theta, learn_beta : bool; fixed weights stay at 1 (every term contributes equally, eq. 18).
     lambda_theta, lambda_beta : float > 0, the l2 penalties of eq. 16 and 19.
     max_iter : int; tol : relative decrease of J below which the alternation stops.
+    n_landmarks : None (dense path, n x n Gram matrices) or int >= 1: the implicit path at scale
+        (:mod:`spectral.grad.multi_scale`): Nystrom features Phi_q (n, r_q) per kernel, R_l = -L^l sparse or
+        the low-rank graph kernel from the ``n_graph_eigs`` smallest eigenpairs of L^l; no n x n array.
+    nystrom_rank : None or int, keep the r leading eigenpairs of each K_ZZ (as in GraphKPCA).
+    n_graph_eigs : int, eigenpairs of each L^l for a graph kernel at scale.
+    eigen_solver : "arpack" | "lobpcg" | "randomized", :func:`spectral.eigen.eigensolve` on the implicit
+        operator; eigen_tol : its absolute residual tolerance (None: its default).
+    random_state : seed of the landmarks and start vectors (implicit path).
 
     Attributes
     ----------
     theta_ (Q,), beta_ (L,), objective_ (list, J after each full iteration), objective_trace_ (J after
-    every block step), n_iter_, embedding_ (n, d), eigenvalues_ (d,).
+    every block step), n_iter_, embedding_ (n, d), eigenvalues_ (d,); implicit path: nystrom_ (list of
+    NystromFeatures), eigen_info_ (last eigensolve).
     """
 
     def __init__(self, n_components=2, *, kernels=(("rbf", None),), graphs=None, modes=None,
                  n_neighbors=10, graph_weight="gaussian", laplacian="symmetric", graph_kernel="regularized",
                  graph_kernel_params=None, gamma=1.0, learn_theta=True, learn_beta=True, lambda_theta=1.0,
-                 lambda_beta=1.0, max_iter=50, tol=1e-8):
+                 lambda_beta=1.0, max_iter=50, tol=1e-8, n_landmarks=None, nystrom_rank=None, n_graph_eigs=50,
+                 eigen_solver="arpack", eigen_tol=None, random_state=None):
         self.n_components = n_components
         self.kernels = kernels
         self.graphs = graphs
@@ -74,6 +85,12 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         self.lambda_beta = lambda_beta
         self.max_iter = max_iter
         self.tol = tol
+        self.n_landmarks = n_landmarks
+        self.nystrom_rank = nystrom_rank
+        self.n_graph_eigs = n_graph_eigs
+        self.eigen_solver = eigen_solver
+        self.eigen_tol = eigen_tol
+        self.random_state = random_state
 
     def fit(self, X, y=None):
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
@@ -85,30 +102,28 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         max_iter = check_int("max_iter", self.max_iter, low=1)
         tol = check_float("tol", self.tol, low=0.0)
         self._kparams = self._check_kernels()
-        Ks = [center_gram(kernel_matrix(X, X, k, p)) for k, p in self._kparams]
-        Rs = self._graph_matrices(X, n)
         if self.learn_beta and self.graph_kernel is None:
             raise ParameterError("learn_beta=True needs a graph_kernel (eq. 19-20 weight r^dagger(L^l)); "
                                  "with Laplacian regularizers (graph_kernel=None) set learn_beta=False")
-        theta = np.full(len(Ks), 1.0 / len(Ks)) if self.learn_theta else np.ones(len(Ks))
-        beta = np.full(len(Rs), 1.0 / max(len(Rs), 1)) if self.learn_beta else np.ones(len(Rs))
-        Kc = [k[0] for k in Ks]
+        step, ktr, gtr, finish = (self._dense_problem(X, n, d) if self.n_landmarks is None
+                                  else self._implicit_problem(X, n, d, gamma))
+        Q, nL = len(self._kparams), len(self.graphs_)
+        theta = np.full(Q, 1.0 / Q) if self.learn_theta else np.ones(Q)
+        beta = np.full(nL, 1.0 / max(nL, 1)) if self.learn_beta else np.ones(nL)
 
         def objective(V, th, be):
-            tk = np.array([np.trace(V.T @ K @ V) for K in Kc])
-            tr = np.array([np.trace(V.T @ R @ V) for R in Rs])
+            tk, tr = ktr(V), gtr(V)
             return float(-th @ tk - gamma * (be @ tr) + lt * th @ th + lb * be @ be), tk, tr
 
         trace, per_iter = [], []
         for it in range(max_iter):
-            M = sum(t * K for t, K in zip(theta, Kc)) + gamma * sum(b * R for b, R in zip(beta, Rs))
-            lam, V = top_eigs_dense(M, d)  # eigen-step (eq. 14 with the combined matrices)
+            lam, V = step(theta, beta, gamma)  # eigen-step (eq. 14 with the combined matrices)
             J, tk, tr = objective(V, theta, beta)
             trace.append(J)
             if self.learn_theta:  # eq. 17
                 theta = np.maximum(tk, 0.0) / (2.0 * lt)
                 trace.append(objective(V, theta, beta)[0])
-            if self.learn_beta and Rs:  # eq. 20
+            if self.learn_beta and nL:  # eq. 20
                 beta = np.maximum(gamma * tr, 0.0) / (2.0 * lb)
                 trace.append(objective(V, theta, beta)[0])
             per_iter.append(trace[-1])
@@ -116,14 +131,51 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
                 break
         if not np.any(theta > 0):
             raise InputDataError("every kernel weight theta_q became 0: all kernels are degenerate on X")
-        M = sum(t * K for t, K in zip(theta, Kc)) + gamma * sum(b * R for b, R in zip(beta, Rs))
-        lam, V = top_eigs_dense(M, d)
+        lam, V = step(theta, beta, gamma)
+        finish(V)
         self.theta_, self.beta_, self.n_iter_ = theta, beta, it + 1
         self.objective_, self.objective_trace_ = per_iter, trace
-        self._centering = [(k[1], k[2]) for k in Ks]
         self.X_fit_ = X.copy()
         self.eigenvalues_, self.eigenvectors_, self.embedding_ = lam, V, V
         return self
+
+    def _dense_problem(self, X, n, d):
+        """(eigen-step, kernel traces, graph traces, finish) on the dense n x n matrices."""
+        Ks = [center_gram(kernel_matrix(X, X, k, p)) for k, p in self._kparams]
+        Rs = self._graph_matrices(X, n)
+        Kc = [k[0] for k in Ks]
+        self._centering = [(k[1], k[2]) for k in Ks]
+
+        def step(theta, beta, gamma):
+            M = sum(t * K for t, K in zip(theta, Kc)) + gamma * sum(b * R for b, R in zip(beta, Rs))
+            return top_eigs_dense(M, d)
+
+        return (step, lambda V: np.array([np.trace(V.T @ K @ V) for K in Kc]),
+                lambda V: np.array([np.trace(V.T @ R @ V) for R in Rs]), lambda V: None)
+
+    def _implicit_problem(self, X, n, d, gamma):
+        """(eigen-step, kernel traces, graph traces, finish) on the implicit operator (no n x n array)."""
+        solver = check_choice("eigen_solver", self.eigen_solver, S.EIGEN_SOLVERS)
+        etol = None if self.eigen_tol is None else check_float("eigen_tol", self.eigen_tol, low=0.0,
+                                                                 low_inclusive=False)
+        rng = check_random_state(self.random_state)
+        seed = lambda: int(rng.integers(0, 2**31 - 1))  # noqa: E731
+        fits = [S.fit_kernel_features(X, k, p, self.n_landmarks, self.nystrom_rank, seed(), f"kernels[{q}]")
+                for q, (k, p) in enumerate(self._kparams)]
+        self.nystrom_ = [f[0] for f in fits]
+        Phis, self._phi_means = [f[1] for f in fits], [f[2] for f in fits]
+        terms = self._graph_terms(X, n, seed)
+
+        def step(theta, beta, gamma):
+            lam, V, self.eigen_info_ = S.implicit_top_eigs(Phis, theta, terms, beta, gamma, d, solver=solver,
+                                                           tol=etol, seed=seed())
+            return lam, V
+
+        def finish(V):
+            self._PtV = [P.T @ V for P in Phis]  # (r_q, d): k_c^(q)(x)^T V = (phi_q(x) - mean_q) @ PtV_q
+
+        return (step, lambda V: S.kernel_traces(Phis, V), lambda V: np.array([t.trace(V) for t in terms]),
+                finish)
 
     def fit_transform(self, X, y=None):
         return self.fit(X, y).embedding_
@@ -137,9 +189,14 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "embedding_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         num = np.zeros((X.shape[0], self.n_components))
-        for t, (k, p), (col, tot) in zip(self.theta_, self._kparams, self._centering):
-            if t > 0:
+        for q, (t, (k, p)) in enumerate(zip(self.theta_, self._kparams)):
+            if t <= 0:
+                continue
+            if self.n_landmarks is None:
+                col, tot = self._centering[q]
                 num += t * center_rows(kernel_matrix(X, self.X_fit_, k, p), col, tot) @ self.eigenvectors_
+            else:
+                num += t * (self.nystrom_[q].transform(X) - self._phi_means[q]) @ self._PtV[q]
         Z = num / self.eigenvalues_
         match = training_matches(self.X_fit_, X)
         Z[match >= 0] = self.embedding_[match[match >= 0]]
@@ -156,7 +213,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
             out.append((kp[0], kp[1]))
         return out
 
-    def _graph_matrices(self, X, n):
+    def _adjacencies(self, X, n):
         check_choice("laplacian", self.laplacian, G.LAPLACIANS)
         adj = [G.check_user_graph(A, n, f"graphs[{i}]") for i, A in enumerate(self.graphs or [])]
         if self.modes is not None:
@@ -164,10 +221,21 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
                 adj.append(G.data_graph(X[:, cols], self.n_neighbors, weight=self.graph_weight, metric=metric))
         if not adj and self.gamma > 0:
             raise ParameterError("gamma > 0 needs at least one graph: give graphs=[...] or modes=[...]")
+        self.graphs_ = adj
+        return adj
+
+    def _graph_terms(self, X, n, seed):
+        """R_l as :class:`spectral.grad.multi_scale.GraphTerm` (sparse -L or low-rank graph kernel)."""
+        adj = self._adjacencies(X, n)
+        gk = graph_kernel_params(self.graph_kernel, self.graph_kernel_params) if self.graph_kernel else None
+        return [S.GraphTerm(G.graph_laplacian(A, self.laplacian)[0], self.graph_kernel, gk, self.n_graph_eigs,
+                            seed()) for A in adj]
+
+    def _graph_matrices(self, X, n):
+        adj = self._adjacencies(X, n)
         gk = graph_kernel_params(self.graph_kernel, self.graph_kernel_params) if self.graph_kernel else None
         Rs = []
         for A in adj:
             L, _ = G.graph_laplacian(A, self.laplacian)
             Rs.append(dense_graph_kernel(L, self.graph_kernel, gk) if gk is not None else -L.toarray())
-        self.graphs_ = adj
         return Rs

@@ -1,0 +1,83 @@
+"""Paper 003 at scale: MultiGraphKPCA's Nystrom / implicit-operator path vs the dense path (references:
+the dense eigh of the n x n combined matrix), and LNEG's chunked / Dask local regressions."""
+
+import numpy as np
+import pytest
+import scipy.linalg as la
+
+from spectral.errors import ParameterError
+from spectral.grad import multi as multi_mod
+from spectral.grad.multi import MultiGraphKPCA
+
+
+def _data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, 3 * np.pi, n)
+    X = np.c_[t * np.cos(t), rng.uniform(0, 5, n), t * np.sin(t)] / 5.0
+    return X + 0.01 * rng.standard_normal(X.shape)
+
+
+def _max_angle(A, B):
+    return float(np.max(la.subspace_angles(A, B)))
+
+
+KERNELS = (("rbf", {"gamma": 0.5}), ("poly", {"degree": 2, "gamma": 0.3, "coef0": 1.0}))
+MODES = (([0, 1], "euclidean"), ([1, 2], "euclidean"))
+
+
+@pytest.mark.parametrize("graph_kernel,gk_params,learn_beta", [
+    (None, None, False),  # R_l = -L^l sparse (eq. 18)
+    ("bandlimited", {"cutoff": 0.02}, True),  # low-rank r^dagger(L), exact when n_graph_eigs covers cutoff
+])
+def test_implicit_all_landmarks_equals_dense(graph_kernel, gk_params, learn_beta):
+    X = _data(1500)
+    common = dict(n_components=3, kernels=KERNELS, modes=MODES, n_neighbors=8, graph_kernel=graph_kernel,
+                  graph_kernel_params=gk_params, gamma=0.5, learn_beta=learn_beta, max_iter=6, tol=0.0)
+    dense = MultiGraphKPCA(**common).fit(X)
+    imp = MultiGraphKPCA(**common, n_landmarks=X.shape[0], n_graph_eigs=60, eigen_tol=1e-9,
+                         random_state=0).fit(X)
+    np.testing.assert_allclose(imp.eigenvalues_, dense.eigenvalues_, rtol=1e-6)
+    assert _max_angle(imp.embedding_, dense.embedding_) < 1e-4
+    np.testing.assert_allclose(imp.theta_, dense.theta_, rtol=1e-6)
+    np.testing.assert_allclose(imp.beta_, dense.beta_, rtol=1e-6)
+    np.testing.assert_allclose(imp.objective_, dense.objective_, rtol=1e-6)
+    Xn = _data(40, seed=5)
+    assert _max_angle(imp.transform(Xn), dense.transform(Xn)) < 1e-3
+
+
+def test_implicit_few_landmarks_runs_and_close():
+    X = _data(1200, seed=1)
+    common = dict(n_components=2, kernels=KERNELS[:1], modes=MODES[:1], graph_kernel=None, learn_beta=False,
+                  gamma=0.2, max_iter=4)
+    dense = MultiGraphKPCA(**common).fit(X)
+    imp = MultiGraphKPCA(**common, n_landmarks=200, eigen_solver="lobpcg", random_state=0).fit(X)
+    assert imp.embedding_.shape == (1200, 2) and imp.nystrom_[0].n_components_ <= 200
+    assert np.all(np.isfinite(imp.embedding_))
+    assert _max_angle(imp.embedding_, dense.embedding_) < 0.2  # Nystrom approximation, not exact
+
+
+def test_implicit_never_forms_dense_kernel(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("dense kernel_matrix called on the implicit path")
+
+    monkeypatch.setattr(multi_mod, "kernel_matrix", boom)
+    monkeypatch.setattr(multi_mod, "dense_graph_kernel", boom)
+    monkeypatch.setattr(multi_mod, "top_eigs_dense", boom)
+    X = _data(20000, seed=2)
+    est = MultiGraphKPCA(n_components=2, kernels=KERNELS, modes=MODES[:1], n_neighbors=6, graph_kernel=None,
+                         learn_beta=False, gamma=0.2, max_iter=3, n_landmarks=60, eigen_solver="randomized",
+                         random_state=0).fit(X)
+    assert est.embedding_.shape == (20000, 2) and np.all(est.theta_ >= 0)
+    assert est.transform(X[:5]).shape == (5, 2)
+
+
+def test_implicit_bad_params():
+    X = _data(100)
+    with pytest.raises(ParameterError, match="kernels\\[0\\].*sigmoid"):
+        MultiGraphKPCA(kernels=(("sigmoid", None),), modes=MODES, graph_kernel=None, learn_beta=False,
+                       n_landmarks=20).fit(X)
+    with pytest.raises(ParameterError, match="eigen_solver"):
+        MultiGraphKPCA(modes=MODES, graph_kernel=None, learn_beta=False, n_landmarks=20,
+                       eigen_solver="dense").fit(X)
+    with pytest.raises(ParameterError, match="n_landmarks"):
+        MultiGraphKPCA(modes=MODES, graph_kernel=None, learn_beta=False, n_landmarks=0).fit(X)
