@@ -81,3 +81,66 @@ def test_implicit_bad_params():
                        eigen_solver="dense").fit(X)
     with pytest.raises(ParameterError, match="n_landmarks"):
         MultiGraphKPCA(modes=MODES, graph_kernel=None, learn_beta=False, n_landmarks=0).fit(X)
+
+
+# ---------------------------------------------------------------- LNEG: chunked / Dask regressions
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+
+from spectral.grad import lneg as lneg_mod  # noqa: E402
+from spectral.grad import lneg_dask  # noqa: E402
+from spectral.grad.graphs import knn_indices  # noqa: E402
+from spectral.grad.lneg import LNEG  # noqa: E402
+from spectral.grad.lneg_weights import local_weights  # noqa: E402
+
+
+@pytest.mark.parametrize("l1", [0.0, 0.01])
+def test_lneg_dask_weights_equal_in_memory(l1):
+    X = _data(600, seed=3)
+    ind, _ = knn_indices(X, 8)
+    opts = dict(degree=2, l1=l1, reg=1e-3, expansion="centered", max_iter=200, tol=1e-7)
+    ref, it_ref = local_weights(X, ind, chunk_size=150, **opts)
+    with dask.config.set(scheduler="sync"):
+        got, it = lneg_dask.local_weights_gathered(da.from_array(X, chunks=(150, 3)), ind, **opts)
+    np.testing.assert_array_equal(got, ref)
+    assert it == it_ref
+    W_ref, W = lneg_dask.weight_matrix(ref, ind), lneg_dask.weight_matrix(got, ind)
+    assert W.shape == (600, 600) and (W != W_ref).nnz == 0
+    np.testing.assert_allclose(np.asarray(W.sum(axis=1)).ravel(), 1.0, atol=1e-10)  # LLE constraint
+
+
+def test_lneg_fit_dask_input_equals_numpy_and_gathers_rows(monkeypatch):
+    X = _data(500, seed=4)
+    seen = []
+    task = lneg_dask._chunk_task
+
+    def spy(Y, nb, local, *a):
+        seen.append((np.shape(Y)[0], np.shape(nb)[0], int(local.max())))
+        return task(Y, nb, local, *a)
+
+    monkeypatch.setattr(lneg_dask, "_chunk_task", spy)
+    a = LNEG(2, n_neighbors=8, degree=2, gamma=0.1, chunk_size=100).fit(X)
+    with dask.config.set(scheduler="threads", num_workers=1):
+        b = LNEG(2, n_neighbors=8, degree=2, gamma=0.1).fit(da.from_array(X, chunks=(100, 3)))
+    assert (a.weights_ != b.weights_).nnz == 0
+    np.testing.assert_array_equal(a.embedding_, b.embedding_)
+    assert len(seen) == 5 and all(rows == 100 and nb < 500 and loc < nb for rows, nb, loc in seen)
+
+
+def test_lneg_sparse_eigen_step_above_dense_threshold(monkeypatch):
+    X = _data(2500, seed=6)
+
+    def boom(*a, **k):
+        raise AssertionError("dense eigen-step used above the dense threshold")
+
+    monkeypatch.setattr(lneg_mod, "bottom_eigs_dense", boom)
+    m = LNEG(2, n_neighbors=10, degree=1, gamma=0.05, graph="knn", random_state=0).fit(X)
+    n = X.shape[0]
+    import scipy.sparse as sp
+    from spectral.grad.graphs import graph_laplacian
+
+    IW = sp.identity(n) - m.weights_
+    M = (IW.T @ IW + 0.05 * graph_laplacian(m.graph_, "unnormalized")[0]).toarray()
+    lam, V = la.eigh(M, subset_by_index=[1, 2])  # reference: dense LAPACK
+    np.testing.assert_allclose(m.eigenvalues_, lam, rtol=1e-4, atol=1e-9)
+    assert _max_angle(m.embedding_, V) < 1e-3

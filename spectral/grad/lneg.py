@@ -28,10 +28,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_choice, check_float, check_int
 from . import graphs as G
-from ._core import bottom_eigs_dense, training_matches
-from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk, local_weights_dask
+from ..eigen.dispatch import AUTO_DENSE_MAX_N
+from ._core import bottom_eigs_dense, sign_flip, training_matches
+from .lneg_dask import is_dask_array, local_weights_gathered, weight_matrix
+from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
 
-EIGEN_SOLVERS = ("dense", "arpack", "lobpcg")
+EIGEN_SOLVERS = ("auto", "dense", "arpack", "lobpcg")
 
 
 class LNEG(TransformerMixin, BaseEstimator):
@@ -48,9 +50,14 @@ class LNEG(TransformerMixin, BaseEstimator):
         None, or an (n, n) symmetric non-negative adjacency given by the user.
     reg : float > 0, Tikhonov regularization of the local Gram (scikit-learn's LLE ``reg``).
     expansion : "centered" | "raw" (see :mod:`spectral.grad.lneg_weights`).
-    eigen_solver : "dense" | "arpack" | "lobpcg" (the last two via :func:`spectral.eigen.eigensolve`).
-    max_iter, tol : FISTA settings (l1 > 0). chunk_size : points per regression chunk.
-    use_dask : run the chunks as Dask tasks on the active scheduler. random_state : seed (iterative solvers).
+    eigen_solver : "auto" | "dense" | "arpack" | "lobpcg". "auto": dense ``eigh`` for n <= 2000
+        (``spectral.eigen.dispatch.AUTO_DENSE_MAX_N``), else :func:`spectral.eigen.eigensolve` on the sparse
+        M (its "auto" choice, LOBPCG with AMG); "arpack" / "lobpcg" always go through eigensolve on sparse M;
+        "dense" forms M as an (n, n) array.
+    max_iter, tol : FISTA settings (l1 > 0). chunk_size : points (rows) per regression chunk.
+    use_dask : run the chunks as Dask tasks on the active scheduler, each task holding only its rows and
+        its neighbours' rows (:mod:`spectral.grad.lneg_dask`); a Dask array X always does, one task per row
+        chunk of X. random_state : seed (iterative solvers).
 
     Attributes
     ----------
@@ -59,7 +66,7 @@ class LNEG(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_components=2, *, n_neighbors=10, degree=2, l1=0.0, gamma=0.0, graph="cosine",
-                 reg=1e-3, expansion="centered", eigen_solver="dense", max_iter=500, tol=1e-7,
+                 reg=1e-3, expansion="centered", eigen_solver="auto", max_iter=500, tol=1e-7,
                  chunk_size=1024, use_dask=False, random_state=None):
         self.n_components = n_components
         self.n_neighbors = n_neighbors
@@ -92,14 +99,22 @@ class LNEG(TransformerMixin, BaseEstimator):
         )
 
     def fit(self, X, y=None):
+        """Fit on X (n, D), a numpy or a Dask array (the kNN search and ``X_fit_`` use it in memory; the
+        local regressions run as Dask tasks over X's row chunks)."""
+        Xd = X if is_dask_array(X) else None
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=4)
         n = X.shape[0]
         p = self._params(n)
         ind, dist = G.knn_indices(X, p["k"])
-        fn = local_weights_dask if self.use_dask else local_weights
-        coef, n_iter = fn(X, ind, degree=p["degree"], l1=p["l1"], reg=p["reg"], expansion=p["expansion"],
-                  chunk_size=p["chunk"], max_iter=p["max_iter"], tol=p["tol"])
-        W = sp.csr_matrix((coef[:, :, 0].ravel(), (np.repeat(np.arange(n), p["k"]), ind.ravel())), shape=(n, n))
+        opts = dict(degree=p["degree"], l1=p["l1"], reg=p["reg"], expansion=p["expansion"], max_iter=p["max_iter"],
+                    tol=p["tol"])
+        if Xd is not None:
+            coef, n_iter = local_weights_gathered(Xd, ind, **opts)
+        elif self.use_dask:
+            coef, n_iter = local_weights_gathered(X, ind, chunk_rows=p["chunk"], **opts)
+        else:
+            coef, n_iter = local_weights(X, ind, chunk_size=p["chunk"], **opts)
+        W = weight_matrix(coef, ind)
         IW = sp.identity(n, format="csr") - W
         M = (IW.T @ IW).tocsr()  # eq. 8 / 9: K_y of LLE is the pseudo-inverse of this
         self.graph_ = self._graph(X, ind, dist, n) if p["gamma"] > 0 else None
@@ -125,12 +140,16 @@ class LNEG(TransformerMixin, BaseEstimator):
         return G.check_user_graph(self.graph, n)
 
     def _bottom(self, M, d, solver):
-        if solver == "dense":
+        """d smallest eigenpairs of the sparse M (n, n) after the constant one; dense only when asked or
+        n <= AUTO_DENSE_MAX_N with solver="auto"."""
+        n = M.shape[0]
+        if solver == "dense" or (solver == "auto" and n <= AUTO_DENSE_MAX_N):
             return bottom_eigs_dense(M.toarray(), d, skip=1)
         from ..eigen import eigensolve
 
-        res = eigensolve(M, d + 1, which="smallest", solver=solver, random_state=self.random_state)
-        return res.values[1:], res.vectors[:, 1:]
+        res = eigensolve(M.tocsr(), d + 1, which="smallest", solver=solver, random_state=self.random_state)
+        self.eigen_info_ = {"solver": res.solver, "n_iter": res.n_iter}
+        return res.values[1:], sign_flip(res.vectors[:, 1:])
 
     def transform(self, X):
         """psi(x) = sum_j w_xj[1] psi_j over the k nearest training points (module docstring)."""
