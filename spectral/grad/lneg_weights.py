@@ -133,17 +133,3 @@ def local_weights(X, ind, *, degree, l1, reg, expansion, chunk_size=1024, max_it
                                              expansion=expansion, max_iter=max_iter, tol=tol)
         n_iter = max(n_iter, it)
     return out, n_iter
-
-
-def local_weights_dask(X, ind, *, degree, l1, reg, expansion, chunk_size=4096, max_iter=500, tol=1e-7):
-    """Same as :func:`local_weights` (same return values), one ``dask.delayed`` task per chunk (runs on the active scheduler,
-    e.g. a distributed Client opened by the flow); X and ind are shared by all tasks."""
-    import dask
-
-    n = ind.shape[0]
-    Xd, indd = dask.delayed(X), dask.delayed(ind)
-    parts = [dask.delayed(local_weights_chunk)(Xd, indd, i0, min(n, i0 + chunk_size), degree=degree, l1=l1,
-                                               reg=reg, expansion=expansion, max_iter=max_iter, tol=tol)
-             for i0 in range(0, n, chunk_size)]
-    results = dask.compute(*parts)
-    return np.concatenate([r[0] for r in results], axis=0), max(r[1] for r in results)
