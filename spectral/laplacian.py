@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from ._sparse import drop_diagonal, row_of_entries
 from ._validation import check_choice
 from .errors import DisconnectedGraphError, InputDataError
 
@@ -77,15 +78,14 @@ def _laplacian(W: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.
     # entrywise on the CSR arrays (no setdiag, no diagonal-matrix products: 3x faster at 1e6 nodes)
     W = sp.csr_matrix(W, dtype=np.float64, copy=True)
     n = W.shape[0]
-    W.data[_row_of_entries(W) == W.indices] = 0.0  # self-loops are ignored
-    W.eliminate_zeros()
+    drop_diagonal(W)  # self-loops are ignored
     degrees = np.asarray(W.sum(axis=1)).ravel()
     if normalization == "unnormalized":
         L = sp.diags(degrees, format="csr") - W
     else:
         inv = np.zeros(n)
         pos = degrees > 0
-        rows = _row_of_entries(W)
+        rows = row_of_entries(W)
         if normalization == "symmetric":
             inv[pos] = 1.0 / np.sqrt(degrees[pos])
             scaled = W.data * inv[rows] * inv[W.indices]
@@ -97,11 +97,6 @@ def _laplacian(W: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.
     L = sp.csr_matrix(L, dtype=np.float64)
     L.sort_indices()
     return L, degrees
-
-
-def _row_of_entries(W: sp.csr_matrix) -> np.ndarray:
-    """Row index of every stored entry of a CSR matrix, ``(nnz,)``."""
-    return np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
 
 
 def connected_components(W: Any) -> tuple[int, np.ndarray]:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._sparse import drop_diagonal
 from ._validation import check_choice, check_float, check_int
 from .errors import InputDataError
 from .knn import check_knn_graph
@@ -161,9 +162,7 @@ def weights_from_params(idx: np.ndarray, dist: np.ndarray, params: WeightParams,
         W = A.minimum(A.T)
     else:
         W = (A + A.T) * 0.5
-    W = sp.csr_matrix(W, dtype=np.float64)
-    W.setdiag(0.0)
-    W.eliminate_zeros()
+    W = drop_diagonal(sp.csr_matrix(W, dtype=np.float64))
     W.sort_indices()
     return W
 
