@@ -44,3 +44,14 @@ def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
 def dataset():
     """Fixture form of :func:`load_dataset`: ``dataset("usps") -> (X, y)``."""
     return load_dataset
+
+
+@pytest.fixture(scope="module")
+def prefect_harness():
+    """Prefect's temporary test server for the flows of one test module (logging quieted)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows._runtime import quiet_prefect
+
+    with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
+        yield

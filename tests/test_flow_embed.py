@@ -25,16 +25,6 @@ PARAMS = dict(n_components=2, n_neighbors=12)
 
 
 @pytest.fixture(scope="module")
-def harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    from flows._runtime import quiet_prefect
-
-    with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
-        yield
-
-
-@pytest.fixture(scope="module")
 def cluster():
     """Address of a LocalCluster shared by the module (2 single-threaded worker processes)."""
     from distributed import LocalCluster
@@ -55,7 +45,7 @@ def data(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def embedded(harness, cluster, data):
+def embedded(prefect_harness, cluster, data):
     """One embed run (no hold-out) of the module's data: ``(store, summary)``."""
     from flows.embed import embed
 
@@ -123,7 +113,7 @@ def test_extend_equals_estimator_transform(embedded, data, cluster):
     assert read_manifest(out, result["run"]).status == "completed"
 
 
-def test_holdout_rows_are_extended_out_of_sample(harness, cluster, data):
+def test_holdout_rows_are_extended_out_of_sample(prefect_harness, cluster, data):
     from flows.embed import embed
 
     d, X, _, _ = data
@@ -139,7 +129,7 @@ def test_holdout_rows_are_extended_out_of_sample(harness, cluster, data):
     assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted]), atol=1e-5 * scale)
 
 
-def test_same_embedding_whatever_chunks_and_workers(harness, cluster, data):
+def test_same_embedding_whatever_chunks_and_workers(prefect_harness, cluster, data):
     """2 worker processes x 256-row chunks vs 1 in-process worker x 1500-row chunks: identical embeddings."""
     from distributed import LocalCluster
 
@@ -159,7 +149,7 @@ def test_same_embedding_whatever_chunks_and_workers(harness, cluster, data):
     np.testing.assert_allclose(runs[0], runs[1], rtol=0, atol=1e-5 * np.abs(runs[0]).max())
 
 
-def test_failed_stage_marks_manifest_failed(harness, cluster, tmp_path):
+def test_failed_stage_marks_manifest_failed(prefect_harness, cluster, tmp_path):
     from flows.embed import embed
 
     rng = np.random.default_rng(0)
@@ -174,7 +164,7 @@ def test_failed_stage_marks_manifest_failed(harness, cluster, tmp_path):
     assert [(s.name, s.status) for s in manifest.stages][-1] == ("eigensolve", "failed")
 
 
-def test_bad_parameter_is_refused_before_any_work(harness, tmp_path, data):
+def test_bad_parameter_is_refused_before_any_work(prefect_harness, tmp_path, data):
     from flows.embed import embed
 
     d, *_ = data
@@ -186,7 +176,7 @@ def test_bad_parameter_is_refused_before_any_work(harness, tmp_path, data):
 
 
 @pytest.mark.slow
-def test_flow_with_nndescent(harness, cluster, tmp_path):
+def test_flow_with_nndescent(prefect_harness, cluster, tmp_path):
     """NN-descent graph + out-of-sample queries on the workers (pays numba's compile in every process)."""
     from flows.embed import embed
 
@@ -203,7 +193,7 @@ def test_flow_with_nndescent(harness, cluster, tmp_path):
     assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted].astype(np.float64)), atol=1e-4 * scale)
 
 
-def test_rerun_with_same_run_name_resumes_from_cache(harness, cluster, data):
+def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, cluster, data):
     """A run that failed at the eigensolver, re-run under the same name, reuses its finished kNN / weights tasks."""
     import os
 

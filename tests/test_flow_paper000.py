@@ -6,14 +6,6 @@ import numpy as np
 import pytest
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def _data(tmp_path):
     rng = np.random.default_rng(0)
     centers = rng.normal(scale=2.0, size=(3, 6))

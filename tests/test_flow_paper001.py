@@ -8,14 +8,6 @@ import pytest
 from conftest import load_dataset
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 @pytest.mark.slow  # Prefect harness + a Dask cluster: 20 s when the machine is quiet, minutes under load
 def test_nsse_flow_writes_interpolated_embedding(tmp_path, prefect_harness):
     from flows.paper001 import nsse

@@ -74,14 +74,6 @@ def test_fit_task_needs_labels(tmp_path):
                           include_trivial=True, class_weight=None, eigen_solver="auto", random_state=0)
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 @pytest.mark.slow  # Prefect harness + a Dask cluster: ~20 s when the machine is quiet
 def test_tsk_flow_writes_labels_and_scores_of_every_point(tmp_path, prefect_harness):
     from flows.paper002 import tsk

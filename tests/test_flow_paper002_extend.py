@@ -42,16 +42,6 @@ def data(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    from flows._runtime import quiet_prefect
-
-    with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
-        yield
-
-
-@pytest.fixture(scope="module")
 def cluster():
     from distributed import LocalCluster
 
@@ -60,7 +50,7 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def fitted(harness, cluster, data):
+def fitted(prefect_harness, cluster, data):
     from flows.paper002 import tsk
 
     d, _, _ = data
@@ -172,7 +162,7 @@ def test_bad_tsk_parameters_in_embed_are_refused_before_any_work():
 
 
 @pytest.mark.slow  # the flow run needs the Prefect harness
-def test_bad_tsk_flow_parameter_is_refused(harness, tmp_path):
+def test_bad_tsk_flow_parameter_is_refused(prefect_harness, tmp_path):
     from flows.paper002 import tsk
 
     with pytest.raises(ParameterError, match=r"eta must be a real number in \[1.0, inf\); got 0.5"):
@@ -181,7 +171,7 @@ def test_bad_tsk_flow_parameter_is_refused(harness, tmp_path):
 
 
 @pytest.mark.slow  # Prefect harness + a Dask worker process + two flows
-def test_embed_with_method_tsk_then_extend(harness, cluster, data):
+def test_embed_with_method_tsk_then_extend(prefect_harness, cluster, data):
     """``embed(method="tsk")``: labels / scores and the kernel features V U^1/2 as the embedding; then extend."""
     from flows.embed import embed, extend
 

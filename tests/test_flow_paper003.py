@@ -7,14 +7,6 @@ import pytest
 import scipy.linalg as la
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 @pytest.mark.slow  # Prefect harness + a Dask cluster: tens of seconds, minutes under load
 def test_graph_kpca_flow_writes_every_point(tmp_path, prefect_harness):
     from flows.paper003 import graph_kpca
