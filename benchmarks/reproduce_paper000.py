@@ -83,6 +83,10 @@ REGULARIZATION = {"linear": "eps", "kernel": "pca"}  # C + eps I (linear), KPCA 
 # T of remark 2 per algorithm: LFDA as its implementation [8] (the "weighted" metric, T_ii = sqrt(|lambda_i|));
 # MFA and DNE: T_ii = 1 / ||a^(i)||, chosen on 4-6-split pilot runs (the paper does not say which T it used)
 SCALING = {"DNE": "unit_norm", "MFA": "unit_norm", "LFDA": "sqrt_eigenvalue"}
+# "fixed": T = SCALING[algorithm]; "cv": T chosen with gamma by the same CV on the labeled points among the four
+# choices of remark 2 (SCALING[algorithm] first, so it wins ties). T needs no refit (estimator.rescaled).
+SCALING_MODE = "fixed"
+SCALING_CHOICES = ("identity", "unit_norm", "sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm")
 MANIFOLD_GRAPH = "full"               # W^(2): complete local-scaling affinity, sigma_i = distance to the k-th
                                       # neighbour, as the LFDA implementation the paper follows (Sect. 5)
 # d of MFA / LFDA: "table1" = c of Table 1 (Sect. 5: "we set d = c, the number of classes"); "fitted" = the
@@ -126,45 +130,52 @@ def _mode(method: str) -> str:
     return "kernel" if method.removeprefix("SS-").startswith("K") else "linear"
 
 
-def variant(method: str, gamma: float, ds: str):
-    """Estimator for a method name of the tables: [SS-][K]{DNE,MFA,LFDA}, on dataset ``ds`` (for d = c)."""
+def variant(method: str, gamma: float, ds: str, scaling: str | None = None):
+    """Estimator for a method name of the tables: [SS-][K]{DNE,MFA,LFDA}, on dataset ``ds`` (for d = c), with
+    T of remark 2 ``scaling`` (default SCALING of the algorithm)."""
     base = method.removeprefix("SS-")
     mode, algo = _mode(method), base.removeprefix("K")
     c, d0 = TABLE1_C_D0[ds]
     d = None if algo == "DNE" or N_COMPONENTS == "fitted" else (min(c, d0) if mode == "linear" else c)
     return ESTIMATORS[algo](d, n_neighbors=K_NEIGHBORS, gamma=gamma, mode=mode,
-                            regularization=REGULARIZATION[mode], scaling=SCALING[algo],
+                            regularization=REGULARIZATION[mode], scaling=scaling or SCALING[algo],
                             manifold_graph=MANIFOLD_GRAPH, small_classes="keep")
 
 
-def embed(method: str, X: np.ndarray, y_train: np.ndarray, gamma: float, ds: str) -> np.ndarray:
-    """Fit one variant on (X, y_train) (-1 = unlabeled) and return the embedding of every row of X."""
-    return variant(method, gamma, ds).fit_transform(X, y_train)
+def scalings(method: str) -> list[str]:
+    """T candidates of ``method``: its SCALING alone, or (SCALING_MODE = "cv") all four, SCALING first."""
+    own = SCALING[method.removeprefix("SS-").removeprefix("K")]
+    return [own] + ([t for t in SCALING_CHOICES if t != own] if SCALING_MODE == "cv" else [])
 
 
 def one_nn(Z: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> float:
     return float(KNeighborsClassifier(n_neighbors=1).fit(Z[train], y[train]).score(Z[test], y[test]))
 
 
-def cv_gamma(method: str, X: np.ndarray, y: np.ndarray, n_lab: int, rng: np.random.Generator, ds: str):
-    """Grid gammas sorted by CV 1-NN accuracy on the labeled points (rows 0..n_lab-1 of X are labeled)."""
+def cv_choices(method: str, X: np.ndarray, y: np.ndarray, n_lab: int, rng: np.random.Generator, ds: str):
+    """(gamma, T) candidates sorted by CV 1-NN accuracy on the labeled points (rows 0..n_lab-1 of X are
+    labeled): gammas of GAMMA_GRID for the semi-supervised variants (0 for the supervised ones) times the T
+    candidates of :func:`scalings`. Ties go to the smaller gamma, then to the earlier T."""
+    gammas = GAMMA_GRID if method.startswith("SS-") else (0.0,)
+    ts = scalings(method)
+    if len(gammas) * len(ts) == 1:
+        return [(gammas[0], ts[0])]
     folds = np.array_split(rng.permutation(n_lab), CV_FOLDS)
-    scores = []
-    for gamma in GAMMA_GRID:
-        acc = []
+    scores = np.zeros((len(gammas), len(ts)))
+    for gi, gamma in enumerate(gammas):
         for held in folds:
             keep = np.setdiff1d(np.arange(n_lab), held)
             order = np.concatenate([keep, np.setdiff1d(np.arange(len(X)), keep)])
             y_tr = fit_labels(y[keep], len(X))
             try:
-                Z = embed(method, X[order], y_tr, gamma, ds)
+                est = variant(method, gamma, ds, scaling="identity").fit(X[order], y_tr)
             except ParameterError:  # DNE: no negative eigenvalue left at this gamma (d = 0), no embedding
-                acc.append(0.0)
-                continue
-            acc.append(one_nn(Z, y[order], np.arange(len(keep)), np.arange(len(keep), n_lab)))
-        scores.append(np.mean(acc))
-    # best first; ties -> smallest gamma (stable sort on -score)
-    return [GAMMA_GRID[i] for i in np.argsort(-np.array(scores), kind="stable")]
+                continue  # accuracy 0 for this fold
+            for ti, t in enumerate(ts):
+                Z = est.rescaled(t).embedding_
+                scores[gi, ti] += one_nn(Z, y[order], np.arange(len(keep)), np.arange(len(keep), n_lab)) / CV_FOLDS
+    best = np.argsort(-scores.ravel(), kind="stable")  # row-major: gamma first, then T
+    return [(gammas[i // len(ts)], ts[i % len(ts)]) for i in best]
 
 
 def run_split(ds: str, split: int, methods: list[str]) -> dict[str, float]:
@@ -185,8 +196,7 @@ def run_split(ds: str, split: int, methods: list[str]) -> dict[str, float]:
     for method in methods:
         X = prep[PREPROCESS[_mode(method)]]
         Xtr = X[train]
-        gammas = cv_gamma(method, Xtr, y[train], l, rng, ds) if method.startswith("SS-") else [0.0]
-        est = _fit_first(method, gammas, Xtr, y_tr, ds)
+        est = _fit_first(method, cv_choices(method, Xtr, y[train], l, rng, ds), Xtr, y_tr, ds)
         if t is None:  # transductive rows of Table 1: the unlabeled points are the test points
             Z = est.embedding_
             out[method] = one_nn(Z, y[train], np.arange(l), np.arange(l, len(train)))
@@ -198,14 +208,14 @@ def run_split(ds: str, split: int, methods: list[str]) -> dict[str, float]:
     return out
 
 
-def _fit_first(method, gammas, X, y_fit, ds):
-    """Fit with the best CV gamma; if DNE has no negative eigenvalue there on the full set, the next best."""
-    for gamma in gammas:
+def _fit_first(method, choices, X, y_fit, ds):
+    """Fit with the best CV (gamma, T); if DNE has no negative eigenvalue there on the full set, the next best."""
+    for gamma, scaling in choices:
         try:
-            return variant(method, gamma, ds).fit(X, y_fit)
+            return variant(method, gamma, ds, scaling).fit(X, y_fit)
         except ParameterError:
             continue
-    raise RuntimeError(f"{method}: no gamma of {gammas} gives an embedding")
+    raise RuntimeError(f"{method}: no (gamma, T) of {choices} gives an embedding")
 
 
 def summarize(results: dict, datasets: list[str]) -> list[dict]:
@@ -230,7 +240,7 @@ def summarize(results: dict, datasets: list[str]) -> list[dict]:
 
 # choices that can be switched from the command line (to reproduce the hypotheses of paper000.md)
 OVERRIDABLE = {"small_classes": "SMALL_CLASSES", "n_components": "N_COMPONENTS", "references": "EVAL_REFERENCES",
-               "manifold_graph": "MANIFOLD_GRAPH"}
+               "manifold_graph": "MANIFOLD_GRAPH", "scaling": "SCALING_MODE"}
 
 
 def _merge(paths: list[str], out: str | None) -> int:
@@ -271,6 +281,8 @@ def main(argv=None) -> int:
                     help="1-NN references of the inductive datasets; 'training' uses the unlabeled points' labels "
                          "(a diagnostic, not the protocol)")
     ap.add_argument("--manifold-graph", choices=["full", "knn"], default=MANIFOLD_GRAPH)
+    ap.add_argument("--scaling", choices=["fixed", "cv"], default=SCALING_MODE,
+                    help="T of remark 2: SCALING per algorithm, or chosen with gamma by the CV")
     args = ap.parse_args(argv)
     overrides = {key: getattr(args, key) for key in OVERRIDABLE}
     datasets = [d.strip() for d in args.datasets.split(",")]

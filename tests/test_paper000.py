@@ -224,6 +224,51 @@ def test_scalings_of_remark_2():
     np.testing.assert_allclose(np.linalg.norm(both.coef_, axis=0), np.sqrt(np.abs(base.eigenvalues_)))
 
 
+@pytest.mark.parametrize("mode,regularization", [("linear", "eps"), ("kernel", "pca"), ("kernel", "eps"),
+                                                  ("transductive", "eps")])
+@pytest.mark.parametrize("start", ["identity", "sqrt_eigenvalue"])
+def test_rescaled_equals_a_refit(mode, regularization, start):
+    X, y = blobs(seed=11, n_unlabeled=6)
+    fitted = MFA(mode=mode, gamma=0.2, regularization=regularization, scaling=start).fit(X, y)
+    for scaling in ("identity", "unit_norm", "sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm"):
+        refit = MFA(mode=mode, gamma=0.2, regularization=regularization, scaling=scaling).fit(X, y)
+        again = fitted.rescaled(scaling)
+        assert again.scaling == scaling and fitted.scaling == start
+        np.testing.assert_allclose(again.embedding_, refit.embedding_, rtol=1e-9, atol=1e-9)
+        if mode != "transductive":
+            np.testing.assert_allclose(again.transform(X[:7]), refit.transform(X[:7]), rtol=1e-9, atol=1e-9)
+
+
+def test_rescaled_errors():
+    X, y = blobs(seed=12)
+    est = LFDA().fit(X, y)
+    with pytest.raises(ParameterError, match="scaling"):
+        est.rescaled("whitened")
+    restored = LFDA.from_state(*est.to_state())
+    with pytest.raises(ParameterError, match="component_norms_"):
+        restored.rescaled("unit_norm")
+
+
+def test_directions_without_spread_are_left_out():
+    """C + eps I: a constant feature solves MFA with eigenvalue 0 (A w = C w = 0); it must not be a component."""
+    X, y = blobs(seed=13)
+    X = np.hstack([X[:, :2], np.full((len(X), 1), 3.0), X[:, 2:]])  # feature 2 constant
+    eps = MFA(2, regularization="eps", scaling="identity").fit(X, y)
+    assert eps.n_null_ == 1
+    assert np.all(eps.embedding_.std(axis=0) > 1e-3)
+    assert np.allclose(eps.coef_[2], 0.0, atol=1e-8)
+    pca = MFA(2, regularization="pca", scaling="identity").fit(X, y)
+    assert pca.n_null_ == 0
+    # same subspace: the projection of one embedding on the other's span is exact
+    Q, _ = np.linalg.qr(pca.embedding_ - pca.embedding_.mean(0))
+    Zc = eps.embedding_ - eps.embedding_.mean(0)
+    np.testing.assert_allclose(Q @ (Q.T @ Zc), Zc, atol=1e-4 * np.abs(Zc).max())  # ridges differ
+    # the dual path: <x, x'>^2 on 3-D points has rank <= 6 < n, so C^ker + eps I has a large null space
+    Xk, yk = blobs(seed=14, d=3)
+    dual = MFA(3, mode="kernel", kernel="poly", regularization="eps", scaling="identity").fit(Xk, yk)
+    assert dual.n_null_ > 0 and np.all(dual.embedding_.std(axis=0) > 1e-6)
+
+
 def test_model_state_roundtrip():
     X, y = blobs(seed=10, n_unlabeled=5)
     est = LFDA(mode="kernel", gamma=0.1, regularization="pca").fit(X, y)

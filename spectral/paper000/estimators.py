@@ -16,6 +16,8 @@ B Phi^T (D-W) Phi B^T`` (eq. 9), so both share one code path with the Nyström v
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -76,6 +78,11 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         Training points or landmarks of the kernel map.
     eigenvalues_ : ndarray (d,)
         Generalized eigenvalues of the kept directions (ascending).
+    n_null_ : int
+        Candidate directions left out because every training point has the same coordinate along them
+        (with ``C + eps I`` they solve the problem with eigenvalue 0 and no information; zero with ``"pca"``).
+    component_norms_ : ndarray (d,)
+        Norms ``||z^(i)||`` of the unscaled solution's columns (T of remark 2; see :meth:`rescaled`).
     embedding_ : ndarray (n, d)
         Embedding of the points given to ``fit`` (all of them, labeled or not).
     n_components_ : int
@@ -233,20 +240,25 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         else:
             mean, P = F.mean(axis=0), np.eye(F.shape[1])
         Fc = F - mean
-        self._solve_primal(Fc.T @ L @ Fc, None if Lc is None else Fc.T @ Lc @ Fc, mean, P)
+        self._solve_primal(Fc.T @ L @ Fc, None if Lc is None else Fc.T @ Lc @ Fc, mean, P, Fc.T @ Fc / len(Fc))
 
-    def _solve_primal(self, A_full, B_full, mean, P) -> None:
+    def _solve_primal(self, A_full, B_full, mean, P, cov) -> None:
         """Solve ``P^T A P b = lambda P^T B P b`` (B = I for DNE) and store ``z = (f(x) - mean) P b``.
 
         ``A_full = F^T L F`` and ``B_full = F^T L_C F`` (p, p) in feature coordinates; ``P`` (p, r) the basis
-        of the (PCA-reduced) search space. Shared with the chunked at-scale path (:mod:`.scale`).
+        of the (PCA-reduced) search space; ``cov`` (p, p) the covariance of the training features, which rules
+        out directions with no spread (:func:`solve.has_spread`). Shared with the chunked path (:mod:`.scale`).
         """
         A = P.T @ A_full @ P
         B = np.eye(P.shape[1]) if B_full is None else solve.ridge(P.T @ B_full @ P, self.reg_eps)
         values, vecs = solve.generalized_eigh(A, B, self._method)
+        W = P @ vecs
+        spread = np.sqrt(np.maximum(np.einsum("pm,pq,qm->m", W, cov, W), 0.0))
+        scale = float(np.sqrt(max(np.linalg.eigvalsh(0.5 * (cov + cov.T))[-1], 0.0)))
+        values, W = self._informative(values, W, spread, np.linalg.norm(W, axis=0), scale)
         d = self._n_components(values)
-        proj = solve.flip_signs(solve.apply_scaling(P @ vecs[:, :d], values[:d], self.scaling))
-        self.eigenvalues_ = values[:d]
+        proj = solve.flip_signs(solve.apply_scaling(W[:, :d], values[:d], self.scaling))
+        self.eigenvalues_, self.component_norms_ = values[:d], np.linalg.norm(W[:, :d], axis=0)
         coef = proj if self._feature_map is None else self._feature_map @ proj
         self.coef_, self.offset_ = coef, mean @ proj
 
@@ -257,11 +269,23 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         else:
             A, C = K @ L @ K, (K if Lc is None else K @ Lc @ K)
         values, vecs = solve.generalized_eigh(A, solve.ridge(C, self.reg_eps), self._method)
+        Z = vecs if self.mode == "transductive" else K @ vecs  # training coordinates along each direction
+        K_norm = 1.0 if self.mode == "transductive" else float(np.linalg.norm(K, 2))
+        values, vecs = self._informative(values, vecs, Z.std(axis=0), np.linalg.norm(vecs, axis=0),
+                                         K_norm / np.sqrt(len(vecs)))
         d = self._n_components(values)
         U = solve.flip_signs(solve.apply_scaling(vecs[:, :d], values[:d], self.scaling))
-        self.eigenvalues_ = values[:d]
+        self.eigenvalues_, self.component_norms_ = values[:d], np.linalg.norm(vecs[:, :d], axis=0)
         self.coef_, self.offset_ = U, np.zeros(d)
         self._feature_map = None
+
+    def _informative(self, values, W, spread, norms, scale):
+        """Drop candidate directions with no spread over the training points; count them in ``n_null_``."""
+        keep = solve.has_spread(spread, norms, scale)
+        self.n_null_ = int(np.sum(~keep))
+        if not keep.any():
+            raise ParameterError(f"{self._method}: every direction leaves the training points at one value")
+        return values[keep], W[:, keep]
 
     def _n_components(self, values: np.ndarray) -> int:
         default = solve.n_negative(values) if self._method == "DNE" else len(self.classes_)
@@ -284,6 +308,28 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
     def fit_transform(self, X, y=None, **fit_params):
         """Fit and return the embedding of every row of ``X`` (equal to ``transform(X)`` when defined)."""
         return self.fit(X, y).embedding_
+
+    def rescaled(self, scaling: str):
+        """A copy of this fitted estimator with another T of remark 2, without refitting.
+
+        The optimum is invariant under ``Z -> T Z`` (remark 2), so only the columns of ``coef_``, ``offset_`` and
+        ``embedding_`` change: each is multiplied by ``t_new / t_old`` (the diagonals of T, from
+        ``component_norms_`` and ``eigenvalues_``). Equal to a refit with ``scaling=scaling``.
+        """
+        check_is_fitted(self, "coef_")
+        check_choice("scaling", scaling, solve.SCALINGS)
+        if not hasattr(self, "component_norms_"):
+            raise ParameterError("rescaled needs component_norms_, which a model restored by from_state lacks; refit")
+        old = solve.scaling_factors(self.component_norms_, self.eigenvalues_, self.scaling)
+        if np.any(old == 0):
+            raise ParameterError(f"scaling={self.scaling!r} zeroed a component (eigenvalue 0); refit with {scaling!r}")
+        factor = solve.scaling_factors(self.component_norms_, self.eigenvalues_, scaling) / old
+        est = copy.deepcopy(self)
+        est.scaling = scaling
+        est.coef_, est.offset_ = self.coef_ * factor, self.offset_ * factor
+        if hasattr(self, "embedding_"):
+            est.embedding_ = self.embedding_ * factor
+        return est
 
     # ------------------------------------------------------------------ model state
     def to_state(self) -> tuple[dict, dict]:

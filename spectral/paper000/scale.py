@@ -194,7 +194,7 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
     else:
         mean, cov = F_lab.mean(axis=0), np.cov(F_lab.T, bias=True).reshape(F_lab.shape[1], -1)
     P = _pca_from_cov(cov) if est.regularization == "pca" else np.eye(len(mean))
-    est._solve_primal(A, B, mean, P)
+    est._solve_primal(A, B, mean, P, cov)
     return est
 
 

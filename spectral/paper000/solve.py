@@ -20,6 +20,9 @@ REGULARIZATIONS = ("eps", "pca")
 RANK_RTOL = 1e-10
 #: C counts as singular when its smallest eigenvalue is below this fraction of its largest (double precision)
 COND_RTOL = 1e-12
+#: a direction w is uninformative when the training points' spread along it, sqrt(w^T S w) (S their covariance),
+#: is below this fraction of ||w|| sqrt(lambda_max(S)): all of them project to one value (round-off level)
+NULL_SPREAD_RTOL = 1e-8
 #: relative tolerance deciding that an eigenvalue of DNE is negative (Sect. 5: d = number of negative ones)
 NEGATIVE_RTOL = 1e-9
 
@@ -63,6 +66,18 @@ def generalized_eigh(A: np.ndarray, B: np.ndarray, what: str) -> tuple[np.ndarra
     return scipy.linalg.eigh(A, B)
 
 
+def has_spread(spread: np.ndarray, norms: np.ndarray, scale: float) -> np.ndarray:
+    """Mask (m,) of candidate directions along which the training points are not all equal.
+
+    ``spread`` (m,) is the standard deviation of the training points' coordinates along each direction,
+    ``norms`` (m,) the directions' norms and ``scale`` the largest spread a unit direction can have. With
+    ``C + eps I`` a direction in the null space of the centered data solves ``A w = lambda C w`` with
+    ``lambda = 0`` (A w = C w = 0): the smallest eigenvalue of MFA / LFDA-type problems, with no information
+    (one constant feature of Ionosphere made it MFA's first component).
+    """
+    return spread > NULL_SPREAD_RTOL * norms * max(scale, np.finfo(float).tiny)
+
+
 def n_negative(values: np.ndarray) -> int:
     """Number of clearly negative eigenvalues (DNE's target dimensionality, Sect. 5 after [9])."""
     tol = NEGATIVE_RTOL * max(float(np.max(np.abs(values))), np.finfo(float).tiny)
@@ -86,16 +101,22 @@ def choose_n_components(n_components, default: int, available: int, method: str)
     return n_components
 
 
+def scaling_factors(norms: np.ndarray, values: np.ndarray, scaling: str) -> np.ndarray:
+    """Diagonal of T of remark 2, shape (d,), from the column norms ``||z^(i)||`` (d,) of the unscaled
+    solution and its eigenvalues ``lambda_i`` (d,)."""
+    t = np.ones(len(values))
+    if scaling in ("unit_norm", "sqrt_eigenvalue_unit_norm"):
+        t = t / np.maximum(norms, np.finfo(float).tiny)
+    if scaling in ("sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm"):
+        t = t * np.sqrt(np.abs(values))
+    return t
+
+
 def apply_scaling(P: np.ndarray, values: np.ndarray, scaling: str) -> np.ndarray:
     """Scale the columns of ``P`` (p, d) by T of remark 2 (norms of the columns, |lambda|)."""
     if scaling == "identity":
         return P
-    t = np.ones(P.shape[1])
-    if scaling in ("unit_norm", "sqrt_eigenvalue_unit_norm"):
-        t = t / np.maximum(np.linalg.norm(P, axis=0), np.finfo(float).tiny)
-    if scaling in ("sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm"):
-        t = t * np.sqrt(np.abs(values))
-    return P * t
+    return P * scaling_factors(np.linalg.norm(P, axis=0), values, scaling)
 
 
 def flip_signs(P: np.ndarray) -> np.ndarray:
