@@ -53,13 +53,14 @@ def default_bandwidth(Xtr, ytr, k):
     return class_graphs(R.squared_distances(Xtr, Xtr), ytr, k, None)[2]
 
 
-def nsse_err(X, y, tr, te, dims, mu1, mu2, m3, k=R.N_NEIGHBORS, bw=1.0, max_iter=R.NSSE_MAX_ITER):
+def nsse_err(X, y, tr, te, dims, mu1, mu2, m3, k=R.N_NEIGHBORS, bw=1.0, ridge=1e-8, max_iter=R.NSSE_MAX_ITER):
     """NSSE test error per d; mu3 = m3 * s0^2, graph bandwidth = bw x the default (median within-class edge)."""
     s0 = s0_of(X[tr])
     t = bw * default_bandwidth(X[tr], y[tr], k)
     out = []
     for d in dims:
-        m = NSSE(d, mu1=mu1, mu2=mu2, mu3=m3 * s0**2, n_neighbors=k, graph_bandwidth=t, max_iter=max_iter)
+        m = NSSE(d, mu1=mu1, mu2=mu2, mu3=m3 * s0**2, n_neighbors=k, graph_bandwidth=t, max_iter=max_iter,
+                 ridge=ridge)
         m.fit(X[tr], y[tr])
         out.append(R.nn_error(m.embedding_, y[tr], m.transform(X[te]), y[te]))
     return out
@@ -96,7 +97,7 @@ def cmd_oracle(a):
     X, y = R.load(a.dataset)
     X = preprocess(X, a.prep)
     dims = DIMS[a.dataset]
-    axes = {"mu1": a.mu1, "mu2": a.mu2, "m3": a.m3, "k": a.k, "bw": a.bw, "d": dims}
+    axes = {"mu1": a.mu1, "mu2": a.mu2, "m3": a.m3, "k": a.k, "bw": a.bw, "ridge": a.ridge, "d": dims}
     shape = [len(v) for v in list(axes.values())[:-1]]
     errs, lfda = np.empty((a.realizations, *shape, len(dims))), []
     t0 = time.perf_counter()
@@ -105,7 +106,7 @@ def cmd_oracle(a):
         lfda.append(lfda_err(X, y, tr, te, dims, a.size))
         for idx in itertools.product(*[range(n) for n in shape]):
             p = [axes[n][i] for n, i in zip(axes, idx)]
-            errs[(r, *idx)] = nsse_err(X, y, tr, te, dims, *p[:3], k=p[3], bw=p[4])
+            errs[(r, *idx)] = nsse_err(X, y, tr, te, dims, *p[:3], k=p[3], bw=p[4], ridge=p[5])
         print(f"realization {r} done, {time.perf_counter() - t0:.0f} s", flush=True)
     res = {"dataset": a.dataset, "size": a.size, "prep": a.prep, "realizations": a.realizations,
            "grid": {k: v for k, v in axes.items()}, **summarize(errs, axes, lfda),
@@ -129,6 +130,8 @@ def main(argv=None):
     ap.add_argument("--m3", type=float, nargs="+", default=[0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5])
     ap.add_argument("--k", type=int, nargs="+", default=[R.N_NEIGHBORS])
     ap.add_argument("--bw", type=float, nargs="+", default=[1.0])
+    ap.add_argument("--ridge", type=float, nargs="+", default=[1e-8],
+                    help="NSSE ridge (Psi_r = Psi + ridge I); 1e-8 = the estimator default (near-exact interpolation)")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
     cmd_oracle(a)
