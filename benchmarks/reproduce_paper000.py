@@ -130,16 +130,26 @@ def _mode(method: str) -> str:
     return "kernel" if method.removeprefix("SS-").startswith("K") else "linear"
 
 
-def variant(method: str, gamma: float, ds: str, scaling: str | None = None):
+def variant(method: str, gamma: float, ds: str, scaling: str | None = None, rank: int | None = None):
     """Estimator for a method name of the tables: [SS-][K]{DNE,MFA,LFDA}, on dataset ``ds`` (for d = c), with
-    T of remark 2 ``scaling`` (default SCALING of the algorithm)."""
+    T of remark 2 ``scaling`` (default SCALING of the algorithm). ``rank``: the rank of the centered inputs the
+    fit sees, which caps d of the linear variants (a Yeast feature can be constant over a split's labeled points:
+    its direction carries no information and the estimators leave it out)."""
     base = method.removeprefix("SS-")
     mode, algo = _mode(method), base.removeprefix("K")
     c, d0 = TABLE1_C_D0[ds]
-    d = None if algo == "DNE" or N_COMPONENTS == "fitted" else (min(c, d0) if mode == "linear" else c)
+    d = None if algo == "DNE" or N_COMPONENTS == "fitted" else (min(c, d0, rank or d0) if mode == "linear" else c)
     return ESTIMATORS[algo](d, n_neighbors=K_NEIGHBORS, gamma=gamma, mode=mode,
                             regularization=REGULARIZATION[mode], scaling=scaling or SCALING[algo],
                             manifold_graph=MANIFOLD_GRAPH, small_classes="keep")
+
+
+def fit_variant(method: str, gamma: float, ds: str, scaling: str | None, X: np.ndarray, y_fit: np.ndarray):
+    """``variant(...).fit(X, y_fit)``, with d of the linear variants capped by the rank of the points it fits
+    (the labeled rows when gamma = 0, all rows otherwise)."""
+    used = X if gamma > 0 else X[y_fit >= 0]
+    rank = int(np.linalg.matrix_rank(used - used.mean(axis=0)))
+    return variant(method, gamma, ds, scaling, rank).fit(X, y_fit)
 
 
 def scalings(method: str) -> list[str]:
@@ -168,7 +178,7 @@ def cv_choices(method: str, X: np.ndarray, y: np.ndarray, n_lab: int, rng: np.ra
             order = np.concatenate([keep, np.setdiff1d(np.arange(len(X)), keep)])
             y_tr = fit_labels(y[keep], len(X))
             try:
-                est = variant(method, gamma, ds, scaling="identity").fit(X[order], y_tr)
+                est = fit_variant(method, gamma, ds, "identity", X[order], y_tr)
             except ParameterError:  # DNE: no negative eigenvalue left at this gamma (d = 0), no embedding
                 continue  # accuracy 0 for this fold
             for ti, t in enumerate(ts):
@@ -212,7 +222,7 @@ def _fit_first(method, choices, X, y_fit, ds):
     """Fit with the best CV (gamma, T); if DNE has no negative eigenvalue there on the full set, the next best."""
     for gamma, scaling in choices:
         try:
-            return variant(method, gamma, ds, scaling).fit(X, y_fit)
+            return fit_variant(method, gamma, ds, scaling, X, y_fit)
         except ParameterError:
             continue
     raise RuntimeError(f"{method}: no (gamma, T) of {choices} gives an embedding")
