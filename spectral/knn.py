@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
+from ._refine import refine as _refine
 from .errors import InputDataError, ParameterError
 
 METHODS = ("auto", "exact", "nndescent")
@@ -243,40 +244,6 @@ def _drop_self(indices: np.ndarray, k: int) -> np.ndarray:
     keep = np.ones_like(is_self)
     keep[np.arange(n), drop] = False
     return indices[keep].reshape(n, k)
-
-
-def _refine(X: np.ndarray, Q: np.ndarray, indices: np.ndarray, metric: str):
-    """Recompute the distances of the selected pairs in float64, then sort each row (stable)."""
-    d = _pair_distances(X, Q, indices, metric)
-    order = np.argsort(d, axis=1, kind="stable")
-    indices = np.take_along_axis(indices, order, axis=1)
-    d = np.take_along_axis(d, order, axis=1)
-    return np.ascontiguousarray(indices, dtype=np.int64), np.ascontiguousarray(d, dtype=np.float32)
-
-
-def _pair_distances(X: np.ndarray, Q: np.ndarray, indices: np.ndarray, metric: str) -> np.ndarray:
-    out = np.empty(indices.shape, dtype=np.float64)
-    step = max(1, EXACT_CHUNK_ROWS * 8 // max(1, indices.shape[1]))
-    for i in range(0, Q.shape[0], step):
-        diff_q = Q[i : i + step, None, :]
-        nb = X[indices[i : i + step]]  # (chunk, k, d)
-        if metric == "euclidean":
-            out[i : i + step] = np.sqrt(np.sum((nb - diff_q) ** 2, axis=2))
-        elif metric == "manhattan":
-            out[i : i + step] = np.sum(np.abs(nb - diff_q), axis=2)
-        else:
-            out[i : i + step] = _cosine(diff_q, nb)
-    return out
-
-
-def _cosine(q: np.ndarray, nb: np.ndarray) -> np.ndarray:
-    qn = np.linalg.norm(q, axis=2)
-    nn = np.linalg.norm(nb, axis=2)
-    denom = qn * nn
-    dots = np.sum(nb * q, axis=2)
-    # zero vectors: cosine distance 0 to another zero vector, 1 otherwise (scikit-learn's convention)
-    sim = np.where(denom > 0, dots / np.where(denom > 0, denom, 1.0), np.where((qn == 0) & (nn == 0), 1.0, 0.0))
-    return np.clip(1.0 - sim, 0.0, 2.0)
 
 
 def check_knn_graph(indices: Any, distances: Any, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
