@@ -20,7 +20,7 @@ from prefect import task
 from spectral._validation import check_random_state, seed_int
 from spectral.embedding import LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
 from spectral.knn import KNNIndex
-from spectral.weights import fit_weight_params, knn_weights
+from spectral.weights import WeightParams, fit_weight_params, knn_weights
 from storage import layout
 from storage.arrays import read_X, row_chunks, x_shape
 from storage.embedding_io import create_embedding, read_output, write_point_array
@@ -98,12 +98,23 @@ def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 # ---- weights ------------------------------------------------------------------------------------------------
+#: ``outputs/<run>/<WEIGHT_SCALES>`` (n, 2) float64: per fit point its weight scale and k-th neighbour distance
+#: (:func:`spectral.weights.fit_weight_params`; 0 on held-out rows), so the eigensolve stage needs no kNN re-read
+WEIGHT_SCALES = "weight_scales"
+
+
 @task(name="weights", **COMPUTE_TASK)
 def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, symmetrize: str) -> dict[str, Any]:
-    """Weight matrix W (n_fit, n_fit) of the fit graph, written to ``graph/weights`` (CSR)."""
-    _, idx, dist = fit_graph(store_url, run)
+    """Weight matrix W (n_fit, n_fit) of the fit graph, written to ``graph/weights`` (CSR), with the resolved
+    weighting parameters (CSR attrs) and the per-point scales (``outputs/<run>/weight_scales``)."""
+    rows, idx, dist = fit_graph(store_url, run)
     W = knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
-    write_csr(store_url, layout.WEIGHTS, W, attrs={"run": run, "weighting": weighting, "symmetrize": symmetrize})
+    wparams, scales, radii = fit_weight_params(dist, weighting=weighting, symmetrize=symmetrize)
+    per_point = np.zeros((x_shape(store_url)[0], 2))
+    per_point[rows, 0], per_point[rows, 1] = scales, radii
+    write_point_array(store_url, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
+    write_csr(store_url, layout.WEIGHTS, W, attrs={"run": run, "weighting": weighting, "symmetrize": symmetrize,
+                                                    "weight_params": wparams.to_attrs()})
     return {"n": int(W.shape[0]), "nnz": int(W.nnz)}
 
 
@@ -113,11 +124,13 @@ def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components:
                     symmetrize: str, normalization: str, eigen_solver: str, on_disconnected: str,
                     random_state: int | None) -> dict[str, Any]:
     """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``."""
-    if read_csr_attrs(store_url, layout.WEIGHTS).get("run") != run:
+    attrs = read_csr_attrs(store_url, layout.WEIGHTS)
+    if attrs.get("run") != run:
         raise StoreFormatError(f"graph/weights of {store_url} does not belong to run {run!r}; run the flow again")
     W = read_csr(store_url, layout.WEIGHTS)
-    rows, _, dist = fit_graph(store_url, run)
-    wparams, scales, radii = fit_weight_params(dist, weighting=weighting, symmetrize=symmetrize)
+    rows = np.flatnonzero(read_output(store_url, run, IN_FIT)).astype(np.int64)
+    per_point = read_output(store_url, run, WEIGHT_SCALES)[rows]
+    wparams = WeightParams.from_attrs(attrs["weight_params"])
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
@@ -125,10 +138,15 @@ def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components:
         W, n_components, normalization=normalization, eigen_solver=eigen_solver,
         on_disconnected=on_disconnected, random_state=rng)
     solve_seconds = time.perf_counter() - t0
+    knn_attrs = read_knn_attrs(store_url)
+    if knn_attrs.get("run") != run:
+        raise StoreFormatError(f"graph/knn of {store_url} belongs to run {knn_attrs.get('run')!r}, not {run!r}; "
+                               "run the flow again with a new run name")
     model = LaplacianEigenmapsModel(Z, info["component_eigenvalues"], info["component_labels"], info["degrees"],
-                                    scales, radii, wparams, normalization, read_knn_attrs(store_url)["index_params"])
-    arrays, attrs = model.to_state()
-    write_model(store_url, run, {**arrays, FIT_ROWS: rows}, {**attrs, "method": METHOD})
+                                    per_point[:, 0], per_point[:, 1], wparams, normalization,
+                                    knn_attrs["index_params"])
+    arrays, model_attrs = model.to_state()
+    write_model(store_url, run, {**arrays, FIT_ROWS: rows}, {**model_attrs, "method": METHOD})
     return {"eigen_solver": info["eigen_solver"], "eigenvalues": [float(v) for v in values],
             "converged": bool(info["converged"]), "n_iter": int(info["n_iter"]),
             "n_components_graph": int(info["component_eigenvalues"].shape[0]), "solve_seconds": solve_seconds}
