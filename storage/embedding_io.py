@@ -85,28 +85,42 @@ def write_point_block(store: StoreRef, path: str, start: int, block: Any,
     """
     arr = get_node(as_group(store, "r+", storage_options), path)
     n, rows = int(arr.shape[0]), int(arr.chunks[0])
-    block = np.asarray(block)
     if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start < n or start % rows:
         raise StorageError(
             f"start must be a multiple of the chunk rows ({rows}) in [0, {n}); got {start!r}: blocks must be "
             "aligned with the chunks of X"
         )
     expected = min(rows, n - int(start))
+    arr[int(start):int(start) + expected] = _checked_rows(arr, path, int(start), expected, block, "block")
+
+
+def write_all_rows(store: StoreRef, path: str, values: Any, storage_options: dict | None = None) -> None:
+    """Write every row of the per-point array ``path`` at once (zarr encodes and writes the chunks concurrently).
+
+    Same checks as :func:`write_point_block` on the whole array (shape, dtype kind, NaN/inf with its row).
+    """
+    arr = get_node(as_group(store, "r+", storage_options), path)
+    arr[:] = _checked_rows(arr, path, 0, int(arr.shape[0]), values, "values")
+
+
+def _checked_rows(arr: Any, path: str, start: int, expected: int, block: Any, what: str) -> np.ndarray:
+    """``block`` as the array's dtype after the checks of :func:`write_point_block` (rows start..start+expected)."""
+    block = np.asarray(block)
     if block.shape[:1] != (expected,) or block.shape[1:] != arr.shape[1:]:
         raise StorageError(
-            f"block for {path!r} at start={start} must have shape {(expected, *arr.shape[1:])} (one whole chunk); "
-            f"got {block.shape}"
+            f"{what} for {path!r} at start={start} must have shape {(expected, *arr.shape[1:])}"
+            f"{' (one whole chunk)' if what == 'block' else ''}; got {block.shape}"
         )
     if block.dtype.kind not in "biuf" or not np.can_cast(block.dtype, arr.dtype, casting="same_kind"):
         raise StorageError(
-            f"block for {path!r} must be numeric and castable to the array's dtype {arr.dtype} without changing "
+            f"{what} for {path!r} must be numeric and castable to the array's dtype {arr.dtype} without changing "
             f"kind (e.g. no float -> int); got dtype {block.dtype}"
         )
     out = block.astype(arr.dtype, copy=False)
     if out.dtype.kind == "f" and not np.isfinite(out).all():
         row = int(np.argwhere(~np.isfinite(out))[0][0])
-        raise StorageError(f"block for {path!r} has a NaN/inf value at row {int(start) + row}")
-    arr[int(start):int(start) + expected] = out
+        raise StorageError(f"{what} for {path!r} has a NaN/inf value at row {start + row}")
+    return out
 
 
 def write_point_array(store: StoreRef, path: str, values: Any, *, dtype: str | None = None,
@@ -121,8 +135,7 @@ def write_point_array(store: StoreRef, path: str, values: Any, *, dtype: str | N
                              dtype=dtype or str(values.dtype), attrs=attrs, overwrite=overwrite)
     if values.shape[0] != arr.shape[0]:
         raise StorageError(f"values must have n={arr.shape[0]} rows (one per point of X); got {values.shape[0]}")
-    for start in range(0, arr.shape[0], arr.chunks[0]):
-        write_point_block(group, path, start, values[start:start + arr.chunks[0]])
+    write_all_rows(group, path, values)
     return arr
 
 

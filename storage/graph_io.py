@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from . import layout
 from ._jsonable import check_attrs
-from .embedding_io import create_point_array, write_point_block
+from .embedding_io import create_point_array, write_all_rows, write_point_block
 from .arrays import read_rows
 from .errors import StoreFormatError, StorageError
 from .store import StoreRef, as_group, delete_node, get_node, has_node
@@ -92,10 +92,8 @@ def write_knn(store: StoreRef, indices: Any, distances: Any, attrs: dict | None 
     if indices.shape[0] != n:
         raise StorageError(f"indices must have n={n} rows (one per point of X); got {indices.shape[0]}")
     create_knn(group, indices.shape[1], attrs, n_index=n_index, overwrite=True)
-    rows = int(group[layout.KNN_INDICES].chunks[0])
-    for start in range(0, n, rows):
-        write_point_block(group, layout.KNN_INDICES, start, indices[start:start + rows])
-        write_point_block(group, layout.KNN_DISTANCES, start, distances[start:start + rows])
+    write_all_rows(group, layout.KNN_INDICES, indices)
+    write_all_rows(group, layout.KNN_DISTANCES, distances)
 
 
 def read_knn(store: StoreRef, start: int | None = None, stop: int | None = None,
