@@ -68,7 +68,8 @@ def create_point_array(
             )
         delete_node(group, path)
     fill = _default_fill(dt) if fill_value is None else fill_value
-    arr = group.create_array(path, shape=shape, chunks=chunks, dtype=dt, fill_value=fill)
+    arr = group.create_array(path, shape=shape, chunks=chunks, dtype=dt, fill_value=fill,
+                             compressors=layout.compressors())
     arr.attrs.update(attrs)
     return arr
 

@@ -140,7 +140,8 @@ def write_csr(store: StoreRef, name: str, csr: Any, attrs: dict | None = None,
     node = group.require_group(name)
     for key, arr in parts.items():
         chunk = max(1, min(layout.CSR_CHUNK_ENTRIES, arr.shape[0]))
-        out = node.create_array(key, shape=arr.shape, chunks=(chunk,), dtype=arr.dtype, fill_value=0)
+        out = node.create_array(key, shape=arr.shape, chunks=(chunk,), dtype=arr.dtype, fill_value=0,
+                                compressors=layout.compressors())
         out[:] = arr
     node.attrs.update({**attrs, layout.ATTR_ENCODING: layout.CSR_ENCODING,
                        layout.ATTR_ENCODING_VERSION: layout.CSR_ENCODING_VERSION,
@@ -199,7 +200,7 @@ def write_constraints(store: StoreRef, must_link: Any = None, cannot_link: Any =
     for path, arr in pairs.items():
         delete_node(group, path)
         out = group.create_array(path, shape=arr.shape, chunks=(max(1, min(arr.shape[0], 2**20)), 2),
-                                 dtype="int64", fill_value=0)
+                                 dtype="int64", fill_value=0, compressors=layout.compressors())
         out[...] = arr
 
 

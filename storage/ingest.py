@@ -131,10 +131,12 @@ def rechunk(blocks: Iterator[Block], rows: int) -> Iterator[Block]:
 
 # ---- writing --------------------------------------------------------------------------------------------------
 def _create_arrays(group: Any, n0: int, d: int, chunk_rows: int, dtype: str, labels: bool) -> tuple:
-    x = group.create_array(layout.X, shape=(n0, d), chunks=(chunk_rows, d), dtype=dtype, fill_value=0)
+    x = group.create_array(layout.X, shape=(n0, d), chunks=(chunk_rows, d), dtype=dtype, fill_value=0,
+                           compressors=layout.compressors())
     y = None
     if labels:
-        y = group.create_array(layout.Y, shape=(n0,), chunks=(chunk_rows,), dtype=layout.Y_DTYPE, fill_value=-1)
+        y = group.create_array(layout.Y, shape=(n0,), chunks=(chunk_rows,), dtype=layout.Y_DTYPE, fill_value=-1,
+                               compressors=layout.compressors())
     return x, y
 
 

@@ -42,6 +42,19 @@ MIN_DEFAULT_CHUNK_ROWS = 2**10
 #: Entries per chunk of the 1-D CSR arrays (indices, data): 2**20 entries = 4-8 MiB.
 CSR_CHUNK_ENTRIES = 2**20
 
+
+def compressors() -> list:
+    """Compressor of every array the store writes: Blosc LZ4 with byte shuffle (a fresh codec list per array).
+
+    Measured on the 1e6-point graph of the benchmark (kNN indices 1e6 x 15 int64 + CSR indices and float64
+    weights, 2e7 entries), both cores busy: zarr's default zstd wrote it in 4.5 s and read it in 3.6 s (245 MB);
+    Blosc LZ4 + shuffle in 0.8 s and 0.5 s (223 MB); no compression 0.9 s / 1.2 s (349 MB). Stores written
+    with other codecs stay readable (zarr reads the codecs from each array's metadata).
+    """
+    from zarr.codecs import BloscCodec
+
+    return [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]
+
 # ---- names -----------------------------------------------------------------------------------------
 X = "X"
 Y = "y"

@@ -62,7 +62,7 @@ def write_model(store: StoreRef, run: str, arrays: dict, attrs: dict | None = No
     model = group.require_group(path)
     for name, arr in arrays.items():
         node = model.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks="auto" if arr.ndim else (),
-                                  fill_value=0)
+                                  fill_value=0, compressors=layout.compressors())
         node[...] = arr
     model.attrs.update({**attrs, layout.ATTR_MODEL_COMPLETE: True})  # written last
     return path
