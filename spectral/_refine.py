@@ -65,6 +65,33 @@ def _refine_rows(X, Q, indices, metric):  # pragma: no cover - compiled
     return out_i, out_d
 
 
+@numba.njit(cache=True)
+def _drop_self_rows(indices, k):  # pragma: no cover - compiled
+    n = indices.shape[0]
+    out = np.empty((n, k), dtype=np.int64)
+    for r in range(n):
+        drop = k  # the last column when the point is missing from its own list (duplicates at distance 0)
+        for j in range(k + 1):
+            if indices[r, j] == r:
+                drop = j
+                break
+        c = 0
+        for j in range(k + 1):
+            if j != drop:
+                out[r, c] = indices[r, j]
+                c += 1
+    return out
+
+
+def drop_self(indices: np.ndarray, k: int) -> np.ndarray:
+    """Remove the point itself from each row of ``indices`` (n, k + 1) of a training graph -> (n, k) int64.
+
+    With duplicates the point may be missing from its own k + 1 list (all ties at distance 0); then the
+    last column is dropped. A duplicate twin is never dropped in place of the point itself.
+    """
+    return _drop_self_rows(np.ascontiguousarray(indices, dtype=np.int64), int(k))
+
+
 def refine(X: np.ndarray, Q: np.ndarray, indices: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Recompute ``d(Q[r], X[indices[r, j]])`` in float64 and sort each row by it (stable).
 

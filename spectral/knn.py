@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
-from ._refine import refine as _refine
+from ._refine import drop_self as _drop_self, refine as _refine
 from .errors import InputDataError, ParameterError
 
 METHODS = ("auto", "exact", "nndescent")
@@ -229,21 +229,6 @@ def _query_nndescent(index, Q: np.ndarray, k: int) -> np.ndarray:
     if np.any(indices < 0):
         raise InputDataError(f"NN-descent query returned fewer than n_neighbors={k} neighbours")
     return indices
-
-
-def _drop_self(indices: np.ndarray, k: int) -> np.ndarray:
-    """Remove the point itself from each row of ``indices`` (n, k + 1) -> (n, k).
-
-    With duplicates the point may be missing from its own k + 1 list (all ties at distance 0); then the
-    last column is dropped. A duplicate twin is never dropped in place of the point itself.
-    """
-    n = indices.shape[0]
-    is_self = indices == np.arange(n)[:, None]
-    first = np.argmax(is_self, axis=1)
-    drop = np.where(is_self.any(axis=1), first, k)
-    keep = np.ones_like(is_self)
-    keep[np.arange(n), drop] = False
-    return indices[keep].reshape(n, k)
 
 
 def check_knn_graph(indices: Any, distances: Any, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:

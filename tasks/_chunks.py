@@ -64,8 +64,10 @@ def warm_nndescent() -> float:
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
-    index = KNNIndex.build(rng.normal(size=(300, 4)), 5, method="nndescent", random_state=0, n_jobs=1)
-    index.query(rng.normal(size=(10, 4)), 5)
+    for dtype in (np.float32, np.float64):  # stores hold float32 X by default; in-memory data is often float64
+        index = KNNIndex.build(rng.normal(size=(300, 4)).astype(dtype), 5, method="nndescent", random_state=0,
+                               n_jobs=1)
+        index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
     return time.perf_counter() - t0
 
 

@@ -51,8 +51,10 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     n, _ = x_shape(store_url)
     rows = fit_rows_for(n, holdout, random_state)
     X = read_X(store_url)  # (n, d)
+    t0 = time.perf_counter()
     index = KNNIndex.build(X[rows], n_neighbors, method=knn_method, metric=metric,
                            random_state=check_random_state(random_state))
+    build_seconds = time.perf_counter() - t0
     idx_fit, dist_fit = index.neighbor_graph()  # positions within the fit set
     indices = np.empty((n, n_neighbors), dtype=np.int64)
     distances = np.empty((n, n_neighbors), dtype=np.float32)
@@ -63,11 +65,13 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
         indices[held], distances[held] = rows[idx_h], dist_h
         _publish(index, index_dataset_name(store_token, run))
     attrs = {"run": run, "metric": metric, "n_fit": int(rows.size), "index_params": index.params}
+    t0 = time.perf_counter()
     write_knn(store_url, indices, distances, attrs=attrs)
     in_fit = np.zeros(n, dtype=bool)
     in_fit[rows] = True
     write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
-    return {"k": n_neighbors, "method": index.method, "n_fit": int(rows.size), "n_heldout": int(held.size)}
+    return {"k": n_neighbors, "method": index.method, "n_fit": int(rows.size), "n_heldout": int(held.size),
+            "build_seconds": build_seconds, "write_seconds": time.perf_counter() - t0}
 
 
 def _publish(index: KNNIndex, name: str) -> None:
