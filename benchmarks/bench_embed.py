@@ -59,10 +59,12 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "finite": bool(np.isfinit
 
 def pynndescent_alone(X: np.ndarray, seed: int = 0) -> tuple[float, np.ndarray, np.ndarray]:
     """Seconds of ``NNDescent(X, k + 1)`` + neighbour graph; returns the graph without self-neighbours."""
+    import numba
     from pynndescent import NNDescent
 
-    t0 = time.perf_counter()
-    index = NNDescent(X, n_neighbors=N_NEIGHBORS + 1, random_state=seed, n_jobs=os.cpu_count(), compressed=False)
+    t0 = time.perf_counter()  # the flow's thread count: numba's, which follows the CPU affinity
+    index = NNDescent(X, n_neighbors=N_NEIGHBORS + 1, random_state=seed, n_jobs=numba.config.NUMBA_NUM_THREADS,
+                      compressed=False)
     idx, dist = index.neighbor_graph
     seconds = time.perf_counter() - t0
     return seconds, idx[:, 1:].astype(np.int64), dist[:, 1:].astype(np.float32)

@@ -14,7 +14,6 @@ for the same neighbour pairs.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -70,7 +69,8 @@ def knn_graph(
     random_state : None, int, Generator
         Seeds NN-descent (through one integer drawn from the generator); unused by "exact".
     n_jobs : int or None
-        Threads of NN-descent; None uses every core (``os.cpu_count()``). Pass 1 inside Dask workers.
+        Threads of NN-descent, in [1, numba's thread count]; None uses them all (the cores this process may
+        run on: ``taskset`` / container CPU limits count, not ``os.cpu_count()``). Pass 1 inside Dask workers.
 
     Returns
     -------
@@ -125,7 +125,7 @@ class KNNIndex:
         method = check_choice("method", method, METHODS)
         metric = check_choice("metric", metric, METRICS)
         if n_jobs is not None:
-            n_jobs = check_int("n_jobs", n_jobs, low=1)
+            n_jobs = check_int("n_jobs", n_jobs, low=1, high=_max_threads())
         seed = seed_int(check_random_state(random_state))
         return cls._build(X, n_neighbors, method, metric, seed, n_jobs)
 
@@ -210,10 +210,21 @@ def _query_exact(index, Q: np.ndarray, k: int) -> tuple[np.ndarray, None]:
     return np.vstack(blocks), None
 
 
+def _max_threads() -> int:
+    """Threads numba may use here: its NUMBA_NUM_THREADS, which follows the process's CPU affinity.
+
+    ``os.cpu_count()`` counts the machine's cores; under ``taskset -c 1`` it still says 2, and asking numba for
+    2 threads (pynndescent's ``n_jobs``) then fails with "The number of threads must be between 1 and 1".
+    """
+    import numba
+
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
 def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int | None):
     from pynndescent import NNDescent
 
-    threads = (os.cpu_count() or 1) if n_jobs is None else n_jobs
+    threads = _max_threads() if n_jobs is None else min(n_jobs, _max_threads())
     # compressed=False keeps what .query needs; low_memory is pynndescent's default for large data
     index = NNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False)
     if np.any(index.neighbor_graph[0] < 0):

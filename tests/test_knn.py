@@ -140,7 +140,7 @@ def test_nndescent_recall_on_usps():
         ({"n_neighbors": 2.5}, ParameterError, r"n_neighbors must be an integer"),
         ({"n_neighbors": 3, "method": "annoy"}, ParameterError, r"method must be one of .*'annoy'"),
         ({"n_neighbors": 3, "metric": "hamming"}, ParameterError, r"metric must be one of .*'hamming'"),
-        ({"n_neighbors": 3, "n_jobs": 0}, ParameterError, r"n_jobs must be an integer in \[1, inf\); got 0"),
+        ({"n_neighbors": 3, "n_jobs": 0}, ParameterError, r"n_jobs must be an integer in \[1, \d+\]; got 0"),
     ],
 )
 def test_bad_parameters(kwargs, error, match):
@@ -161,3 +161,12 @@ def test_bad_data():
         index.query(np.zeros((2, 4)), 3)
     with pytest.raises(ParameterError, match=r"n_neighbors must be an integer in \[1, 10\]; got 11"):
         index.query(np.zeros((2, 5)), 11)
+
+
+def test_n_jobs_above_numba_threads_is_a_clear_error():
+    import numba
+
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    top = int(numba.config.NUMBA_NUM_THREADS)
+    with pytest.raises(ParameterError, match=rf"n_jobs must be .*{top}.*got {top + 1}"):
+        KNNIndex.build(X, 5, method="exact", n_jobs=top + 1)
