@@ -57,6 +57,17 @@ def textbook_lfda(WI, y):
     return Wb, Ww
 
 
+def textbook_problem(X, y, method, k):
+    """``(A, B)`` of the supervised generalized problem ``A v = lambda B v`` of Sect. 2.1.2 (eq. 7)."""
+    WI, WE = textbook_label_graphs(X, y, k)
+    if method == "DNE":
+        return scatter(X, WI - WE), np.eye(X.shape[1])
+    if method == "MFA":
+        return scatter(X, WI), scatter(X, WE)
+    Wb, Ww = textbook_lfda(WI, y)
+    return scatter(X, Wb), scatter(X, Ww)
+
+
 def scatter(X, W):
     """sum_ij w_ij (x_i - x_j)(x_i - x_j)^T / 2 = X^T (D - W) X (the cost of eq. 5)."""
     S = np.zeros((X.shape[1], X.shape[1]))
@@ -93,15 +104,7 @@ def assert_same_columns(A, B, atol=1e-6):
 def test_linear_supervised_matches_textbook(method):
     X, y = blobs(seed=1)
     k = 3
-    WI, WE = textbook_label_graphs(X, y, k)
-    if method == "DNE":
-        A, B = scatter(X, WI - WE), np.eye(X.shape[1])
-    elif method == "MFA":
-        A, B = scatter(X, WI), scatter(X, WE)
-    else:
-        Wb, Ww = textbook_lfda(WI, y)
-        A, B = scatter(X, Wb), scatter(X, Ww)
-    vals, vecs = scipy.linalg.eigh(A, B)
+    vals, vecs = scipy.linalg.eigh(*textbook_problem(X, y, method, k))
     d = int(np.sum(vals < -1e-9 * np.abs(vals).max())) if method == "DNE" else 3
     est = {"DNE": DNE, "MFA": MFA, "LFDA": LFDA}[method](n_neighbors=k, reg_eps=0.0).fit(X, y)
     assert est.n_components_ == d
@@ -133,13 +136,7 @@ def test_small_classes_keep_matches_textbook(method):
     y[np.flatnonzero(y == 3)[1:]] = -1  # class 3: a singleton
     lab = y >= 0
     Xl, yl = X[lab], y[lab]
-    WI, WE = textbook_label_graphs(Xl, yl, 3)
-    if method == "MFA":
-        A, B = scatter(Xl, WI), scatter(Xl, WE)
-    else:
-        Wb, Ww = textbook_lfda(WI, yl)
-        A, B = scatter(Xl, Wb), scatter(Xl, Ww)
-    vals, vecs = scipy.linalg.eigh(A, B)
+    vals, vecs = scipy.linalg.eigh(*textbook_problem(Xl, yl, method, 3))
     with pytest.raises(InputDataError, match="class 2 has 2 labeled points.*small_classes='keep'"):
         {"MFA": MFA, "LFDA": LFDA}[method](reg_eps=0.0).fit(X, y)
     est = {"MFA": MFA, "LFDA": LFDA}[method](reg_eps=0.0, small_classes="keep").fit(X, y)
