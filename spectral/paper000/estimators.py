@@ -257,8 +257,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         scale = float(np.sqrt(max(np.linalg.eigvalsh(0.5 * (cov + cov.T))[-1], 0.0)))
         values, W = self._informative(values, W, spread, np.linalg.norm(W, axis=0), scale)
         d = self._n_components(values)
-        proj = solve.flip_signs(solve.apply_scaling(W[:, :d], values[:d], self.scaling))
-        self.eigenvalues_, self.component_norms_ = values[:d], np.linalg.norm(W[:, :d], axis=0)
+        proj = self._scaled(W[:, :d], values[:d])
         coef = proj if self._feature_map is None else self._feature_map @ proj
         self.coef_, self.offset_ = coef, mean @ proj
 
@@ -274,10 +273,14 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         values, vecs = self._informative(values, vecs, Z.std(axis=0), np.linalg.norm(vecs, axis=0),
                                          K_norm / np.sqrt(len(vecs)))
         d = self._n_components(values)
-        U = solve.flip_signs(solve.apply_scaling(vecs[:, :d], values[:d], self.scaling))
-        self.eigenvalues_, self.component_norms_ = values[:d], np.linalg.norm(vecs[:, :d], axis=0)
+        U = self._scaled(vecs[:, :d], values[:d])
         self.coef_, self.offset_ = U, np.zeros(d)
         self._feature_map = None
+
+    def _scaled(self, W, values):
+        """``W T`` (T of remark 2, deterministic signs); records ``eigenvalues_`` and ``component_norms_``."""
+        self.eigenvalues_, self.component_norms_ = values, np.linalg.norm(W, axis=0)
+        return solve.flip_signs(W * solve.scaling_factors(self.component_norms_, values, self.scaling))
 
     def _informative(self, values, W, spread, norms, scale):
         """Drop candidate directions with no spread over the training points; count them in ``n_null_``."""

@@ -112,13 +112,6 @@ def scaling_factors(norms: np.ndarray, values: np.ndarray, scaling: str) -> np.n
     return t
 
 
-def apply_scaling(P: np.ndarray, values: np.ndarray, scaling: str) -> np.ndarray:
-    """Scale the columns of ``P`` (p, d) by T of remark 2 (norms of the columns, |lambda|)."""
-    if scaling == "identity":
-        return P
-    return P * scaling_factors(np.linalg.norm(P, axis=0), values, scaling)
-
-
 def flip_signs(P: np.ndarray) -> np.ndarray:
     """Make the largest-|.| entry of each column positive (scikit-learn's deterministic sign rule)."""
     idx = np.argmax(np.abs(P), axis=0)
