@@ -2,7 +2,7 @@
 
 ``paper000(source, store, labels=..., algorithm="lfda", mode="linear", gamma=1.0, ...)`` fits on all points of
 the store (labels -1 = unlabeled; gamma > 0 adds the manifold regularizer over every point, eq. 12) with
-:func:`spectral.paper000.scale.fit_at_scale` (chunked d0 x d0 accumulation over the store's Dask array; kernel
+:func:`spectral.discriminant.scale.fit_at_scale` (chunked d0 x d0 accumulation over the store's Dask array; kernel
 variants on ``n_landmarks`` Nyström features), stores the model in ``models/<run>`` and writes
 ``embeddings/<run>`` for every row, chunk by chunk on the flow's Dask cluster. The algorithms are also
 registered as ``"dne"``, ``"mfa"`` and ``"lfda"`` for the generic ``embed`` / ``extend`` flows (linear,
@@ -73,7 +73,7 @@ def paper000(
 ) -> dict[str, Any]:
     """Fit (SS-)(K)DNE / MFA / LFDA on the labeled points of ``source`` and embed every point into ``store``.
 
-    Parameters are those of :class:`spectral.paper000.LFDA` (``algorithm`` picks DNE / MFA / LFDA) plus
+    Parameters are those of :class:`spectral.discriminant.LFDA` (``algorithm`` picks DNE / MFA / LFDA) plus
     ``knn_method`` (of the W^(2) kNN graph) and the store / cluster options of :func:`flows.embed.embed`.
     Returns ``store``, ``run``, ``status``, ``seconds``, ``stages``, ``results``.
     """

@@ -22,7 +22,7 @@ from flows._ingested_run import ingested_run
 from flows.methods import Method, register_method
 
 #: Defaults of the NSSE weights (paper 001 eq. 11) for images scaled to [0, 1]; see
-#: benchmarks/results/paper001.md for the values chosen by cross-validation on COIL-20 / ORL / Yale B.
+#: benchmarks/results/nsse.md for the values chosen by cross-validation on COIL-20 / ORL / Yale B.
 DEFAULTS = {"n_train": 2000, "mu1": 0.01, "mu2": 0.01, "mu3": 100.0, "max_iter": 10}
 
 
@@ -65,7 +65,7 @@ def nsse(
 ) -> dict[str, Any]:
     """Fit NSSE on ``n_train`` labeled points of ``source`` and embed every point into ``store``.
 
-    Parameters are those of :class:`spectral.paper001.NSSE` plus ``n_train`` and the store / cluster
+    Parameters are those of :class:`spectral.nsse.NSSE` plus ``n_train`` and the store / cluster
     options of :func:`flows.embed.embed`. Returns ``store``, ``run``, ``status``, ``seconds``, ``stages``,
     ``results`` (sigma, objective per iteration, n, embedding path).
     """

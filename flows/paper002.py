@@ -23,8 +23,8 @@ from prefect import flow
 from spectral._validation import check_choice, check_float, check_int
 from spectral.errors import ParameterError
 from spectral.knn import METHODS as KNN_METHODS
-from spectral.paper002.basis import EIGEN_SOLVERS
-from spectral.paper002.lp import CONSTRAINTS
+from spectral.spectral_kernels.basis import EIGEN_SOLVERS
+from spectral.spectral_kernels.lp import CONSTRAINTS
 from tasks import laplacian_eigenmaps as graph_tasks
 from tasks import paper002 as t
 
@@ -34,7 +34,7 @@ from flows.methods import Method, register_method
 
 WEIGHTING, SYMMETRIZE = t.WEIGHTING, t.SYMMETRIZE  # paper 002 eq. 2
 #: TSK parameters that ``embed(method="tsk")`` does not expose. ``constraint="none"``: the variant that
-#: reproduces Table 3 (benchmarks/results/paper002.md); eq. 8 with the trivial vector kept has the optimum
+#: reproduces Table 3 (benchmarks/results/tsk.md); eq. 8 with the trivial vector kept has the optimum
 #: mu = 0 for c > 2 classes, and embed offers no way to change it.
 DEFAULTS = {"eta": 2.0, "beta": "auto", "constraint": "none", "include_trivial": True, "class_weight": None,
             "eigen_tol": None}
@@ -80,7 +80,7 @@ def tsk(
 ) -> dict[str, Any]:
     """Label every point of ``source`` with TSK and write the labels and scores into ``store``.
 
-    Parameters are those of :class:`spectral.paper002.TSK` (``eigen_tol``: absolute residual tolerance of the
+    Parameters are those of :class:`spectral.spectral_kernels.TSK` (``eigen_tol``: absolute residual tolerance of the
     eigensolver, default the solver's 1e-6 relative) plus the store / cluster options of
     :func:`flows.embed.embed`; ``labels`` is the ``.npy`` file of labels (-1 = unlabeled) ingested with X
     (or already in the store). Returns ``store``, ``run``, ``status``, ``seconds``, ``stages``, ``results``

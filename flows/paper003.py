@@ -18,7 +18,7 @@ from typing import Any
 from prefect import flow
 
 from spectral._validation import check_choice, check_float, check_int
-from spectral.grad.graphs import GRAPH_WEIGHTS, LAPLACIANS
+from spectral.graph_kpca.graphs import GRAPH_WEIGHTS, LAPLACIANS
 from spectral.knn import METHODS as KNN_METHODS
 from tasks import paper003 as t
 from tasks.laplacian_eigenmaps import knn_task, release_index
@@ -92,7 +92,7 @@ def graph_kpca(
 ) -> dict[str, Any]:
     """Fit GraphKPCA on ``source`` and write the embedding of every point into ``store``.
 
-    Parameters are those of :class:`spectral.grad.GraphKPCA` (``kernel_gamma`` is the kernel's gamma,
+    Parameters are those of :class:`spectral.graph_kpca.GraphKPCA` (``kernel_gamma`` is the kernel's gamma,
     default 1 / n_features; ``gamma`` the graph weight of eq. 13) plus the kNN / store / cluster options
     of :func:`flows.embed.embed`. ``holdout`` points are left out of the fit and extended out-of-sample.
     Returns ``store``, ``run``, ``status``, ``seconds``, ``stages``, ``results``.

@@ -44,19 +44,19 @@ _EXPORTS: dict[str, str] = {
     "select_landmarks": "spectral.nystrom",
     "nystrom_eigh": "spectral.nystrom",
     # paper 000: DNE / MFA / LFDA
-    "DNE": "spectral.paper000",
-    "MFA": "spectral.paper000",
-    "LFDA": "spectral.paper000",
+    "DNE": "spectral.discriminant",
+    "MFA": "spectral.discriminant",
+    "LFDA": "spectral.discriminant",
     # paper 001: NSSE
-    "NSSE": "spectral.paper001",
-    "SupervisedLaplacianEigenmaps": "spectral.paper001",
+    "NSSE": "spectral.nsse",
+    "SupervisedLaplacianEigenmaps": "spectral.nsse",
     # paper 002: TSK / RSK
-    "TSK": "spectral.paper002",
-    "RSK": "spectral.paper002",
+    "TSK": "spectral.spectral_kernels",
+    "RSK": "spectral.spectral_kernels",
     # paper 003: GRAD
-    "GraphKPCA": "spectral.grad",
-    "MultiGraphKPCA": "spectral.grad",
-    "LNEG": "spectral.grad",
+    "GraphKPCA": "spectral.graph_kpca",
+    "MultiGraphKPCA": "spectral.graph_kpca",
+    "LNEG": "spectral.graph_kpca",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -2,7 +2,7 @@
 embedded chunk by chunk.
 
 :func:`fit_task` reads the labels (-1 = unlabeled) and X as a Dask array, fits with
-:func:`spectral.paper000.scale.fit_at_scale` (p x p matrices accumulated over row blocks, sparse W^(2); Nyström
+:func:`spectral.discriminant.scale.fit_at_scale` (p x p matrices accumulated over row blocks, sparse W^(2); Nyström
 features for the kernel variants) and writes the model (projection, offset, landmarks) to ``models/<run>``.
 :func:`embed_points_task` writes ``embeddings/<run>`` for every row with ``A x`` (eq. 8) or ``U k(x)`` (eq. 11)
 on the Dask cluster (for these parametric methods the training rows use the same map: fit_transform ==
@@ -18,8 +18,8 @@ import numpy as np
 from prefect import task
 
 from spectral._validation import check_choice
-from spectral.paper000 import DNE, LFDA, MFA
-from spectral.paper000.scale import fit_at_scale
+from spectral.discriminant import DNE, LFDA, MFA
+from spectral.discriminant.scale import fit_at_scale
 from storage.arrays import X_as_dask, read_labels, row_chunks, x_shape
 from storage.embedding_io import create_embedding
 from storage.errors import StoreFormatError
@@ -29,7 +29,7 @@ from tasks.common import COMPUTE_TASK, IO_TASK, map_row_chunks, write_embedding_
 
 #: registered method names (flows.methods) -> estimator class
 ESTIMATORS = {"dne": DNE, "mfa": MFA, "lfda": LFDA}
-#: estimator parameters a run may set (see :class:`spectral.paper000.estimators._Paper000Estimator`)
+#: estimator parameters a run may set (see :class:`spectral.discriminant.estimators._Paper000Estimator`)
 ESTIMATOR_PARAMS = ("n_components", "n_neighbors", "gamma", "mode", "kernel", "kernel_params", "manifold_neighbors",
                     "manifold_weighting", "regularization", "reg_eps", "scaling", "n_landmarks", "random_state")
 

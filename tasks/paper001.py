@@ -16,7 +16,7 @@ from prefect import task
 
 from spectral._validation import check_random_state
 from spectral.errors import InputDataError
-from spectral.paper001 import NSSE
+from spectral.nsse import NSSE
 from storage.arrays import read_labels, read_X, row_chunks, x_shape
 from storage.embedding_io import create_embedding
 from storage.errors import StoreFormatError

@@ -5,7 +5,7 @@ The kNN graph and its Hein-Maier weights are the Laplacian-eigenmaps flow's task
 no hold-out). Then:
 
 - :func:`tsk_fit_task` computes the m smallest eigenpairs (lambda != 1) of the normalized Laplacian with the
-  scalable solvers, fits :class:`spectral.paper002.TSK` on that basis (LP of m + l variables, l = labeled
+  scalable solvers, fits :class:`spectral.spectral_kernels.TSK` on that basis (LP of m + l variables, l = labeled
   points of the store's ``y``, -1 = unlabeled), writes the eigenvectors to ``outputs/<run>/eigenvectors``
   (n, m) and the rest of the model state (``TSK.to_state``: eigenvalues, mu, the (m, c) class matrix
   ``P = U V_l^T C``, classes, degrees, the eq. 2 scales / radii and kNN parameters) to ``models/<run>``;
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from prefect import task
 
-from spectral.paper002 import TSK, GraphParams, spectral_basis, transductive_scores
+from spectral.spectral_kernels import TSK, GraphParams, spectral_basis, transductive_scores
 from spectral.weights import fit_weight_params
 from storage import layout
 from storage.arrays import read_labels, read_X, row_chunks, x_shape

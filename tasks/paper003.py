@@ -1,7 +1,7 @@
 """Tasks of the GraphKPCA flow (paper 003): fit at scale on the stored kNN graph, then write every point back.
 
 The kNN graph comes from :func:`tasks.laplacian_eigenmaps.knn_task` (``graph/knn``, NN-descent at scale,
-``outputs/<run>/in_fit``). :func:`fit_graph_kpca_task` fits :class:`spectral.grad.GraphKPCA` with
+``outputs/<run>/in_fit``). :func:`fit_graph_kpca_task` fits :class:`spectral.graph_kpca.GraphKPCA` with
 ``solver="nystrom"`` on the fit rows (K_y = Phi Phi^T from Nystrom features, the sparse Laplacian of the
 kNN graph, constraints from stored labels / pairs, the eigen-step on the implicit operator) and stores the
 model (no n x n array, no X copy; the kNN index parameters go in its attrs). :func:`embed_points_task` writes
@@ -9,7 +9,7 @@ model (no n x n array, no X copy; the kNN index parameters go in its attrs). :fu
 out-of-sample map of :meth:`GraphKPCA.transform_with_neighbors` with their stored neighbours.
 :func:`extend_points_task` embeds the points of another store with a stored model: the kNN index over the
 fit points (read from the model store's X) is taken from the cluster or rebuilt, and each chunk of new
-points is queried and mapped by :class:`spectral.grad.extension.IndexedGraphKPCA` on Dask.
+points is queried and mapped by :class:`spectral.graph_kpca.extension.IndexedGraphKPCA` on Dask.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from prefect import task
 
-from spectral.grad import GraphKPCA
-from spectral.grad.extension import IndexedGraphKPCA
+from spectral.graph_kpca import GraphKPCA
+from spectral.graph_kpca.extension import IndexedGraphKPCA
 from spectral.knn import KNNIndex
 from storage.arrays import read_labels, read_X, row_chunks, x_shape
 from storage.embedding_io import create_embedding

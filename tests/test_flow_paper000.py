@@ -17,9 +17,9 @@ def _data(tmp_path):
     return y_store
 
 
-def test_paper000_flow_writes_ss_lfda_embedding(tmp_path, prefect_harness):
+def test_discriminant_flow_writes_ss_lfda_embedding(tmp_path, prefect_harness):
     from flows.paper000 import paper000
-    from spectral.paper000 import LFDA
+    from spectral.discriminant import LFDA
     from storage.arrays import read_X
     from storage.embedding_io import read_embedding
 
@@ -37,10 +37,10 @@ def test_paper000_flow_writes_ss_lfda_embedding(tmp_path, prefect_harness):
 
 
 @pytest.mark.slow
-def test_paper000_flow_nystrom_kernel(tmp_path, prefect_harness):
+def test_discriminant_flow_nystrom_kernel(tmp_path, prefect_harness):
     from flows.paper000 import paper000
-    from spectral.paper000 import DNE
-    from spectral.paper000.scale import fit_at_scale
+    from spectral.discriminant import DNE
+    from spectral.discriminant.scale import fit_at_scale
     from storage.arrays import read_X
     from storage.embedding_io import read_embedding
 
@@ -56,7 +56,7 @@ def test_paper000_flow_nystrom_kernel(tmp_path, prefect_harness):
     np.testing.assert_allclose(Zk, ref.transform(Xs), rtol=1e-6, atol=1e-8)
 
 
-def test_paper000_flow_rejects_exact_kernel(tmp_path):
+def test_discriminant_flow_rejects_exact_kernel(tmp_path):
     from flows.paper000 import paper000
     from spectral.errors import ParameterError
 

@@ -11,7 +11,7 @@ from conftest import load_dataset
 @pytest.mark.slow  # Prefect harness + a Dask cluster: 20 s when the machine is quiet, minutes under load
 def test_nsse_flow_writes_interpolated_embedding(tmp_path, prefect_harness):
     from flows.paper001 import nsse
-    from spectral.paper001 import NSSE
+    from spectral.nsse import NSSE
     from storage.arrays import read_X
     from storage.embedding_io import read_embedding
     from storage.models import read_model

@@ -25,7 +25,7 @@ def sonar_store(tmp_path, chunk_rows=64):
 
 
 def reference(store, y_store, constraint, include_trivial=True):
-    from spectral.paper002 import TSK
+    from spectral.spectral_kernels import TSK
     from storage.arrays import read_X
 
     X = read_X(store).astype(np.float64)

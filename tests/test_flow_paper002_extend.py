@@ -3,7 +3,7 @@
 2,000 fit points + 300 new points of one lifted Swiss roll (3 classes, 45 labeled), exact kNN. References:
 the stored model restored in memory (``TSK.from_state`` + ``rebuild_index`` on the model store's X) must
 give the extended labels exactly and the scores / kernel features to float32 precision; an independent
-:class:`spectral.paper002.TSK` fitted on the same data must agree to the eigensolver's precision.
+:class:`spectral.spectral_kernels.TSK` fitted on the same data must agree to the eigensolver's precision.
 
 The default test runs the tasks (``.fn``) on 800 points with an in-process Dask cluster; the flows end to end
 (Prefect harness + a worker process: ~25 s on a quiet machine, minutes under load) are marked slow.
@@ -16,7 +16,7 @@ import pytest
 
 from spectral.datasets import make_swiss_roll_lifted
 from spectral.errors import ParameterError
-from spectral.paper002 import TSK
+from spectral.spectral_kernels import TSK
 from storage.arrays import read_X
 from storage.embedding_io import read_embedding, read_output
 from storage.manifest import read_manifest

@@ -10,7 +10,7 @@ import scipy.linalg as la
 @pytest.mark.slow  # Prefect harness + a Dask cluster: tens of seconds, minutes under load
 def test_graph_kpca_flow_writes_every_point(tmp_path, prefect_harness):
     from flows.paper003 import graph_kpca
-    from spectral.grad import GraphKPCA
+    from spectral.graph_kpca import GraphKPCA
     from spectral.knn import knn_graph
     from storage.arrays import read_X
     from storage.embedding_io import read_embedding
@@ -52,7 +52,7 @@ def test_extend_of_stored_graph_kpca_model_equals_restored_transform(tmp_path, p
     in memory (with A's fit points, scikit-learn's exact kNN search)."""
     from flows.embed import extend
     from flows.paper003 import graph_kpca
-    from spectral.grad import GraphKPCA
+    from spectral.graph_kpca import GraphKPCA
     from storage.arrays import read_X
     from storage.embedding_io import read_embedding
     from storage.manifest import read_manifest

@@ -1,0 +1,95 @@
+"""Scale benchmark of paper 000: SS-LFDA (linear) and SS-KLFDA (Nyström) on n points, 1% labeled.
+
+``--route flow`` runs the Prefect flow end to end (ingest -> kNN graph + chunked fit -> per-chunk write-back
+of every point); ``--route direct`` calls :func:`spectral.discriminant.scale.fit_at_scale` on a Dask array and
+transforms every chunk (the math without Prefect / zarr). Prints wall time and the peak RSS of the process
+tree (Dask workers included).
+
+    python benchmarks/bench_dne_mfa_lfda_scale.py --n 1000000 --variant linear --route flow
+    python benchmarks/bench_dne_mfa_lfda_scale.py --n 1000000 --variant kernel --landmarks 2000 --route flow
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA_CACHE, PeakMemory, gb, manifold_npy  # noqa: E402
+
+
+def labels_file(y_path: Path, fraction: float, seed: int) -> Path:
+    """y with all but ``fraction`` of the points set to -1 (unlabeled), saved next to the data."""
+    out = y_path.with_name(y_path.name.replace(".y.npy", f".y{fraction:g}.npy"))
+    if not out.exists():
+        y = np.load(y_path).astype(np.int64)
+        keep = np.random.default_rng(seed).random(len(y)) < fraction
+        np.save(out, np.where(keep, y, -1))
+    return out
+
+
+def run_direct(x_path: Path, y_path: Path, args) -> dict:
+    import dask.array as da
+
+    from spectral.discriminant import LFDA
+    from spectral.discriminant.scale import fit_at_scale
+
+    X = da.from_array(np.load(x_path, mmap_mode="r"), chunks=(args.chunk_rows, -1))
+    y = np.load(y_path)
+    kw = {"mode": "kernel", "n_landmarks": args.landmarks} if args.variant == "kernel" else {}
+    t0 = time.perf_counter()
+    est = fit_at_scale(LFDA(gamma=args.gamma, **kw), X, y, random_state=0)
+    t_fit = time.perf_counter() - t0
+    checksum = 0.0
+    for i0 in range(0, X.shape[0], args.chunk_rows):
+        checksum += float(np.abs(est.transform(X[i0:i0 + args.chunk_rows].compute())).sum())
+    return {"fit_s": t_fit, "total_s": time.perf_counter() - t0, "n_components": est.n_components_,
+            "checksum": checksum}
+
+
+def run_flow(x_path: Path, y_path: Path, args) -> dict:
+    from flows.paper000 import paper000
+
+    store = DATA_CACHE / f"paper000_{args.variant}_{args.n}.zarr"
+    shutil.rmtree(store, ignore_errors=True)
+    kw = {"mode": "kernel", "n_landmarks": args.landmarks} if args.variant == "kernel" else {}
+    t0 = time.perf_counter()
+    out = paper000(str(x_path), str(store), labels=str(y_path), algorithm="lfda", gamma=args.gamma,
+                   chunk_rows=args.chunk_rows, n_workers=args.workers, random_state=0, **kw)
+    total = time.perf_counter() - t0
+    stages = {s["name"]: round(s["seconds"], 1) for s in out.get("stages", []) if "name" in s}
+    shutil.rmtree(store, ignore_errors=True)
+    return {"total_s": total, "status": out["status"], "stages": stages or out.get("stages")}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--d", type=int, default=32)
+    ap.add_argument("--variant", choices=["linear", "kernel"], default="linear")
+    ap.add_argument("--landmarks", type=int, default=2000)
+    ap.add_argument("--labeled", type=float, default=0.01)
+    ap.add_argument("--gamma", type=float, default=1.0)
+    ap.add_argument("--chunk-rows", type=int, default=65536)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--route", choices=["flow", "direct"], default="flow")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(DATA_CACHE.parent / "numba"))
+    x_path, y_full = manifold_npy(args.n, n_features=args.d)
+    y_path = labels_file(y_full, args.labeled, seed=1)
+    with PeakMemory() as mem:
+        res = (run_flow if args.route == "flow" else run_direct)(x_path, y_path, args)
+    print(f"SS-{'K' if args.variant == 'kernel' else ''}LFDA n={args.n} d={args.d} labeled={args.labeled:g} "
+          f"landmarks={args.landmarks if args.variant == 'kernel' else '-'} route={args.route}: "
+          f"{res}, peak RSS {gb(mem.peak_bytes)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,379 @@
+"""Spectral-kernel classifiers of paper 002: TSK (Sect. 4, learned by the LP of eq. 14) and RSK (Sect. 3).
+
+Both build ``K = V_m U V_m^T`` (eq. 9) on the m retained eigenpairs of ``L = I - D^-1/2 W D^-1/2``, classify
+with eq. 5 (``f(x_i) = argmax_k sum_{y_j = k} K_ij``) and extend to new points with eq. 17-19. Only the
+spectrum ``U = diag(mu)`` differs: TSK learns it (eq. 14), RSK takes ``theta_t = (1 - alpha) / (1 - alpha +
+alpha lambda_t)`` (eq. 4, Zhou et al.'s consistency method as a kernel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import check_array_2d, check_choice, check_float, check_int
+from ..errors import InputDataError, ParameterError
+from ..knn import KNNIndex
+from ..weights import fit_weight_params, query_weights, weights_from_params
+from ..laplacian import check_affinity
+from .basis import EIGEN_SOLVERS, ONE_TOL, SpectralBasis, extend_vectors, spectral_basis
+from .lp import CONSTRAINTS, solve_spectrum_lp
+from .state import GraphParams, estimator_state, restore_estimator
+
+#: Candidate neighbours examined per new point (reverse neighbours further than this are missed; see
+#: spectral.weights.query_weights).
+CANDIDATE_FACTOR = 3
+CLASS_WEIGHTS = (None, "balanced")
+
+
+def check_semi_supervised_labels(y, n: int, classes=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate ``y`` (n,) with -1 for unlabeled points; return ``(classes, labeled_idx, codes)``.
+
+    ``classes`` (optional) lists every class that must have a labeled point (a class without one could never
+    be predicted by eq. 5): a missing class raises :class:`InputDataError` naming it.
+    """
+    y = np.asarray(y)
+    if y.shape != (n,):
+        raise InputDataError(f"y must have shape ({n},) like X; got {y.shape}")
+    if not np.issubdtype(y.dtype, np.integer):
+        if not (np.issubdtype(y.dtype, np.floating) and np.all(np.isfinite(y)) and np.all(y == np.round(y))):
+            raise InputDataError(f"y must hold integer labels (-1 = unlabeled); got dtype {y.dtype}")
+        y = y.astype(np.int64)
+    if np.any(y < -1):
+        raise InputDataError(f"y must hold labels >= 0 and -1 for unlabeled points; got {int(y.min())}")
+    labeled = np.flatnonzero(y >= 0)
+    found = np.unique(y[labeled])
+    if classes is not None:
+        missing = np.setdiff1d(np.asarray(classes), found)
+        if missing.size:
+            raise InputDataError(f"every class needs at least one labeled point; no labeled point of class(es) "
+                                 f"{missing.tolist()}")
+        found = np.unique(np.asarray(classes))
+    if found.size < 2:
+        raise InputDataError(f"y needs labeled points of at least 2 classes; got {found.size} "
+                             f"({labeled.size} labeled points)")
+    return found, labeled, np.searchsorted(found, y[labeled])
+
+
+class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
+    """Shared graph, basis, eq. 5 classifier, eq. 17-19 out-of-sample extension and kernel of TSK / RSK."""
+
+    # -- fitting ---------------------------------------------------------------------------------------
+    def fit(self, X, y, classes=None):
+        """Fit on all points ``X`` (n, d); ``y`` (n,) has class labels >= 0 and -1 for unlabeled points.
+
+        Sets ``transduction_`` (n,), ``scores_`` (n, c) (eq. 5), ``mu_`` (m,), ``eigenvalues_`` (m,),
+        ``eigenvectors_`` (n, m), ``class_matrix_`` (m, c) (``scores_ = eigenvectors_ @ class_matrix_``),
+        ``classes_``.
+        """
+        X = check_array_2d(X, "X", min_rows=3)
+        n = X.shape[0]
+        k = check_int("n_neighbors", self.n_neighbors, low=1, high=n - 1)
+        self.classes_, self.labeled_indices_, codes = check_semi_supervised_labels(y, n, classes)
+        self._check_spectrum_params(n)
+        index = KNNIndex.build(X, k, method=self.knn_method, random_state=self.random_state)
+        idx, dist = index.neighbor_graph()
+        params, scales, radii = fit_weight_params(dist, weighting="hein_maier", symmetrize="or")  # eq. 2
+        W = weights_from_params(idx, dist, params, scales)
+        self._index, self._graph = index, GraphParams(params, scales, radii, index.params)
+        self.n_features_in_ = X.shape[1]
+        return self._fit_graph(W, codes)
+
+    def fit_graph(self, W, y, classes=None):
+        """Fit on a precomputed affinity ``W`` (n, n) instead of data (no out-of-sample ``predict`` then)."""
+        W = check_affinity(W)
+        self.classes_, self.labeled_indices_, codes = check_semi_supervised_labels(y, W.shape[0], classes)
+        self._check_spectrum_params(W.shape[0])
+        self._index, self._graph = None, None
+        return self._fit_graph(W, codes)
+
+    def fit_basis(self, basis: SpectralBasis, y, classes=None, *, graph: GraphParams | None = None,
+                  n_features_in: int | None = None):
+        """Fit on a precomputed :class:`SpectralBasis` of n points (the at-scale path of the flows).
+
+        ``basis`` must come from :func:`spectral_basis` with this estimator's ``n_eigenvectors`` and
+        ``include_trivial``; ``y`` (n,) as in :meth:`fit`. ``graph`` (the eq. 2 weighting of the training
+        graph) enables the out-of-sample extension once an index is attached (:meth:`rebuild_index`).
+        """
+        n = basis.vectors.shape[0]
+        self.classes_, self.labeled_indices_, codes = check_semi_supervised_labels(y, n, classes)
+        self._check_spectrum_params(n)
+        if basis.values.shape != (self._n_basis(n),) or basis.degrees.shape != (n,):
+            raise InputDataError(f"basis must hold {self._n_basis(n)} eigenpairs and n={n} degrees; got "
+                                 f"{basis.values.shape[0]} pairs and {basis.degrees.shape[0]} degrees")
+        if graph is not None and graph.scales.shape != (n,):
+            raise InputDataError(f"graph scales must have shape ({n},); got {graph.scales.shape}")
+        self._index, self._graph = None, graph
+        if n_features_in is not None:
+            self.n_features_in_ = check_int("n_features_in", n_features_in, low=1)
+        return self._fit_basis(basis, codes)
+
+    def _fit_graph(self, W, codes: np.ndarray):
+        basis = spectral_basis(W, self._n_basis(W.shape[0]), include_trivial=self._include_trivial(),
+                               eigen_solver=self.eigen_solver, random_state=self.random_state,
+                               skip_one=self._skip_one())
+        return self._fit_basis(basis, codes)
+
+    def _fit_basis(self, basis: SpectralBasis, codes: np.ndarray):
+        self.eigenvalues_, self.eigenvectors_, self.degrees_ = basis.values, basis.vectors, basis.degrees
+        self.basis_info_ = basis.info
+        self.mu_ = self._learn_spectrum(basis, codes)
+        self.class_matrix_ = class_matrix(basis.vectors[self.labeled_indices_], codes, self.mu_,
+                                          self.classes_.size, self.class_weight)
+        self._set_transductive_outputs()
+        return self
+
+    def _set_transductive_outputs(self) -> None:
+        self.scores_ = self.eigenvectors_ @ self.class_matrix_  # eq. 5 for every training point
+        self.transduction_ = self.classes_[np.argmax(self.scores_, axis=1)]
+
+    # -- model state (spectral.spectral_kernels.state) ----------------------------------------------------------
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """``(arrays, attrs)``: numeric arrays and JSON-able attributes (no pickle, no kNN index)."""
+        check_is_fitted(self, "mu_")
+        return estimator_state(self)
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict):
+        """Inverse of :meth:`to_state`; call :meth:`rebuild_index` (or :meth:`attach_index`) before ``predict``."""
+        return restore_estimator(cls, arrays, attrs)
+
+    def attach_index(self, index: KNNIndex) -> None:
+        """Use an already built kNN index of the n training points (for eq. 17-19)."""
+        check_is_fitted(self, "mu_")
+        self._check_out_of_sample()
+        n = self.eigenvectors_.shape[0]
+        if index.n_samples != n:
+            raise InputDataError(f"the index has {index.n_samples} points; the model was fitted on {n}")
+        self._index = index
+
+    def rebuild_index(self, X_train) -> None:
+        """Rebuild the kNN index from the training points ``X_train`` (n, d), same rows and order as at fit."""
+        check_is_fitted(self, "mu_")
+        self._check_out_of_sample()
+        self.attach_index(KNNIndex.rebuild(X_train, self._graph.knn_params))
+
+    def _check_out_of_sample(self) -> None:
+        if self._graph is None:
+            raise ParameterError("this model has no kNN graph parameters (fitted from a graph): out-of-sample "
+                                 "needs fit(X, y)")
+
+    def _include_trivial(self) -> bool:
+        return True
+
+    def _skip_one(self) -> bool:
+        return True
+
+    # -- eq. 17-19 --------------------------------------------------------------------------------------
+    def spectral_rows(self, X, n_candidates=None) -> np.ndarray:
+        """Rows ``V_x`` (s, m) of the eigenvector matrix for points ``X`` (s, d) (eq. 18).
+
+        A point equal to a training point gets that point's training row (what eq. 18 gives for it,
+        Theorem 2); others use the weights of eq. 2 to the training graph, found among their
+        ``n_candidates`` nearest training points (default ``3 k``; a training point further away that would
+        still count x among its k neighbours is missed, see :func:`spectral.weights.query_weights`; pass n
+        for the exact eq. 17).
+        """
+        check_is_fitted(self, "mu_")
+        self._check_out_of_sample()
+        if self._index is None:
+            raise ParameterError("this model has no kNN index (restored from a state): call "
+                                 "rebuild_index(X_train) first")
+        X = check_array_2d(X, "X")
+        n = self.eigenvectors_.shape[0]
+        k = self._graph.weight_params.n_neighbors
+        kc = check_int("n_candidates", CANDIDATE_FACTOR * k if n_candidates is None else n_candidates, low=k)
+        idx, dist = self._index.query(X, min(n, kc))
+        out = np.empty((X.shape[0], self.eigenvectors_.shape[1]))
+        exact = dist[:, 0] == 0.0
+        out[exact] = self.eigenvectors_[idx[exact, 0]]
+        rest = np.flatnonzero(~exact)
+        if rest.size:
+            out[rest] = self.extend(idx[rest], dist[rest])
+        return out
+
+    def extend(self, indices, distances) -> np.ndarray:
+        """Eq. 18 for new points given their candidate training neighbours ``(indices, distances)`` (s, kc)."""
+        keep = np.abs(1.0 - self.eigenvalues_) > ONE_TOL  # all True unless an RSK basis kept lambda = 1
+        g = self._graph
+        Wq, shift = query_weights(indices, distances, g.weight_params, g.scales, g.radii, return_log_scale=True)
+        out = np.zeros((Wq.shape[0], self.eigenvalues_.size))
+        out[:, keep] = extend_vectors(Wq, self.degrees_, self.eigenvalues_[keep], self.eigenvectors_[:, keep],
+                                      log_scale=shift)
+        return out
+
+    def decision_function(self, X) -> np.ndarray:
+        """Eq. 19 scores (s, c): ``sum_{y_j = k} K(x, x_j)`` for new points ``X`` (s, d)."""
+        return self.spectral_rows(X) @ self.class_matrix_
+
+    def predict(self, X) -> np.ndarray:
+        """Labels (s,) of new points by eq. 19 (out-of-sample extension)."""
+        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+
+    # -- the kernel -------------------------------------------------------------------------------------
+    def kernel_features(self, X=None) -> np.ndarray:
+        """``Phi^T`` rows (s, m) with ``K(x, z) = phi_x . phi_z`` (eq. 9-10, 16): ``V_x U^1/2``.
+
+        ``X=None`` gives the training points (n, m).
+        """
+        check_is_fitted(self, "mu_")
+        rows = self.eigenvectors_ if X is None else self.spectral_rows(X)
+        return rows * np.sqrt(self.mu_)[None, :]
+
+    def kernel(self, X=None, Y=None) -> np.ndarray:
+        """Learned kernel ``K(X, Y)`` (s_x, s_y), PSD (Theorem 2), e.g. for ``SVC(kernel="precomputed")``.
+
+        ``None`` stands for the n training points: ``kernel()`` is the (n, n) TSK matrix, ``kernel(X_new)``
+        the (s, n) rows of new points against the training points (eq. 16-18), ``kernel(X_new, X_new)`` the
+        (s, s) block among new points.
+        """
+        Fx = self.kernel_features(X)
+        Fy = Fx if (Y is None and X is None) else self.kernel_features(Y)
+        return Fx @ Fy.T
+
+
+def class_matrix(V_labeled: np.ndarray, codes: np.ndarray, mu: np.ndarray, n_classes: int,
+                 class_weight=None) -> np.ndarray:
+    """``P = U V_l^T C`` (m, c) so that eq. 5 scores are ``V P`` (any chunk of rows, any new point).
+
+    ``class_weight="balanced"`` divides each class column by its number of labeled points (eq. 5 sums, which
+    favours the class with more labeled points; the paper uses the plain sum).
+    """
+    C = np.zeros((codes.size, n_classes))
+    C[np.arange(codes.size), codes] = 1.0
+    if class_weight == "balanced":
+        C /= C.sum(axis=0, keepdims=True)
+    return mu[:, None] * (V_labeled.T @ C)
+
+
+def transductive_scores(vectors_chunk: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Eq. 5 scores (rows, c) of a chunk of training rows ``V`` (rows, m) with ``P`` from :func:`class_matrix`."""
+    return np.asarray(vectors_chunk, dtype=np.float64) @ P
+
+
+class TSK(_SpectralKernelClassifier):
+    """Transductive spectral kernel (paper 002, Sect. 4 and Table 1) with its eq. 5 classifier.
+
+    Parameters
+    ----------
+    n_eigenvectors : int, default 30
+        m, the number of smallest eigenpairs (lambda != 1) of the normalized Laplacian.
+    eta : float >= 1, default 2.0
+        Decay factor of eq. 8 (``mu_t >= eta mu_{t+1}``).
+    beta : float > 0 or "auto", default "auto"
+        Hinge weight of eq. 11/14. "auto" = n / l (points per labeled point): the unit-norm eigenvectors have
+        entries of size n^-1/2, so a class-aligned column of ``G`` is of size l / n and meeting the margin costs
+        about ``lambda_t n / l``; with beta = n / l a slack unit is worth removing exactly for the smooth pairs
+        (lambda_t < 1). The paper does not state its beta.
+    n_neighbors : int, default 6
+        k of the kNN graph (eq. 2).
+    constraint : {"decay", "none"}, default "decay"
+        "decay" imposes eq. 8 as printed; "none" keeps only mu >= 0 (see benchmarks/results/tsk.md:
+        the reproduction of Table 3 on Ionosphere and Sonar needs it).
+    include_trivial : bool, default True
+        Keep lambda_1 = 0 among the m pairs (the paper's Table 1 does).
+    class_weight : {None, "balanced"}
+        None: eq. 5 as printed (class sums); "balanced": class means.
+    eigen_solver, knn_method : str
+        Passed to :func:`spectral.eigen.eigensolve` and :class:`spectral.knn.KNNIndex`.
+    random_state : None, int or Generator
+
+    Attributes
+    ----------
+    mu_ (m,), xi_ (l,), lp_objective_, beta_, eigenvalues_ (m,), eigenvectors_ (n, m), degrees_ (n,),
+    classes_ (c,), labeled_indices_ (l,), class_matrix_ (m, c), transduction_ (n,), scores_ (n, c),
+    n_features_in_.
+
+    A fitted model is saved with :meth:`to_state` (plain arrays + JSON attributes) and restored with
+    :meth:`from_state` followed by :meth:`rebuild_index` (the training points) for out-of-sample use.
+    """
+
+    def __init__(self, n_eigenvectors=30, *, eta=2.0, beta="auto", n_neighbors=6, constraint="decay",
+                 include_trivial=True, class_weight=None, eigen_solver="auto", knn_method="auto",
+                 random_state=None):
+        self.n_eigenvectors = n_eigenvectors
+        self.eta = eta
+        self.beta = beta
+        self.n_neighbors = n_neighbors
+        self.constraint = constraint
+        self.include_trivial = include_trivial
+        self.class_weight = class_weight
+        self.eigen_solver = eigen_solver
+        self.knn_method = knn_method
+        self.random_state = random_state
+
+    def _check_spectrum_params(self, n: int) -> None:
+        check_int("n_eigenvectors", self.n_eigenvectors, low=1, high=max(1, n - 2))
+        check_float("eta", self.eta, low=1.0)
+        if not (isinstance(self.beta, str) and self.beta == "auto"):
+            check_float("beta", self.beta, low=0.0, low_inclusive=False)
+        check_choice("constraint", self.constraint, CONSTRAINTS)
+        check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
+        _check_class_weight(self.class_weight)
+        if not isinstance(self.include_trivial, (bool, np.bool_)):
+            raise ParameterError(f"include_trivial must be a bool; got {self.include_trivial!r}")
+
+    def _n_basis(self, n: int) -> int:
+        return self.n_eigenvectors
+
+    def _include_trivial(self) -> bool:
+        return bool(self.include_trivial)
+
+    def _learn_spectrum(self, basis: SpectralBasis, codes: np.ndarray) -> np.ndarray:
+        n, l = basis.vectors.shape[0], codes.size
+        self.beta_ = n / l if isinstance(self.beta, str) else float(self.beta)
+        lp = solve_spectrum_lp(basis.values, basis.vectors[self.labeled_indices_], codes, eta=float(self.eta),
+                               beta=self.beta_, constraint=self.constraint)
+        self.xi_, self.lp_objective_ = lp.xi, lp.objective
+        return lp.mu
+
+
+class RSK(_SpectralKernelClassifier):
+    """Regularized spectral kernel (paper 002, Sect. 3): ``K_r = V Theta V^T``, Zhou et al.'s method as a kernel.
+
+    ``theta_t = (1 - alpha) / (1 - alpha + alpha lambda_t)`` (eq. 4). With ``n_eigenvectors=None`` every
+    eigenpair is used (dense, n <= :data:`RSK_DENSE_MAX_N`) and the transductive scores equal Zhou et al.'s
+    ``(1 - alpha)(I - alpha S)^-1 C``; an integer keeps the m smallest pairs (the at-scale form). Out-of-sample
+    (eq. 18-19) uses the pairs with lambda != 1 (Theorem 2). Other parameters and attributes as :class:`TSK`.
+    """
+
+    def __init__(self, alpha=0.99, *, n_eigenvectors=None, n_neighbors=6, class_weight=None, eigen_solver="auto",
+                 knn_method="auto", random_state=None):
+        self.alpha = alpha
+        self.n_eigenvectors = n_eigenvectors
+        self.n_neighbors = n_neighbors
+        self.class_weight = class_weight
+        self.eigen_solver = eigen_solver
+        self.knn_method = knn_method
+        self.random_state = random_state
+
+    def _check_spectrum_params(self, n: int) -> None:
+        check_float("alpha", self.alpha, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+        if self.n_eigenvectors is None:
+            if n > RSK_DENSE_MAX_N:
+                raise ParameterError(f"n_eigenvectors=None (full spectrum) needs n <= {RSK_DENSE_MAX_N}; got "
+                                     f"n={n}: pass an integer n_eigenvectors")
+        else:
+            check_int("n_eigenvectors", self.n_eigenvectors, low=1, high=max(1, n - 2))
+        check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
+        _check_class_weight(self.class_weight)
+
+    def _n_basis(self, n: int) -> int:
+        return n if self.n_eigenvectors is None else self.n_eigenvectors
+
+    def _skip_one(self) -> bool:
+        return self.n_eigenvectors is not None
+
+    def _learn_spectrum(self, basis: SpectralBasis, codes: np.ndarray) -> np.ndarray:
+        a = float(self.alpha)
+        return (1.0 - a) / (1.0 - a + a * basis.values)  # eq. 4
+
+
+#: Largest n for RSK's full spectrum (dense eigh of an n x n matrix: ~1 s at 2,000 on this machine).
+RSK_DENSE_MAX_N = 3000
+
+
+def _check_class_weight(value) -> None:
+    if value is not None and not (isinstance(value, str) and value == "balanced"):
+        raise ParameterError(f"class_weight must be one of {list(CLASS_WEIGHTS)}; got {value!r}")

@@ -1,0 +1,244 @@
+"""Paper 003 (GRAD): GraphKPCA and MultiGraphKPCA against independent references.
+
+References: scikit-learn KernelPCA / PCA, dense matrices assembled here from sklearn kernels and
+scipy.sparse.csgraph Laplacians, graph kernels from numpy.linalg.inv / scipy.linalg.expm, eigh.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as la
+import scipy.sparse as sp
+from scipy.sparse.csgraph import laplacian as csgraph_laplacian
+from sklearn.decomposition import PCA, KernelPCA
+from sklearn.metrics.pairwise import rbf_kernel
+
+from spectral.errors import InputDataError, ParameterError
+from spectral.graph_kpca import GraphKPCA, MultiGraphKPCA
+
+
+def max_angle(A, B):
+    return float(np.max(la.subspace_angles(A, B)))
+
+
+def top_d(M, d):
+    lam, V = la.eigh(M)
+    return V[:, ::-1][:, :d]
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    rng = np.random.default_rng(0)
+    centers = rng.standard_normal((3, 8)) * 3
+    y = np.repeat(np.arange(3), 60)
+    X = centers[y] + rng.standard_normal((180, 8))
+    return X, y
+
+
+def random_graph(n, rng, p=0.05):
+    A = sp.random(n, n, density=p, random_state=np.random.RandomState(int(rng.integers(1e6))))
+    A = A + A.T
+    A.setdiag(0)
+    A.eliminate_zeros()
+    return A.tocsr()
+
+
+def centered_rbf(X, g):
+    K = rbf_kernel(X, gamma=g)
+    H = np.eye(len(X)) - 1.0 / len(X)
+    return H @ K @ H
+
+
+def test_gamma_zero_equals_sklearn_kernel_pca(blobs):
+    X, _ = blobs
+    Z = GraphKPCA(4, kernel="rbf", kernel_params={"gamma": 0.05}, gamma=0.0, scaling="sqrt_eigenvalue").fit_transform(X)
+    R = KernelPCA(4, kernel="rbf", gamma=0.05, eigen_solver="dense").fit_transform(X)
+    assert max_angle(Z, R) < 1e-8
+    np.testing.assert_allclose(np.abs(Z), np.abs(R), atol=1e-8)
+
+
+def test_linear_kernel_equals_pca(blobs):
+    X, _ = blobs
+    Z = GraphKPCA(3, kernel="linear", gamma=0.0, scaling="sqrt_eigenvalue").fit_transform(X)
+    R = PCA(3, svd_solver="full").fit_transform(X)
+    np.testing.assert_allclose(np.abs(Z), np.abs(R), atol=1e-8)
+
+
+def test_eq13_user_graph_matches_dense_reference(blobs):
+    X, _ = blobs
+    rng = np.random.default_rng(1)
+    A = random_graph(len(X), rng)
+    m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=2.0, graph=A).fit(X)
+    ref = top_d(centered_rbf(X, 0.05) - 2.0 * csgraph_laplacian(A.toarray()), 3)
+    assert max_angle(m.embedding_, ref) < 1e-8
+    np.testing.assert_allclose(np.linalg.norm(m.embedding_, axis=0), 1.0)
+
+
+@pytest.mark.parametrize("name,params,ref", [
+    ("regularized", {"s": 1.5}, lambda L: np.linalg.inv(np.eye(len(L)) + 1.5**2 * L)),
+    ("diffusion", {"s": 1.0}, lambda L: la.expm(-0.5 * L)),
+    ("random_walk", {"a": 2.0, "p": 3}, lambda L: np.linalg.matrix_power(2.0 * np.eye(len(L)) - L, 3)),
+])
+def test_eq14_graph_kernels_match_closed_forms(blobs, name, params, ref):
+    X, _ = blobs
+    A = random_graph(len(X), np.random.default_rng(2))
+    m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=3.0, graph=A, laplacian="symmetric",
+                  graph_kernel=name, graph_kernel_params=params).fit(X)
+    Lsym = csgraph_laplacian(A.toarray(), normed=True)
+    expected = top_d(centered_rbf(X, 0.05) + 3.0 * ref(Lsym), 3)
+    assert max_angle(m.embedding_, expected) < 1e-7
+
+
+def test_eq24_constraints_from_labels_and_pairs(blobs):
+    X, y = blobs
+    n = len(X)
+    yl = np.full(n, -1)
+    labeled = np.random.default_rng(3).choice(n, 30, replace=False)
+    yl[labeled] = y[labeled]
+    m = GraphKPCA(2, kernel_params={"gamma": 0.05}, graph=None, gamma_must=0.5, gamma_cannot=0.5).fit(X, yl)
+    AS = np.zeros((n, n))
+    AD = np.zeros((n, n))
+    for i in labeled:
+        for j in labeled:
+            if i != j:
+                (AS if y[i] == y[j] else AD)[i, j] = 1.0
+    ref = top_d(centered_rbf(X, 0.05) - 0.5 * csgraph_laplacian(AS) + 0.5 * csgraph_laplacian(AD), 2)
+    assert max_angle(m.embedding_, ref) < 1e-8
+    S = np.argwhere(np.triu(AS))
+    D = np.argwhere(np.triu(AD))
+    m2 = GraphKPCA(2, kernel_params={"gamma": 0.05}, graph=None, must_link=S, cannot_link=D).fit(X)
+    assert max_angle(m2.embedding_, ref) < 1e-8
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"graph": "knn", "gamma": 1.0},
+    {"graph": "knn", "gamma": 1.0, "laplacian": "symmetric"},
+    {"graph": "knn", "gamma": 2.0, "laplacian": "symmetric", "graph_kernel": "diffusion"},
+    {"graph": "knn", "gamma": 1.0, "solver": "nystrom", "n_landmarks": 60},
+])
+def test_transform_of_training_points_reproduces_fit(blobs, kwargs):
+    X, y = blobs
+    m = GraphKPCA(3, kernel_params={"gamma": 0.05}, random_state=0, **kwargs).fit(X)
+    np.testing.assert_allclose(m.transform(X), m.embedding_, atol=1e-12)
+    Z = m.transform(X[:5] + 1e-3)  # unseen points: finite, close to their source's neighbourhood
+    assert np.all(np.isfinite(Z))
+
+
+def test_out_of_sample_eq13_satisfies_augmented_eigen_equation(blobs):
+    """With gamma = 0 the extension is the kernel PCA projection: compare with sklearn's transform."""
+    X, _ = blobs
+    m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=0.0, scaling="sqrt_eigenvalue").fit(X[:150])
+    ref = KernelPCA(3, kernel="rbf", gamma=0.05, eigen_solver="dense").fit(X[:150])
+    np.testing.assert_allclose(np.abs(m.transform(X[150:])), np.abs(ref.transform(X[150:])), atol=1e-8)
+
+
+def _implicit_vs_dense(n):
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((n, 5))
+    kw = dict(kernel_params={"gamma": 0.2}, gamma=0.5, n_neighbors=8, random_state=0)
+    dense = GraphKPCA(4, **kw).fit(X)
+    imp = GraphKPCA(4, solver="nystrom", n_landmarks=n, tol=1e-9, **kw).fit(X)  # m = n: exact features
+    assert max_angle(dense.embedding_, imp.embedding_) < 1e-6
+    np.testing.assert_allclose(imp.eigenvalues_, dense.eigenvalues_, rtol=1e-8)
+    approx = GraphKPCA(4, solver="nystrom", n_landmarks=n // 5, **kw).fit(X)  # a real low-rank approximation
+    assert max_angle(dense.embedding_, approx.embedding_) < 0.1
+
+
+def test_nystrom_implicit_path_equals_dense_path():
+    _implicit_vs_dense(500)
+
+
+@pytest.mark.slow
+def test_nystrom_implicit_path_equals_dense_path_few_thousand():
+    _implicit_vs_dense(3000)
+
+
+def test_bad_inputs_raise_clear_errors(blobs):
+    X, _ = blobs
+    n = len(X)
+    with pytest.raises(InputDataError, match=r"pair \(1, 2\) is both must_link and cannot_link"):
+        GraphKPCA(2, graph=None, must_link=[[1, 2]], cannot_link=[[2, 1]]).fit(X)
+    with pytest.raises(InputDataError, match=r"must_link indices must be in \[0, 179\]; got values in \[0, 500\]"):
+        GraphKPCA(2, graph=None, must_link=[[0, 500]]).fit(X)
+    with pytest.raises(InputDataError, match=r"graph must have shape \(180, 180\)"):
+        GraphKPCA(2, graph=sp.identity(n - 1, format="csr")).fit(X)
+    asym = sp.csr_matrix(([1.0], ([0], [1])), shape=(n, n))
+    with pytest.raises(InputDataError, match="graph must be symmetric"):
+        GraphKPCA(2, graph=asym).fit(X)
+    with pytest.raises(InputDataError, match="weights must be >= 0"):
+        GraphKPCA(2, graph=-(asym + asym.T)).fit(X)
+    with pytest.raises(ParameterError, match=r"gamma must be a real number in \[0.0, inf\); got -1.0"):
+        GraphKPCA(2, gamma=-1.0).fit(X)
+    with pytest.raises(ParameterError, match="graph_kernel must be one of"):
+        GraphKPCA(2, graph_kernel="heat").fit(X)
+    with pytest.raises(ParameterError, match=r"graph_kernel_params\['a'\] must be >= the largest"):
+        GraphKPCA(2, graph_kernel="random_walk", graph_kernel_params={"a": 0.5}).fit(X)
+    with pytest.raises(ParameterError, match="n_components must be an integer"):
+        GraphKPCA(n).fit(X)
+
+
+# ----------------------------------------------------------------------------- multi-kernel / multi-graph
+def test_theta_beta_updates_never_increase_objective_and_stay_nonnegative(blobs):
+    X, _ = blobs
+    rng = np.random.default_rng(5)
+    graphs = [random_graph(len(X), rng), random_graph(len(X), rng, 0.1)]
+    m = MultiGraphKPCA(3, kernels=(("rbf", {"gamma": 0.05}), ("linear", None), ("poly", {"degree": 2})),
+                       graphs=graphs, graph_kernel="regularized", gamma=5.0, lambda_theta=50.0,
+                       lambda_beta=0.5, max_iter=20).fit(X)
+    tr = np.asarray(m.objective_trace_)
+    assert np.all(np.diff(tr) <= 1e-9 * np.abs(tr[:-1]))
+    assert np.all(m.theta_ >= 0) and np.all(m.beta_ >= 0) and m.theta_.sum() > 0
+    # fixed point of eq. 17 / 20 for the final embedding: theta_q = tr(V^T K_c^(q) V) / (2 lambda)
+    Kc = [centered_rbf(X, 0.05)]
+    V = m.embedding_
+    np.testing.assert_allclose(m.theta_[0], max(np.trace(V.T @ Kc[0] @ V), 0) / 100.0, rtol=1e-3)
+
+
+def test_multi_modal_hamming_mode_and_fixed_weights(blobs):
+    X, _ = blobs
+    rng = np.random.default_rng(6)
+    Xb = (rng.random((len(X), 6)) > 0.5).astype(float)
+    XX = np.hstack([X, Xb])
+    m = MultiGraphKPCA(2, kernels=(("rbf", {"gamma": 0.05}),), modes=[(np.arange(8), "euclidean"),
+                       (np.arange(8, 14), "hamming")], graph_kernel=None, learn_theta=False,
+                       learn_beta=False, laplacian="unnormalized", gamma=0.3).fit(XX)
+    # eq. 21 with theta = beta = 1: top eigenvectors of K_c - gamma (L^1 + L^2)
+    L = sum(csgraph_laplacian(A.toarray()) for A in m.graphs_)
+    ref = top_d(centered_rbf(XX, 0.05) - 0.3 * L, 2)
+    assert max_angle(m.embedding_, ref) < 1e-8
+    np.testing.assert_allclose(m.transform(XX), m.embedding_)
+    with pytest.raises(ParameterError, match="learn_beta=True needs a graph_kernel"):
+        MultiGraphKPCA(2, modes=[(np.arange(8), "euclidean")], graph_kernel=None).fit(XX)
+    with pytest.raises(ParameterError, match=r"modes\[0\] columns must be in \[0, 13\]"):
+        MultiGraphKPCA(2, modes=[(np.arange(20), "euclidean")]).fit(XX)
+
+
+def test_state_round_trip_and_extension_with_given_neighbors(blobs):
+    from sklearn.neighbors import NearestNeighbors
+
+    X, _ = blobs
+    m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=1.0, solver="nystrom", n_landmarks=80,
+                  nystrom_rank=40, random_state=0).fit(X[:150])
+    arrays, attrs = m.to_state()
+    assert all(isinstance(v, np.ndarray) for v in arrays.values())
+    import json
+
+    json.dumps(attrs)  # JSON-able attributes only (no pickle)
+    r = GraphKPCA.from_state(arrays, attrs)
+    dist, ind = NearestNeighbors(n_neighbors=m.n_neighbors).fit(X[:150]).kneighbors(X[150:])
+    np.testing.assert_allclose(r.transform_with_neighbors(X[150:], ind, dist), m.transform(X[150:]), atol=1e-12)
+    with pytest.raises(InputDataError, match="to_state stores solver='nystrom' models only"):
+        GraphKPCA(2, kernel_params={"gamma": 0.05}).fit(X).to_state()
+
+
+def test_precomputed_knn_equals_internal_search(blobs):
+    from spectral.knn import knn_graph
+
+    X, _ = blobs
+    ind, dist = knn_graph(X, 7, method="exact")
+    a = GraphKPCA(3, kernel_params={"gamma": 0.05}, n_neighbors=7).fit(X)
+    b = GraphKPCA(3, kernel_params={"gamma": 0.05}, precomputed_knn=(ind, dist)).fit(X)
+    assert max_angle(a.embedding_, b.embedding_) < 1e-8
+    with pytest.raises(InputDataError, match="indices must lie in"):
+        GraphKPCA(3, precomputed_knn=(ind + 1000, dist)).fit(X)

@@ -1,0 +1,228 @@
+"""Paper 002 (TSK / RSK): the LP of eq. 14, the kernel and its out-of-sample rows, RSK = Zhou et al., bad input.
+
+References are computed here from the paper's formulas with dense numpy (brute-force distances, explicit
+double loops for e_ij, matrix inverses), never with the code under test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import load_dataset
+
+from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
+from spectral.spectral_kernels import (RSK, TSK, consistency_method, extend_vectors, gap_matrix, harmonic_function,
+                               solve_spectrum_lp)
+
+
+def minmax(X):
+    span = X.max(0) - X.min(0)
+    return (X - X.min(0)) / np.where(span > 0, span, 1.0)
+
+
+def hein_maier_dense(X, k):
+    """Eq. 2 by brute force: kNN ("or"), w = exp(-d^2 / max(h_i, h_j)^2), h = distance to the k-th neighbour."""
+    D = np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    np.fill_diagonal(D, np.inf)
+    order = np.argsort(D, axis=1)[:, :k]
+    h = np.take_along_axis(D, order, axis=1)[:, -1]
+    A = np.zeros(D.shape, dtype=bool)
+    A[np.repeat(np.arange(len(X)), k), order.ravel()] = True
+    A |= A.T
+    np.fill_diagonal(D, 0.0)
+    return np.where(A, np.exp(-D**2 / np.maximum(h[:, None], h[None, :]) ** 2), 0.0)
+
+
+def semi_labels(y, n_labeled, seed):
+    rng = np.random.default_rng(seed)
+    classes = np.unique(y)
+    while True:
+        lab = rng.choice(y.size, n_labeled, replace=False)
+        if np.unique(y[lab]).size == classes.size:
+            break
+    out = -np.ones_like(y)
+    out[lab] = y[lab]
+    return out
+
+
+@pytest.fixture(scope="module")
+def sonar():
+    X, y = load_dataset("sonar")
+    return minmax(X), y
+
+
+@pytest.fixture(scope="module")
+def fitted(sonar):
+    X, y = sonar
+    yy = semi_labels(y, 20, 0)
+    return TSK(10, beta=1.0, random_state=0).fit(X, yy), X, y, yy
+
+
+def test_gap_matrix_matches_double_loop(fitted):
+    est, X, y, yy = fitted
+    lab = est.labeled_indices_
+    V = est.eigenvectors_[lab]
+    G_ref = np.zeros_like(V)
+    for a, i in enumerate(lab):
+        for b, j in enumerate(lab):
+            if a != b:
+                G_ref[a] += (1.0 if yy[i] == yy[j] else -1.0) * V[a] * V[b]  # eq. 13 with e_ij
+    codes = np.searchsorted(est.classes_, yy[lab])
+    np.testing.assert_allclose(gap_matrix(V, codes), G_ref, atol=1e-13)
+
+
+@pytest.mark.parametrize("constraint", ["decay", "none"])
+def test_lp_solution_satisfies_every_constraint(fitted, constraint):
+    est, X, y, yy = fitted
+    lab = est.labeled_indices_
+    codes = np.searchsorted(est.classes_, yy[lab])
+    lam, V = est.eigenvalues_, est.eigenvectors_[lab]
+    eta, beta = 2.0, 5.0
+    res = solve_spectrum_lp(lam, V, codes, eta=eta, beta=beta, constraint=constraint)
+    mu, xi, tol = res.mu, res.xi, 1e-7
+    assert np.all(mu >= 0) and np.all(xi >= 0)
+    assert np.all(res.G @ mu >= 1 - xi - tol)  # hinge slack definition (eq. 12)
+    np.testing.assert_allclose(xi, np.maximum(0.0, 1 - res.G @ mu), atol=1e-6)  # optimal slacks are the hinge
+    if constraint == "decay":
+        assert np.all(mu[:-1] >= eta * mu[1:] - tol)  # eq. 8
+    assert res.objective == pytest.approx(lam @ mu + beta * xi.sum(), rel=1e-9, abs=1e-9)
+    # no feasible point does better: mu = 0 (xi = 1) and random points of the feasible cone
+    rng = np.random.default_rng(1)
+    assert res.objective <= beta * len(lab) + 1e-9
+    for _ in range(200):
+        c = np.sort(rng.exponential(size=lam.size))[::-1] * rng.exponential() * 50
+        m = c * eta ** -np.arange(lam.size) if constraint == "decay" else rng.exponential(size=lam.size) * 20
+        obj = lam @ m + beta * np.maximum(0.0, 1 - res.G @ m).sum()
+        assert res.objective <= obj + 1e-9
+
+
+def test_training_rows_reproduce_in_sample_rows(fitted):
+    """Theorem 2 / eq. 18: the out-of-sample formula applied to a training point's own weights gives V_i."""
+    est, X, y, yy = fitted
+    W = hein_maier_dense(X, 6)
+    np.testing.assert_allclose(W.sum(1), est.degrees_, rtol=1e-6)
+    rows = extend_vectors(sp.csr_matrix(W), est.degrees_, est.eigenvalues_, est.eigenvectors_)
+    np.testing.assert_allclose(rows, est.eigenvectors_, atol=1e-6)
+    np.testing.assert_array_equal(est.predict(X), est.transduction_)
+
+
+def test_out_of_sample_kernel_matches_eq_17_and_is_psd(fitted):
+    est, X, y, yy = fitted
+    rng = np.random.default_rng(3)
+    X_new = np.clip(X[:15] + rng.normal(scale=0.02, size=(15, X.shape[1])), 0, 1)
+    # eq. 17 by brute force: weights of x to the training points as if x were added to the kNN graph
+    k = 6
+    D = np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    np.fill_diagonal(D, np.inf)
+    h = np.sort(D, axis=1)[:, k - 1]
+    Dx = np.sqrt(((X_new[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    hx = np.sort(Dx, axis=1)[:, k - 1]
+    edge = (Dx <= hx[:, None]) | (Dx <= h[None, :])
+    Wx = np.where(edge, np.exp(-Dx**2 / np.maximum(hx[:, None], h[None, :]) ** 2), 0.0)
+    wx = Wx / np.sqrt(Wx.sum(1, keepdims=True) * est.degrees_[None, :])
+    Vx = wx @ est.eigenvectors_ / (1 - est.eigenvalues_)  # eq. 18
+    np.testing.assert_allclose(est.spectral_rows(X_new, n_candidates=len(X)), Vx, rtol=1e-5, atol=1e-8)  # float32 kNN distances
+    K_ref = Vx @ np.diag(est.mu_) @ est.eigenvectors_.T  # eq. 16
+    K = est.kernel(X_new)  # default 3k candidates: rows whose reverse neighbours are all within them are exact
+    exact_rows = np.array([np.all(np.isin(np.flatnonzero(edge[r]), np.argsort(Dx[r])[:3 * k])) for r in range(15)])
+    assert exact_rows.sum() >= 5
+    np.testing.assert_allclose(K[exact_rows], K_ref[exact_rows], rtol=1e-5, atol=1e-8)
+    Z = np.vstack([X, X_new])
+    K_all = est.kernel(Z, Z)
+    assert np.linalg.eigvalsh(K_all).min() >= -1e-10 * np.abs(K_all).max()
+    np.testing.assert_allclose(K_all[: len(X), : len(X)], est.kernel(), atol=1e-12)
+
+
+def test_rsk_equals_zhou_closed_form():
+    X, y = load_dataset("heart")
+    X = minmax(X)[:120]
+    yy = semi_labels(y[:120], 12, 2)
+    W = hein_maier_dense(X, 6)
+    alpha = 0.9
+    est = RSK(alpha=alpha).fit_graph(W, yy)
+    d = W.sum(1)
+    S = W / np.sqrt(np.outer(d, d))
+    classes = np.unique(yy[yy >= 0])
+    C = (yy[:, None] == classes[None, :]).astype(float)
+    F = (1 - alpha) * np.linalg.inv(np.eye(len(X)) - alpha * S) @ C  # Zhou et al. eq. 3
+    np.testing.assert_allclose(est.scores_, F, atol=1e-9)
+    labels = consistency_method(W, yy, alpha=alpha)  # scikit-learn's LabelSpreading on the same graph
+    assert np.mean(labels == classes[F.argmax(1)]) >= 0.99
+
+
+def test_harmonic_baseline_equals_exact_solution():
+    X, y = load_dataset("heart")
+    X = minmax(X)[:150]
+    yy = semi_labels(y[:150], 15, 4)
+    W = hein_maier_dense(X, 6)
+    lab, unl = np.flatnonzero(yy >= 0), np.flatnonzero(yy < 0)
+    classes = np.unique(yy[lab])
+    L = np.diag(W.sum(1)) - W
+    F = np.linalg.solve(L[np.ix_(unl, unl)], W[np.ix_(unl, lab)] @ (yy[lab][:, None] == classes).astype(float))
+    np.testing.assert_array_equal(harmonic_function(W, yy)[unl], classes[F.argmax(1)])
+
+
+def star_plus_path():
+    """Connected graph whose normalized Laplacian has eigenvalue exactly 1 (a star: 0, 1 x (leaves - 1), 2)."""
+    n = 6
+    W = np.zeros((n, n))
+    W[0, 1:] = W[1:, 0] = 1.0
+    return W
+
+
+def test_eigenvalue_one_is_skipped_and_reported():
+    W = star_plus_path()
+    lam = np.linalg.eigvalsh(np.eye(6) - W / np.sqrt(np.outer(W.sum(1), W.sum(1))))
+    assert np.sum(np.abs(lam - 1) < 1e-9) == 4  # the reference spectrum really has lambda = 1
+    y = np.array([0, 1, -1, -1, -1, 1])
+    est = TSK(n_eigenvectors=2, constraint="none").fit_graph(W, y)
+    np.testing.assert_allclose(est.eigenvalues_, [0.0, 2.0], atol=1e-10)
+    assert est.basis_info_["n_skipped_one"] == 4
+    with pytest.raises(InputDataError, match="only 2 eigenpairs with lambda != 1"):
+        TSK(n_eigenvectors=3).fit_graph(W, y)
+    with pytest.raises(InputDataError, match="eigenvalue equal to 1"):
+        extend_vectors(W[:1], W.sum(1), np.array([0.0, 1.0]), np.ones((6, 2)))
+
+
+def test_bad_labels_and_graph(sonar):
+    X, y = sonar
+    yy = -np.ones_like(y)
+    yy[:5] = y[:5]  # sonar is sorted by class: one class only
+    with pytest.raises(InputDataError, match="at least 2 classes"):
+        TSK(10).fit(X, yy)
+    yy = semi_labels(y, 20, 0)
+    with pytest.raises(InputDataError, match=r"no labeled point of class\(es\) \[7\]"):
+        TSK(10).fit(X, yy, classes=[0, 1, 7])
+    W = np.zeros((8, 8))
+    W[:4, :4] = 1.0
+    W[4:, 4:] = 1.0
+    np.fill_diagonal(W, 0.0)
+    with pytest.raises(DisconnectedGraphError, match="2 connected components"):
+        TSK(2).fit_graph(W, np.array([0, -1, -1, -1, 1, -1, -1, -1]))
+
+
+@pytest.mark.parametrize("params, match", [({"eta": 0.5}, "eta must be"), ({"beta": 0.0}, "beta must be"),
+                                           ({"constraint": "order"}, "constraint must be"),
+                                           ({"n_eigenvectors": 500}, "n_eigenvectors must be"),
+                                           ({"class_weight": "x"}, "class_weight must be")])
+def test_bad_parameters(sonar, params, match):
+    X, y = sonar
+    with pytest.raises(ParameterError, match=match):
+        TSK(**{"n_eigenvectors": 10, **params}).fit(X, semi_labels(y, 20, 0))
+
+
+def test_zero_spectrum_is_an_error_not_a_silent_tie(sonar):
+    X, y = sonar
+    with pytest.raises(ParameterError, match="optimum is mu = 0"):
+        TSK(10, beta=1e-6, include_trivial=False).fit(X, semi_labels(y, 20, 0))
+
+
+def test_tsk_svm_kernel_is_usable_by_svc(fitted):
+    from sklearn.svm import SVC
+
+    est, X, y, yy = fitted
+    lab, unl = est.labeled_indices_, np.flatnonzero(yy < 0)
+    K = est.kernel()
+    svm = SVC(kernel="precomputed").fit(K[np.ix_(lab, lab)], yy[lab])
+    assert svm.predict(K[np.ix_(unl, lab)]).shape == (unl.size,)
