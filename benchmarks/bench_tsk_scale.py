@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     store = str(DATA_CACHE / f"tsk_n{args.n}.zarr")
     t0 = time.perf_counter()
     with PeakMemory() as peak:
-        out = tsk(str(x_path), store, labels=str(semi_path), n_eigenvectors=args.m, constraint=args.constraint,
+        out = tsk(str(x_path), store, labels=str(semi_path), n_components=args.m, constraint=args.constraint,
                   n_neighbors=args.k, eigen_solver=args.eigen_solver, eigen_tol=args.eigen_tol, n_workers=args.workers, overwrite=True, random_state=0)
     total = time.perf_counter() - t0
     y, semi = np.load(y_path), np.load(semi_path)

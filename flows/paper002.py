@@ -1,13 +1,13 @@
 """The TSK flow (paper 002): ingest -> kNN graph -> Hein-Maier weights -> m eigenpairs + LP -> labels of every point.
 
-``tsk(source, store, labels=..., n_eigenvectors=30, ...)`` ingests ``source`` with its labels (-1 =
+``tsk(source, store, labels=..., n_components=30, ...)`` ingests ``source`` with its labels (-1 =
 unlabeled), builds the k = 6 kNN graph with the weights of eq. 2, computes the m smallest eigenpairs of the
 normalized Laplacian with the scalable solvers (lobpcg + AMG above 2,000 points), learns the spectrum by the
 linear program of eq. 14 (m + l variables) and writes, chunk by chunk on the flow's Dask cluster, the
 transductive scores ``outputs/<run>/scores`` (n, c) and labels ``outputs/<run>/labels`` (n,) of every point.
 
 The method is also registered as ``"tsk"`` for the generic ``embed`` / ``extend`` flows:
-``embed(source, store, method="tsk", n_components=m, ...)`` (m = ``n_eigenvectors``; the other TSK parameters
+``embed(source, store, method="tsk", n_components=m, ...)`` (m = ``n_components``; the other TSK parameters
 take :data:`DEFAULTS`; no hold-out) writes the same scores / labels plus the kernel features ``V U^1/2``
 (eq. 9-10) as ``embeddings/<run>`` (n, m); ``extend(store, new_source, out_store)`` with a stored ``tsk`` model
 (from either flow) labels new points by eq. 17-19 (kNN rows among the model store's X, queried per chunk).
@@ -41,7 +41,7 @@ DEFAULTS = {"eta": 2.0, "beta": "auto", "constraint": "none", "include_trivial":
 
 
 def _validate(p: dict) -> None:
-    check_int("n_eigenvectors", p["n_eigenvectors"], low=1)
+    check_int("n_components", p["n_components"], low=1)
     check_int("n_neighbors", p["n_neighbors"], low=1)
     check_choice("knn_method", p["knn_method"], KNN_METHODS)
     check_float("eta", p["eta"], low=1.0)
@@ -61,7 +61,7 @@ def tsk(
     store: str,
     *,
     labels: str | None = None,
-    n_eigenvectors: int = 30,
+    n_components: int = 30,
     eta: float = 2.0,
     beta: float | str = "auto",
     constraint: str = "decay",
@@ -118,12 +118,12 @@ def _fit(ctx: RunContext, p: dict) -> None:
                                                  symmetrize=SYMMETRIZE))
     with ctx.stage("tsk-fit") as rec:
         rec.info.update(t.tsk_fit_task(ctx.store, ctx.run, ctx.token, **{k: p[k] for k in (
-            "n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "eigen_solver",
+            "n_components", "eta", "beta", "constraint", "include_trivial", "class_weight", "eigen_solver",
             "random_state", "eigen_tol")}))
         ctx.manifest.results.update({k: rec.info[k] for k in ("n_labeled", "mu", "eigenvalues", "lp_objective")})
 
 
-PARAMETERS = ("n_eigenvectors", "eta", "beta", "constraint", "include_trivial", "class_weight", "n_neighbors",
+PARAMETERS = ("n_components", "eta", "beta", "constraint", "include_trivial", "class_weight", "n_neighbors",
               "knn_method", "eigen_solver", "eigen_tol", "random_state")
 
 
@@ -132,8 +132,8 @@ EMBED_PARAMETERS = ("n_components", "n_neighbors", "knn_method", "eigen_solver",
 
 
 def _from_embed(p: dict) -> dict:
-    """TSK parameters from ``embed``'s: ``n_components`` is m (``n_eigenvectors``), the rest :data:`DEFAULTS`."""
-    return {**DEFAULTS, "n_eigenvectors": p["n_components"],
+    """TSK parameters from ``embed``'s: ``n_components`` is m (``n_components``), the rest :data:`DEFAULTS`."""
+    return {**DEFAULTS, "n_components": p["n_components"],
             **{k: p[k] for k in ("n_neighbors", "knn_method", "eigen_solver", "random_state")}}
 
 

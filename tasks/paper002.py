@@ -44,7 +44,7 @@ WEIGHTING, SYMMETRIZE = "hein_maier", "or"  # paper 002 eq. 2
 
 
 @task(name="tsk-fit", **COMPUTE_TASK)
-def tsk_fit_task(store_url: str, run: str, store_token: str, *, n_eigenvectors: int, eta: float,
+def tsk_fit_task(store_url: str, run: str, store_token: str, *, n_components: int, eta: float,
                  beta: float | str, constraint: str, include_trivial: bool, class_weight: str | None,
                  eigen_solver: str, random_state: int | None, eigen_tol: float | None = None) -> dict[str, Any]:
     """Eigenpairs of ``graph/weights`` + the LP of eq. 14; writes the eigenvectors and ``models/<run>``."""
@@ -56,10 +56,10 @@ def tsk_fit_task(store_url: str, run: str, store_token: str, *, n_eigenvectors: 
     W = read_csr(store_url, layout.WEIGHTS)
     graph = _graph_params(store_url, run, W.shape[0])
     t0 = time.perf_counter()
-    basis = spectral_basis(W, n_eigenvectors, include_trivial=include_trivial, eigen_solver=eigen_solver,
+    basis = spectral_basis(W, n_components, include_trivial=include_trivial, eigen_solver=eigen_solver,
                            tol=eigen_tol, random_state=random_state)
     t_eigen = time.perf_counter() - t0
-    est = TSK(n_eigenvectors, eta=eta, beta=beta, n_neighbors=graph.weight_params.n_neighbors,
+    est = TSK(n_components, eta=eta, beta=beta, n_neighbors=graph.weight_params.n_neighbors,
               constraint=constraint, include_trivial=include_trivial, class_weight=class_weight,
               eigen_solver=eigen_solver, knn_method=graph.knn_params["method"], random_state=random_state)
     est.fit_basis(basis, np.asarray(y), graph=graph, n_features_in=x_shape(store_url)[1])

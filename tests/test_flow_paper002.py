@@ -44,7 +44,7 @@ def test_fit_task_matches_estimator(tmp_path, constraint, include_trivial):
     g.knn_task.fn(store, "r1", "tok", n_neighbors=6, knn_method="exact", metric="euclidean", holdout=0.0,
                   random_state=0)
     g.weights_task.fn(store, "r1", "tok", weighting="hein_maier", symmetrize="or")
-    info = t.tsk_fit_task.fn(store, "r1", "tok", n_eigenvectors=10, eta=2.0, beta="auto", constraint=constraint,
+    info = t.tsk_fit_task.fn(store, "r1", "tok", n_components=10, eta=2.0, beta="auto", constraint=constraint,
                              include_trivial=include_trivial, class_weight=None, eigen_solver="auto", random_state=0)
     ref = reference(store, y_store, constraint, include_trivial)
     arrays, attrs = read_model(store, "r1")
@@ -70,7 +70,7 @@ def test_fit_task_needs_labels(tmp_path):
                   random_state=0)
     g.weights_task.fn(store, "r", "tok", weighting="hein_maier", symmetrize="or")
     with pytest.raises(StoreFormatError, match="has no labels y"):
-        t.tsk_fit_task.fn(store, "r", "tok", n_eigenvectors=5, eta=2.0, beta="auto", constraint="decay",
+        t.tsk_fit_task.fn(store, "r", "tok", n_components=5, eta=2.0, beta="auto", constraint="decay",
                           include_trivial=True, class_weight=None, eigen_solver="auto", random_state=0)
 
 
@@ -80,7 +80,7 @@ def test_tsk_flow_writes_labels_and_scores_of_every_point(tmp_path, prefect_harn
     from storage.embedding_io import read_output
 
     store, y_store = sonar_store(tmp_path)
-    out = tsk(store, store, n_eigenvectors=10, constraint="none", knn_method="exact", n_workers=1, random_state=0)
+    out = tsk(store, store, n_components=10, constraint="none", knn_method="exact", n_workers=1, random_state=0)
     assert out["status"] == "completed"
     ref = reference(store, y_store, "none")
     labels = read_output(store, out["run"], "labels")

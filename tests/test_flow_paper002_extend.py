@@ -23,7 +23,7 @@ from storage.manifest import read_manifest
 from storage.models import read_model
 
 N_FIT, N_NEW = 2000, 300  # 2,000: the 'auto' eigensolver is still dense eigh (one second here)
-PARAMS = dict(n_eigenvectors=10, constraint="none", random_state=0)
+PARAMS = dict(n_components=10, constraint="none", random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_extend_task_labels_equal_restored_model_predict(data, tmp_path):
     g.knn_task.fn(store, "r", "tok", n_neighbors=6, knn_method="exact", metric="euclidean", holdout=0.0,
                   random_state=0)
     g.weights_task.fn(store, "r", "tok", weighting="hein_maier", symmetrize="or")
-    fit_params = {k: PARAMS[k] for k in ("n_eigenvectors", "constraint", "random_state")}
+    fit_params = {k: PARAMS[k] for k in ("n_components", "constraint", "random_state")}
     t.tsk_fit_task.fn(store, "r", "tok", eta=2.0, beta="auto", include_trivial=True, class_weight=None,
                       eigen_solver="auto", **fit_params)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as c, Client(c):
@@ -157,7 +157,7 @@ def test_bad_tsk_parameters_in_embed_are_refused_before_any_work():
         check_embed_parameters("tsk", 2, {**base, "holdout": 0.2})
     with pytest.raises(ParameterError, match=r"eigen_solver must be one of .*got 'nystrom'"):
         check_embed_parameters("tsk", 2, {**base, "eigen_solver": "nystrom"})
-    with pytest.raises(ParameterError, match=r"n_eigenvectors must be an integer in \[1, inf\); got 0"):
+    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, inf\); got 0"):
         check_embed_parameters("tsk", 2, {**base, "n_components": 0})
 
 

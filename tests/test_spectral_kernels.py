@@ -176,11 +176,11 @@ def test_eigenvalue_one_is_skipped_and_reported():
     lam = np.linalg.eigvalsh(np.eye(6) - W / np.sqrt(np.outer(W.sum(1), W.sum(1))))
     assert np.sum(np.abs(lam - 1) < 1e-9) == 4  # the reference spectrum really has lambda = 1
     y = np.array([0, 1, -1, -1, -1, 1])
-    est = TSK(n_eigenvectors=2, constraint="none").fit_graph(W, y)
+    est = TSK(n_components=2, constraint="none").fit_graph(W, y)
     np.testing.assert_allclose(est.eigenvalues_, [0.0, 2.0], atol=1e-10)
     assert est.basis_info_["n_skipped_one"] == 4
     with pytest.raises(InputDataError, match="only 2 eigenpairs with lambda != 1"):
-        TSK(n_eigenvectors=3).fit_graph(W, y)
+        TSK(n_components=3).fit_graph(W, y)
     with pytest.raises(InputDataError, match="eigenvalue equal to 1"):
         extend_vectors(W[:1], W.sum(1), np.array([0.0, 1.0]), np.ones((6, 2)))
 
@@ -204,12 +204,12 @@ def test_bad_labels_and_graph(sonar):
 
 @pytest.mark.parametrize("params, match", [({"eta": 0.5}, "eta must be"), ({"beta": 0.0}, "beta must be"),
                                            ({"constraint": "order"}, "constraint must be"),
-                                           ({"n_eigenvectors": 500}, "n_eigenvectors must be"),
+                                           ({"n_components": 500}, "n_components must be"),
                                            ({"class_weight": "x"}, "class_weight must be")])
 def test_bad_parameters(sonar, params, match):
     X, y = sonar
     with pytest.raises(ParameterError, match=match):
-        TSK(**{"n_eigenvectors": 10, **params}).fit(X, semi_labels(y, 20, 0))
+        TSK(**{"n_components": 10, **params}).fit(X, semi_labels(y, 20, 0))
 
 
 def test_zero_spectrum_is_an_error_not_a_silent_tie(sonar):

@@ -65,8 +65,8 @@ def assert_same_model(a, b, X, X_new):
     np.testing.assert_array_equal(b.predict(X), b.transduction_)
 
 
-@pytest.mark.parametrize("params", [dict(n_eigenvectors=10, constraint="decay"),
-                                    dict(n_eigenvectors=12, constraint="none", include_trivial=False,
+@pytest.mark.parametrize("params", [dict(n_components=10, constraint="decay"),
+                                    dict(n_components=12, constraint="none", include_trivial=False,
                                          class_weight="balanced")])
 def test_tsk_restored_from_store_predicts_identically(sonar, tmp_path, params):
     X, yy, X_new = sonar
@@ -83,10 +83,10 @@ def test_tsk_restored_from_store_predicts_identically(sonar, tmp_path, params):
     assert restored.n_features_in_ == X.shape[1] and restored.basis_info_["eigen_solver"] == "dense"
 
 
-@pytest.mark.parametrize("n_eigenvectors", [None, 15])
-def test_rsk_restored_from_store_predicts_identically(sonar, tmp_path, n_eigenvectors):
+@pytest.mark.parametrize("n_components", [None, 15])
+def test_rsk_restored_from_store_predicts_identically(sonar, tmp_path, n_components):
     X, yy, X_new = sonar
-    est = RSK(alpha=0.9, n_eigenvectors=n_eigenvectors, random_state=0).fit(X, yy)
+    est = RSK(alpha=0.9, n_components=n_components, random_state=0).fit(X, yy)
     restored = RSK.from_state(*round_trip(est, tmp_path))
     restored.rebuild_index(X)
     assert_same_model(est, restored, X, X_new)

@@ -57,7 +57,7 @@ class SpectralBasis:
     info: dict
 
 
-def spectral_basis(W, n_eigenvectors: int, *, include_trivial: bool = True, skip_one: bool = True,
+def spectral_basis(W, n_components: int, *, include_trivial: bool = True, skip_one: bool = True,
                    eigen_solver: str = "auto", tol: float | None = None, random_state=None) -> SpectralBasis:
     """Smallest eigenpairs of ``L = I - D^-1/2 W D^-1/2`` with ``lambda != 1`` (paper 002, Table 1 step 2).
 
@@ -65,7 +65,7 @@ def spectral_basis(W, n_eigenvectors: int, *, include_trivial: bool = True, skip
     ----------
     W : sparse matrix or array (n, n)
         Symmetric non-negative affinity of a connected graph.
-    n_eigenvectors : int in [1, n - 2], or n
+    n_components : int in [1, n - 2], or n
         Number m of retained pairs; m = n asks for the full spectrum (dense ``eigh``).
     include_trivial : bool
         Keep ``lambda_1 = 0`` (eigenvector ``D^1/2 1 / ||D^1/2 1||``) as the paper does; False drops it.
@@ -89,9 +89,9 @@ def spectral_basis(W, n_eigenvectors: int, *, include_trivial: bool = True, skip
     """
     W = check_affinity(W)
     n = W.shape[0]
-    m = check_int("n_eigenvectors", n_eigenvectors, low=1, high=n)
+    m = check_int("n_components", n_components, low=1, high=n)
     if n - 2 < m < n:
-        raise InputDataError(f"n_eigenvectors must be in [1, {max(1, n - 2)}] or n={n} (full spectrum); got {m}")
+        raise InputDataError(f"n_components must be in [1, {max(1, n - 2)}] or n={n} (full spectrum); got {m}")
     eigen_solver = check_choice("eigen_solver", eigen_solver, EIGEN_SOLVERS)
     if m == n:
         eigen_solver = "dense"
@@ -117,7 +117,7 @@ def spectral_basis(W, n_eigenvectors: int, *, include_trivial: bool = True, skip
         k = min(k + (m - keep.size) + 2, top)
     if keep.size < m:
         raise InputDataError(
-            f"only {keep.size} eigenpairs with lambda != 1 exist among the {k} smallest; n_eigenvectors must "
+            f"only {keep.size} eigenpairs with lambda != 1 exist among the {k} smallest; n_components must "
             f"be <= {keep.size}; got {m}"
         )
     keep = keep[:m]

@@ -92,7 +92,7 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
                   n_features_in: int | None = None):
         """Fit on a precomputed :class:`SpectralBasis` of n points (the at-scale path of the flows).
 
-        ``basis`` must come from :func:`spectral_basis` with this estimator's ``n_eigenvectors`` and
+        ``basis`` must come from :func:`spectral_basis` with this estimator's ``n_components`` and
         ``include_trivial``; ``y`` (n,) as in :meth:`fit`. ``graph`` (the eq. 2 weighting of the training
         graph) enables the out-of-sample extension once an index is attached (:meth:`rebuild_index`).
         """
@@ -257,7 +257,7 @@ class TSK(_SpectralKernelClassifier):
 
     Parameters
     ----------
-    n_eigenvectors : int, default 30
+    n_components : int, default 30
         m, the number of smallest eigenpairs (lambda != 1) of the normalized Laplacian.
     eta : float >= 1, default 2.0
         Decay factor of eq. 8 (``mu_t >= eta mu_{t+1}``).
@@ -289,10 +289,10 @@ class TSK(_SpectralKernelClassifier):
     :meth:`from_state` followed by :meth:`rebuild_index` (the training points) for out-of-sample use.
     """
 
-    def __init__(self, n_eigenvectors=30, *, eta=2.0, beta="auto", n_neighbors=6, constraint="decay",
+    def __init__(self, n_components=30, *, eta=2.0, beta="auto", n_neighbors=6, constraint="decay",
                  include_trivial=True, class_weight=None, eigen_solver="auto", knn_method="auto",
                  random_state=None):
-        self.n_eigenvectors = n_eigenvectors
+        self.n_components = n_components
         self.eta = eta
         self.beta = beta
         self.n_neighbors = n_neighbors
@@ -304,7 +304,7 @@ class TSK(_SpectralKernelClassifier):
         self.random_state = random_state
 
     def _check_spectrum_params(self, n: int) -> None:
-        check_int("n_eigenvectors", self.n_eigenvectors, low=1, high=max(1, n - 2))
+        check_int("n_components", self.n_components, low=1, high=max(1, n - 2))
         check_float("eta", self.eta, low=1.0)
         if not (isinstance(self.beta, str) and self.beta == "auto"):
             check_float("beta", self.beta, low=0.0, low_inclusive=False)
@@ -315,7 +315,7 @@ class TSK(_SpectralKernelClassifier):
             raise ParameterError(f"include_trivial must be a bool; got {self.include_trivial!r}")
 
     def _n_basis(self, n: int) -> int:
-        return self.n_eigenvectors
+        return self.n_components
 
     def _include_trivial(self) -> bool:
         return bool(self.include_trivial)
@@ -332,16 +332,16 @@ class TSK(_SpectralKernelClassifier):
 class RSK(_SpectralKernelClassifier):
     """Regularized spectral kernel (paper 002, Sect. 3): ``K_r = V Theta V^T``, Zhou et al.'s method as a kernel.
 
-    ``theta_t = (1 - alpha) / (1 - alpha + alpha lambda_t)`` (eq. 4). With ``n_eigenvectors=None`` every
+    ``theta_t = (1 - alpha) / (1 - alpha + alpha lambda_t)`` (eq. 4). With ``n_components=None`` every
     eigenpair is used (dense, n <= :data:`RSK_DENSE_MAX_N`) and the transductive scores equal Zhou et al.'s
     ``(1 - alpha)(I - alpha S)^-1 C``; an integer keeps the m smallest pairs (the at-scale form). Out-of-sample
     (eq. 18-19) uses the pairs with lambda != 1 (Theorem 2). Other parameters and attributes as :class:`TSK`.
     """
 
-    def __init__(self, alpha=0.99, *, n_eigenvectors=None, n_neighbors=6, class_weight=None, eigen_solver="auto",
+    def __init__(self, alpha=0.99, *, n_components=None, n_neighbors=6, class_weight=None, eigen_solver="auto",
                  knn_method="auto", random_state=None):
         self.alpha = alpha
-        self.n_eigenvectors = n_eigenvectors
+        self.n_components = n_components
         self.n_neighbors = n_neighbors
         self.class_weight = class_weight
         self.eigen_solver = eigen_solver
@@ -350,20 +350,20 @@ class RSK(_SpectralKernelClassifier):
 
     def _check_spectrum_params(self, n: int) -> None:
         check_float("alpha", self.alpha, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
-        if self.n_eigenvectors is None:
+        if self.n_components is None:
             if n > RSK_DENSE_MAX_N:
-                raise ParameterError(f"n_eigenvectors=None (full spectrum) needs n <= {RSK_DENSE_MAX_N}; got "
-                                     f"n={n}: pass an integer n_eigenvectors")
+                raise ParameterError(f"n_components=None (full spectrum) needs n <= {RSK_DENSE_MAX_N}; got "
+                                     f"n={n}: pass an integer n_components")
         else:
-            check_int("n_eigenvectors", self.n_eigenvectors, low=1, high=max(1, n - 2))
+            check_int("n_components", self.n_components, low=1, high=max(1, n - 2))
         check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
         _check_class_weight(self.class_weight)
 
     def _n_basis(self, n: int) -> int:
-        return n if self.n_eigenvectors is None else self.n_eigenvectors
+        return n if self.n_components is None else self.n_components
 
     def _skip_one(self) -> bool:
-        return self.n_eigenvectors is not None
+        return self.n_components is not None
 
     def _learn_spectrum(self, basis: SpectralBasis, codes: np.ndarray) -> np.ndarray:
         a = float(self.alpha)
