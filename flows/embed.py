@@ -1,13 +1,15 @@
-"""The ``embed`` and ``extend`` Prefect flows.
+"""The two flows of eigenflow: ``embed`` (any registered method) and ``extend`` (any stored model).
 
-``embed``: ingest -> (method's fit stages: kNN graph, weights, eigensolve + model) -> embedding of every point
-(fitted rows written back, held-out rows extended out-of-sample), per chunk on Dask -> manifest.
-``extend``: embed the points of a new file or store with a model stored by ``embed``, into its own store.
+``embed``: check the method and its parameters (before anything is touched) -> ingest -> the method's fit
+stages (:func:`tasks.fitting.fit_stages`: kNN graph + eigensolve, chunked sums, or the estimator's own fit)
+-> the per-point outputs of every point, per chunk on Dask (fit rows: fitted results; held-out rows: the
+out-of-sample map) -> manifest. ``extend``: the per-point outputs of the points of a new file or store with a
+stored model, into its own store.
 
-Both run with Prefect's default task runner (tasks in the flow process) and submit their per-chunk work to
-the Dask client the flow owns (:mod:`flows.cluster`). Without ``PREFECT_API_URL`` Prefect runs ephemerally;
-with it, runs are reported to that server. A re-run with the same ``run_name`` on the same store reuses the
-tasks that had finished (Prefect result cache, see :mod:`tasks.common`).
+Both submit their per-chunk work to the Dask client the flow owns (:mod:`flows.cluster`). Without
+``PREFECT_API_URL`` Prefect runs ephemerally; with it, runs are reported to that server. A re-run with the
+same ``run_name`` on the same store reuses the tasks that had finished with the same inputs (Prefect result
+cache, see :mod:`tasks.common`); the cache key holds the method parameters.
 """
 
 from __future__ import annotations
@@ -18,18 +20,56 @@ from typing import Any
 from prefect import flow
 
 from spectral._validation import check_float, check_int
+from spectral.errors import ParameterError
+from storage import layout
+from storage.errors import StoreFormatError
 from storage.manifest import list_runs, read_manifest
 from storage.models import list_models
-from storage.errors import StoreFormatError
 from tasks.common import store_token, warm_nndescent
-from tasks.ingest import ingest_task
+from tasks.fitting import FitRequest, fit_stages
+from tasks.ingest import existing_store_attrs, ingest_task
+from tasks.points import embed_points_task, extend_points_task
+from tasks.registry import LABELS, SCORES, check_params, get_entry
 
-from flows._runtime import new_run_id, run_context, timed, emit
 from flows._ingested_run import ingested_run
+from flows._runtime import emit, new_run_id, run_context, timed
 from flows.cluster import dask_client_in_background
-from flows.methods import get_method
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
+
+
+def check_embed_arguments(source: str, store: str, method: str, params: dict | None, *, labels: str | None,
+                          holdout: float, n_workers: int, random_state: Any, overwrite: bool = False
+                          ) -> dict[str, Any]:
+    """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
+
+    The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it.
+    """
+    params = dict(params or {})
+    if "random_state" in params:
+        raise ParameterError("random_state is the run's seed: pass random_state=... (CLI --seed), not as a method "
+                             "parameter")
+    check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
+    check_int("n_workers", n_workers, low=1)
+    full = check_params(method, params, has_labels=_will_have_labels(source, store, labels, overwrite))
+    if "random_state" in full:
+        full["random_state"] = random_state
+    return full
+
+
+def _will_have_labels(source: str, store: str, labels: str | None, overwrite: bool) -> bool:
+    """Whether the run's store will hold labels: with ``labels``, or when ``source`` (or the existing ``store``
+    that the ingest will reuse) is a store that has them."""
+    if labels is not None:
+        return True
+    for candidate in (source,) if overwrite else (source, store):
+        try:
+            attrs = existing_store_attrs(candidate)
+        except Exception:  # noqa: BLE001 - not a store: the ingest reports what is wrong with it
+            continue
+        if attrs is not None:
+            return bool(attrs.get(layout.ATTR_HAS_LABELS))
+    return False
 
 
 @flow(name="embed", validate_parameters=True)
@@ -38,25 +78,17 @@ def embed(
     store: str,
     *,
     method: str = DEFAULT_METHOD,
-    n_components: int = 2,
-    n_neighbors: int = 15,
-    weighting: str = "local_scaling",
-    symmetrize: str = "or",
-    normalization: str = "symmetric",
-    eigen_solver: str = "auto",
-    knn_method: str = "auto",
-    metric: str = "euclidean",
-    on_disconnected: str = "raise",
+    params: dict[str, Any] | None = None,
     labels: str | None = None,
-    chunk_rows: int | None = None,
     holdout: float = 0.0,
     random_state: int | None = 0,
     scheduler: str | None = None,
     n_workers: int = 2,
     run_name: str | None = None,
+    chunk_rows: int | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Embed the points of ``source`` into ``store`` and return a summary of the run.
+    """Embed the points of ``source`` into ``store`` with ``method`` and return a summary of the run.
 
     Parameters
     ----------
@@ -66,53 +98,97 @@ def embed(
     store : str
         The eigenflow store to write (local path or fsspec URL).
     method : str
-        A registered method (:data:`flows.methods.METHODS`).
-    n_components, n_neighbors, weighting, symmetrize, normalization, eigen_solver, knn_method, metric, on_disconnected
-        As :class:`spectral.embedding.LaplacianEigenmaps`.
+        A registered method (``eigenflow methods``; :data:`tasks.registry.REGISTRY`).
+    params : dict, optional
+        The method's parameters: its estimator's ``__init__`` parameters (defaults: the estimator's).
+        An unknown name is an error before any work.
     labels : str, optional
         ``.npy`` file of labels (-1 = unlabeled) ingested with X.
-    chunk_rows : int, optional
-        Rows per chunk of the store (the unit of Dask work and of writes).
     holdout : float in [0, 1)
-        Fraction of points left out of the fit (drawn from ``random_state``) and embedded out-of-sample.
-        ``outputs/<run>/in_fit`` records which points were fitted.
+        Fraction of points left out of the fit (drawn from ``random_state``) and mapped out-of-sample.
     random_state : int or None
-        The run's one seed.
+        The run's one seed (also the estimator's ``random_state``).
     scheduler : str, optional
         Address of a Dask scheduler; default ``$EIGENFLOW_SCHEDULER``, else a local cluster of ``n_workers``
         single-threaded worker processes.
     run_name : str, optional
         Run id; reuse the id of a failed run to resume it. Default: a fresh ``embed-<UTC time>-<hex>``.
+    chunk_rows : int, optional
+        Rows per chunk of the store (the unit of Dask work and of writes).
     overwrite : bool
         Replace an existing store at ``store`` by a new ingest of ``source``.
 
     Returns
     -------
     dict
-        ``store``, ``run``, ``status``, ``seconds``, ``stages`` (name -> seconds), ``results``.
+        ``store``, ``run``, ``flow``, ``status``, ``seconds``, ``stages`` (name -> seconds), ``results``,
+        ``total_seconds``.
     """
     t_flow = time.perf_counter()
-    spec, params = check_embed_parameters(method, n_workers, locals())
+    full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+                                 n_workers=n_workers, random_state=random_state, overwrite=overwrite)
     run = new_run_id("embed", run_name)
-    with ingested_run(source, store, run=run, flow="embed", method=method, params=params, labels=labels,
+    with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
-                      seed=random_state) as (ctx, ingested):
+                      seed=random_state, extra_manifest={"holdout": holdout}) as (ctx, ingested):
+        entry = get_entry(method)
+        if entry.needs_labels and not ingested.get(layout.ATTR_HAS_LABELS, True):
+            raise StoreFormatError(f"method {method!r} needs labels; store {store} has none (pass labels=...)")
         n_fit = ingested["n"] - round(holdout * ingested["n"])
-        warm = []
-        if spec.uses_nndescent_queries(params, n_fit):
-            warm = _warm_workers(ctx.require_cluster())
+        warm = _warm_workers(ctx.require_cluster()) if _queries_nndescent(method, full, holdout, n_fit) else []
+        request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
+                             holdout=holdout, random_state=random_state)
         try:
-            spec.fit(ctx, params)
+            for name, call in fit_stages(request):
+                if name == "knn" and holdout > 0:
+                    ctx.require_cluster()  # the kNN stage publishes its index for the held-out queries
+                with ctx.stage(name) as rec:
+                    rec.info.update(call())
+                _record_fit_results(ctx.manifest.results, rec.info)
             ctx.require_cluster()
             with ctx.stage("embed-points") as rec:
-                rec.info.update(spec.embed_points(ctx))
-            ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method,
-                                         "embedding": f"embeddings/{run}"})
+                rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token))
+            ctx.manifest.results.update(_output_paths(method, run, rec.info))
+            ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method})
         finally:
             if ctx.pending_client.done():
-                spec.cleanup(ctx)
+                from tasks.laplacian_eigenmaps import release_index
+
+                release_index(ctx.token, ctx.run)
             del warm
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
+
+
+def _record_fit_results(results: dict, info: dict) -> None:
+    for key in ("eigenvalues", "mu", "sigma", "theta", "beta", "n_labeled", "n_components_graph"):
+        if key in info:
+            results[key] = info[key]
+
+
+def _output_paths(method: str, run: str, info: dict) -> dict[str, Any]:
+    entry = get_entry(method)
+    out: dict[str, Any] = {"embedding": f"embeddings/{run}"}
+    for name in (LABELS, SCORES):
+        if name in entry.outputs:
+            out[name] = f"outputs/{run}/{name}"
+    if "label_counts" in info:
+        out["label_counts"] = info["label_counts"]
+    return out
+
+
+def _queries_nndescent(method: str, params: dict, holdout: float, n_fit: int) -> bool:
+    """Whether held-out points will be queried against an NN-descent index (then warm the workers early)."""
+    from spectral.knn import EXACT_MAX_SAMPLES
+
+    knn_method = params.get("knn_method", "auto")
+    return (method == DEFAULT_METHOD and holdout > 0
+            and (knn_method == "nndescent" or (knn_method == "auto" and n_fit >= EXACT_MAX_SAMPLES)))
+
+
+def _warm_workers(client) -> list:
+    """Compile pynndescent on every worker now (one pinned task each), overlapping the fit stages."""
+    workers = list(client.scheduler_info(n_workers=-1)["workers"])
+    return [client.submit(warm_nndescent, workers=[w], allow_other_workers=False, pure=False) for w in workers]
 
 
 @flow(name="extend", validate_parameters=True)
@@ -128,11 +204,12 @@ def extend(
     run_name: str | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Embed the points of ``new_source`` with the model of ``run`` stored in ``store``, into ``out_store``.
+    """Map the points of ``new_source`` with the model of ``run`` stored in ``store``, into ``out_store``.
 
-    ``run`` defaults to the latest completed ``embed`` run of ``store`` that has a model. ``new_source`` is
-    ingested into ``out_store`` (skipped if it is that store); the embedding is written to
-    ``embeddings/<extend run>`` of ``out_store``, with a manifest naming the model store and run.
+    ``run`` defaults to the latest completed ``embed`` run of ``store`` that has a model (any method).
+    ``new_source`` is ingested into ``out_store`` (skipped if it is that store); the outputs are written to
+    ``embeddings/<extend run>`` (and ``outputs/<extend run>/labels|scores`` for classifiers) of ``out_store``,
+    with a manifest naming the model store and run.
     """
     t_flow = time.perf_counter()
     n_workers = check_int("n_workers", n_workers, low=1)
@@ -140,47 +217,37 @@ def extend(
     if model_run not in list_models(store):
         raise StoreFormatError(f"store {store} has no model for run {model_run!r}; runs with models: "
                                f"{list_models(store)}")
-    spec = get_method(read_manifest(store, model_run).parameters.get("method", DEFAULT_METHOD))
+    method = read_manifest(store, model_run).parameters.get("method", DEFAULT_METHOD)
     out_run = new_run_id("extend", run_name)
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
         emit("start", "ingest")
         with timed() as t_ingest:
             ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite)
         emit("end", "ingest", t_ingest["seconds"])
-        parameters = {"store": str(store), "model_run": model_run, "new_source": str(new_source),
+        from storage.arrays import x_shape
+
+        if ingested["d"] != x_shape(store)[1]:
+            raise StoreFormatError(f"new points must have {x_shape(store)[1]} features like the model's training "
+                                   f"data; got {ingested['d']}")
+        parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
                       "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler}
         with run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
                          pending_client=pending, token=store_token(out_store),
                          stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
             ctx.require_cluster()
             with ctx.stage("extend-points") as rec:
-                rec.info.update(spec.extend_points(ctx, store, model_run, store_token(store)))
+                rec.info.update(extend_points_task(store, model_run, store_token(store), ctx.store, ctx.run))
+            ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
-                                         "embedding": f"embeddings/{out_run}"})
+                                         "method": method})
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 
-def check_embed_parameters(method: str, n_workers: int, arguments: dict) -> tuple[Any, dict]:
-    """Validate the arguments of :func:`embed` (before any work); returns ``(method spec, method params)``."""
-    spec = get_method(method)
-    params = {name: value for name, value in arguments.items() if name in spec.parameters}
-    spec.validate(params)
-    check_float("holdout", arguments.get("holdout", 0.0), low=0.0, high=1.0, high_inclusive=False)
-    check_int("n_workers", n_workers, low=1)
-    return spec, params
-
-
 def latest_model_run(store: str) -> str:
-    """The most recent completed ``embed`` run of ``store`` that has a model."""
+    """The most recent completed ``embed`` run of ``store`` that has a model (any method)."""
     with_models = set(list_models(store))
     done = [m for m in (read_manifest(store, r) for r in list_runs(store))
             if m.flow == "embed" and m.status == "completed" and m.run_id in with_models]
     if not done:
         raise StoreFormatError(f"store {store} has no completed embed run with a model; run `eigenflow embed` first")
     return max(done, key=lambda m: m.started).run_id
-
-
-def _warm_workers(client) -> list:
-    """Compile pynndescent on every worker now (one pinned task each), overlapping the fit stages."""
-    workers = list(client.scheduler_info(n_workers=-1)["workers"])
-    return [client.submit(warm_nndescent, workers=[w], allow_other_workers=False, pure=False) for w in workers]

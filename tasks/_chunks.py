@@ -7,48 +7,55 @@ Method authors: put your per-chunk transform in a module that does not import Pr
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-# ---- per-chunk write-back of an embedding ---------------------------------------------------------------------
-#: ``transform(payload, X_rows) -> (Z_rows (m, k), info dict)``: a module-level function, pickled by reference.
-TransformFn = Callable[[Any, np.ndarray], tuple[np.ndarray, dict]]
-
-
-def write_embedding_chunk(
+# ---- per-chunk write-back of a method's per-point outputs --------------------------------------------------
+def write_points_chunk(
     store_url: str,
     run: str,
-    transform: TransformFn | None,
-    payload: Any,
+    method: str,
+    model: Any,
     start: int,
     stop: int,
     local_fit: np.ndarray,
-    Z_fit: np.ndarray,
+    fitted: dict[str, np.ndarray] | None,
 ) -> dict:
-    """Write rows ``start:stop`` of ``embeddings/<run>``: fitted rows as given, the others out-of-sample.
+    """Write rows ``start:stop`` of every output of ``run``: fit rows as given, the others mapped by ``model``.
 
-    Runs on a Dask worker. ``local_fit`` (f,) are the chunk-relative rows that belong to the fit set and
-    ``Z_fit`` (f, k) their fitted embedding; every other row of the chunk is read from X and embedded with
-    ``transform(payload, X_rows)`` (e.g. a Nystrom extension; ``payload`` is the model, scattered once).
+    Runs on a Dask worker. ``local_fit`` (f,) are the chunk-relative rows of the fit set and ``fitted`` their
+    fitted outputs (``{"embedding": (f, k), ...}``; None when no row of the chunk is in the fit set); every
+    other row is read from X and mapped by :func:`tasks.registry.point_outputs` (``model`` is scattered once).
+    Returns ``n_fitted``, ``n_extended`` and, for classifiers, the label counts of the chunk.
     """
     from storage.arrays import read_X
-    from storage.embedding_io import write_embedding_block
+    from storage.embedding_io import write_embedding_block, write_output_block
+    from tasks.registry import EMBEDDING, LABELS, get_entry, point_outputs
 
+    entry = get_entry(method)
     n_rows = stop - start
-    out = np.empty((n_rows, Z_fit.shape[1]), dtype=np.float64)
     in_fit = np.zeros(n_rows, dtype=bool)
     in_fit[local_fit] = True
-    out[in_fit] = Z_fit
+    mapped = point_outputs(entry, model, read_X(store_url, start, stop)[~in_fit]) if not in_fit.all() else {}
+    for name in entry.outputs:
+        parts = [v for v in ((fitted or {}).get(name), mapped.get(name)) if v is not None]
+        block = np.empty((n_rows, *parts[0].shape[1:]), dtype=parts[0].dtype)
+        if in_fit.any():
+            block[in_fit] = fitted[name]
+        if not in_fit.all():
+            block[~in_fit] = mapped[name]
+        if name == EMBEDDING:
+            write_embedding_block(store_url, run, start, block)
+        else:
+            write_output_block(store_url, run, name, start, block.astype(np.float32) if block.dtype.kind == "f"
+                               else block)
+        if name == LABELS:
+            values, counts = np.unique(block, return_counts=True)
+            label_counts = {str(int(v)): int(c) for v, c in zip(values, counts)}
     info: dict = {"n_fitted": int(in_fit.sum()), "n_extended": int(n_rows - in_fit.sum())}
-    if not in_fit.all():
-        if transform is None:
-            raise ValueError(f"rows {start}:{stop} hold points outside the fit set but no transform was given")
-        X_rows = read_X(store_url, start, stop)[~in_fit]
-        out[~in_fit], extra = transform(payload, X_rows)
-        info.update(extra)
-    write_embedding_block(store_url, run, start, out)
+    if LABELS in entry.outputs:
+        info["label_counts"] = label_counts
     return info
 
 
@@ -69,14 +76,3 @@ def warm_nndescent() -> float:
                                n_jobs=1)
         index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
     return time.perf_counter() - t0
-
-
-def transform_with_index(payload: tuple[Any, Any], X_rows: np.ndarray) -> tuple[np.ndarray, dict]:
-    """Out-of-sample map of a model whose kNN index travels separately: ``payload = (model, index)``.
-
-    The model must have an ``index`` attribute and ``transform(X, return_info=True) -> (Z, info)``
-    (e.g. :class:`spectral.embedding.LaplacianEigenmapsModel`).
-    """
-    model, index = payload
-    model.index = index  # attached per chunk: the index was checked once, when the payload was built
-    return model.transform(X_rows, return_info=True)

@@ -151,4 +151,4 @@ def chunk_fit_slices(fit_rows: np.ndarray, bounds: Sequence[tuple[int, int]]) ->
 
 
 # ---- per-chunk functions (defined in the Prefect-free module tasks._chunks, re-exported here) ----------------
-from tasks._chunks import TransformFn, transform_with_index, warm_nndescent, write_embedding_chunk  # noqa: E402,F401
+from tasks._chunks import warm_nndescent, write_points_chunk  # noqa: E402,F401

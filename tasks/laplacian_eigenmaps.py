@@ -1,12 +1,12 @@
-"""Tasks of the Laplacian-eigenmaps embed flow: kNN graph, weights, eigensolve + model, write-back, extend.
+"""The at-scale fit stages of Laplacian eigenmaps (:mod:`tasks.fitting`): kNN graph, weights, eigensolve + model.
 
 Each task mirrors one step of :meth:`spectral.embedding.LaplacianEigenmaps.fit` on stored arrays, with the
 same random sequence (one generator from ``random_state``: the kNN build draws first, the eigensolver uses
 what follows), so the flow's embedding equals the estimator's on the same data and parameters.
 
 The kNN index built by :func:`knn_task` is kept on the Dask cluster (a published dataset named after the run)
-for the out-of-sample queries of :func:`embed_points_task`; if it is gone (a resumed run on a new cluster)
-it is rebuilt from the stored X with the stored index parameters.
+for the out-of-sample queries of the held-out points (:func:`tasks.points.load_fitted`); if it is gone (a
+resumed run on a new cluster) it is rebuilt from the stored X with the stored index parameters.
 """
 
 from __future__ import annotations
@@ -22,16 +22,17 @@ from spectral.embedding import LaplacianEigenmapsModel, laplacian_eigenmaps_from
 from spectral.knn import KNNIndex
 from spectral.weights import WeightParams, fit_weight_params, knn_weights
 from storage import layout
-from storage.arrays import read_X, row_chunks, x_shape
-from storage.embedding_io import create_embedding, read_output, write_point_array
+from storage.arrays import read_X, x_shape
+from storage.embedding_io import read_output, write_point_array
 from storage.errors import StoreFormatError
 from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
-from storage.models import read_model, write_model
+from storage.models import write_model
 
-from tasks._chunks import transform_with_index, write_embedding_chunk
-from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, IO_TASK, chunk_fit_slices, fit_rows_for, map_row_chunks
+from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, fit_rows_for
 
 METHOD = "laplacian_eigenmaps"
+#: ``attrs["state"]`` of the model written by :func:`eigensolve_task` (a :class:`LaplacianEigenmapsModel`).
+MODEL_STATE = "laplacian_eigenmaps_model"
 
 
 def index_dataset_name(store_token: str, run: str) -> str:
@@ -124,8 +125,8 @@ def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, 
 
 # ---- eigensolve + model -------------------------------------------------------------------------------------
 @task(name="eigensolve", **COMPUTE_TASK)
-def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, weighting: str,
-                    symmetrize: str, normalization: str, eigen_solver: str, on_disconnected: str,
+def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, normalization: str,
+                    eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None) -> dict[str, Any]:
     """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``."""
     attrs = read_csr_attrs(store_url, layout.WEIGHTS)
@@ -140,7 +141,7 @@ def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components:
     t0 = time.perf_counter()
     Z, values, info = laplacian_eigenmaps_from_graph(
         W, n_components, normalization=normalization, eigen_solver=eigen_solver,
-        on_disconnected=on_disconnected, random_state=rng)
+        on_disconnected=on_disconnected, tol=tol, random_state=rng)
     solve_seconds = time.perf_counter() - t0
     knn_attrs = read_knn_attrs(store_url)
     if knn_attrs.get("run") != run:
@@ -150,90 +151,11 @@ def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components:
                                     per_point[:, 0], per_point[:, 1], wparams, normalization,
                                     knn_attrs["index_params"])
     arrays, model_attrs = model.to_state()
-    write_model(store_url, run, {**arrays, FIT_ROWS: rows}, {**model_attrs, "method": METHOD})
+    write_model(store_url, run, {**arrays, FIT_ROWS: rows},
+                {"method": METHOD, "state": MODEL_STATE, "state_attrs": model_attrs})
     return {"eigen_solver": info["eigen_solver"], "eigenvalues": [float(v) for v in values],
             "converged": bool(info["converged"]), "n_iter": int(info["n_iter"]),
             "n_components_graph": int(info["component_eigenvalues"].shape[0]), "solve_seconds": solve_seconds}
-
-
-# ---- out-of-sample extension + write-back --------------------------------------------------------------------
-def load_model(store_url: str, run: str) -> tuple[LaplacianEigenmapsModel, np.ndarray]:
-    """The stored model of ``run`` (without index) and its fit rows."""
-    arrays, attrs = read_model(store_url, run)
-    rows = arrays.pop(FIT_ROWS)
-    return LaplacianEigenmapsModel.from_state(arrays, attrs), rows
-
-
-def model_payload(store_url: str, source_store: str, run: str, store_token: str) -> tuple:
-    """``(model, index)`` of ``run`` in ``source_store``: the published index, else rebuilt from stored X."""
-    from distributed import get_client
-
-    model, rows = load_model(source_store, run)
-    client = get_client()
-    name = index_dataset_name(store_token, run)
-    if name in client.list_datasets():
-        index = client.get_dataset(name).result()
-    else:
-        index = KNNIndex.rebuild(read_X(source_store)[rows], model.knn_params)
-    model.attach_index(index)
-    return model, index
-
-
-@task(name="embed-points", **IO_TASK)
-def embed_points_task(store_url: str, run: str, store_token: str) -> dict[str, Any]:
-    """Write ``embeddings/<run>`` chunk by chunk on Dask: fitted rows copied, the others extended (Nystrom)."""
-    from distributed import get_client
-
-    model, rows = load_model(store_url, run)
-    bounds = row_chunks(store_url)
-    create_embedding(store_url, run, model.embedding.shape[1], overwrite=True, attrs={"method": METHOD})
-    payload, transform = None, None
-    if rows.size < x_shape(store_url)[0]:
-        model, index = model_payload(store_url, store_url, run, store_token)
-        model.index = None  # the index travels separately, once
-        [payload] = get_client().scatter([(model, index)], broadcast=True)
-        transform = transform_with_index
-    per_chunk = [(rows[lo:hi] - start, model.embedding[lo:hi])
-                 for (start, _), (lo, hi) in zip(bounds, chunk_fit_slices(rows, bounds))]
-    infos = map_row_chunks(write_embedding_chunk, bounds, args=(store_url, run, transform, payload),
-                           per_chunk=per_chunk, name="embed-points")
-    return _sum_infos(infos, n_chunks=len(bounds))
-
-
-def _sum_infos(infos: list[dict], **extra) -> dict:
-    out: dict[str, Any] = dict(extra)
-    for info in infos:
-        for key, value in info.items():
-            out[key] = out.get(key, 0) + value
-    return out
-
-
-@task(name="extend-points", **IO_TASK)
-def extend_points_task(model_store: str, model_run: str, model_token: str, out_store: str, out_run: str,
-                       out_token: str) -> dict[str, Any]:
-    """Embed every row of ``out_store`` with the model of ``model_run`` (in ``model_store``), chunk by chunk on Dask.
-
-    The index is rebuilt from the model store's X (its fit rows) unless it is still published on the
-    cluster; the result is written to ``embeddings/<out_run>`` of ``out_store``.
-    """
-    from distributed import get_client
-
-    model, index = model_payload(out_store, model_store, model_run, model_token)
-    n_features = x_shape(model_store)[1]
-    if x_shape(out_store)[1] != n_features:
-        raise StoreFormatError(
-            f"new points must have {n_features} features like the model's training data; got {x_shape(out_store)[1]}"
-        )
-    model.index = None
-    [payload] = get_client().scatter([(model, index)], broadcast=True)
-    bounds = row_chunks(out_store)
-    k = model.embedding.shape[1]
-    create_embedding(out_store, out_run, k, overwrite=True,
-                     attrs={"method": METHOD, "model_store": str(model_store), "model_run": model_run})
-    empty = (np.zeros(0, dtype=np.int64), np.zeros((0, k)))
-    infos = map_row_chunks(write_embedding_chunk, bounds, args=(out_store, out_run, transform_with_index, payload),
-                           per_chunk=[empty] * len(bounds), name="extend-points")
-    return _sum_infos(infos, n_chunks=len(bounds))
 
 
 def release_index(store_token: str, run: str) -> None:
@@ -245,6 +167,3 @@ def release_index(store_token: str, run: str) -> None:
     if name in client.list_datasets():
         client.unpublish_dataset(name)
 
-
-#: Per-chunk out-of-sample map of this method (kept under its historical name for pickled references).
-transform_rows = transform_with_index

@@ -27,6 +27,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_choice, check_float, check_int
+from .._state import estimator_state, restore_estimator
 from . import graphs as G
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
 from ._core import bottom_eigs_dense, sign_flip, training_matches
@@ -168,3 +169,14 @@ class LNEG(TransformerMixin, BaseEstimator):
         match = training_matches(self.X_fit_, X)
         out[match >= 0] = self.embedding_[match[match >= 0]]
         return out
+
+    # -- model state (plain arrays + JSON, :mod:`spectral._state`) -----------------------------------------
+    def to_state(self) -> tuple[dict, dict]:
+        """``(arrays, attrs)`` of the fitted model (no pickle); :meth:`from_state` restores it."""
+        check_is_fitted(self, "embedding_")
+        return estimator_state(self)
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict) -> "LNEG":
+        """Inverse of :meth:`to_state`: ``transform`` gives the same values as the original model."""
+        return restore_estimator(cls, arrays, attrs)

@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_choice, check_float, check_int, check_random_state
+from .._state import estimator_state, restore_estimator
 from ..errors import InputDataError, ParameterError
 from . import graphs as G
 from . import multi_scale as S
@@ -239,3 +240,14 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
             L, _ = G.graph_laplacian(A, self.laplacian)
             Rs.append(dense_graph_kernel(L, self.graph_kernel, gk) if gk is not None else -L.toarray())
         return Rs
+
+    # -- model state (plain arrays + JSON, :mod:`spectral._state`) -----------------------------------------
+    def to_state(self) -> tuple[dict, dict]:
+        """``(arrays, attrs)`` of the fitted model (no pickle); :meth:`from_state` restores it."""
+        check_is_fitted(self, "embedding_")
+        return estimator_state(self)
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict) -> "MultiGraphKPCA":
+        """Inverse of :meth:`to_state`: ``transform`` gives the same values as the original model."""
+        return restore_estimator(cls, arrays, attrs)

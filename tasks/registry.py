@@ -1,0 +1,194 @@
+"""The method registry: every method the ``embed`` / ``extend`` flows can run, as one entry naming its estimator.
+
+A method's parameters are its estimator's own ``__init__`` parameters with the estimator's defaults (read
+with :func:`inspect.signature`, declared nowhere else). An entry adds only what the pipeline needs:
+
+- ``fit``: how to fit it from a store (the name of a strategy of :mod:`tasks.fitting`: the estimator's own
+  ``fit`` on the fit rows read into memory, or an at-scale path: kNN graph + sparse eigensolver, chunked
+  sums over a Dask array, a labeled subset);
+- ``outputs``: the per-point results it writes (``embedding``, and for classifiers ``labels`` / ``scores``),
+  computed per chunk of rows by :func:`point_outputs`;
+- ``store_params``: ``__init__`` parameters the pipeline fills from the store (must-link / cannot-link pairs),
+  which a user cannot set;
+- ``needs_labels``: whether a run without labels is refused before any work.
+
+Models are saved with the estimator's ``to_state`` / ``from_state`` (plain arrays + JSON attributes).
+This module imports no Prefect (it runs on the Dask workers) and imports ``spectral`` lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spectral.errors import ParameterError
+
+#: Per-point outputs an entry may write: the embedding (n, k), predicted labels (n,) and class scores (n, c).
+EMBEDDING, LABELS, SCORES = "embedding", "labels", "scores"
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """One method of the pipeline (see the module docstring)."""
+
+    name: str
+    estimator: str  # "module:Class"
+    summary: str
+    needs_labels: bool = False
+    fit: str = "in_memory"
+    outputs: tuple[str, ...] = (EMBEDDING,)
+    store_params: tuple[str, ...] = ()
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def estimator_class(self) -> type:
+        module, _, name = self.estimator.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """``{name: default}`` of the estimator's ``__init__`` (minus :attr:`store_params`)."""
+        sig = inspect.signature(self.estimator_class.__init__)
+        return {name: p.default for name, p in sig.parameters.items()
+                if name != "self" and p.kind is not p.VAR_KEYWORD and name not in self.store_params}
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able ``{"name", "parameters": {name: default}, "needs_labels", ...}`` (``eigenflow methods``)."""
+        return {"name": self.name, "estimator": self.estimator.replace(":", "."), "summary": self.summary,
+                "parameters": {k: _jsonable(v) for k, v in self.parameters.items()},
+                "needs_labels": self.needs_labels, "outputs": list(self.outputs)}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value
+
+
+_ENTRIES = (
+    MethodEntry("laplacian_eigenmaps", "spectral.embedding:LaplacianEigenmaps",
+                "Laplacian eigenmaps of a kNN graph, Nystrom out-of-sample (Belkin-Niyogi; Bengio et al. 2004)",
+                fit="laplacian_eigenmaps"),
+    MethodEntry("dne", "spectral.discriminant:DNE", "discriminant neighborhood embedding, (semi-)supervised "
+                "(paper 000)", needs_labels=True, fit="discriminant"),
+    MethodEntry("mfa", "spectral.discriminant:MFA", "marginal Fisher analysis, (semi-)supervised (paper 000)",
+                needs_labels=True, fit="discriminant"),
+    MethodEntry("lfda", "spectral.discriminant:LFDA", "local Fisher discriminant analysis, (semi-)supervised "
+                "(paper 000)", needs_labels=True, fit="discriminant"),
+    MethodEntry("nsse", "spectral.nsse:NSSE", "nonlinear supervised smooth embedding with an RBF interpolator "
+                "(paper 001)", needs_labels=True, fit="labeled_subset"),
+    MethodEntry("suplap", "spectral.nsse:SupervisedLaplacianEigenmaps", "supervised Laplacian eigenmaps with "
+                "the RBF interpolator (paper 001's SUPLAP)", needs_labels=True, fit="labeled_subset"),
+    MethodEntry("tsk", "spectral.spectral_kernels:TSK", "transductive spectral kernel learned by an LP; labels "
+                "and scores of every point (paper 002)", needs_labels=True, fit="spectral_kernel",
+                outputs=(EMBEDDING, LABELS, SCORES)),
+    MethodEntry("rsk", "spectral.spectral_kernels:RSK", "regularized spectral kernel (Zhou et al.'s consistency "
+                "method as a kernel, paper 002)", needs_labels=True, fit="spectral_kernel",
+                outputs=(EMBEDDING, LABELS, SCORES)),
+    MethodEntry("graph_kpca", "spectral.graph_kpca:GraphKPCA", "graph-regularized kernel PCA, optionally "
+                "constrained by labels or must/cannot-link pairs (paper 003)",
+                store_params=("must_link", "cannot_link", "precomputed_knn")),
+    MethodEntry("multi_graph_kpca", "spectral.graph_kpca:MultiGraphKPCA", "multi-kernel, multi-graph kernel PCA "
+                "with learned weights (paper 003)"),
+    MethodEntry("lneg", "spectral.graph_kpca:LNEG", "local nonlinear embedding on graphs (paper 003)"),
+)
+REGISTRY: dict[str, MethodEntry] = {e.name: e for e in _ENTRIES}
+
+
+def get_entry(name: str) -> MethodEntry:
+    """The entry ``name`` or a :class:`ParameterError` listing the registered methods."""
+    if name not in REGISTRY:
+        raise ParameterError(f"method must be one of {sorted(REGISTRY)}; got {name!r}")
+    return REGISTRY[name]
+
+
+def check_params(name: str, params: dict | None, *, has_labels: bool | None = None) -> dict[str, Any]:
+    """Validate the method parameters of a run before any work; returns the full parameter dict.
+
+    Raises :class:`ParameterError` for an unknown parameter (naming it and listing the accepted ones, and the
+    methods that do have it), a store-supplied parameter, a value the estimator refuses, or a method that
+    needs labels run without them (``has_labels=False``).
+    """
+    entry = get_entry(name)
+    params = dict(params or {})
+    accepted = entry.parameters
+    for key in params:
+        if key in entry.store_params:
+            raise ParameterError(f"parameter {key!r} of method {name!r} is filled from the store (ingest "
+                                 "constraints or labels with the points); it cannot be set")
+        if key not in accepted:
+            others = sorted(n for n, e in REGISTRY.items() if key in e.parameters)
+            hint = f"; {key!r} is a parameter of {others}" if others else ""
+            raise ParameterError(f"method {name!r} has no parameter {key!r}; accepted: {sorted(accepted)}{hint}")
+    if entry.needs_labels and has_labels is False:
+        raise ParameterError(f"method {name!r} needs labels (-1 = unlabeled): pass labels=... (CLI --labels) "
+                             "or use a store ingested with labels")
+    full = {**accepted, **params}
+    check_estimator_params(entry, full)
+    return full
+
+
+def check_estimator_params(entry: MethodEntry, params: dict) -> None:
+    """Let the estimator refuse bad values before any work (its ``_check_params`` when it has one)."""
+    est = make_estimator(entry, params)
+    checker = getattr(est, "_check_params", None)
+    if checker is None:
+        return
+    required = [p for p in inspect.signature(checker).parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not required:
+        checker()
+
+
+def make_estimator(entry: MethodEntry, params: dict, **store_params: Any) -> Any:
+    """``entry``'s estimator built from ``params`` (JSON lists turned back into tuples where the default is one)."""
+    defaults = entry.parameters
+    kwargs = {k: _as_default_type(v, defaults.get(k)) for k, v in params.items()}
+    return entry.estimator_class(**kwargs, **store_params)
+
+
+def _as_default_type(value: Any, default: Any) -> Any:
+    if isinstance(default, tuple) and isinstance(value, list):
+        return tuple(tuple(v) if isinstance(v, list) else v for v in value)
+    return value
+
+
+# ---- per-point outputs of a fitted model (runs on the Dask workers) -----------------------------------------
+def point_outputs(entry: MethodEntry, model: Any, X_rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The outputs of ``entry`` for new rows ``X_rows`` (m, d) with a fitted ``model``.
+
+    ``embedding`` (m, k) is ``model.transform`` (classifiers: their kernel features); ``scores`` (m, c) is
+    ``decision_function`` and ``labels`` (m,) ``predict``.
+    """
+    X_rows = np.asarray(X_rows, dtype=np.float64)
+    out: dict[str, np.ndarray] = {}
+    for name in entry.outputs:
+        if name == EMBEDDING:
+            fn = getattr(model, "transform", None) or getattr(model, "kernel_features")
+            out[name] = np.asarray(fn(X_rows), dtype=np.float64)
+        elif name == SCORES:
+            out[name] = np.asarray(model.decision_function(X_rows), dtype=np.float64)
+        elif name == LABELS:
+            out[name] = np.asarray(model.predict(X_rows), dtype=np.int64)
+    return out
+
+
+def fitted_outputs(entry: MethodEntry, model: Any) -> dict[str, np.ndarray] | None:
+    """The transductive outputs of the fit points (fit-row order), or None when the fit points are mapped
+    like new points (parametric methods: ``transform(X_fit)`` is their embedding)."""
+    embedding = getattr(model, "embedding_", None)
+    if embedding is None and hasattr(model, "eigenvectors_") and LABELS in entry.outputs:
+        embedding = model.kernel_features()
+    if embedding is None:
+        return None
+    out = {EMBEDDING: np.asarray(embedding, dtype=np.float64)}
+    if LABELS in entry.outputs:
+        out[SCORES] = np.asarray(model.scores_, dtype=np.float64)
+        out[LABELS] = np.asarray(model.transduction_, dtype=np.int64)
+    return out
