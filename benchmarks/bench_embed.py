@@ -92,7 +92,7 @@ def run_flow(x_path: Path, store: Path) -> tuple[float, dict, int]:
 
     with PeakMemory() as mem, quiet_prefect():
         t0 = time.perf_counter()
-        summary = embed(str(x_path), str(store), n_components=N_COMPONENTS, n_neighbors=N_NEIGHBORS,
+        summary = embed(str(x_path), str(store), params={"n_components": N_COMPONENTS, "n_neighbors": N_NEIGHBORS},
                         random_state=0, overwrite=True)
         seconds = time.perf_counter() - t0
     return seconds, summary, mem.peak_bytes

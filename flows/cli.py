@@ -1,4 +1,4 @@
-"""The ``eigenflow`` command line (typer): ingest, embed, extend, info, run (paper flows), demo.
+"""The ``eigenflow`` command line (typer): ingest, methods, embed, extend, export, info, demo.
 
 User errors (bad parameters, bad input data, missing or incomplete stores) end with a one-line
 ``error: ...`` message on stderr and exit code 1, without a traceback; ``--verbose`` shows Prefect's logs.
@@ -114,40 +114,104 @@ def ingest(
     out.print(table)
 
 
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``["gamma=0.5", "mode=kernel"]`` -> ``{"gamma": 0.5, "mode": "kernel"}``.
+
+    Values are read as JSON when they parse (numbers, true/false, null, lists, objects), else kept as strings.
+    """
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"-p/--param must look like NAME=VALUE; got {pair!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        params[key.strip().replace("-", "_")] = value
+    return params
+
+
 @app.command()
 def embed(
     source: str = typer.Argument(..., help="file or eigenflow store with the points"),
     store: str = typer.Argument(..., help="eigenflow store to write (the source itself to skip the ingest)"),
-    method: str = typer.Option("laplacian_eigenmaps", help="embedding method"),
-    n_components: int = typer.Option(2, "--n-components", "-k", help="embedding dimension"),
-    n_neighbors: int = typer.Option(15, help="kNN graph neighbours"),
-    weighting: str = typer.Option("local_scaling", help="local_scaling | heat | binary | hein_maier"),
-    normalization: str = typer.Option("symmetric", help="symmetric | random_walk | unnormalized"),
-    eigen_solver: str = typer.Option("auto", help="auto | dense | arpack | lobpcg | randomized"),
-    knn_method: str = typer.Option("auto", help="auto | exact | nndescent"),
-    labels: Optional[str] = typer.Option(None, help=".npy file of labels ingested with the points"),
-    chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk of the store"),
-    holdout: float = typer.Option(0.0, help="fraction of points left out of the fit and extended"),
+    method: str = typer.Option("laplacian_eigenmaps", "--method", "-m", help="method (see `eigenflow methods`)"),
+    param: list[str] = typer.Option([], "--param", "-p", help="method parameter NAME=VALUE (repeatable)"),
+    n_components: Optional[int] = typer.Option(None, "--n-components", "-k",
+                                               help="embedding dimension (the method's n_components)"),
+    labels: Optional[str] = typer.Option(None, help=".npy file of labels ingested with the points (-1 = unlabeled)"),
+    holdout: float = typer.Option(0.0, help="fraction of points left out of the fit and mapped out-of-sample"),
     seed: int = typer.Option(0, help="random seed of the run"),
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
+    chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk of the store"),
     overwrite: bool = typer.Option(False, help="re-ingest SOURCE over an existing STORE"),
 ) -> None:
-    """Embed the points of SOURCE into STORE (ingest, kNN graph, Laplacian, eigensolve, write-back)."""
-    from flows.embed import check_embed_parameters
+    """Embed the points of SOURCE into STORE with any method (ingest, fit, every point written back)."""
+    from flows.embed import check_embed_arguments
     from flows.embed import embed as embed_flow
 
-    kwargs = dict(method=method, n_components=n_components, n_neighbors=n_neighbors, weighting=weighting,
-                  normalization=normalization, eigen_solver=eigen_solver, knn_method=knn_method, labels=labels,
-                  chunk_rows=chunk_rows, holdout=holdout, random_state=seed, scheduler=scheduler,
-                  n_workers=workers, run_name=run_name, overwrite=overwrite)
-    defaults = {"symmetrize": "or", "metric": "euclidean", "on_disconnected": "raise"}
-    _run(lambda: check_embed_parameters(method, workers, {**defaults, **kwargs}))  # fail fast, before Prefect starts
+    def _params() -> dict[str, Any]:
+        params = parse_params(param)
+        if n_components is not None:
+            if "n_components" in params:
+                raise ValueError("n_components is given twice: use either -k or -p n_components=...")
+            params["n_components"] = n_components
+        return params
+
+    params = _run(_params)
+    kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
+                  scheduler=scheduler, n_workers=workers, run_name=run_name, chunk_rows=chunk_rows,
+                  overwrite=overwrite)
+    _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+                                       n_workers=workers, random_state=seed, overwrite=overwrite))  # before Prefect
     summary = _run(lambda: _with_progress(lambda: embed_flow(source, store, **kwargs)))
-    results = summary["results"]
-    out.print(_summary_table(summary, {"points": results.get("n"), "fitted": results.get("n_fit"),
-                                       "embedding": f"{store}/{results.get('embedding')}"}))
+    out.print(_summary_table(summary, _result_rows(store, summary["results"])))
+
+
+def _result_rows(store: str, results: dict) -> dict[str, Any]:
+    rows = {"method": results.get("method"), "points": results.get("n")}
+    if "n_fit" in results:
+        rows["fitted"] = results["n_fit"]
+    for key in ("embedding", "labels", "scores"):
+        if key in results:
+            rows[key] = f"{store}/{results[key]}"
+    return rows
+
+
+@app.command()
+def methods(as_json: bool = typer.Option(False, "--json", help="print the list as JSON")) -> None:
+    """List every method with its parameters and defaults, and whether it needs labels."""
+    from tasks.registry import REGISTRY
+
+    described = [entry.describe() for entry in REGISTRY.values()]
+    if as_json:
+        sys.stdout.write(json.dumps(described, indent=2) + "\n")
+        return
+    table = Table(title="methods (eigenflow embed SOURCE STORE --method NAME -p PARAM=VALUE)")
+    for col in ("method", "labels", "outputs", "parameters (defaults)"):
+        table.add_column(col)
+    for d in described:
+        params = ", ".join(f"{k}={json.dumps(v)}" for k, v in d["parameters"].items())
+        table.add_row(d["name"], "needed" if d["needs_labels"] else "optional", ", ".join(d["outputs"]), params)
+    out.print(table)
+
+
+@app.command()
+def export(
+    store: str = typer.Argument(..., help="eigenflow store"),
+    out_file: str = typer.Argument(..., metavar="OUT", help="file to write: .npy or .parquet"),
+    run: Optional[str] = typer.Option(None, help="run (default: the latest completed run with results)"),
+    output: str = typer.Option("embedding", help="embedding | labels | scores | in_fit | held_out"),
+    overwrite: bool = typer.Option(False, help="replace an existing OUT"),
+) -> None:
+    """Write one per-point result of a run (one row per point of the store, in order) to OUT."""
+    from storage.export import export_output
+
+    result = _run(lambda: export_output(store, out_file, run=run, output=output, overwrite=overwrite))
+    out.print(f"wrote {result['path']}: {result['output']} of run {result['run']}, shape {tuple(result['shape'])}")
 
 
 @app.command()
@@ -168,8 +232,7 @@ def extend(
         store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
         overwrite=overwrite)))
     results = summary["results"]
-    out.print(_summary_table(summary, {"points": results.get("n"), "model": results.get("model_run"),
-                                       "embedding": f"{out_store}/{results.get('embedding')}"}))
+    out.print(_summary_table(summary, {"model": results.get("model_run"), **_result_rows(out_store, results)}))
 
 
 @app.command()
@@ -206,55 +269,6 @@ def _print_info(data: dict) -> None:
         runs.add_row(r["run_id"], r["flow"], r["status"] + (f" ({r['error']})" if r["error"] else ""), seconds,
                      stages)
     out.print(runs)
-
-
-#: Paper flows runnable with ``eigenflow run FLOW SOURCE STORE -p name=value ...``: name -> (module, function).
-PAPER_FLOWS: dict[str, tuple[str, str]] = {
-    "paper000": ("flows.paper000", "paper000"),  # DNE / MFA / LFDA, linear / kernel, (semi-)supervised
-    "nsse": ("flows.paper001", "nsse"),  # paper 001
-    "tsk": ("flows.paper002", "tsk"),  # paper 002: transductive labels and scores of every point
-    "graph_kpca": ("flows.paper003", "graph_kpca"),  # paper 003
-}
-
-
-def parse_params(pairs: list[str]) -> dict[str, Any]:
-    """``["gamma=0.5", "mode=kernel", "labels=y.npy"]`` -> ``{"gamma": 0.5, "mode": "kernel", ...}``.
-
-    Values are read as JSON when they parse (numbers, true/false, null, lists), else kept as strings.
-    """
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--param must look like name=value; got {pair!r}")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        params[key.strip().replace("-", "_")] = value
-    return params
-
-
-@app.command("run")
-def run_paper_flow(
-    flow_name: str = typer.Argument(..., metavar="FLOW", help=f"one of {', '.join(PAPER_FLOWS)}"),
-    source: str = typer.Argument(..., help="file or eigenflow store with the points"),
-    store: str = typer.Argument(..., help="eigenflow store to write"),
-    param: list[str] = typer.Option([], "--param", "-p", help="flow parameter name=value (repeatable)"),
-) -> None:
-    """Run one of the papers' flows (parameters as in its Python signature, e.g. -p algorithm=lfda -p gamma=1)."""
-    import importlib
-
-    def _call() -> Any:
-        if flow_name not in PAPER_FLOWS:
-            raise ValueError(f"FLOW must be one of {sorted(PAPER_FLOWS)}; got {flow_name!r}")
-        params = parse_params(param)
-        module, function = PAPER_FLOWS[flow_name]
-        return getattr(importlib.import_module(module), function)(source, store, **params)
-
-    summary = _run(lambda: _with_progress(_call))
-    out.print(_summary_table(summary, {"store": store, **{k: v for k, v in summary.get("results", {}).items()
-                                                          if isinstance(v, (str, int, float))}}))
 
 
 @app.command()

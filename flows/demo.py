@@ -56,7 +56,7 @@ def run_demo(
     np.save(y_path, y)
     store = str(out_dir / "demo.zarr")
     summary = embed(str(x_path), store, labels=str(y_path), holdout=holdout, random_state=seed,
-                    scheduler=scheduler, n_workers=n_workers, knn_method=knn_method, overwrite=True)
+                    scheduler=scheduler, n_workers=n_workers, params={"knn_method": knn_method}, overwrite=True)
     Z = read_embedding(store, summary["run"])
     labels = read_labels(store)
     fitted = read_output(store, summary["run"], IN_FIT).astype(bool)

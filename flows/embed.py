@@ -147,7 +147,8 @@ def embed(
                 _record_fit_results(ctx.manifest.results, rec.info)
             ctx.require_cluster()
             with ctx.stage("embed-points") as rec:
-                rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token))
+                rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token, holdout=holdout,
+                                                  random_state=random_state))
             ctx.manifest.results.update(_output_paths(method, run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method})
         finally:

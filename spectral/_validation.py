@@ -111,5 +111,5 @@ def check_array_2d(X: Any, name: str = "X", *, min_rows: int = 1, dtype=np.float
 
 def _range(low, high, low_inclusive: bool = True, high_inclusive: bool = True) -> str:
     lo = "(-inf" if low is None else ("[" if low_inclusive else "(") + f"{low}"
-    hi = "inf)" if high is None else f"{high}" + ("]" if high_inclusive else ")")
+    hi = "inf)" if high is None or high == float("inf") else f"{high}" + ("]" if high_inclusive else ")")
     return f"{lo}, {hi}"

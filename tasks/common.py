@@ -126,6 +126,8 @@ def _token() -> str:
 # ---- fit set ---------------------------------------------------------------------------------------------------
 #: Name of the per-point output ``outputs/<run>/in_fit`` (bool): True for the points the model was fitted on.
 IN_FIT = "in_fit"
+#: Name of the per-point output ``outputs/<run>/held_out`` (bool): True for the points of the run's hold-out draw.
+HELD_OUT = "held_out"
 #: Name of the model array holding the sorted rows of X the model was fitted on.
 FIT_ROWS = "fit_rows"
 #: Stream id of the hold-out draw: spawned from the run's seed so that the stages that mirror an estimator's

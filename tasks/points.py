@@ -15,13 +15,14 @@ import numpy as np
 from prefect import task
 
 from storage.arrays import read_X, row_chunks, x_shape
-from storage.embedding_io import create_embedding, create_output
+from storage import layout
+from storage.embedding_io import create_embedding, create_output, write_point_array
 from storage.errors import StoreFormatError
 from storage.models import read_model
 
 from tasks import laplacian_eigenmaps as le
 from tasks._chunks import write_points_chunk
-from tasks.common import FIT_ROWS, IO_TASK, chunk_fit_slices, map_row_chunks
+from tasks.common import FIT_ROWS, HELD_OUT, IN_FIT, IO_TASK, chunk_fit_slices, fit_rows_for, map_row_chunks
 from tasks.fitting import ESTIMATOR_STATE
 from tasks.registry import EMBEDDING, LABELS, SCORES, MethodEntry, fitted_outputs, get_entry, point_outputs
 
@@ -121,16 +122,30 @@ def _write_all(store_url: str, run: str, entry: MethodEntry, model: Any, rows: n
 
 
 @task(name="embed-points", **IO_TASK)
-def embed_points_task(store_url: str, run: str, store_token: str) -> dict[str, Any]:
-    """Write the outputs of every row of X for the model of ``run`` (fit rows: fitted results; others: mapped)."""
+def embed_points_task(store_url: str, run: str, store_token: str, *, holdout: float,
+                      random_state: int | None) -> dict[str, Any]:
+    """Write the outputs of every row of X for the model of ``run`` (fit rows: fitted results; others: mapped).
+
+    Also writes ``outputs/<run>/in_fit`` (n,) bool (the rows the model was fitted on) and
+    ``outputs/<run>/held_out`` (n,) bool (the run's hold-out draw, :func:`tasks.common.fit_rows_for`).
+    """
     n = x_shape(store_url)[0]
     entry, model, rows = load_fitted(store_url, run, store_token, with_index=False)
+    _write_fit_masks(store_url, run, n, rows, fit_rows_for(n, holdout, random_state))
     fitted = _fitted_results(entry, model)
     if fitted is None or rows.size < n:
         entry, model, rows = load_fitted(store_url, run, store_token)
     if fitted is None and not _can_map(model):
         raise StoreFormatError(f"method {entry.name!r} with these parameters has no out-of-sample map")
     return _write_all(store_url, run, entry, model, rows, fitted, {"method": entry.name}, "embed-points")
+
+
+def _write_fit_masks(store_url: str, run: str, n: int, rows: np.ndarray, fit_set: np.ndarray) -> None:
+    for name, members in ((IN_FIT, rows), (HELD_OUT, fit_set)):
+        mask = np.zeros(n, dtype=bool)
+        mask[members] = True
+        write_point_array(store_url, layout.output_path(run, name), mask if name == IN_FIT else ~mask,
+                          overwrite=True)
 
 
 def _can_map(model: Any) -> bool:

@@ -134,16 +134,25 @@ def check_params(name: str, params: dict | None, *, has_labels: bool | None = No
     return full
 
 
+#: Stand-in data size for the early parameter check: bounds that depend on n are checked again at fit.
+_ANY_N = float("inf")
+
+
 def check_estimator_params(entry: MethodEntry, params: dict) -> None:
-    """Let the estimator refuse bad values before any work (its ``_check_params`` when it has one)."""
+    """Let the estimator refuse bad values before any work: its ``_check_params()`` (or ``_check_params(n)``
+    with n unbounded: the size-dependent bounds are checked at fit, once n is known) when it has one."""
     est = make_estimator(entry, params)
-    checker = getattr(est, "_check_params", None)
-    if checker is None:
+    for name in ("_check_params",):
+        checker = getattr(est, name, None)
+        if checker is None:
+            continue
+        required = [p for p in inspect.signature(checker).parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if not required:
+            checker()
+        elif [p.name for p in required] == ["n"]:
+            checker(_ANY_N)
         return
-    required = [p for p in inspect.signature(checker).parameters.values()
-                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if not required:
-        checker()
 
 
 def make_estimator(entry: MethodEntry, params: dict, **store_params: Any) -> Any:

@@ -56,7 +56,7 @@ def test_csv_with_nan_fails_with_one_line_message(files):
 
 
 def test_bad_parameter_fails_before_running(files):
-    r = eigenflow("embed", "X.npy", "never.zarr", "--n-neighbors", "0", cwd=files)
+    r = eigenflow("embed", "X.npy", "never.zarr", "-p", "n_neighbors=0", cwd=files)
     assert r.returncode == 1
     assert "n_neighbors must be an integer in [1, inf); got 0" in r.stderr and "Traceback" not in r.stderr
     r = eigenflow("info", "missing.zarr", cwd=files)
@@ -66,7 +66,7 @@ def test_bad_parameter_fails_before_running(files):
 @pytest.mark.slow
 def test_embed_extend_info_chain(files):
     """embed (ephemeral Prefect, local cluster of 1 worker), extend, info: the whole CLI on 1200 points."""
-    r = eigenflow("embed", "X.npy", "emb.zarr", "--labels", "y.npy", "--knn-method", "exact", "--workers", "1",
+    r = eigenflow("embed", "X.npy", "emb.zarr", "--labels", "y.npy", "-p", "knn_method=exact", "--workers", "1",
                   "--holdout", "0.1", "--run-name", "cli-run", cwd=files)
     assert r.returncode == 0, r.stderr
     assert "completed" in r.stdout and "eigensolve" in r.stdout
@@ -86,15 +86,56 @@ def test_parse_params_reads_json_values_and_strings():
 
     assert parse_params(["gamma=0.5", "mode=kernel", "n-components=3", "labels=y.npy", "flag=true"]) == {
         "gamma": 0.5, "mode": "kernel", "n_components": 3, "labels": "y.npy", "flag": True}
-    with pytest.raises(ValueError, match="name=value"):
+    with pytest.raises(ValueError, match="NAME=VALUE"):
         parse_params(["gamma"])
 
 
-def test_run_unknown_flow_exits_nonzero_with_message(tmp_path):
+@pytest.mark.parametrize("args, message", [
+    (["--method", "nope"], "method must be one of ["),
+    (["-p", "n_neighbours=5"], "method 'laplacian_eigenmaps' has no parameter 'n_neighbours'; accepted: ["),
+    (["--method", "lfda", "--labels", "y.npy", "-p", "weighting=heat"],
+     "method 'lfda' has no parameter 'weighting'; accepted: ["),
+    (["--method", "lfda", "-p", "mu1=0.1"], "'mu1' is a parameter of ['nsse', 'suplap']"),
+    (["--method", "nsse"], "method 'nsse' needs labels"),
+    (["-p", "random_state=3"], "random_state is the run's seed"),
+    (["-k", "3", "-p", "n_components=2"], "n_components is given twice"),
+])
+def test_bad_method_parameters_fail_before_any_work(files, args, message):
+    """Unknown method or parameter, another method's parameter, labels missing: one line, exit 1, no store."""
     from typer.testing import CliRunner
 
     from flows.cli import app
 
-    result = CliRunner().invoke(app, ["run", "nope", str(tmp_path / "x.npy"), str(tmp_path / "s.zarr")])
-    assert result.exit_code == 1
-    assert "FLOW must be one of" in result.output
+    result = CliRunner().invoke(app, ["embed", str(files / "X.npy"), str(files / "never.zarr"), *args])
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and message in result.output and "Traceback" not in result.output
+    assert not (files / "never.zarr").exists()
+
+
+def test_methods_json_lists_every_estimator_parameter_with_its_default():
+    """`eigenflow methods --json`: each method's parameters are its estimator's __init__ ones, same defaults."""
+    import importlib
+    import inspect
+
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(app, ["methods", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    assert {m["name"] for m in listed} >= {"laplacian_eigenmaps", "dne", "mfa", "lfda", "nsse", "suplap", "tsk", "rsk",
+                                           "graph_kpca", "multi_graph_kpca", "lneg"}
+    for m in listed:
+        module, _, name = m["estimator"].rpartition(".")
+        sig = inspect.signature(getattr(importlib.import_module(module), name).__init__)
+        init = {k: p.default for k, p in sig.parameters.items() if k != "self"}
+        assert "n_components" in m["parameters"], m["name"]
+        for key, default in m["parameters"].items():
+            assert key in init, (m["name"], key)
+            expected = list(init[key]) if isinstance(init[key], tuple) else init[key]
+            assert json.loads(json.dumps(expected)) == default, (m["name"], key)
+        assert set(init) - set(m["parameters"]) <= {"must_link", "cannot_link", "precomputed_knn"}
+        assert isinstance(m["needs_labels"], bool)
+    needs = {m["name"]: m["needs_labels"] for m in listed}
+    assert needs["lfda"] and needs["nsse"] and needs["tsk"] and not needs["laplacian_eigenmaps"]

@@ -51,8 +51,8 @@ def embedded(prefect_harness, cluster, data):
 
     d, *_ = data
     store = str(d / "full.zarr")
-    summary = embed(str(d / "X.npy"), store, labels=str(d / "y.npy"), knn_method="exact", chunk_rows=512,
-                    random_state=0, scheduler=cluster, **PARAMS)
+    summary = embed(str(d / "X.npy"), store, labels=str(d / "y.npy"), params={"knn_method": "exact", **PARAMS},
+                    chunk_rows=512, random_state=0, scheduler=cluster)
     return store, summary
 
 
@@ -118,8 +118,8 @@ def test_holdout_rows_are_extended_out_of_sample(prefect_harness, cluster, data)
 
     d, X, _, _ = data
     store = str(d / "holdout.zarr")
-    summary = embed(str(d / "X.npy"), store, knn_method="exact", chunk_rows=700, holdout=0.15, random_state=0,
-                    scheduler=cluster, **PARAMS)
+    summary = embed(str(d / "X.npy"), store, params={"knn_method": "exact", **PARAMS}, chunk_rows=700,
+                    holdout=0.15, random_state=0, scheduler=cluster)
     fitted = read_output(store, summary["run"], "in_fit").astype(bool)
     assert fitted.sum() == N_POINTS - round(0.15 * N_POINTS)
     est = estimator().fit(X[fitted])
@@ -140,8 +140,8 @@ def test_same_embedding_whatever_chunks_and_workers(prefect_harness, cluster, da
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as single:
         for name, chunk_rows, scheduler in (("a", 256, cluster), ("b", 1500, single.scheduler_address)):
             store = str(d / f"chunks_{name}.zarr")
-            s = embed(str(d / "X.npy"), store, knn_method="exact", chunk_rows=chunk_rows, holdout=0.1,
-                      random_state=7, scheduler=scheduler, **PARAMS)
+            s = embed(str(d / "X.npy"), store, params={"knn_method": "exact", **PARAMS}, chunk_rows=chunk_rows,
+                      holdout=0.1, random_state=7, scheduler=scheduler)
             runs.append(read_embedding(store, s["run"]))
     assert np.isfinite(runs[0]).all()
     # lobpcg itself is reproducible only to ~1e-9 between two calls with the same seed (seen with
@@ -157,7 +157,7 @@ def test_failed_stage_marks_manifest_failed(prefect_harness, cluster, tmp_path):
     np.save(tmp_path / "two.npy", X)
     store = str(tmp_path / "two.zarr")
     with pytest.raises(DisconnectedGraphError, match="2 connected components"):
-        embed(str(tmp_path / "two.npy"), store, knn_method="exact", n_neighbors=5, scheduler=cluster,
+        embed(str(tmp_path / "two.npy"), store, params={"knn_method": "exact", "n_neighbors": 5}, scheduler=cluster,
               run_name="two-blobs")
     manifest = read_manifest(store, "two-blobs")
     assert manifest.status == "failed" and "connected components" in manifest.error
@@ -169,7 +169,7 @@ def test_bad_parameter_is_refused_before_any_work(prefect_harness, tmp_path, dat
 
     d, *_ = data
     with pytest.raises(ParameterError, match=r"weighting must be one of .*got 'gaussian'"):
-        embed(str(d / "X.npy"), str(tmp_path / "never.zarr"), weighting="gaussian")
+        embed(str(d / "X.npy"), str(tmp_path / "never.zarr"), params={"weighting": "gaussian"})
     with pytest.raises(ParameterError, match=r"holdout must be a real number in \[0.0, 1.0\); got 1.0"):
         embed(str(d / "X.npy"), str(tmp_path / "never.zarr"), holdout=1.0)
     assert not (tmp_path / "never.zarr").exists()
@@ -183,8 +183,8 @@ def test_flow_with_nndescent(prefect_harness, cluster, tmp_path):
     X, _, _ = make_swiss_roll_lifted(3000, random_state=5)
     np.save(tmp_path / "X.npy", X)
     store = str(tmp_path / "nnd.zarr")
-    s = embed(str(tmp_path / "X.npy"), store, knn_method="nndescent", holdout=0.1, random_state=0,
-              scheduler=cluster, **PARAMS)
+    s = embed(str(tmp_path / "X.npy"), store, params={"knn_method": "nndescent", **PARAMS}, holdout=0.1,
+              random_state=0, scheduler=cluster)
     fitted = read_output(store, s["run"], "in_fit").astype(bool)
     est = LaplacianEigenmaps(knn_method="nndescent", random_state=0, **PARAMS).fit(X[fitted].astype(np.float64))
     Z = read_embedding(store, s["run"]).astype(np.float64)
@@ -201,15 +201,15 @@ def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, cluster, d
 
     d, X, _, _ = data
     store = str(d / "resume.zarr")
-    common = dict(knn_method="exact", n_neighbors=PARAMS["n_neighbors"], random_state=0, scheduler=cluster,
-                  run_name="resume-me")
+    common = dict(random_state=0, scheduler=cluster, run_name="resume-me")
+    graph = {"knn_method": "exact", "n_neighbors": PARAMS["n_neighbors"]}
     with pytest.raises(ParameterError, match="n_components must be an integer in"):
-        embed(str(d / "X.npy"), store, n_components=N_POINTS, **common)
+        embed(str(d / "X.npy"), store, params={**graph, "n_components": N_POINTS}, **common)
     assert read_manifest(store, "resume-me").status == "failed"
     knn_meta = os.path.join(store, layout.KNN_INDICES, "zarr.json")
     weights_meta = os.path.join(store, layout.WEIGHTS, "zarr.json")
     stamps = (os.stat(knn_meta).st_mtime_ns, os.stat(weights_meta).st_mtime_ns)
-    summary = embed(str(d / "X.npy"), store, n_components=2, **common)
+    summary = embed(str(d / "X.npy"), store, params={**graph, "n_components": 2}, **common)
     assert summary["status"] == "completed"
     assert (os.stat(knn_meta).st_mtime_ns, os.stat(weights_meta).st_mtime_ns) == stamps  # not recomputed
     Z_ref = estimator().fit_transform(X)
