@@ -165,15 +165,16 @@ def run_scale(n, landmarks, rank, workers, n_neighbors=10):
     from tasks._env import apply_env_defaults
 
     apply_env_defaults()  # STACK.md: no analytics, 90 s ephemeral-server startup on 2 busy cores
-    from flows.paper003 import graph_kpca
+    from flows.embed import embed
 
     x_path, _ = manifold_npy(n, n_features=32)
-    store = DATA_CACHE / f"paper003_{n}.zarr"
+    store = DATA_CACHE / f"graph_kpca_{n}.zarr"
     shutil.rmtree(store, ignore_errors=True)
     t0 = time.perf_counter()
     with PeakMemory() as mem:
-        out = graph_kpca(str(x_path), str(store), n_components=2, n_landmarks=landmarks, nystrom_rank=rank,
-                         n_neighbors=n_neighbors, n_workers=workers, random_state=0)
+        out = embed(str(x_path), str(store), method="graph_kpca", n_workers=workers, random_state=0,
+                    params={"n_components": 2, "solver": "nystrom", "n_landmarks": landmarks, "nystrom_rank": rank,
+                            "n_neighbors": n_neighbors})
     total = time.perf_counter() - t0
     shutil.rmtree(store, ignore_errors=True)
     res = {"n": n, "landmarks": landmarks, "nystrom_rank": rank, "status": out["status"], "total_s": total,
