@@ -278,3 +278,51 @@ def test_point_block_kind_must_not_change(store):
         storage.write_output_block(store, "r", "pred", 0, np.zeros(CHUNK))
     storage.write_output_block(store, "r", "pred", 0, np.ones(CHUNK, dtype=np.int64))
     assert storage.read_output(store, "r", "pred", 0, 3).tolist() == [1, 1, 1]
+
+
+# ---- export: results leave the store -------------------------------------------------------------------------
+def _completed_run(store, run, Z, labels=None):
+    from storage.embedding_io import write_embedding, write_point_array
+
+    m = storage.RunManifest.start(run, flow="embed", parameters={}, seed=None)
+    with storage.run_context(store, m):
+        write_embedding(store, run, Z)
+        if labels is not None:
+            write_point_array(store, layout.output_path(run, "labels"), labels)
+
+
+def test_export_npy_and_parquet_stream_every_chunk(store, tmp_path):
+    import pyarrow.parquet as pq
+
+    from storage.export import export_output
+
+    rng = np.random.default_rng(0)
+    Z1, Z2, lab = rng.normal(size=(N, 2)), rng.normal(size=(N, 3)), rng.integers(0, 4, N)
+    _completed_run(store, "r1", Z1)
+    _completed_run(store, "r2", Z2, labels=lab)
+    out = export_output(store, tmp_path / "z.npy")  # latest completed run with an embedding: r2
+    assert out["run"] == "r2" and out["shape"] == [N, 3]
+    np.testing.assert_array_equal(np.load(tmp_path / "z.npy"), Z2.astype(np.float32))
+    export_output(store, tmp_path / "z1.parquet", run="r1")
+    table = pq.read_table(tmp_path / "z1.parquet")
+    assert table.column_names == ["c0", "c1"] and table.num_rows == N
+    np.testing.assert_array_equal(np.column_stack([table["c0"], table["c1"]]), Z1.astype(np.float32))
+    export_output(store, tmp_path / "labels.npy", output="labels")
+    np.testing.assert_array_equal(np.load(tmp_path / "labels.npy"), lab)
+
+
+def test_export_refuses_bad_requests_and_leaves_nothing(store, tmp_path):
+    from storage.export import export_output
+
+    _completed_run(store, "r1", np.zeros((N, 2)))
+    with pytest.raises(StorageError, match=r"OUT must end in one of \['.npy', '.parquet'\]; got"):
+        export_output(store, tmp_path / "z.csv")
+    with pytest.raises(StorageError, match=r"output must be one of .*got 'colour'"):
+        export_output(store, tmp_path / "z.npy", output="colour")
+    with pytest.raises(StoreFormatError, match=r"no completed run with a 'labels' output"):
+        export_output(store, tmp_path / "z.npy", output="labels")
+    (tmp_path / "taken.npy").write_bytes(b"keep me")
+    with pytest.raises(StorageError, match="already exists"):
+        export_output(store, tmp_path / "taken.npy")
+    assert (tmp_path / "taken.npy").read_bytes() == b"keep me"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "s.zarr") == ["taken.npy"]
