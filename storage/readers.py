@@ -177,6 +177,20 @@ def _npz_member_shape(zf: zipfile.ZipFile, member: str) -> tuple:
         return _npy_header(fp, member)[0]
 
 
+def resolve_keys(x_key: str, labels_key: str | None, keys: list[str], where: str) -> str | None:
+    """Check that ``x_key`` (and ``labels_key``) name members of a container; ``"auto"`` labels: ``"y"`` if present.
+
+    ``where`` completes the error message (``"x_key='X' is not " + where``). Returns the labels key or None.
+    """
+    if x_key not in keys:
+        raise IngestError(f"x_key={x_key!r} is not {where}")
+    if labels_key == "auto":
+        return "y" if "y" in keys else None
+    if labels_key is not None and labels_key not in keys:
+        raise IngestError(f"labels_key={labels_key!r} is not {where}")
+    return labels_key
+
+
 def npz_source(path: str, x_key: str = "X", labels_key: str | None = "auto") -> Source:
     """``.npz`` archive: ``X`` under ``x_key``; labels under ``labels_key`` (``"auto"``: ``"y"`` if present).
 
@@ -189,12 +203,7 @@ def npz_source(path: str, x_key: str = "X", labels_key: str | None = "auto") -> 
         raise IngestError(f"cannot read {path} as .npz: {exc}") from exc
     with zf:
         keys = [name[:-4] for name in zf.namelist() if name.endswith(".npy")]
-        if x_key not in keys:
-            raise IngestError(f"x_key={x_key!r} is not in {path}; keys are {keys}")
-        if labels_key == "auto":
-            labels_key = "y" if "y" in keys else None
-        elif labels_key is not None and labels_key not in keys:
-            raise IngestError(f"labels_key={labels_key!r} is not in {path}; keys are {keys}")
+        labels_key = resolve_keys(x_key, labels_key, keys, f"in {path}; keys are {keys}")
         x_shape = _npz_member_shape(zf, x_key + ".npy")
         check_shape_2d(x_shape, f"X ({path}:{x_key})")
         if labels_key is not None:
@@ -320,13 +329,8 @@ def zarr_source(src: Any, x_key: str = "X", labels_key: str | None = "auto",
     if "schema_version" in node.attrs:  # an eigenflow store: refuse it if incomplete or unsafe
         validate_store(node if isinstance(src, zarr.Group) else str(src),
                        storage_options if "://" in str(src) else None)
-    members = {name for name, _ in node.arrays()}
-    if x_key not in members:
-        raise IngestError(f"x_key={x_key!r} is not an array of zarr group {desc}; arrays are {sorted(members)}")
-    if labels_key == "auto":
-        labels_key = "y" if "y" in members else None
-    elif labels_key is not None and labels_key not in members:
-        raise IngestError(f"labels_key={labels_key!r} is not an array of zarr group {desc}; arrays are {sorted(members)}")
+    members = sorted(name for name, _ in node.arrays())
+    labels_key = resolve_keys(x_key, labels_key, members, f"an array of zarr group {desc}; arrays are {members}")
     y = node[labels_key] if labels_key is not None else None
     out = array_source(node[x_key], y, kind="zarr", description=desc)
     out.spec = ("zarr", location, x_key, labels_key, storage_options) if from_path else None
