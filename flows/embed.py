@@ -128,6 +128,8 @@ def embed(
     full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite)
     run = new_run_id("embed", run_name)
+    if run_name is not None:
+        check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, **full})
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state, extra_manifest={"holdout": holdout}) as (ctx, ingested):
@@ -158,6 +160,37 @@ def embed(
                 release_index(ctx.token, ctx.run)
             del warm
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
+
+
+#: Manifest parameters that do not change a run's result (how it was executed), left out of its identity.
+EXECUTION_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler")
+
+
+def check_run_identity(store: str, run: str, identity: dict[str, Any]) -> None:
+    """Refuse to reuse the name of a run of ``store`` that was started with other parameters.
+
+    A re-run under the same name resumes that run (finished tasks are reused), so it must be the same run:
+    the method, labels, hold-out and every method parameter must be equal. The error names the differences.
+    """
+    try:
+        if existing_store_attrs(store) is None or run not in list_runs(store):
+            return
+        before = read_manifest(store, run).parameters
+    except StoreFormatError:
+        return  # not a store yet (or not one of ours): the ingest decides
+    now = _jsonable(identity)
+    keys = (set(before) | set(now)) - set(EXECUTION_PARAMETERS)
+    differing = sorted(k for k in keys if before.get(k) != now.get(k))
+    if differing:
+        changes = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in differing)
+        raise ParameterError(f"run_name {run!r} of store {store} was started with other parameters ({changes}); "
+                             "choose a new run name")
+
+
+def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    return json.loads(json.dumps(values, default=str))
 
 
 def _record_fit_results(results: dict, info: dict) -> None:

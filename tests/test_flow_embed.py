@@ -193,25 +193,48 @@ def test_flow_with_nndescent(prefect_harness, cluster, tmp_path):
     assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted].astype(np.float64)), atol=1e-4 * scale)
 
 
-def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, cluster, data):
+def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, cluster, data, monkeypatch):
     """A run that failed at the eigensolver, re-run under the same name, reuses its finished kNN / weights tasks."""
     import os
 
+    import tasks.laplacian_eigenmaps as le
     from flows.embed import embed
 
     d, X, _, _ = data
     store = str(d / "resume.zarr")
-    common = dict(random_state=0, scheduler=cluster, run_name="resume-me")
-    graph = {"knn_method": "exact", "n_neighbors": PARAMS["n_neighbors"]}
-    with pytest.raises(ParameterError, match="n_components must be an integer in"):
-        embed(str(d / "X.npy"), store, params={**graph, "n_components": N_POINTS}, **common)
+    common = dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=cluster, run_name="resume-me")
+    real = le.laplacian_eigenmaps_from_graph
+
+    def fail_once(*args, **kwargs):  # an eigensolver crash in the first run only
+        monkeypatch.setattr(le, "laplacian_eigenmaps_from_graph", real)
+        raise MemoryError("injected eigensolver failure")
+
+    monkeypatch.setattr(le, "laplacian_eigenmaps_from_graph", fail_once)
+    with pytest.raises(MemoryError, match="injected"):
+        embed(str(d / "X.npy"), store, **common)
     assert read_manifest(store, "resume-me").status == "failed"
     knn_meta = os.path.join(store, layout.KNN_INDICES, "zarr.json")
     weights_meta = os.path.join(store, layout.WEIGHTS, "zarr.json")
     stamps = (os.stat(knn_meta).st_mtime_ns, os.stat(weights_meta).st_mtime_ns)
-    summary = embed(str(d / "X.npy"), store, params={**graph, "n_components": 2}, **common)
+    summary = embed(str(d / "X.npy"), store, **common)
     assert summary["status"] == "completed"
     assert (os.stat(knn_meta).st_mtime_ns, os.stat(weights_meta).st_mtime_ns) == stamps  # not recomputed
     Z_ref = estimator().fit_transform(X)
     assert_equal_up_to_sign(read_embedding(store, "resume-me").astype(np.float64), Z_ref,
                             atol=1e-5 * np.abs(Z_ref).max())
+
+
+def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster, embedded, data):
+    """Re-using a run's name with other parameters names the differences and changes nothing in the store."""
+    from flows.embed import embed
+
+    store, summary = embedded
+    d, *_ = data
+    before = read_embedding(store, summary["run"])
+    with pytest.raises(ParameterError, match=r"was started with other parameters \(n_components: 2 -> 3, "
+                                             r"n_neighbors: 12 -> 30\); choose a new run name"):
+        embed(str(d / "X.npy"), store, labels=str(d / "y.npy"),
+              params={"knn_method": "exact", "n_components": 3, "n_neighbors": 30}, chunk_rows=512,
+              random_state=0, scheduler=cluster, run_name=summary["run"])
+    np.testing.assert_array_equal(read_embedding(store, summary["run"]), before)
+    assert read_manifest(store, summary["run"]).status == "completed"
