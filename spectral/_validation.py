@@ -100,16 +100,16 @@ def clip_int(name: str, value: Any, high: int, *, low: int = 1, bound: str = "n_
     value used. ``bound`` describes ``high`` in the message (e.g. ``"n_samples - 1"``). Raises
     :class:`ParameterError` when even ``high`` is below ``low`` (too few samples for the method).
     """
-    value = check_int(name, value, low=low)
-    if value <= high:
-        return value
     if high < low:
+        check_int(name, value, low=low)
         raise ParameterError(f"{name} must be an integer in [{low}, {bound}] but {bound} = {high} here: too few samples")
-    warnings.warn(
-        ParameterAdjustedWarning(f"{name}={value} is larger than {bound} = {high}; using {name}={high}"),
-        stacklevel=3,
-    )
-    return high
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > high:
+        warnings.warn(
+            ParameterAdjustedWarning(f"{name}={value} is larger than {bound} = {high}; using {name}={high}"),
+            stacklevel=3,
+        )
+        return high
+    return check_int(name, value, low=low, high=high)
 
 
 def check_random_state(random_state: Any) -> np.random.Generator:

@@ -14,7 +14,7 @@ from scipy.sparse.csgraph import laplacian as csgraph_laplacian
 from sklearn.decomposition import PCA, KernelPCA
 from sklearn.metrics.pairwise import rbf_kernel
 
-from spectral.errors import InputDataError, ParameterError
+from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.graph_kpca import GraphKPCA, MultiGraphKPCA
 
 
@@ -174,8 +174,10 @@ def test_bad_inputs_raise_clear_errors(blobs):
         GraphKPCA(2, graph_kernel="heat").fit(X)
     with pytest.raises(ParameterError, match=r"graph_kernel_params\['a'\] must be >= the largest"):
         GraphKPCA(2, graph_kernel="random_walk", graph_kernel_params={"a": 0.5}).fit(X)
-    with pytest.raises(ParameterError, match="n_components must be an integer"):
-        GraphKPCA(n).fit(X)
+    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, 178\]; got 0"):
+        GraphKPCA(0).fit(X)
+    with pytest.warns(ParameterAdjustedWarning, match=r"n_components=180 is larger than n_samples - 2 = 178; using n_components=178"):
+        assert GraphKPCA(n).fit(X).embedding_.shape == (n, n - 2)
 
 
 # ----------------------------------------------------------------------------- multi-kernel / multi-graph

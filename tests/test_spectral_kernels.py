@@ -204,7 +204,7 @@ def test_bad_labels_and_graph(sonar):
 
 @pytest.mark.parametrize("params, match", [({"eta": 0.5}, "eta must be"), ({"beta": 0.0}, "beta must be"),
                                            ({"constraint": "order"}, "constraint must be"),
-                                           ({"n_components": 0}, r"n_components must be an integer in \[1, inf\); got 0"),
+                                           ({"n_components": 0}, r"n_components must be an integer in \[1, 206\]; got 0"),
                                            ({"class_weight": "x"}, "class_weight must be")])
 def test_bad_parameters(sonar, params, match):
     X, y = sonar
