@@ -197,7 +197,7 @@ def check_array_2d(X: Any, name: str = "X", *, min_rows: int = 1, dtype=np.float
             raise
         arr = np.asarray(X, dtype=dtype)
         first = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
-        raise InputDataError(f"{exc} First bad row index is {first}.") from exc.__cause__
+        raise InputDataError(f"{exc} (first bad row index is {first})") from exc.__cause__
 
 
 def _range(low, high, low_inclusive: bool = True, high_inclusive: bool = True) -> str:
