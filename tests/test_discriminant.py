@@ -307,6 +307,28 @@ def test_bad_inputs():
         DNE().fit(X, None)
 
 
+def test_dne_default_dimension_without_negative_eigenvalue_is_one_with_a_warning():
+    # random labels on uniform data: W^I - W^E gives no negative eigenvalue, so the paper's default d is 0
+    rng = np.random.RandomState(0)
+    X, y = rng.uniform(size=(30, 3)), np.arange(30) % 3
+    with pytest.warns(ParameterAdjustedWarning, match=r"n_components=None \(the number of negative eigenvalues\) "
+                                                      r"is 0 here; using n_components=1"):
+        est = DNE().fit(X, y)
+    assert est.n_components_ == 1 and est.transform(X).shape == (30, 1)
+
+
+def test_labels_follow_scikit_learn_rules():
+    X, y = blobs()
+    ref = LFDA().fit(X, y)
+    named = LFDA().fit(X, np.array(["a", "b", "c"])[y])
+    assert list(named.classes_) == ["a", "b", "c"]
+    np.testing.assert_array_equal(named.transform(X), ref.transform(X))
+    with pytest.raises(ValueError, match="X has 4 features, but LFDA is expecting 5 features"):
+        ref.transform(X[:, :4])
+    with pytest.raises(InputDataError, match="Reshape your data"):
+        ref.transform(X[0])
+
+
 def test_singular_constraint_is_reported():
     X, y = blobs(d=5, seed=11)
     X = np.hstack([X, X[:, :1]])  # duplicated column: C^lin of MFA is singular

@@ -128,6 +128,8 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
     def to_state(self) -> tuple[dict[str, np.ndarray], dict]:
         """``(arrays, attrs)``: numeric arrays and JSON-able attributes (no pickle, no kNN index)."""
         check_is_fitted(self, "mu_")
+        if self.classes_.dtype.kind not in "biuf":
+            raise InputDataError(f"to_state stores numeric class labels only; got dtype {self.classes_.dtype}")
         return estimator_state(self)
 
     @classmethod
