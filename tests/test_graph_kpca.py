@@ -244,3 +244,10 @@ def test_precomputed_knn_equals_internal_search(blobs):
     assert max_angle(a.embedding_, b.embedding_) < 1e-8
     with pytest.raises(InputDataError, match="indices must lie in"):
         GraphKPCA(3, precomputed_knn=(ind + 1000, dist)).fit(X)
+
+
+def test_landmarks_above_n_are_clipped_with_a_warning():
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    with pytest.warns(ParameterAdjustedWarning, match="n_landmarks=1000 is larger than n_samples = 60; using n_landmarks=60"):
+        est = GraphKPCA(2, solver="nystrom").fit(X)
+    assert est.embedding_.shape == (60, 2)

@@ -292,7 +292,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     def _fit_nystrom(self, X, rng):
         """Nystrom map Phi = K(X, Z) U_r S_r^-1/2 (rank r = ``nystrom_rank`` leading eigenpairs of K_ZZ)."""
         kp = dict(self.kernel_params or {})
-        m = min(check_int("n_landmarks", self.n_landmarks, low=1), X.shape[0])
+        m = clip_int("n_landmarks", self.n_landmarks, X.shape[0], bound="n_samples")
         nys = NystromFeatures(self.kernel, m, gamma=kp.get("gamma"), degree=kp.get("degree", 3),
                               coef0=kp.get("coef0", 1.0), random_state=G_seed(rng)).fit(X)
         if self.nystrom_rank is not None:
