@@ -18,6 +18,8 @@ _EXPORTS: dict[str, str] = {
     "EigenflowError": "spectral.errors",
     "ParameterError": "spectral.errors",
     "InputDataError": "spectral.errors",
+    "InputTypeError": "spectral.errors",
+    "ParameterAdjustedWarning": "spectral.errors",
     "DisconnectedGraphError": "spectral.errors",
     "ConvergenceError": "spectral.errors",
     "NotPositiveDefiniteError": "spectral.errors",

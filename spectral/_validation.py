@@ -1,17 +1,115 @@
-"""Validation helpers shared by the public functions of :mod:`spectral`.
+"""Validation helpers shared by the public functions and estimators of :mod:`spectral`.
 
 Public functions validate and normalize here, then call private ``_impl`` functions that only compute
 (the scikit-learn ``spectral_embedding`` -> ``_spectral_embedding`` pattern).
+
+Data (``X``, ``y``) are validated by scikit-learn's own tools (``validate_data`` / ``check_array``,
+``column_or_1d``, ``check_classification_targets``, ``check_is_fitted``), so rules and messages are the ones
+scikit-learn users know; the errors they raise are re-raised as eigenflow's :class:`InputDataError` (a
+``ValueError``) or :class:`InputTypeError` (also a ``TypeError``, e.g. sparse input), message unchanged.
+Parameters are checked here too (``check_int`` ...: the message names the parameter, its range and the
+value); a parameter bounded by the data size is clipped with a :class:`ParameterAdjustedWarning`
+(:func:`clip_int`) rather than refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
-from .errors import InputDataError, ParameterError
+from .errors import EigenflowError, InputDataError, InputTypeError, ParameterAdjustedWarning, ParameterError
+
+
+@contextlib.contextmanager
+def sklearn_errors():
+    """Re-raise scikit-learn's validation errors as :class:`InputDataError` / :class:`InputTypeError`.
+
+    The message is scikit-learn's, unchanged; the original exception is chained (``__cause__``).
+    """
+    try:
+        yield
+    except (EigenflowError, NotFittedError):
+        raise
+    except TypeError as exc:
+        raise InputTypeError(str(exc)) from exc
+    except ValueError as exc:
+        raise InputDataError(str(exc)) from exc
+
+
+def validate_X(estimator, X, *, reset: bool = True, min_samples: int = 1, dtype=np.float64, **check_params):
+    """``sklearn.utils.validation.validate_data(estimator, X)``: a finite, dense, 2-D ``dtype`` array.
+
+    ``reset=True`` (fit) sets ``n_features_in_`` (and ``feature_names_in_``); ``reset=False`` (transform,
+    predict) checks them. ``min_samples`` is ``ensure_min_samples``. Complex, object, empty, 1-D, sparse and
+    NaN/inf input are refused with scikit-learn's messages (as :class:`InputDataError` / :class:`InputTypeError`).
+    """
+    with sklearn_errors():
+        return validate_data(estimator, X, reset=reset, dtype=dtype, ensure_min_samples=min_samples,
+                             **check_params)
+
+
+def check_fitted_X(estimator, X, attributes=None):
+    """``check_is_fitted`` (raising scikit-learn's ``NotFittedError``) then :func:`validate_X` with ``reset=False``."""
+    check_is_fitted(estimator, attributes)
+    return validate_X(estimator, X, reset=False)
+
+
+def check_labels(y, n_samples: int, *, estimator: str = "this estimator", semi_supervised: bool = False,
+                 min_classes: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate class labels ``y`` for ``n_samples`` rows; return ``(y (n,), classes (c,), codes (n,))``.
+
+    scikit-learn's rules: ``y`` is required, 1-D (a column vector is raveled with a
+    ``DataConversionWarning``), one label per row, and a classification target (``"Unknown label type"``
+    for continuous values, NaN refused). Labels may be of any sortable kind (ints, strings, ...).
+    ``semi_supervised=True``: numeric label -1 marks an unlabeled point (as scikit-learn's
+    ``LabelSpreading``). ``classes`` are the sorted labels of the labeled points; ``codes`` their index in
+    ``classes``, -1 for unlabeled points. Fewer than ``min_classes`` classes raise :class:`InputDataError`.
+    """
+    if y is None:
+        raise InputDataError(f"{estimator} requires y to be passed, but the target y is None")
+    with sklearn_errors():
+        y = column_or_1d(y, warn=True)
+        if y.shape[0] != n_samples:
+            raise ValueError(
+                f"Found input variables with inconsistent numbers of samples: [{n_samples}, {y.shape[0]}]"
+            )
+        check_classification_targets(y)
+    numeric = y.dtype.kind in "iuf"
+    unlabeled = (y == -1) if (semi_supervised and numeric) else np.zeros(y.shape[0], bool)
+    classes = np.unique(y[~unlabeled])
+    codes = np.full(y.shape[0], -1, dtype=np.int64)
+    codes[~unlabeled] = np.searchsorted(classes, y[~unlabeled])
+    if classes.size < min_classes:
+        raise InputDataError(
+            f"y must contain at least {min_classes} classes{' among the labeled points' if semi_supervised else ''}; "
+            f"got {classes.size}"
+        )
+    return y, classes, codes
+
+
+def clip_int(name: str, value: Any, high: int, *, low: int = 1, bound: str = "n_samples - 1") -> int:
+    """An integer parameter bounded by the data size: checked as ``check_int(name, value, low=low)``, then
+    clipped to ``high`` with a :class:`ParameterAdjustedWarning` naming the parameter, the value given and the
+    value used. ``bound`` describes ``high`` in the message (e.g. ``"n_samples - 1"``). Raises
+    :class:`ParameterError` when even ``high`` is below ``low`` (too few samples for the method).
+    """
+    if high < low:
+        check_int(name, value, low=low)
+        raise ParameterError(f"{name} must be an integer in [{low}, {bound}] but {bound} = {high} here: too few samples")
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > high:
+        warnings.warn(
+            ParameterAdjustedWarning(f"{name}={value} is larger than {bound} = {high}; using {name}={high}"),
+            stacklevel=3,
+        )
+        return high
+    return check_int(name, value, low=low, high=high)
 
 
 def check_random_state(random_state: Any) -> np.random.Generator:
@@ -85,28 +183,21 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...] | list[str]) ->
 
 
 def check_array_2d(X: Any, name: str = "X", *, min_rows: int = 1, dtype=np.float64) -> np.ndarray:
-    """Validate a 2-D finite numeric array and return it as ``dtype`` (a copy only when needed).
+    """scikit-learn's ``check_array`` for the functional API (no estimator): a dense, finite, 2-D ``dtype``
+    array (a copy only when needed), at least ``min_rows`` rows and 1 column.
 
-    Raises :class:`InputDataError` for wrong dimensionality, too few rows, non-numeric / complex dtypes
-    and NaN or inf values (reporting the first bad row).
+    Raises :class:`InputDataError` / :class:`InputTypeError` with scikit-learn's message (``input_name=name``);
+    for NaN / inf the message adds the index of the first bad row.
     """
-    arr = np.asarray(X)
-    if arr.dtype == object or np.issubdtype(arr.dtype, np.complexfloating) or not (
-        np.issubdtype(arr.dtype, np.number) or arr.dtype == bool
-    ):
-        raise InputDataError(f"{name} must have a real numeric dtype; got dtype {arr.dtype}")
-    if arr.ndim != 2:
-        raise InputDataError(f"{name} must be 2-D (n_samples, n_features); got {arr.ndim}-D shape {arr.shape}")
-    if arr.shape[0] < min_rows:
-        raise InputDataError(f"{name} must have at least {min_rows} rows; got {arr.shape[0]}")
-    if arr.shape[1] < 1:
-        raise InputDataError(f"{name} must have at least 1 column; got shape {arr.shape}")
-    arr = arr.astype(dtype, copy=False)
-    finite = np.isfinite(arr).all(axis=1)
-    if not finite.all():
-        first = int(np.flatnonzero(~finite)[0])
-        raise InputDataError(f"{name} contains NaN or inf values; first bad row index is {first}")
-    return arr
+    try:
+        with sklearn_errors():
+            return check_array(X, dtype=dtype, ensure_min_samples=min_rows, input_name=name)
+    except InputDataError as exc:
+        if "NaN" not in str(exc) and "infinity" not in str(exc):
+            raise
+        arr = np.asarray(X, dtype=dtype)
+        first = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
+        raise InputDataError(f"{exc} (first bad row index is {first})") from exc.__cause__
 
 
 def _range(low, high, low_inclusive: bool = True, high_inclusive: bool = True) -> str:

@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import check_choice, check_int, check_random_state
+from ._validation import check_choice, check_fitted_X, check_int, check_random_state, clip_int, validate_X
 from .eigen import eigensolve
 from .errors import DisconnectedGraphError, InputDataError, ParameterError
 from .knn import METHODS as KNN_METHODS
@@ -357,19 +356,19 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         """Build the graph of ``X`` (n, d) and compute the embedding. ``y`` is ignored."""
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-        self._check_params(X.shape[0])
+        X = validate_X(self, X, min_samples=2)
+        n_neighbors, n_components = self._check_params(X.shape[0])
         rng = check_random_state(self.random_state)
-        index = KNNIndex.build(X, self.n_neighbors, method=self.knn_method, random_state=rng)
+        index = KNNIndex.build(X, n_neighbors, method=self.knn_method, random_state=rng)
         idx, dist = index.neighbor_graph()
         if self.eigen_solver == "nystrom":
-            return self._fit_nystrom(X, dist, rng)
+            return self._fit_nystrom(X, dist, rng, n_components)
         wparams, scales, radii = fit_weight_params(
             dist, weighting=self.weighting, symmetrize=self.symmetrize
         )
         W = weights_from_params(idx, dist.astype(np.float64), wparams, scales)
         embedding, eigenvalues, info = laplacian_eigenmaps_from_graph(
-            W, self.n_components, normalization=self.normalization, eigen_solver=self.eigen_solver,
+            W, n_components, normalization=self.normalization, eigen_solver=self.eigen_solver,
             on_disconnected=self.on_disconnected, tol=self.tol, random_state=rng,
         )
         self.model_ = LaplacianEigenmapsModel(
@@ -383,7 +382,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         self.n_connected_components_ = int(info["component_eigenvalues"].shape[0])
         return self
 
-    def _fit_nystrom(self, X, dist, rng):
+    def _fit_nystrom(self, X, dist, rng, n_components):
         """The fully connected heat-kernel variant (see :mod:`spectral.embedding_nystrom`)."""
         from .embedding_nystrom import nystrom_eigenmaps
 
@@ -394,7 +393,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
             )
         sigma = fit_weight_params(dist, weighting="heat")[0].sigma  # mean kNN distance
         embedding, eigenvalues, model, info = nystrom_eigenmaps(
-            X, self.n_components, sigma, tol=self.tol, random_state=rng
+            X, n_components, sigma, tol=self.tol, random_state=rng
         )
         self.model_ = model
         self.embedding_, self.eigenvalues_ = embedding, eigenvalues
@@ -409,16 +408,17 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         """Nystrom out-of-sample embedding of ``X`` (m, d) -> (m, n_components)."""
-        check_is_fitted(self, "model_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = check_fitted_X(self, X, "model_")
         return self.model_.transform(X)
 
-    def _check_params(self, n: int) -> None:
-        check_int("n_neighbors", self.n_neighbors, low=1, high=n - 1)
-        check_int("n_components", self.n_components, low=1, high=max(1, n - 2))
+    def _check_params(self, n: int) -> tuple[int, int]:
+        """Check the parameters; return ``(n_neighbors, n_components)`` clipped to the n samples (with a warning)."""
+        n_neighbors = clip_int("n_neighbors", self.n_neighbors, n - 1)
+        n_components = clip_int("n_components", self.n_components, max(1, n - 2), bound="n_samples - 2")
         check_choice("weighting", self.weighting, WEIGHTINGS)
         check_choice("normalization", self.normalization, NORMALIZATIONS)
         check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
         check_choice("symmetrize", self.symmetrize, SYMMETRIZATIONS)
         check_choice("knn_method", self.knn_method, KNN_METHODS)
         check_choice("on_disconnected", self.on_disconnected, ON_DISCONNECTED)
+        return n_neighbors, n_components

@@ -20,6 +20,13 @@ class InputDataError(EigenflowError):
     """The data (X, y, a graph, a pair list) is malformed: NaN/inf, wrong shape, wrong dtype."""
 
 
+class InputTypeError(InputDataError, TypeError):
+    """The data is of a kind the method does not take (e.g. sparse input to a dense-only estimator).
+
+    Also a ``TypeError``, as scikit-learn's ``check_array`` raises for sparse input.
+    """
+
+
 class DisconnectedGraphError(EigenflowError):
     """A graph has several connected components where the method needs one."""
 
@@ -30,3 +37,11 @@ class ConvergenceError(EigenflowError):
 
 class NotPositiveDefiniteError(EigenflowError):
     """A matrix that must be (semi-)definite is not, beyond the documented tolerance."""
+
+
+class ParameterAdjustedWarning(UserWarning):
+    """A parameter that depends on the data size was clipped or chosen from the data.
+
+    The message names the parameter, the value given and the value used, e.g.
+    ``"n_neighbors=15 is larger than n_samples - 1 = 9; using n_neighbors=9"``.
+    """

@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg
 from sklearn.neighbors import NearestNeighbors
 
-from spectral.errors import InputDataError, NotPositiveDefiniteError, ParameterError
+from spectral.errors import InputDataError, NotPositiveDefiniteError, ParameterAdjustedWarning, ParameterError
 from spectral.discriminant import DNE, LFDA, MFA
 
 
@@ -286,8 +286,9 @@ def test_bad_inputs():
         LFDA().fit(X, y_small)
     with pytest.raises(InputDataError, match="all points are unlabeled and gamma=0"):
         DNE().fit(X, -np.ones(len(X), int))
-    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, 5\].*got 6"):
-        MFA(n_components=6).fit(X, y)
+    # n_components above the problem dimension (5) is clipped with a warning naming both values
+    with pytest.warns(ParameterAdjustedWarning, match=r"n_components=6 is larger than .* = 5; using n_components=5"):
+        assert MFA(n_components=6).fit(X, y).n_components_ == 5
     with pytest.raises(ParameterError, match=r"gamma must be a real number in \[0.0, inf\); got -1"):
         DNE(gamma=-1.0).fit(X, y)
     with pytest.raises(ParameterError, match="mode must be one of"):
@@ -298,8 +299,34 @@ def test_bad_inputs():
         DNE(mode="transductive").fit(X, y).transform(X)
     with pytest.raises(ParameterError, match="n_landmarks needs mode='kernel'"):
         DNE(n_landmarks=10).fit(X, y)
-    with pytest.raises(InputDataError, match="y must be 1-D"):
+    with pytest.raises(InputDataError, match=r"inconsistent numbers of samples: \[45, 44\]"):
         DNE().fit(X, y[:-1])
+    with pytest.raises(InputDataError, match="Unknown label type: continuous"):
+        DNE().fit(X, y + 0.5)
+    with pytest.raises(InputDataError, match="DNE requires y to be passed"):
+        DNE().fit(X, None)
+
+
+def test_dne_default_dimension_without_negative_eigenvalue_is_one_with_a_warning():
+    # random labels on uniform data: W^I - W^E gives no negative eigenvalue, so the paper's default d is 0
+    rng = np.random.RandomState(0)
+    X, y = rng.uniform(size=(30, 3)), np.arange(30) % 3
+    with pytest.warns(ParameterAdjustedWarning, match=r"n_components=None \(the number of negative eigenvalues\) "
+                                                      r"is 0 here; using n_components=1"):
+        est = DNE().fit(X, y)
+    assert est.n_components_ == 1 and est.transform(X).shape == (30, 1)
+
+
+def test_labels_follow_scikit_learn_rules():
+    X, y = blobs()
+    ref = LFDA().fit(X, y)
+    named = LFDA().fit(X, np.array(["a", "b", "c"])[y])
+    assert list(named.classes_) == ["a", "b", "c"]
+    np.testing.assert_array_equal(named.transform(X), ref.transform(X))
+    with pytest.raises(ValueError, match="X has 4 features, but LFDA is expecting 5 features"):
+        ref.transform(X[:, :4])
+    with pytest.raises(InputDataError, match="Reshape your data"):
+        ref.transform(X[0])
 
 
 def test_singular_constraint_is_reported():

@@ -14,7 +14,7 @@ from sklearn.manifold import spectral_embedding
 
 from conftest import load_dataset
 from spectral.embedding import LaplacianEigenmaps, LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
-from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
+from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.knn import knn_graph
 from spectral.metrics import max_subspace_angle, one_nn_accuracy
 
@@ -167,8 +167,8 @@ def test_model_state_round_trip(fitted, roll):
     "params, match",
     [
         ({"n_components": 0}, r"n_components must be an integer in \[1, 48\]; got 0"),
-        ({"n_components": 49}, r"n_components must be an integer in \[1, 48\]; got 49"),
-        ({"n_neighbors": 50}, r"n_neighbors must be an integer in \[1, 49\]; got 50"),
+        ({"n_components": 1.5}, r"n_components must be an integer in \[1, 48\]; got 1.5"),
+        ({"n_neighbors": 0}, r"n_neighbors must be an integer in \[1, 49\]; got 0"),
         ({"eigen_solver": "magic"}, r"eigen_solver must be one of .*'magic'"),
         ({"weighting": "cosine"}, r"weighting must be one of .*'cosine'"),
         ({"normalization": "l1"}, r"normalization must be one of .*'l1'"),
@@ -180,6 +180,21 @@ def test_bad_parameters(params, match):
     X = np.random.default_rng(0).normal(size=(50, 3))
     with pytest.raises(ParameterError, match=match):
         LaplacianEigenmaps(**{"n_neighbors": 5, **params}).fit(X)
+
+
+@pytest.mark.parametrize(
+    "params, match, used",
+    [
+        ({"n_components": 49}, r"n_components=49 is larger than n_samples - 2 = 48; using n_components=48", (48, 5)),
+        ({"n_neighbors": 50}, r"n_neighbors=50 is larger than n_samples - 1 = 49; using n_neighbors=49", (2, 49)),
+    ],
+)
+def test_data_size_parameters_are_clipped_with_a_warning(params, match, used):
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    with pytest.warns(ParameterAdjustedWarning, match=match):
+        est = LaplacianEigenmaps(**{"n_neighbors": 5, **params}).fit(X)
+    assert est.embedding_.shape == (50, used[0])
+    assert est.model_.weight_params.n_neighbors == used[1]
 
 
 def test_bad_data(fitted):

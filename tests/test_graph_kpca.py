@@ -14,7 +14,7 @@ from scipy.sparse.csgraph import laplacian as csgraph_laplacian
 from sklearn.decomposition import PCA, KernelPCA
 from sklearn.metrics.pairwise import rbf_kernel
 
-from spectral.errors import InputDataError, ParameterError
+from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.graph_kpca import GraphKPCA, MultiGraphKPCA
 
 
@@ -174,8 +174,10 @@ def test_bad_inputs_raise_clear_errors(blobs):
         GraphKPCA(2, graph_kernel="heat").fit(X)
     with pytest.raises(ParameterError, match=r"graph_kernel_params\['a'\] must be >= the largest"):
         GraphKPCA(2, graph_kernel="random_walk", graph_kernel_params={"a": 0.5}).fit(X)
-    with pytest.raises(ParameterError, match="n_components must be an integer"):
-        GraphKPCA(n).fit(X)
+    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, 178\]; got 0"):
+        GraphKPCA(0).fit(X)
+    with pytest.warns(ParameterAdjustedWarning, match=r"n_components=180 is larger than n_samples - 2 = 178; using n_components=178"):
+        assert GraphKPCA(n).fit(X).embedding_.shape == (n, n - 2)
 
 
 # ----------------------------------------------------------------------------- multi-kernel / multi-graph
@@ -242,3 +244,10 @@ def test_precomputed_knn_equals_internal_search(blobs):
     assert max_angle(a.embedding_, b.embedding_) < 1e-8
     with pytest.raises(InputDataError, match="indices must lie in"):
         GraphKPCA(3, precomputed_knn=(ind + 1000, dist)).fit(X)
+
+
+def test_landmarks_above_n_are_clipped_with_a_warning():
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    with pytest.warns(ParameterAdjustedWarning, match="n_landmarks=1000 is larger than n_samples = 60; using n_landmarks=60"):
+        est = GraphKPCA(2, solver="nystrom").fit(X)
+    assert est.embedding_.shape == (60, 2)

@@ -152,9 +152,9 @@ def test_bad_parameters(kwargs, error, match):
 def test_bad_data():
     X = _blobs(10)
     X[4, 1] = np.nan
-    with pytest.raises(InputDataError, match="first bad row index is 4"):
+    with pytest.raises(InputDataError, match=r"Input X contains NaN. \(first bad row index is 4\)"):
         knn_graph(X, 3)
-    with pytest.raises(InputDataError, match="at least 2 rows"):
+    with pytest.raises(InputDataError, match=r"Found array with 1 sample\(s\) \(shape=\(1, 3\)\) while a minimum of 2"):
         knn_graph(np.zeros((1, 3)), 1)
     index = KNNIndex.build(_blobs(10), 3)
     with pytest.raises(InputDataError, match="X_new must have 5 columns"):

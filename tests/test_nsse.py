@@ -9,7 +9,7 @@ import pytest
 from scipy import linalg
 
 from conftest import load_dataset
-from spectral.errors import InputDataError, ParameterError
+from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.nsse import NSSE, SupervisedLaplacianEigenmaps
 from spectral.nsse._graphs import class_graphs, laplacian_dense, squared_distances
 
@@ -142,18 +142,21 @@ def test_bad_inputs_raise_clear_errors():
         NSSE(2, sigma_grid=[]).fit(X, y)
     with pytest.raises(ParameterError, match="sigma_grid must be a non-empty.*values > 0"):
         NSSE(2, sigma_grid=[1.0, -2.0]).fit(X, y)
-    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, 8\]; got 9"):
-        NSSE(9).fit(X, y)
-    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, 8\]; got 9"):
-        SupervisedLaplacianEigenmaps(9).fit(X, y)
+    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, 8\]; got 0"):
+        NSSE(0).fit(X, y)
+    # n_components above n_samples - 1 is clipped with a warning naming the value given and the value used
+    with pytest.warns(ParameterAdjustedWarning, match=r"n_components=9 is larger than n_samples - 1 = 8; using n_components=8"):
+        assert SupervisedLaplacianEigenmaps(9).fit(X, y).embedding_.shape == (9, 8)
     with pytest.raises(ParameterError, match=r"mu2 must be a real number in \[0.0, inf\); got -1"):
         NSSE(2, mu2=-1.0).fit(X, y)
     with pytest.raises(ParameterError, match="sigma must be a real number"):
         SupervisedLaplacianEigenmaps(2, sigma=0.0).fit(X, y)
     with pytest.raises(InputDataError, match="at least 2 classes"):
         NSSE(2).fit(X, np.zeros(len(X), dtype=int))
-    with pytest.raises(InputDataError, match="y is required"):
+    with pytest.raises(InputDataError, match="NSSE requires y to be passed, but the target y is None"):
         NSSE(2).fit(X, None)
+    with pytest.raises(InputDataError, match="Unknown label type: continuous"):
+        NSSE(2).fit(X, np.linspace(0.0, 1.0, len(X)))
     est = NSSE(2, mu1=0.05, mu2=0.5).fit(X, y)
     with pytest.raises(ValueError, match="X has 10 features, but NSSE is expecting 1024 features"):
         est.transform(X[:, :10])

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import load_dataset
 
-from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
+from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.spectral_kernels import (RSK, TSK, consistency_method, extend_vectors, gap_matrix, harmonic_function,
                                solve_spectrum_lp)
 
@@ -204,12 +204,43 @@ def test_bad_labels_and_graph(sonar):
 
 @pytest.mark.parametrize("params, match", [({"eta": 0.5}, "eta must be"), ({"beta": 0.0}, "beta must be"),
                                            ({"constraint": "order"}, "constraint must be"),
-                                           ({"n_components": 500}, "n_components must be"),
+                                           ({"n_components": 0}, r"n_components must be an integer in \[1, 206\]; got 0"),
                                            ({"class_weight": "x"}, "class_weight must be")])
 def test_bad_parameters(sonar, params, match):
     X, y = sonar
     with pytest.raises(ParameterError, match=match):
         TSK(**{"n_components": 10, **params}).fit(X, semi_labels(y, 20, 0))
+
+
+def test_data_size_parameters_are_clipped_with_a_warning(sonar):
+    X, y = sonar
+    yy = semi_labels(y, 20, 0)
+    with pytest.warns(ParameterAdjustedWarning,
+                      match=r"n_components=500 is larger than n_samples - 2 = 206; using n_components=206"):
+        est = RSK(n_components=500).fit(X, yy)
+    assert est.mu_.shape[0] <= 206
+    with pytest.warns(ParameterAdjustedWarning,
+                      match=r"n_neighbors=300 is larger than n_samples - 1 = 207; using n_neighbors=207"):
+        RSK(n_neighbors=300).fit(X, yy)
+
+
+def test_labels_follow_scikit_learn_rules(sonar):
+    X, y = sonar
+    yy = semi_labels(y, 20, 0)
+    # any sortable labels; numeric -1 marks unlabeled points
+    est = RSK().fit(X, yy)
+    strings = RSK().fit(X[yy >= 0], np.array(["a", "b"])[yy[yy >= 0]])
+    assert list(strings.classes_) == ["a", "b"]
+    with pytest.raises(InputDataError, match="Unknown label type: continuous"):
+        RSK().fit(X, yy + 0.5)
+    with pytest.raises(InputDataError, match=r"inconsistent numbers of samples: \[208, 207\]"):
+        RSK().fit(X, yy[:-1])
+    with pytest.raises(InputDataError, match="RSK requires y to be passed"):
+        RSK().fit(X, None)
+    with pytest.raises(InputDataError, match="Expected 2D array, got 1D array"):
+        est.predict(X[0])
+    with pytest.raises(ValueError, match="X has 3 features, but RSK is expecting 60 features"):
+        est.predict(X[:, :3])
 
 
 def test_zero_spectrum_is_an_error_not_a_silent_tie(sonar):

@@ -22,7 +22,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
+from .._validation import (check_choice, check_float, check_int, check_labels, check_random_state, clip_int,
+                           validate_X)
 from ..errors import InputDataError, ParameterError
 from . import graphs, solve
 from ._kernel import DEFAULT_KERNEL_PARAMS, centered_kpca_map, kernel_matrix, landmark_features
@@ -151,19 +152,15 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
             raise ParameterError(f"kernel must be a string or a callable k(X, Y); got {type(self.kernel).__name__}")
 
     def _check_labels(self, X: np.ndarray, y) -> np.ndarray:
-        y = np.asarray(y)
-        if y.ndim != 1 or len(y) != len(X):
-            raise InputDataError(f"y must be 1-D with one label per row of X ({len(X)}); got shape {y.shape}")
-        if not np.issubdtype(y.dtype, np.integer):
-            if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
-                raise InputDataError("y must hold integer class labels (-1 = unlabeled)")
-        y = y.astype(np.int64)
-        if np.any(y < -1):
-            raise InputDataError(f"y must be >= -1 (-1 = unlabeled); got minimum {int(y.min())}")
+        """scikit-learn's label rules (:func:`check_labels`, -1 = unlabeled), then the method's own: a label
+        to learn from, 2 classes, ``n_neighbors`` points per class. Returns the codes (n,) (index in
+        ``classes_``, -1 unlabeled) and sets ``classes_``."""
+        _, self.classes_, y = check_labels(y, X.shape[0], estimator=type(self).__name__, semi_supervised=True,
+                                           min_classes=0)
         labeled = y[y >= 0]
         if len(labeled) == 0 and self.gamma == 0:
             raise InputDataError("all points are unlabeled and gamma=0: nothing to learn; label points or set gamma > 0")
-        classes, counts = np.unique(labeled, return_counts=True)
+        classes, counts = self.classes_, np.bincount(labeled, minlength=len(self.classes_))
         if len(classes) == 1:
             raise InputDataError(f"y has one class only ({classes[0]}); DNE/MFA/LFDA need at least 2 classes")
         small = counts < self.n_neighbors
@@ -180,13 +177,11 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
         """Fit on ``X`` (n, d0) with labels ``y`` (n,), -1 marking unlabeled points."""
+        X = validate_X(self, X, min_samples=2)
         self._check_params()
-        X = check_array_2d(X, "X", min_rows=2)
-        y = self._check_labels(X, y)
+        y = self._check_labels(X, y)  # codes: index in classes_, -1 unlabeled
         train = np.ones(len(y), bool) if self.gamma > 0 else y >= 0
         Xt, yt = X[train], y[train]
-        self.classes_ = np.unique(yt[yt >= 0])
-        self.n_features_in_ = X.shape[1]
         self._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(self.kernel, {}), **(self.kernel_params or {})} \
             if isinstance(self.kernel, str) else dict(self.kernel_params or {})
         self._feature_basis = False
@@ -214,10 +209,9 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
             self._feature_map = None
             return graphs.sq_dists(Xt), (Xt if self.mode == "linear" else None), None
         if self.n_landmarks is not None:
-            if self.n_landmarks > len(Xt):
-                raise ParameterError(f"n_landmarks must be an integer in [1, {len(Xt)}]; got {self.n_landmarks}")
+            m = clip_int("n_landmarks", self.n_landmarks, len(Xt), bound="the number of training points")
             rng = check_random_state(self.random_state)
-            pick = np.sort(rng.choice(len(Xt), size=self.n_landmarks, replace=False))
+            pick = np.sort(rng.choice(len(Xt), size=m, replace=False))
             self.basis_ = Xt[pick]
             self._feature_map = landmark_features(self.basis_, self.kernel, self._kernel_params)
             feats = kernel_matrix(Xt, self.basis_, self.kernel, self._kernel_params) @ self._feature_map
@@ -302,9 +296,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "coef_")
         if self.mode == "transductive":
             raise ParameterError("mode='transductive' embeds the training points only: use fit_transform or embedding_")
-        X = check_array_2d(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise InputDataError(f"X must have {self.n_features_in_} columns (as in fit); got {X.shape[1]}")
+        X = validate_X(self, X, reset=False)
         F = X if self.basis_ is None else kernel_matrix(X, self.basis_, self.kernel, self._kernel_params)
         return F @ self.coef_ - self.offset_
 

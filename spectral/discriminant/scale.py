@@ -155,10 +155,10 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
     if est.manifold_graph != "knn":
         raise ParameterError(f"fit_at_scale needs manifold_graph='knn' (sparse W^(2)); got {est.manifold_graph!r}")
     n, d0 = X.shape
-    y = est._check_labels(np.empty((n, 0)), y)
+    y = est._check_labels(np.empty((n, 0)), y)  # codes (index in est.classes_, -1 unlabeled)
     rng = check_random_state(random_state if random_state is not None else est.random_state)
     lab = np.flatnonzero(y >= 0)
-    est.classes_, est.n_features_in_ = np.unique(y[lab]), d0
+    est.n_features_in_ = d0
     est._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(est.kernel, {}), **(est.kernel_params or {})}
     raw_fn, M, chunk = None, None, chunk_rows or DEFAULT_CHUNK_ROWS
     est.basis_, est._feature_map = None, None

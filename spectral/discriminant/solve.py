@@ -7,10 +7,13 @@ reference ``scipy.linalg.eigh(A, B)``.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.linalg
 
-from ..errors import NotPositiveDefiniteError, ParameterError
+from .._validation import clip_int
+from ..errors import NotPositiveDefiniteError, ParameterAdjustedWarning, ParameterError
 
 #: remark 2: (1) T = I, (2) T_ii = 1/||z^(i)||, (3) T_ii = sqrt(|lambda_i|), (4) T_ii = sqrt(|lambda_i|)/||z^(i)||
 SCALINGS = ("identity", "unit_norm", "sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm")
@@ -85,20 +88,19 @@ def n_negative(values: np.ndarray) -> int:
 
 
 def choose_n_components(n_components, default: int, available: int, method: str) -> int:
-    """Validate an explicit ``n_components`` or cap the paper's default at the problem dimension."""
+    """Cap an explicit ``n_components`` or the paper's default at the problem dimension ``available``.
+
+    An explicit value above ``available`` is clipped with a :class:`ParameterAdjustedWarning`; a default of 0
+    (DNE: no negative eigenvalue) becomes 1 with the same warning.
+    """
     if n_components is None:
         if default < 1:
-            raise ParameterError(
-                f"{method}: the default n_components (number of negative eigenvalues) is 0 here; "
-                "pass n_components as an integer in [1, " f"{available}]"
-            )
+            warnings.warn(ParameterAdjustedWarning(
+                f"{method}: n_components=None (the number of negative eigenvalues) is 0 here; using n_components=1"
+            ), stacklevel=3)
+            return 1
         return min(default, available)
-    if n_components > available:
-        raise ParameterError(
-            f"n_components must be an integer in [1, {available}] (dimension of the {method} problem); "
-            f"got {n_components}"
-        )
-    return n_components
+    return clip_int("n_components", n_components, available, bound=f"the dimension of the {method} problem")
 
 
 def scaling_factors(norms: np.ndarray, values: np.ndarray, scaling: str) -> np.ndarray:

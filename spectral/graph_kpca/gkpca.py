@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.neighbors import NearestNeighbors
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_float, check_int, check_random_state
+from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
 from ..errors import InputDataError
 from . import graphs as G
 from ..eigen import eigensolve
@@ -117,9 +117,9 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None):
         """Fit on X (n, D); y (n,) optional labels, -1 = unlabeled, turned into constraint pairs."""
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
+        X = validate_X(self, X, min_samples=3)
         n = X.shape[0]
-        d = check_int("n_components", self.n_components, low=1, high=n - 2)
+        d = clip_int("n_components", self.n_components, n - 2, bound="n_samples - 2")
         self._check_params()
         rng = check_random_state(self.random_state)
         self.X_fit_ = X.copy()
@@ -169,7 +169,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         if isinstance(self.graph, str):
             check_choice("graph", self.graph, ("knn",))
             if self.precomputed_knn is None:
-                ind, dist = G.knn_indices(X, self.n_neighbors)
+                ind, dist = G.knn_indices(X, clip_int("n_neighbors", self.n_neighbors, n - 1))
             else:  # e.g. the NN-descent graph of spectral.knn stored by the flow
                 ind, dist = check_knn_graph(*self.precomputed_knn, n_samples=n)
             self.n_neighbors_ = ind.shape[1]
@@ -279,7 +279,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         return num / den * self._scale(lam)
 
     def _check_X(self, X):
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_X(self, X, reset=False)
         return X
 
     def _kernel_projection(self, X):
@@ -292,7 +292,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     def _fit_nystrom(self, X, rng):
         """Nystrom map Phi = K(X, Z) U_r S_r^-1/2 (rank r = ``nystrom_rank`` leading eigenpairs of K_ZZ)."""
         kp = dict(self.kernel_params or {})
-        m = min(check_int("n_landmarks", self.n_landmarks, low=1), X.shape[0])
+        m = clip_int("n_landmarks", self.n_landmarks, X.shape[0], bound="n_samples")
         nys = NystromFeatures(self.kernel, m, gamma=kp.get("gamma"), degree=kp.get("degree", 3),
                               coef0=kp.get("coef0", 1.0), random_state=G_seed(rng)).fit(X)
         if self.nystrom_rank is not None:

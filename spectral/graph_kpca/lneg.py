@@ -24,9 +24,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.neighbors import NearestNeighbors
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_float, check_int
+from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
 from .._state import estimator_state, restore_estimator
 from . import graphs as G
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
@@ -86,8 +86,8 @@ class LNEG(TransformerMixin, BaseEstimator):
 
     def _params(self, n):
         return dict(
-            d=check_int("n_components", self.n_components, low=1, high=n - 2),
-            k=check_int("n_neighbors", self.n_neighbors, low=1, high=n - 1),
+            d=clip_int("n_components", self.n_components, n - 2, bound="n_samples - 2"),
+            k=clip_int("n_neighbors", self.n_neighbors, n - 1),
             degree=check_int("degree", self.degree, low=1, high=10),
             l1=check_float("l1", self.l1, low=0.0),
             gamma=check_float("gamma", self.gamma, low=0.0),
@@ -103,7 +103,7 @@ class LNEG(TransformerMixin, BaseEstimator):
         """Fit on X (n, D), a numpy or a Dask array (the kNN search and ``X_fit_`` use it in memory; the
         local regressions run as Dask tasks over X's row chunks)."""
         Xd = X if is_dask_array(X) else None
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=4)
+        X = validate_X(self, X, min_samples=4)
         n = X.shape[0]
         p = self._params(n)
         ind, dist = G.knn_indices(X, p["k"])
@@ -154,8 +154,7 @@ class LNEG(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         """psi(x) = sum_j w_xj[1] psi_j over the k nearest training points (module docstring)."""
-        check_is_fitted(self, "embedding_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = check_fitted_X(self, X, "embedding_")
         k = self.neighbors_.shape[1]
         _, ind = NearestNeighbors(n_neighbors=k).fit(self.X_fit_).kneighbors(X)
         out = np.empty((X.shape[0], self.embedding_.shape[1]))

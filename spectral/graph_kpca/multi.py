@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_float, check_int, check_random_state
+from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
 from .._state import estimator_state, restore_estimator
 from ..errors import InputDataError, ParameterError
 from . import graphs as G
@@ -41,7 +41,8 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
     n_components : int
     kernels : sequence of (name, params) pairs, e.g. (("rbf", {"gamma": 0.1}), ("linear", None)).
     graphs : sequence of (n, n) symmetric adjacencies (a multi-layer graph), or None.
-    modes : sequence of (columns, metric) feature groups, one kNN graph each (eq. 21), or None.
+    modes : sequence of (columns, metric) feature groups, one kNN graph each (eq. 21), or None. With
+        ``gamma > 0`` and neither graphs nor modes, one kNN graph over all the features is used.
     n_neighbors, graph_weight : the per-mode kNN graphs ("gaussian" | "binary" | "cosine").
     laplacian : "unnormalized" | "symmetric".
     graph_kernel : None (R_l = -L^l) or a graph kernel name of :mod:`spectral.graph_kpca.graph_kernels`.
@@ -94,9 +95,9 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
+        X = validate_X(self, X, min_samples=3)
         n = X.shape[0]
-        d = check_int("n_components", self.n_components, low=1, high=n - 2)
+        d = clip_int("n_components", self.n_components, n - 2, bound="n_samples - 2")
         gamma = check_float("gamma", self.gamma, low=0.0)
         lt = check_float("lambda_theta", self.lambda_theta, low=0.0, low_inclusive=False)
         lb = check_float("lambda_beta", self.lambda_beta, low=0.0, low_inclusive=False)
@@ -187,9 +188,8 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         New points carry no row of the prior graphs (isolated nodes); points equal to a training point get
         its training row, so transform(X_train) reproduces the fit.
         """
-        check_is_fitted(self, "embedding_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        num = np.zeros((X.shape[0], self.n_components))
+        X = check_fitted_X(self, X, "embedding_")
+        num = np.zeros((X.shape[0], self.eigenvectors_.shape[1]))
         for q, (t, (k, p)) in enumerate(zip(self.theta_, self._kparams)):
             if t <= 0:
                 continue
@@ -218,10 +218,12 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         check_choice("laplacian", self.laplacian, G.LAPLACIANS)
         adj = [G.check_user_graph(A, n, f"graphs[{i}]") for i, A in enumerate(self.graphs or [])]
         if self.modes is not None:
+            k = clip_int("n_neighbors", self.n_neighbors, n - 1)
             for cols, metric in G.check_modes(self.modes, X.shape[1]):
-                adj.append(G.data_graph(X[:, cols], self.n_neighbors, weight=self.graph_weight, metric=metric))
-        if not adj and self.gamma > 0:
-            raise ParameterError("gamma > 0 needs at least one graph: give graphs=[...] or modes=[...]")
+                adj.append(G.data_graph(X[:, cols], k, weight=self.graph_weight, metric=metric))
+        elif not adj and self.gamma > 0:
+            # no graph given: one kNN data graph over all the features (the single mode of eq. 21)
+            adj.append(G.data_graph(X, clip_int("n_neighbors", self.n_neighbors, n - 1), weight=self.graph_weight))
         self.graphs_ = adj
         return adj
 

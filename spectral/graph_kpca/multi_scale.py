@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import check_int, clip_int
 from ..eigen import eigensolve
 from ..errors import ParameterError
 from ..nystrom import NystromFeatures
@@ -56,7 +56,7 @@ def fit_kernel_features(X, kernel: str, params: dict | None, n_landmarks: int, r
     if unknown:
         raise ParameterError(f"{name}: kernel params for the Nystrom path must be among gamma, degree, coef0; "
                              f"got {sorted(unknown)}")
-    m = min(check_int("n_landmarks", n_landmarks, low=1), X.shape[0])
+    m = clip_int("n_landmarks", n_landmarks, X.shape[0], bound="n_samples")
     nys = NystromFeatures(kernel, m, gamma=kp.get("gamma"), degree=kp.get("degree", 3),
                           coef0=kp.get("coef0", 1.0), random_state=seed).fit(X)
     if rank is not None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_float, check_int, check_random_state
+from .._validation import check_fitted_X, check_float, check_int, check_labels, check_random_state, clip_int, validate_X
 from ..eigen import eigensolve
 from ..errors import InputDataError, ParameterError
 from . import _rbf
@@ -41,27 +41,20 @@ def _loo_1nn_error(Y: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(y[np.argmin(D, axis=1)] != y))
 
 
-def _check_xy(est, X, y, n_components: int):
+def _check_xy(est, X, y):
     """Validate the training data; return ``(X float64 (N, n), y codes (N,), classes)``.
 
     ``X`` goes through scikit-learn's ``validate_data`` (sets ``n_features_in_``; refuses sparse,
     complex, object, NaN/inf and empty input with scikit-learn's messages).
     """
-    if y is None:
-        raise InputDataError("y is required: NSSE/SUPLAP are supervised (one label per row of X)")
-    X = validate_data(est, X, dtype=np.float64, ensure_min_samples=3)
-    y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise InputDataError(f"y must be 1-D with one label per row of X ({X.shape[0]}); got shape {y.shape}")
-    classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
-    if classes.size < 2:
-        raise InputDataError(f"y must contain at least 2 classes; got {classes.size}")
+    X = validate_X(est, X, min_samples=3)
+    _, classes, codes = check_labels(y, X.shape[0], estimator=type(est).__name__)
+    counts = np.bincount(codes, minlength=classes.size)
     if counts.min() < 2:
         bad = classes[int(np.argmin(counts))]
         raise InputDataError(
             f"every class needs at least 2 training samples (for the within-class graph); class {bad!r} has 1"
         )
-    check_int("n_components", n_components, low=1, high=X.shape[0] - 1)
     return X, codes, classes
 
 
@@ -122,8 +115,7 @@ class _RBFEmbedding(TransformerMixin, BaseEstimator):
 
         ``transform(X_train)`` reproduces ``embedding_`` up to ``ridge * |C|`` (see :mod:`._rbf`).
         """
-        check_is_fitted(self, "coef_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = check_fitted_X(self, X, "coef_")
         return _rbf.rbf_interpolate(X, self.centers_, self.coef_, self.sigma_)
 
     def fit_transform(self, X, y=None, **fit_params):
@@ -172,7 +164,8 @@ def _check_common(est) -> tuple[float, int]:
 def _prepare(est, X, y):
     """Shared first stage: validated data, D2 (N, N), ``L_w - mu1 L_b`` (N, N) and the scale s0."""
     mu1, k = _check_common(est)
-    X, codes, classes = _check_xy(est, X, y, est.n_components)
+    X, codes, classes = _check_xy(est, X, y)
+    est.n_components_ = clip_int("n_components", est.n_components, X.shape[0] - 1)
     D2 = squared_distances(X, X)
     W_w, W_b, t = class_graphs(D2, codes, k, est.graph_bandwidth)
     est.classes_, est.graph_bandwidth_ = classes, t
@@ -267,7 +260,7 @@ class NSSE(_RBFEmbedding):
         rng = check_random_state(self.random_state)
         X, codes, D2, Lwb, s0 = _prepare(self, X, y)
         self.sigma_grid_, sigma = self._grid(s0)
-        d, history, prev, converged = self.n_components, [], None, False
+        d, history, prev, converged = self.n_components_, [], None, False
         for it in range(1, max_iter + 1):
             Pinv2, cond = None, float("nan")
             if mu2 > 0:
@@ -312,6 +305,6 @@ class SupervisedLaplacianEigenmaps(_RBFEmbedding):
             check_float("sigma", self.sigma, low=0.0, low_inclusive=False)
         rng = check_random_state(self.random_state)
         X, _, D2, Lwb, s0 = _prepare(self, X, y)
-        Y, _ = _y_step(Lwb, None, 0.0, self.n_components, rng)
+        Y, _ = _y_step(Lwb, None, 0.0, self.n_components_, rng)
         sigma = SIGMA_INIT_FACTOR * s0 if self.sigma is None else float(self.sigma)
         return self._finish(X, Y, D2, sigma)

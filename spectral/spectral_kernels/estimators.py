@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_array_2d, check_choice, check_float, check_int
+from .._validation import check_choice, check_float, check_int, check_labels, clip_int, validate_X
 from ..errors import InputDataError, ParameterError
 from ..knn import KNNIndex
 from ..weights import fit_weight_params, query_weights, weights_from_params
@@ -27,33 +27,29 @@ CANDIDATE_FACTOR = 3
 CLASS_WEIGHTS = (None, "balanced")
 
 
-def check_semi_supervised_labels(y, n: int, classes=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_semi_supervised_labels(y, n: int, classes=None, *, estimator: str = "TSK/RSK"
+                                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validate ``y`` (n,) with -1 for unlabeled points; return ``(classes, labeled_idx, codes)``.
 
-    ``classes`` (optional) lists every class that must have a labeled point (a class without one could never
-    be predicted by eq. 5): a missing class raises :class:`InputDataError` naming it.
+    scikit-learn's label rules (:func:`spectral._validation.check_labels`: required, 1-D, one per point, a
+    classification target; labels of any sortable kind, numeric -1 = unlabeled). ``classes`` (optional) lists
+    every class that must have a labeled point (a class without one could never be predicted by eq. 5): a
+    missing class raises :class:`InputDataError` naming it.
     """
-    y = np.asarray(y)
-    if y.shape != (n,):
-        raise InputDataError(f"y must have shape ({n},) like X; got {y.shape}")
-    if not np.issubdtype(y.dtype, np.integer):
-        if not (np.issubdtype(y.dtype, np.floating) and np.all(np.isfinite(y)) and np.all(y == np.round(y))):
-            raise InputDataError(f"y must hold integer labels (-1 = unlabeled); got dtype {y.dtype}")
-        y = y.astype(np.int64)
-    if np.any(y < -1):
-        raise InputDataError(f"y must hold labels >= 0 and -1 for unlabeled points; got {int(y.min())}")
-    labeled = np.flatnonzero(y >= 0)
-    found = np.unique(y[labeled])
+    y, found, codes = check_labels(y, n, estimator=estimator, semi_supervised=True, min_classes=0)
+    labeled = np.flatnonzero(codes >= 0)
+    codes = codes[labeled]
     if classes is not None:
-        missing = np.setdiff1d(np.asarray(classes), found)
+        classes = np.unique(np.asarray(classes))
+        missing = np.setdiff1d(classes, found)
         if missing.size:
             raise InputDataError(f"every class needs at least one labeled point; no labeled point of class(es) "
                                  f"{missing.tolist()}")
-        found = np.unique(np.asarray(classes))
+        found, codes = classes, np.searchsorted(classes, y[labeled])
     if found.size < 2:
         raise InputDataError(f"y needs labeled points of at least 2 classes; got {found.size} "
                              f"({labeled.size} labeled points)")
-    return found, labeled, np.searchsorted(found, y[labeled])
+    return found, labeled, codes
 
 
 class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
@@ -67,17 +63,17 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         ``eigenvectors_`` (n, m), ``class_matrix_`` (m, c) (``scores_ = eigenvectors_ @ class_matrix_``),
         ``classes_``.
         """
-        X = check_array_2d(X, "X", min_rows=3)
+        X = validate_X(self, X, min_samples=3)
         n = X.shape[0]
-        k = check_int("n_neighbors", self.n_neighbors, low=1, high=n - 1)
-        self.classes_, self.labeled_indices_, codes = check_semi_supervised_labels(y, n, classes)
+        self.classes_, self.labeled_indices_, codes = check_semi_supervised_labels(y, n, classes,
+                                                                                   estimator=type(self).__name__)
+        k = clip_int("n_neighbors", self.n_neighbors, n - 1)
         self._check_spectrum_params(n)
         index = KNNIndex.build(X, k, method=self.knn_method, random_state=self.random_state)
         idx, dist = index.neighbor_graph()
         params, scales, radii = fit_weight_params(dist, weighting="hein_maier", symmetrize="or")  # eq. 2
         W = weights_from_params(idx, dist, params, scales)
         self._index, self._graph = index, GraphParams(params, scales, radii, index.params)
-        self.n_features_in_ = X.shape[1]
         return self._fit_graph(W, codes)
 
     def fit_graph(self, W, y, classes=None):
@@ -132,6 +128,8 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
     def to_state(self) -> tuple[dict[str, np.ndarray], dict]:
         """``(arrays, attrs)``: numeric arrays and JSON-able attributes (no pickle, no kNN index)."""
         check_is_fitted(self, "mu_")
+        if self.classes_.dtype.kind not in "biuf":
+            raise InputDataError(f"to_state stores numeric class labels only; got dtype {self.classes_.dtype}")
         return estimator_state(self)
 
     @classmethod
@@ -180,7 +178,7 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         if self._index is None:
             raise ParameterError("this model has no kNN index (restored from a state): call "
                                  "rebuild_index(X_train) first")
-        X = check_array_2d(X, "X")
+        X = validate_X(self, X, reset=False)
         n = self.eigenvectors_.shape[0]
         k = self._graph.weight_params.n_neighbors
         kc = check_int("n_candidates", CANDIDATE_FACTOR * k if n_candidates is None else n_candidates, low=k)
@@ -209,6 +207,7 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Labels (s,) of new points by eq. 19 (out-of-sample extension)."""
+        check_is_fitted(self, "mu_")
         return self.classes_[np.argmax(self.decision_function(X), axis=1)]
 
     # -- the kernel -------------------------------------------------------------------------------------
@@ -304,7 +303,7 @@ class TSK(_SpectralKernelClassifier):
         self.random_state = random_state
 
     def _check_spectrum_params(self, n: int) -> None:
-        check_int("n_components", self.n_components, low=1, high=max(1, n - 2))
+        self._m = clip_int("n_components", self.n_components, max(1, n - 2), bound="n_samples - 2")
         check_float("eta", self.eta, low=1.0)
         if not (isinstance(self.beta, str) and self.beta == "auto"):
             check_float("beta", self.beta, low=0.0, low_inclusive=False)
@@ -315,7 +314,7 @@ class TSK(_SpectralKernelClassifier):
             raise ParameterError(f"include_trivial must be a bool; got {self.include_trivial!r}")
 
     def _n_basis(self, n: int) -> int:
-        return self.n_components
+        return self._m
 
     def _include_trivial(self) -> bool:
         return bool(self.include_trivial)
@@ -354,13 +353,14 @@ class RSK(_SpectralKernelClassifier):
             if n > RSK_DENSE_MAX_N:
                 raise ParameterError(f"n_components=None (full spectrum) needs n <= {RSK_DENSE_MAX_N}; got "
                                      f"n={n}: pass an integer n_components")
+            self._m = n
         else:
-            check_int("n_components", self.n_components, low=1, high=max(1, n - 2))
+            self._m = clip_int("n_components", self.n_components, max(1, n - 2), bound="n_samples - 2")
         check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
         _check_class_weight(self.class_weight)
 
     def _n_basis(self, n: int) -> int:
-        return n if self.n_components is None else self.n_components
+        return self._m
 
     def _skip_one(self) -> bool:
         return self.n_components is not None
