@@ -2,8 +2,9 @@
 
 ``with ingested_run(...) as (ctx, ingested):`` starts the Dask cluster in the background (it comes up while
 the ingest and the fit run in the flow process), ingests ``source`` into ``store`` (skipped when ``source``
-is already that complete store), and opens :func:`flows._runtime.run_context` with the ingest recorded as
-the first stage of the manifest. The body runs the method's stages; the manifest ends ``completed``, or
+is already that complete store), takes the store's lock (:mod:`storage.lock`: a second run on the store fails
+here, naming the first) and opens :func:`flows._runtime.run_context` with the ingest recorded as the first
+stage of the manifest. The body runs the method's stages; the manifest ends ``completed``, or
 ``failed`` with the error (re-raised).
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from storage.lock import store_lock
 from tasks.common import store_token
 from tasks.ingest import ingest_task
 
@@ -38,7 +40,7 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
         emit("end", "ingest", t_ingest["seconds"])
         manifest_params = {"source": str(source), "method": method, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **(extra_manifest or {}), **params}
-        with run_context(store, run, flow=flow, parameters=manifest_params, seed=seed, pending_client=pending,
-                         token=store_token(store),
-                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
+        with store_lock(store, run), \
+                run_context(store, run, flow=flow, parameters=manifest_params, seed=seed, pending_client=pending,
+                            token=store_token(store), stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
             yield ctx, ingested

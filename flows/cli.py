@@ -42,7 +42,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from spectral.errors import EigenflowError
     from storage.errors import StorageError
 
-    return (EigenflowError, StorageError, ValueError, FileNotFoundError, ParameterTypeError)
+    # OSError: storage faults (read-only or full disk, missing files) end in one line naming the path too
+    return (EigenflowError, StorageError, ValueError, OSError, ParameterTypeError)
 
 
 def _run(fn: Callable[[], Any]) -> Any:

@@ -23,6 +23,7 @@ from spectral._validation import check_float, check_int
 from spectral.errors import ParameterError
 from storage import layout
 from storage.errors import StoreFormatError
+from storage.lock import check_unlocked, store_lock
 from storage.manifest import list_runs, read_manifest
 from storage.models import list_models
 from tasks.common import store_token, warm_nndescent
@@ -51,6 +52,8 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
                              "parameter")
     check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
     check_int("n_workers", n_workers, low=1)
+    if not overwrite and existing_store_attrs_or_none(store) is not None:
+        check_unlocked(store)  # another live run on this store: fail now, before any work
     full = check_params(method, params, has_labels=_will_have_labels(source, store, labels, overwrite))
     if "random_state" in full:
         full["random_state"] = random_state
@@ -162,6 +165,14 @@ def embed(
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
 
 
+def existing_store_attrs_or_none(store: str) -> dict | None:
+    """Root attributes of a complete store at ``store``; None if there is none (or something else is there)."""
+    try:
+        return existing_store_attrs(store)
+    except StoreFormatError:
+        return None
+
+
 #: Manifest parameters that do not change a run's result (how it was executed), left out of its identity.
 EXECUTION_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler")
 
@@ -265,9 +276,10 @@ def extend(
                                    f"data; got {ingested['d']}")
         parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
                       "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler}
-        with run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
-                         pending_client=pending, token=store_token(out_store),
-                         stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
+        with store_lock(out_store, out_run), \
+                run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
+                            pending_client=pending, token=store_token(out_store),
+                            stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
             ctx.require_cluster()
             with ctx.stage("extend-points") as rec:
                 rec.info.update(extend_points_task(store, model_run, store_token(store), ctx.store, ctx.run))

@@ -6,7 +6,7 @@ import posixpath
 from typing import Any
 
 from . import layout
-from .manifest import list_runs, read_manifest
+from .manifest import effective_status, list_runs, read_manifest
 from .store import StoreRef, check_root, describe, filesystem, node_metadata, _read_json
 
 _ROOT_KEYS = (layout.ATTR_SCHEMA_VERSION, layout.ATTR_STATUS, layout.ATTR_N, layout.ATTR_D, layout.ATTR_DTYPE,
@@ -50,7 +50,7 @@ def info(store_url: StoreRef, storage_options: dict | None = None) -> dict[str, 
 
 def _run_summary(store: StoreRef, run: str, storage_options: dict | None) -> dict[str, Any]:
     m = read_manifest(store, run, storage_options)
-    return {"run_id": m.run_id, "flow": m.flow, "status": m.status, "error": m.error, "started": m.started,
+    return {"run_id": m.run_id, "flow": m.flow, "status": effective_status(m), "error": m.error, "started": m.started,
             "ended": m.ended, "seconds": m.seconds,
             "stages": [{"name": s.name, "status": s.status, "seconds": s.seconds, "error": s.error}
                        for s in m.stages]}

@@ -57,6 +57,25 @@ def package_versions(packages: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, 
     return out
 
 
+def _process_start() -> float | None:
+    from .lock import process_identity
+
+    return process_identity()["process_start"]
+
+
+def effective_status(manifest: "RunManifest") -> str:
+    """The manifest's status, except ``crashed`` for a ``running`` run whose process is gone (SIGKILL, power
+    loss): same host, probed by pid and start time; another host, a run started over
+    :data:`storage.lock.STALE_LOCK_SECONDS` ago."""
+    from .lock import owner_alive
+
+    if manifest.status != "running":
+        return manifest.status
+    started = datetime.fromisoformat(manifest.started).timestamp()
+    owner = {"host": manifest.host, "pid": manifest.pid, "process_start": manifest.process_start}
+    return "running" if owner_alive(owner, taken=started) else "crashed"
+
+
 @dataclass
 class StageRecord:
     """Timing and outcome of one stage of a run."""
@@ -87,6 +106,8 @@ class RunManifest:
     python: str = field(default_factory=lambda: sys.version.split()[0])
     platform: str = field(default_factory=platform.platform)
     host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    process_start: float | None = field(default_factory=lambda: _process_start())
     stages: list[StageRecord] = field(default_factory=list)
     results: dict = field(default_factory=dict)
     schema_version: int = layout.SCHEMA_VERSION

@@ -139,3 +139,28 @@ def test_methods_json_lists_every_estimator_parameter_with_its_default():
         assert isinstance(m["needs_labels"], bool)
     needs = {m["name"]: m["needs_labels"] for m in listed}
     assert needs["lfda"] and needs["nsse"] and needs["tsk"] and not needs["laplacian_eigenmaps"]
+
+
+@pytest.mark.slow
+def test_two_concurrent_runs_on_one_store_second_fails_fast(files):
+    """Two real `eigenflow embed` processes on one store: the second stops at once, naming the first's run.
+
+    The first fits NSSE on 1,200 labeled points (about 45 s here), so it still holds the store when the second
+    starts."""
+    import time
+
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    first = subprocess.Popen([*command, "embed", "X.npy", "busy.zarr", "--method", "nsse", "--labels", "y.npy",
+                              "--workers", "1", "--run-name", "first-run"], cwd=files, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    lock = files / "busy.zarr" / "runs" / ".lock.json"
+    deadline = time.time() + 300
+    while not lock.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert lock.exists(), first.communicate()[1]
+    r = eigenflow("embed", "busy.zarr", "busy.zarr", "--workers", "1", "--run-name", "second-run", cwd=files)
+    assert r.returncode == 1 and "in use by run 'first-run'" in r.stderr and "Traceback" not in r.stderr
+    assert first.wait(timeout=600) == 0, first.communicate()[1]
+    runs = json.loads(eigenflow("info", "busy.zarr", "--json", cwd=files).stdout)["runs"]
+    assert [(r["run_id"], r["status"]) for r in runs] == [("first-run", "completed")]
+    assert not lock.exists()

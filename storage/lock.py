@@ -1,0 +1,140 @@
+"""One writer per store: a lock file in the store, released on completion or failure, stale when its owner died.
+
+``with store_lock(store, run): ...`` creates ``runs/.lock.json`` (exclusively on a local disk: ``O_CREAT |
+O_EXCL``) holding the owner: run id, host, pid and the pid's start time. A second run on the same store
+fails at once with :class:`StoreLockedError` naming the first, before any of its stages. The lock is removed
+when the block ends, by success or exception. A process killed hard (SIGKILL) leaves its lock behind; such a
+lock is *stale* and is taken over:
+
+- owner on this host: stale when no process with that pid and start time exists (pid reuse is detected);
+- owner on another host: stale :data:`STALE_LOCK_SECONDS` after it was taken (it cannot be probed from here).
+
+The same liveness rule tells whether a ``running`` manifest belongs to a live process (:func:`owner_alive`),
+so ``info`` shows a killed run as ``crashed``. On object stores the create is not exclusive (no
+compare-and-swap through fsspec): there the lock detects a concurrent run but two runs started within the
+same second may both pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import socket
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from . import layout
+from .errors import StorageError
+from .store import StoreRef, filesystem
+
+#: The lock file, next to the run manifests.
+LOCK_KEY = f"{layout.RUNS}/.lock.json"
+#: Age after which a lock taken on another host is considered stale (its process cannot be probed from here).
+STALE_LOCK_SECONDS = 6 * 3600
+
+
+class StoreLockedError(StorageError):
+    """Another live run holds the store."""
+
+
+def process_identity() -> dict[str, Any]:
+    """``{"host", "pid", "process_start"}`` of this process (start time from psutil: detects pid reuse)."""
+    import psutil
+
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "process_start": round(psutil.Process().create_time(), 3)}
+
+
+def owner_alive(owner: dict[str, Any], *, taken: float | None = None) -> bool:
+    """Whether the process described by ``owner`` (see :func:`process_identity`) is still running.
+
+    On another host this cannot be probed: alive while ``taken`` (epoch seconds) is less than
+    :data:`STALE_LOCK_SECONDS` ago (or always, when ``taken`` is unknown).
+    """
+    import psutil
+
+    if owner.get("host") != socket.gethostname():
+        return taken is None or time.time() - taken < STALE_LOCK_SECONDS
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or not psutil.pid_exists(pid):
+        return False
+    try:
+        started = round(psutil.Process(pid).create_time(), 3)
+    except psutil.Error:
+        return False
+    return owner.get("process_start") is None or abs(started - owner["process_start"]) < 0.01
+
+
+def read_lock(store: StoreRef, storage_options: dict | None = None) -> dict[str, Any] | None:
+    """The current lock's owner record, or None."""
+    fs, root = filesystem(store, storage_options)
+    path = posixpath.join(root, LOCK_KEY)
+    try:
+        return json.loads(fs.cat_file(path))
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError):
+        return {"run": "?", "unreadable": True, "taken": 0}
+
+
+def check_unlocked(store: StoreRef, storage_options: dict | None = None) -> None:
+    """Raise :class:`StoreLockedError` now if a live run holds ``store`` (a pre-check before any work; the
+    lock itself is taken later, by :func:`store_lock`)."""
+    holder = read_lock(store, storage_options)
+    if holder and not holder.get("unreadable") and owner_alive(holder, taken=holder.get("taken")):
+        raise StoreLockedError(_locked_message(store, holder))
+
+
+def _locked_message(store: StoreRef, holder: dict) -> str:
+    return (f"store {store} is in use by run {holder.get('run')!r} (pid {holder.get('pid')} on {holder.get('host')}, "
+            f"since {holder.get('taken_utc')}); wait for it to finish or use another store")
+
+
+@contextlib.contextmanager
+def store_lock(store: StoreRef, run: str, storage_options: dict | None = None) -> Iterator[dict[str, Any]]:
+    """Hold the store's lock for ``run`` during the block (see the module docstring)."""
+    record = {"run": run, **process_identity(), "taken": time.time(),
+              "taken_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    fs, root = filesystem(store, storage_options)
+    path = posixpath.join(root, LOCK_KEY)
+    _acquire(fs, path, record, store)
+    try:
+        yield record
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            current = json.loads(fs.cat_file(path))
+            if current.get("run") == run and current.get("pid") == record["pid"]:
+                fs.rm_file(path)
+
+
+def _acquire(fs: Any, path: str, record: dict, store: StoreRef) -> None:
+    payload = json.dumps(record).encode()
+    for _ in range(2):  # second pass after removing a stale lock
+        if _create_exclusive(fs, path, payload):
+            return
+        holder = read_lock(store) or {}
+        if owner_alive(holder, taken=holder.get("taken")) and not holder.get("unreadable"):
+            raise StoreLockedError(_locked_message(store, holder))
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm_file(path)  # stale: its owner died
+    raise StoreLockedError(f"store {store}: could not take the lock {path} (another run took it first)")
+
+
+def _create_exclusive(fs: Any, path: str, payload: bytes) -> bool:
+    if fs.__class__.__name__ == "LocalFileSystem":
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+        return True
+    if fs.exists(path):
+        return False
+    fs.pipe_file(path, payload)
+    return True
