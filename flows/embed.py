@@ -263,6 +263,7 @@ def extend(
         raise StoreFormatError(f"store {store} has no model for run {model_run!r}; runs with models: "
                                f"{list_models(store)}")
     method = read_manifest(store, model_run).parameters.get("method", DEFAULT_METHOD)
+    _check_new_points_header(store, new_source)
     out_run = new_run_id("extend", run_name)
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
         emit("start", "ingest")
@@ -287,6 +288,19 @@ def extend(
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
                                          "method": method})
     return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
+
+
+def _check_new_points_header(store: str, new_source: str) -> None:
+    """New points must have the model's number of features: checked from the source's header, before the ingest
+    (a CSV, whose width is known only once read, is checked after it)."""
+    from storage.arrays import x_shape
+    from storage.readers import source_n_columns
+
+    expected = x_shape(store)[1]
+    got = source_n_columns(new_source)
+    if got is not None and got != expected:
+        raise StoreFormatError(f"new points must have {expected} features like the model's training data; "
+                               f"{new_source} has {got}")
 
 
 def latest_model_run(store: str) -> str:

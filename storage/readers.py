@@ -388,6 +388,11 @@ def open_source(source: Any, *, x_key: str = "X", labels_key: str | None = "auto
     return parquet_source(path, label_column)
 
 
+def source_n_columns(source: Any, **options: Any) -> int | None:
+    """Number of columns of ``source`` read from its header only (None when unknown before reading: CSV)."""
+    return open_source(source, **options).n_columns
+
+
 def open_labels(labels: Any) -> Any:
     """External labels: an array-like (n,) or a path to a ``.npy`` file (memory-mapped)."""
     if isinstance(labels, (str, os.PathLike)):

@@ -238,3 +238,15 @@ def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster
               random_state=0, scheduler=cluster, run_name=summary["run"])
     np.testing.assert_array_equal(read_embedding(store, summary["run"]), before)
     assert read_manifest(store, summary["run"]).status == "completed"
+
+
+def test_extend_checks_the_feature_count_from_the_header_first(prefect_harness, embedded, tmp_path):
+    """New points with the wrong number of features: refused from the .npy header, no store left behind."""
+    from flows.embed import extend
+    from storage.errors import StoreFormatError
+
+    store, _ = embedded
+    np.save(tmp_path / "narrow.npy", np.zeros((10, 5), dtype=np.float32))
+    with pytest.raises(StoreFormatError, match=r"new points must have 32 features .*narrow.npy has 5"):
+        extend(store, str(tmp_path / "narrow.npy"), str(tmp_path / "out.zarr"))
+    assert not (tmp_path / "out.zarr").exists()
