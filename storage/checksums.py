@@ -1,0 +1,125 @@
+"""Per-chunk checksums: a damaged store is found, never read as if it were whole.
+
+After the ingest has written X and y, :func:`record_checksums` stores the BLAKE2b digest of every stored
+chunk file (the encoded bytes, as on disk) in ``checksums/<array>.json``; chunks that were never written
+(zarr leaves them out when they are all fill value) are recorded as absent. :func:`verify` compares the store
+with the records: a chunk whose bytes changed (a flipped block), a recorded chunk that is gone (a deleted
+file reads as zeros!), a chunk that appeared. :func:`check_intact` raises on the first damaged array, naming it
+and its chunks; the flows call it on the arrays they read before any stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import posixpath
+from typing import Any
+
+from . import layout
+from .errors import StoreFormatError
+from .store import StoreRef, _read_json, filesystem
+
+#: Folder of the checksum records (one JSON file per array: ``{chunk key: digest or null}``).
+CHECKSUMS = "checksums"
+#: Arrays whose chunks the ingest records.
+INGESTED_ARRAYS = (layout.X, layout.Y)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _record_path(root: str, array: str) -> str:
+    return posixpath.join(root, CHECKSUMS, array.replace("/", "__") + ".json")
+
+
+def chunk_keys(meta: dict) -> list[str]:
+    """Every chunk key of an array from its zarr.json (``c/0/0`` ... with the default "/" encoding)."""
+    shape = meta["shape"]
+    chunks = meta["chunk_grid"]["configuration"]["chunk_shape"]
+    encoding = meta.get("chunk_key_encoding", {})
+    sep = encoding.get("configuration", {}).get("separator", "/")
+    prefix = "c" if encoding.get("name", "default") == "default" else ""
+    counts = [max(1, -(-int(s) // int(c))) for s, c in zip(shape, chunks)]
+    keys = []
+    for index in itertools.product(*(range(k) for k in counts)):
+        parts = [str(i) for i in index]
+        keys.append(sep.join([prefix, *parts]) if prefix else sep.join(parts))
+    return keys
+
+
+def _array_meta(fs: Any, root: str, array: str) -> dict | None:
+    meta = _read_json(fs, posixpath.join(root, array, "zarr.json"))
+    return meta if meta and meta.get("node_type") == "array" else None
+
+
+def _current(fs: Any, root: str, array: str, meta: dict) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for key in chunk_keys(meta):
+        path = posixpath.join(root, array, key)
+        try:
+            out[key] = _digest(fs.cat_file(path))
+        except FileNotFoundError:
+            out[key] = None
+    return out
+
+
+def record_checksums(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
+                     storage_options: dict | None = None) -> dict[str, int]:
+    """Write the digests of every chunk of ``arrays`` (those present); returns ``{array: n_chunks}``."""
+    fs, root = filesystem(store, storage_options)
+    counts = {}
+    for array in arrays:
+        meta = _array_meta(fs, root, array)
+        if meta is None:
+            continue
+        digests = _current(fs, root, array, meta)
+        path = _record_path(root, array)
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        fs.pipe_file(path, json.dumps({"shape": meta["shape"], "chunks": digests}, sort_keys=True).encode())
+        counts[array] = len(digests)
+    return counts
+
+
+def verify(store: StoreRef, storage_options: dict | None = None) -> dict[str, Any]:
+    """Check every recorded chunk: ``{"arrays": {array: n_chunks}, "bad": [{"array", "chunk", "problem"}]}``.
+
+    Problems: ``"changed"`` (bytes differ), ``"missing"`` (recorded, now absent: reads as fill value),
+    ``"unexpected"`` (absent when recorded, now present), ``"shape"`` (the array's shape is not the recorded one),
+    ``"array missing"``.
+    """
+    fs, root = filesystem(store, storage_options)
+    folder = posixpath.join(root, CHECKSUMS)
+    records = sorted(fs.ls(folder, detail=False)) if fs.exists(folder) else []
+    report: dict[str, Any] = {"arrays": {}, "bad": []}
+    for path in records:
+        array = posixpath.basename(path)[: -len(".json")].replace("__", "/")
+        recorded = json.loads(fs.cat_file(path))
+        meta = _array_meta(fs, root, array)
+        if meta is None:
+            report["bad"].append({"array": array, "chunk": None, "problem": "array missing"})
+            continue
+        if list(meta["shape"]) != list(recorded["shape"]):
+            report["bad"].append({"array": array, "chunk": None, "problem": "shape"})
+            continue
+        now = _current(fs, root, array, meta)
+        report["arrays"][array] = len(now)
+        for key, digest in recorded["chunks"].items():
+            if now.get(key) == digest:
+                continue
+            problem = "missing" if now.get(key) is None else ("unexpected" if digest is None else "changed")
+            report["bad"].append({"array": array, "chunk": key, "problem": problem})
+    return report
+
+
+def check_intact(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
+                 storage_options: dict | None = None) -> None:
+    """Raise :class:`StoreFormatError` naming the damaged chunks of ``arrays`` (see :func:`verify`)."""
+    bad = [b for b in verify(store, storage_options)["bad"] if b["array"] in arrays]
+    if bad:
+        listed = ", ".join(f"{b['array']}/{b['chunk']} ({b['problem']})" if b["chunk"] else
+                           f"{b['array']} ({b['problem']})" for b in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise StoreFormatError(f"store {store} is damaged: {listed}{more} do not match their recorded checksums; "
+                               "ingest the source again")
