@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from ._validation import check_choice, check_fitted_X, check_int, check_random_state, clip_int, validate_X
-from .eigen import eigensolve
+from .eigen import eigensolve, sign_flip
 from .errors import DisconnectedGraphError, InputDataError, ParameterError
 from .knn import METHODS as KNN_METHODS
 from .knn import KNNIndex
@@ -140,16 +140,8 @@ def _embed_component(Wc: sp.csr_matrix, k: int, normalization: str, solver: str,
     m = min(k + 1, n_c)
     res = eigensolve(L, m, which="smallest", solver=solver, tol=tol, random_state=rng)
     vectors = res.vectors / np.sqrt(degrees)[:, None] if sym else res.vectors
-    vectors = _sign_flip(vectors)
+    vectors = sign_flip(vectors)
     return vectors[:, 1:], res.values[1:], res
-
-
-def _sign_flip(V: np.ndarray) -> np.ndarray:
-    """Largest-|.| entry of each column positive (scikit-learn's _deterministic_vector_sign_flip)."""
-    rows = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[rows, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs
 
 
 class LaplacianEigenmapsModel:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .eigen import eigensolve
+from .eigen import eigensolve, sign_flip
 from .errors import InputDataError
 from .nystrom import NystromFeatures
 
@@ -45,7 +45,7 @@ def nystrom_eigenmaps(X: np.ndarray, n_components: int, sigma: float, *, tol=Non
                      tol=tol, random_state=random_state)
     degrees = res.info["degrees"]
     F = res.vectors / np.sqrt(degrees)[:, None]
-    F = _sign_flip(F)[:, 1:]
+    F = sign_flip(F)[:, 1:]
     mu = res.values[1:]
     N = features.normalization_
     CtF = np.zeros((N.shape[0], F.shape[1]))
@@ -58,13 +58,6 @@ def nystrom_eigenmaps(X: np.ndarray, n_components: int, sigma: float, *, tol=Non
     info = {"eigen_solver": res.solver, "residuals": res.residuals[1:], "converged": res.converged,
             "n_iter": res.n_iter, "n_landmarks": int(res.info["n_landmarks"]), "degrees": degrees}
     return F, 1.0 - mu, model, info
-
-
-def _sign_flip(V: np.ndarray) -> np.ndarray:
-    rows = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[rows, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs
 
 
 class NystromEigenmapsModel:

@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (check_choice, check_float, check_int, check_labels, check_random_state, clip_int,
                            validate_X)
+from ..eigen.signs import sign_flip
 from ..errors import InputDataError, ParameterError
 from . import graphs, solve
 from ._kernel import DEFAULT_KERNEL_PARAMS, centered_kpca_map, kernel_matrix, landmark_features
@@ -274,7 +275,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
     def _scaled(self, W, values):
         """``W T`` (T of remark 2, deterministic signs); records ``eigenvalues_`` and ``component_norms_``."""
         self.eigenvalues_, self.component_norms_ = values, np.linalg.norm(W, axis=0)
-        return solve.flip_signs(W * solve.scaling_factors(self.component_norms_, values, self.scaling))
+        return sign_flip(W * solve.scaling_factors(self.component_norms_, values, self.scaling))
 
     def _informative(self, values, W, spread, norms, scale):
         """Drop candidate directions with no spread over the training points; count them in ``n_null_``."""

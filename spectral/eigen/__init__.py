@@ -7,5 +7,6 @@ One module per solver: :mod:`.dense` (LAPACK reference), :mod:`.arpack` (eigsh),
 
 from ._result import EigenResult
 from .dispatch import SOLVERS, eigensolve
+from .signs import sign_flip
 
-__all__ = ["EigenResult", "SOLVERS", "eigensolve"]
+__all__ = ["EigenResult", "SOLVERS", "eigensolve", "sign_flip"]

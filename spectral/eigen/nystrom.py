@@ -26,7 +26,8 @@ import numpy as np
 from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
 from ..errors import ConvergenceError, ParameterError
 from ..nystrom import DEFAULT_CHUNK_ROWS, NystromFeatures, _is_dask, nystrom_eigh
-from ._result import EigenResult, sign_flip
+from ._result import EigenResult
+from .signs import sign_flip
 
 DEFAULT_LANDMARKS = 1000
 DEFAULT_RESIDUAL_ROWS = 200

@@ -11,6 +11,7 @@ import scipy.linalg as la
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from .._validation import check_choice
+from ..eigen.signs import sign_flip
 from ..errors import ParameterError
 
 KERNELS = ("linear", "rbf", "poly", "cosine", "laplacian", "sigmoid")
@@ -35,14 +36,6 @@ def center_gram(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 def center_rows(K_new: np.ndarray, col: np.ndarray, tot: float) -> np.ndarray:
     """Center a kernel block k(X_new, X_train) (m, n) with the training statistics (sklearn KernelCenterer)."""
     return K_new - col[None, :] - K_new.mean(axis=1, keepdims=True) + tot
-
-
-def sign_flip(V: np.ndarray) -> np.ndarray:
-    """Deterministic signs: the largest-|.| entry of each column made positive (ARCHITECTURE.md)."""
-    idx = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[idx, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs
 
 
 def top_eigs_dense(M: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:

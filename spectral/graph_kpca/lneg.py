@@ -30,7 +30,8 @@ from .._validation import check_choice, check_fitted_X, check_float, check_int, 
 from .._state import estimator_state, restore_estimator
 from . import graphs as G
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
-from ._core import bottom_eigs_dense, sign_flip, training_matches
+from ..eigen.signs import sign_flip
+from ._core import bottom_eigs_dense, training_matches
 from .lneg_dask import is_dask_array, local_weights_gathered, weight_matrix
 from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
 

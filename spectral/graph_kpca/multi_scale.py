@@ -24,7 +24,7 @@ from ..eigen import eigensolve
 from ..errors import ParameterError
 from ..nystrom import NystromFeatures
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
-from ._core import sign_flip
+from ..eigen.signs import sign_flip
 from .graph_kernels import lowrank_graph_kernel
 
 #: kernels with a Nystrom map (spectral.kernels); "sigmoid" is not PSD and has none
