@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from ._validation import check_choice, check_fitted_X, check_int, check_random_state, clip_int, validate_X
-from .eigen import eigensolve, sign_flip
+from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
 from .errors import DisconnectedGraphError, InputDataError, ParameterError
 from .knn import METHODS as KNN_METHODS
 from .knn import KNNIndex
@@ -32,7 +32,8 @@ from .laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
 from .weights import SYMMETRIZATIONS, WEIGHTINGS, WeightParams, fit_weight_params, query_weights
 from .weights import weights_from_params
 
-EIGEN_SOLVERS = ("auto", "dense", "arpack", "lobpcg", "randomized", "nystrom")
+#: eigen_solver choices of the estimator: every solver of spectral.eigen (the registry, not a copy)
+EIGEN_SOLVERS = SOLVERS
 ON_DISCONNECTED = ("raise", "per_component")
 
 #: A new point is weighted against its CANDIDATE_FACTOR * k nearest training points: its own k neighbours
@@ -94,7 +95,7 @@ def laplacian_eigenmaps_from_graph(
     n = W.shape[0]
     k = check_int("n_components", n_components, low=1, high=max(1, n - 2))
     normalization = check_choice("normalization", normalization, NORMALIZATIONS)
-    eigen_solver = check_choice("eigen_solver", eigen_solver, EIGEN_SOLVERS[:-1])
+    eigen_solver = check_choice("eigen_solver", eigen_solver, MATRIX_SOLVERS)
     on_disconnected = check_choice("on_disconnected", on_disconnected, ON_DISCONNECTED)
     rng = check_random_state(random_state)
     n_comp, labels = _components(W)

@@ -23,10 +23,7 @@ import numpy as np
 
 from .eigen import eigensolve, sign_flip
 from .errors import InputDataError
-from .nystrom import NystromFeatures
-
-#: Landmarks of the Nystrom solver: all points up to this many, uniform sampling above (the solver's default).
-DEFAULT_LANDMARKS = 1000
+from .nystrom import DEFAULT_LANDMARKS, NystromFeatures
 
 STATE_KIND = "laplacian_eigenmaps_nystrom"
 STATE_VERSION = 1

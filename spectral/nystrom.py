@@ -15,6 +15,7 @@ import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 from sklearn.cluster import MiniBatchKMeans, kmeans_plusplus
 
+from ._arrays import is_dask, take_rows
 from ._validation import check_array_2d, check_choice, check_float, check_int, check_random_state, seed_int
 from .errors import InputDataError, ParameterError
 from .kernels import kernel_diagonal, make_kernel
@@ -24,6 +25,9 @@ LANDMARK_METHODS = ("uniform", "kmeans++", "kmeans", "rls")
 # Phi's entries within ~1e5 of K's for a unit-scale kernel while dropping numerically null directions.
 EIG_FLOOR = 1e-10
 DEFAULT_CHUNK_ROWS = 20_000
+#: Landmarks when the caller gives none: all points up to this many, a uniform sample above (a 1000 x 1000
+#: K_mm eigendecomposition takes ~0.3 s here and the approximation error of the benchmarks is flat beyond it).
+DEFAULT_LANDMARKS = 1000
 # BLAS threads of the dense (m, m) eigendecompositions: on this 2-core machine a 2,000 x 2,000 eigh took 1.7 s
 # with one OpenBLAS thread and 21 s with two while the other core was busy (threads spin-waiting on each other).
 DENSE_BLAS_THREADS = 1
@@ -33,21 +37,6 @@ FLOAT32_EIG_FLOOR = 1e-4
 # k-means++ / k-means / ridge-leverage selection run on a uniform sample of this many rows per landmark
 # (at least SAMPLE_MIN), not on the whole data: O(sample * m * d) instead of O(n * m * d).
 SAMPLE_PER_LANDMARK, SAMPLE_MIN = 10, 20_000
-
-
-def _is_dask(X) -> bool:
-    return hasattr(X, "chunks") and hasattr(X, "compute")
-
-
-def _rows(X, idx: np.ndarray) -> np.ndarray:
-    """Rows ``X[idx]`` as float64 numpy (sorted gather for dask arrays)."""
-    idx = np.asarray(idx)
-    if _is_dask(X):
-        order = np.argsort(idx)
-        out = np.empty((len(idx), X.shape[1]))
-        out[order] = np.asarray(X[idx[order]].compute(), dtype=np.float64)
-        return out
-    return np.asarray(X[idx], dtype=np.float64)
 
 
 def select_landmarks(X, n_landmarks, *, method="uniform", kernel=None, random_state=None):
@@ -74,9 +63,9 @@ def select_landmarks(X, n_landmarks, *, method="uniform", kernel=None, random_st
     rng = check_random_state(random_state)
     if method == "uniform":
         idx = np.sort(rng.choice(n, size=m, replace=False))
-        return _rows(X, idx), idx
+        return take_rows(X, idx), idx
     pool = np.sort(rng.choice(n, size=min(n, max(SAMPLE_MIN, SAMPLE_PER_LANDMARK * m)), replace=False))
-    Xp = _rows(X, pool)
+    Xp = take_rows(X, pool)
     if method == "kmeans++":
         centres, local = kmeans_plusplus(Xp, m, random_state=seed_int(rng))
         return centres.astype(np.float64), pool[local]
@@ -145,7 +134,7 @@ class NystromFeatures:
 
     def fit(self, X) -> "NystromFeatures":
         """Choose landmarks among the rows of X (numpy or dask (n, d)) and factor ``K_mm``."""
-        if not _is_dask(X):
+        if not is_dask(X):
             X = check_array_2d(X, "X")
         check_float("eig_floor", self.eig_floor, low=0.0, high=1.0, high_inclusive=False)
         check_int("chunk_rows", self.chunk_rows, low=1)
@@ -177,7 +166,7 @@ class NystromFeatures:
         if not hasattr(self, "normalization_"):
             raise ParameterError("NystromFeatures is not fitted: call fit(X) first")
         N = self.normalization_
-        if _is_dask(X):
+        if is_dask(X):
             if X.shape[1] != self.landmarks_.shape[1]:
                 raise InputDataError(f"X must have {self.landmarks_.shape[1]} features; got {X.shape[1]}")
             Xc = X.rechunk({1: -1}).astype(np.float64)
@@ -247,7 +236,7 @@ def nystrom_eigh(X, n_components, features: NystromFeatures, *, normalized=False
         # float32 blocks carry ~1e-7 relative noise, amplified by 1 / s_min through N: keep s >= 1e-4 max
         N = N[:, features.eigenvalues_ >= FLOAT32_EIG_FLOOR * features.eigenvalues_[0]]
     k = check_int("n_components", n_components, low=1, high=N.shape[1])
-    Xd = X if _is_dask(X) else da.from_array(np.asarray(X), chunks=(chunk_rows, X.shape[1]))
+    Xd = X if is_dask(X) else da.from_array(np.asarray(X), chunks=(chunk_rows, X.shape[1]))
     Xd = Xd.rechunk({1: -1}).astype(dtype)
     z = None
     if normalized:

@@ -368,3 +368,13 @@ def test_sign_flip_matches_scikit_learn_rule():
     np.testing.assert_array_equal(out, _deterministic_vector_sign_flip(V.T.copy()).T)
     np.testing.assert_array_equal(np.abs(out), np.abs(V))
     assert out is not V
+
+
+def test_solver_registry_subsets_are_derived_from_one_registry():
+    from spectral.eigen import MATRIX_SOLVERS, OPERATOR_SOLVERS, SOLVERS
+    from spectral.embedding import EIGEN_SOLVERS
+
+    assert EIGEN_SOLVERS is SOLVERS
+    assert "nystrom" in SOLVERS and "nystrom" not in MATRIX_SOLVERS
+    assert set(OPERATOR_SOLVERS) < set(MATRIX_SOLVERS) < set(SOLVERS)
+    assert "dense" not in OPERATOR_SOLVERS and "auto" not in OPERATOR_SOLVERS

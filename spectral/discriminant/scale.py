@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
+from .._arrays import row_block, take_rows, to_numpy
 from .._validation import check_int, check_random_state
 from ..errors import ParameterError
 from . import graphs, solve
@@ -25,16 +26,6 @@ DEFAULT_CHUNK_ROWS = 65536
 KERNEL_CHUNK_ROWS = 8192
 #: the kernel path materializes the Nystrom features Phi (n, r) as float32 when they fit in this many bytes
 FEATURE_MEMORY_BYTES = 4 * 2**30
-
-
-def _rows(X, i0: int, i1: int) -> np.ndarray:
-    block = X[i0:i1]
-    return np.asarray(block.compute() if hasattr(block, "compute") else block, dtype=np.float64)
-
-
-def _take(X, idx: np.ndarray) -> np.ndarray:
-    block = X[idx]
-    return np.asarray(block.compute() if hasattr(block, "compute") else block, dtype=np.float64)
 
 
 def graph_gram(X, W: sp.csr_matrix, feature_fn=None, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> np.ndarray:
@@ -51,7 +42,7 @@ def graph_gram(X, W: sp.csr_matrix, feature_fn=None, chunk_rows: int = DEFAULT_C
         i1 = min(i0 + chunk_rows, W.shape[0])
         Wb = W[i0:i1]
         cols = np.unique(Wb.indices)
-        Fb, Fn = f(_rows(X, i0, i1)), f(_take(X, cols))
+        Fb, Fn = f(row_block(X, i0, i1)), f(take_rows(X, cols))
         W_loc = sp.csr_matrix((Wb.data, np.searchsorted(cols, Wb.indices), Wb.indptr), shape=(i1 - i0, len(cols)))
         part = Fb.T @ (deg[i0:i1, None] * Fb - W_loc @ Fn)  # rows of (D - W) F
         G = part if G is None else G + part
@@ -69,7 +60,7 @@ def nystrom_features(X, raw_fn, M: np.ndarray, chunk_rows: int = KERNEL_CHUNK_RO
         return np.asarray(blocks.compute())
     Phi = np.empty((n, r), dtype=np.float32)
     for i0 in range(0, n, chunk_rows):
-        Phi[i0:i0 + chunk_rows] = features(_rows(X, i0, min(i0 + chunk_rows, n)))
+        Phi[i0:i0 + chunk_rows] = features(row_block(X, i0, min(i0 + chunk_rows, n)))
     return Phi
 
 
@@ -78,7 +69,7 @@ def moments(X, n: int, feature_fn=None, chunk_rows: int = DEFAULT_CHUNK_ROWS) ->
     f = (lambda Z: Z) if feature_fn is None else feature_fn  # noqa: E731
     s, S = 0.0, 0.0
     for i0 in range(0, n, chunk_rows):
-        Fb = f(_rows(X, i0, min(i0 + chunk_rows, n)))
+        Fb = f(row_block(X, i0, min(i0 + chunk_rows, n)))
         s, S = s + Fb.sum(axis=0), S + Fb.T @ Fb
     mean = s / n
     return mean, S / n - np.outer(mean, mean)
@@ -165,11 +156,11 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
     X_input = X  # the manifold graph W^(2) is built in the input space (see the docstring)
     if est.mode == "kernel":
         m = check_int("n_landmarks", est.n_landmarks, low=1, high=n)
-        est.basis_ = _take(X, np.sort(rng.choice(n, size=m, replace=False)))
+        est.basis_ = take_rows(X, np.sort(rng.choice(n, size=m, replace=False)))
         est._feature_map = M = landmark_features(est.basis_, est.kernel, est._kernel_params)
         raw_fn = lambda Z: kernel_matrix(Z, est.basis_, est.kernel, est._kernel_params)  # noqa: E731
         chunk = chunk_rows or KERNEL_CHUNK_ROWS
-        F_lab = raw_fn(_take(X, lab)) @ M  # float64 features of the labeled points (label graphs, eq. 3)
+        F_lab = raw_fn(take_rows(X, lab)) @ M  # float64 features of the labeled points (label graphs, eq. 3)
         if n * M.shape[1] * 4 <= FEATURE_MEMORY_BYTES:
             # Phi (n, r) once, then the linear path on it: n m r + 2 n r^2 flops, and every neighbour gather of
             # graph_gram reads Phi instead of re-evaluating the kernel (r is the rank of K_mm: at most 528 for the
@@ -183,7 +174,7 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
             est.scale_info_ = {"kernel_path": "raw kernel columns", "rank": int(M.shape[1])}
     else:
         est.scale_info_ = {"kernel_path": None, "rank": d0}
-        F_lab = _take(X, lab)
+        F_lab = take_rows(X, lab)
     sandwich = (lambda S: S) if M is None else (lambda S: M.T @ S @ M)  # noqa: E731
     A, B = label_terms(est._method, F_lab, y[lab], est.n_neighbors)
     if est.gamma > 0:
@@ -202,7 +193,7 @@ def _manifold_graph(X, est, knn_method: str, rng) -> sp.csr_matrix:
     from ..knn import knn_graph
     from ..weights import knn_weights
 
-    X_np = np.asarray(X.compute() if hasattr(X, "compute") else X, dtype=np.float32)
+    X_np = to_numpy(X, np.float32)
     k = est.n_neighbors if est.manifold_neighbors is None else est.manifold_neighbors
     idx, dist = knn_graph(X_np, k, method=knn_method, random_state=rng)
     return knn_weights(idx, dist, weighting=est.manifold_weighting)

@@ -38,7 +38,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
 from ..errors import InputDataError
 from . import graphs as G
-from ..eigen import eigensolve
+from ..eigen import OPERATOR_SOLVERS, eigensolve
 from ..knn import check_knn_graph
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
 from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
@@ -153,7 +153,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
 
     def _check_params(self):
         check_choice("solver", self.solver, SOLVERS)
-        check_choice("eigen_solver", self.eigen_solver, ("arpack", "lobpcg", "randomized"))
+        check_choice("eigen_solver", self.eigen_solver, OPERATOR_SOLVERS)
         check_choice("scaling", self.scaling, SCALINGS)
         check_float("gamma", self.gamma, low=0.0)
         check_float("gamma_must", self.gamma_must, low=0.0)

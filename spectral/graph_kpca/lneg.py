@@ -29,13 +29,16 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
 from .._state import estimator_state, restore_estimator
 from . import graphs as G
+from ..eigen import MATRIX_SOLVERS
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
 from ..eigen.signs import sign_flip
 from ._core import bottom_eigs_dense, training_matches
-from .lneg_dask import is_dask_array, local_weights_gathered, weight_matrix
+from .._arrays import is_dask
+from .lneg_dask import local_weights_gathered, weight_matrix
 from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
 
-EIGEN_SOLVERS = ("auto", "dense", "arpack", "lobpcg")
+#: smallest eigenpairs of a sparse PSD matrix: the randomized solver targets the large end (spectral.eigen)
+EIGEN_SOLVERS = tuple(s for s in MATRIX_SOLVERS if s != "randomized")
 
 
 class LNEG(TransformerMixin, BaseEstimator):
@@ -103,7 +106,7 @@ class LNEG(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Fit on X (n, D), a numpy or a Dask array (the kNN search and ``X_fit_`` use it in memory; the
         local regressions run as Dask tasks over X's row chunks)."""
-        Xd = X if is_dask_array(X) else None
+        Xd = X if is_dask(X) else None
         X = validate_X(self, X, min_samples=4)
         n = X.shape[0]
         p = self._params(n)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_int, clip_int
-from ..eigen import eigensolve
+from ..eigen import OPERATOR_SOLVERS, eigensolve
 from ..errors import ParameterError
 from ..nystrom import NystromFeatures
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
@@ -29,7 +29,7 @@ from .graph_kernels import lowrank_graph_kernel
 
 #: kernels with a Nystrom map (spectral.kernels); "sigmoid" is not PSD and has none
 NYSTROM_KERNELS = ("linear", "poly", "rbf", "laplacian", "cosine")
-EIGEN_SOLVERS = ("arpack", "lobpcg", "randomized")
+EIGEN_SOLVERS = OPERATOR_SOLVERS  # the operator is implicit: only products A @ V
 
 
 def fit_kernel_features(X, kernel: str, params: dict | None, n_landmarks: int, rank: int | None,
