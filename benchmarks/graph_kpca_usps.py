@@ -24,6 +24,7 @@ from sklearn.svm import LinearSVC
 
 from spectral.graph_kpca import GraphKPCA
 from spectral.graph_kpca import graphs as G
+from spectral.graph_laplacian import laplacian
 from spectral.graph_kpca._core import center_gram, kernel_matrix, top_eigs_dense
 
 P_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
@@ -166,7 +167,7 @@ def ablation_embedding(X, yl, opt, d):
     g1, g2 = opt.get("g", (0.5, 0.5))
     if g1 or g2:
         AS, AD = G.constraint_graphs(len(yl), *G.pairs_from_labels(yl))
-        LS, LD = (G.graph_laplacian(A, opt.get("laplacian", "unnormalized"))[0].toarray() for A in (AS, AD))
+        LS, LD = (laplacian(A, opt.get("laplacian", "unnormalized"))[0].toarray() for A in (AS, AD))
         if opt.get("norm") == "trace":
             LS, LD = (L * np.trace(Kb) / np.trace(L) for L in (LS, LD))
         elif opt.get("norm") == "per_label":

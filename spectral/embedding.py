@@ -28,7 +28,7 @@ from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
 from .errors import DisconnectedGraphError, InputDataError, ParameterError
 from .knn import METHODS as KNN_METHODS
 from .knn import KNNIndex
-from .laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
+from .graph_laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
 from .weights import SYMMETRIZATIONS, WEIGHTINGS, WeightParams, fit_weight_params, query_weights
 from .weights import weights_from_params
 
@@ -298,7 +298,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
     weighting : {"local_scaling", "heat", "binary", "hein_maier"}
         Edge weights (:mod:`spectral.weights`).
     normalization : {"symmetric", "random_walk", "unnormalized"}
-        Laplacian (:mod:`spectral.laplacian`); "symmetric" and "random_walk" give the same embedding.
+        Laplacian (:mod:`spectral.graph_laplacian`); "symmetric" and "random_walk" give the same embedding.
     eigen_solver : {"auto", "dense", "arpack", "lobpcg", "randomized", "nystrom"}
         Delegated to :func:`spectral.eigen.eigensolve`; "auto" picks by size, the pick is in
         ``eigen_solver_``. "nystrom" replaces the kNN graph by the fully connected heat kernel with sigma =

@@ -15,6 +15,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError
+from ..graph_laplacian import dense_laplacian
+from ..graph_laplacian import laplacian as sparse_laplacian
 
 #: weightings of the manifold graph W^(2) (Sect. 3.3): binary, heat kernel (eq. 14), local scaling (eq. 15)
 MANIFOLD_WEIGHTINGS = ("local_scaling", "heat", "binary")
@@ -192,11 +194,11 @@ def manifold_graph(D2: np.ndarray, n_neighbors: int, graph: str = "knn", weighti
 
 
 def laplacian(W) -> np.ndarray | sp.csr_matrix:
-    """``D - W`` with ``D = diag(W 1)`` (eq. 3), for dense or sparse symmetric W (negative weights allowed)."""
-    deg = np.asarray(W.sum(axis=1)).ravel()
+    """``D - W`` with ``D = diag(W 1)`` (eq. 3) of a signed symmetric W: csr for sparse W, ndarray for dense
+    (:func:`spectral.graph_laplacian.laplacian` / :func:`~spectral.graph_laplacian.dense_laplacian`)."""
     if sp.issparse(W):
-        return (sp.diags(deg) - W).tocsr()
-    return np.diag(deg) - W
+        return sparse_laplacian(W, signed=True)[0]
+    return dense_laplacian(W, signed=True)[0]
 
 
 def method_laplacians(method: str, D2: np.ndarray, y: np.ndarray, n_neighbors: int):

@@ -38,6 +38,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
 from ..errors import InputDataError
 from . import graphs as G
+from ..graph_laplacian import laplacian
 from ..eigen import OPERATOR_SOLVERS, eigensolve
 from ..knn import check_knn_graph
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
@@ -182,7 +183,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         sparse_part, lowrank, R_dense = self._constraint_part(X, y, n), None, None
         if A is not None and self.gamma > 0:
             self.graph_ = A
-            L, self.degrees_ = G.graph_laplacian(A, self.laplacian)
+            L, self.degrees_ = laplacian(A, self.laplacian)
             if self.graph_kernel is None:  # eq. 13
                 sparse_part = -self.gamma * L if sparse_part is None else sparse_part - self.gamma * L
             elif self.solver == "dense":  # eq. 14
@@ -213,8 +214,8 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         if must is None and cannot is None:
             return None
         AS, AD = G.constraint_graphs(n, must, cannot)
-        LS, _ = G.graph_laplacian(AS)
-        LD, _ = G.graph_laplacian(AD)
+        LS, _ = laplacian(AS)
+        LD, _ = laplacian(AD)
         return (-self.gamma_must * LS + self.gamma_cannot * LD).tocsr()  # eq. 24
 
     def _eigs_implicit(self, Phi, sparse_part, lowrank, n, d, rng):

@@ -6,7 +6,8 @@ Every graph is a symmetric, non-negative ``scipy.sparse.csr_matrix`` of shape (n
   cosine (the paper's LNEG experiments: a_ij = y_i^T y_j / (||y_i|| ||y_j||)) or binary weights.
 - :func:`check_user_graph` validates a prior graph given by the user (the point of the paper).
 - :func:`constraint_graphs` forms the must-link / cannot-link graphs of eq. 22-23 from pairs or labels.
-- :func:`graph_laplacian` returns L = D - A (eq. 10) or the symmetric normalized I - D^-1/2 A D^-1/2.
+- Laplacians: :func:`spectral.graph_laplacian.laplacian`, L = D - A (eq. 10) or I - D^-1/2 A D^-1/2
+  (``LAPLACIANS`` are the two the estimators accept).
 """
 
 from __future__ import annotations
@@ -116,19 +117,6 @@ def check_user_graph(A, n: int, name: str = "graph"):
     A.setdiag(0.0)
     A.eliminate_zeros()
     return A
-
-
-def graph_laplacian(A, kind: str = "unnormalized"):
-    """L = D - A (paper 003 eq. 10) or I - D^-1/2 A D^-1/2: ``(L csr (n, n), degrees (n,))``."""
-    kind = check_choice("laplacian", kind, LAPLACIANS)
-    deg = np.asarray(A.sum(axis=1)).ravel()
-    if kind == "unnormalized":
-        return (sp.diags(deg) - A).tocsr(), deg
-    with np.errstate(divide="ignore"):
-        dinv = np.where(deg > 0, 1.0 / np.sqrt(deg), 0.0)
-    S = sp.diags(dinv) @ A @ sp.diags(dinv)
-    eye = sp.diags((deg > 0).astype(float))
-    return (eye - S).tocsr(), deg
 
 
 def _check_pairs(pairs, n: int, name: str) -> np.ndarray:

@@ -29,6 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
 from .._state import estimator_state, restore_estimator
 from . import graphs as G
+from ..graph_laplacian import laplacian
 from ..eigen import MATRIX_SOLVERS
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
 from ..eigen.signs import sign_flip
@@ -124,7 +125,7 @@ class LNEG(TransformerMixin, BaseEstimator):
         M = (IW.T @ IW).tocsr()  # eq. 8 / 9: K_y of LLE is the pseudo-inverse of this
         self.graph_ = self._graph(X, ind, dist, n) if p["gamma"] > 0 else None
         if self.graph_ is not None:
-            L, _ = G.graph_laplacian(self.graph_, "unnormalized")
+            L, _ = laplacian(self.graph_, "unnormalized")
             M = (M + p["gamma"] * L).tocsr()
         lam, V = self._bottom(M, p["d"], p["solver"])
         self.X_fit_ = X.copy()

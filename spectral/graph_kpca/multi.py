@@ -28,6 +28,7 @@ from .._validation import check_choice, check_fitted_X, check_float, check_int, 
 from .._state import estimator_state, restore_estimator
 from ..errors import InputDataError, ParameterError
 from . import graphs as G
+from ..graph_laplacian import laplacian
 from . import multi_scale as S
 from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params
@@ -231,7 +232,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         """R_l as :class:`spectral.graph_kpca.multi_scale.GraphTerm` (sparse -L or low-rank graph kernel)."""
         adj = self._adjacencies(X, n)
         gk = graph_kernel_params(self.graph_kernel, self.graph_kernel_params) if self.graph_kernel else None
-        return [S.GraphTerm(G.graph_laplacian(A, self.laplacian)[0], self.graph_kernel, gk, self.n_graph_eigs,
+        return [S.GraphTerm(laplacian(A, self.laplacian)[0], self.graph_kernel, gk, self.n_graph_eigs,
                             seed()) for A in adj]
 
     def _graph_matrices(self, X, n):
@@ -239,7 +240,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         gk = graph_kernel_params(self.graph_kernel, self.graph_kernel_params) if self.graph_kernel else None
         Rs = []
         for A in adj:
-            L, _ = G.graph_laplacian(A, self.laplacian)
+            L, _ = laplacian(A, self.laplacian)
             Rs.append(dense_graph_kernel(L, self.graph_kernel, gk) if gk is not None else -L.toarray())
         return Rs
 

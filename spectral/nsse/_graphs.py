@@ -78,7 +78,3 @@ def class_graphs(
     K = np.exp(-D2 / bandwidth**2)
     return np.where(mask_w, K, 0.0), np.where(mask_b, K, 0.0), bandwidth
 
-
-def laplacian_dense(W: np.ndarray) -> np.ndarray:
-    """Unnormalized Laplacian ``L = D - W`` of a dense symmetric weight matrix, ``(N, N)``."""
-    return np.diag(W.sum(axis=1)) - W

@@ -24,7 +24,7 @@ from .._validation import check_choice, check_int
 from ..eigen import MATRIX_SOLVERS, eigensolve
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
 from ..errors import DisconnectedGraphError, InputDataError
-from ..laplacian import check_affinity, connected_components, laplacian
+from ..graph_laplacian import check_affinity, connected_components, laplacian
 
 EIGEN_SOLVERS = MATRIX_SOLVERS  # the graph is given: every solver of a matrix
 #: An eigenvalue closer than this to 1 counts as "lambda = 1" and is skipped (Table 1, step 2): eq. 18
