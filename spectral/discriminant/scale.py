@@ -19,7 +19,7 @@ from .._arrays import row_block, take_rows, to_numpy
 from .._validation import check_int, check_random_state
 from ..errors import ParameterError
 from . import graphs, solve
-from ._kernel import DEFAULT_KERNEL_PARAMS, kernel_matrix, landmark_features
+from ._kernel import landmark_map, resolve_kernel
 
 #: rows per block of the accumulation: 65536 x 2000 float64 features are ~1 GB, so the kernel path uses fewer
 DEFAULT_CHUNK_ROWS = 65536
@@ -150,15 +150,16 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
     rng = check_random_state(random_state if random_state is not None else est.random_state)
     lab = np.flatnonzero(y >= 0)
     est.n_features_in_ = d0
-    est._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(est.kernel, {}), **(est.kernel_params or {})}
+    est._kernel, est._kernel_params = resolve_kernel(est.kernel, est.kernel_params)
     raw_fn, M, chunk = None, None, chunk_rows or DEFAULT_CHUNK_ROWS
     est.basis_, est._feature_map = None, None
     X_input = X  # the manifold graph W^(2) is built in the input space (see the docstring)
     if est.mode == "kernel":
         m = check_int("n_landmarks", est.n_landmarks, low=1, high=n)
-        est.basis_ = take_rows(X, np.sort(rng.choice(n, size=m, replace=False)))
-        est._feature_map = M = landmark_features(est.basis_, est.kernel, est._kernel_params)
-        raw_fn = lambda Z: kernel_matrix(Z, est.basis_, est.kernel, est._kernel_params)  # noqa: E731
+        nys = landmark_map(X, est._kernel, m, rng)
+        est.basis_, est._feature_map = nys.landmarks_, nys.normalization_
+        M = est._feature_map
+        raw_fn = lambda Z: est._kernel(Z, est.basis_)  # noqa: E731
         chunk = chunk_rows or KERNEL_CHUNK_ROWS
         F_lab = raw_fn(take_rows(X, lab)) @ M  # float64 features of the labeled points (label graphs, eq. 3)
         if n * M.shape[1] * 4 <= FEATURE_MEMORY_BYTES:

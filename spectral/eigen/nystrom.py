@@ -34,7 +34,7 @@ DEFAULT_RESIDUAL_ROWS = 200
 
 
 def eigensolve_nystrom(X, n_components, *, which="largest", tol=None, random_state=None, raise_on_failure=True,
-                       kernel="rbf", gamma=None, degree=2, coef0=1.0, kernel_params=None, n_landmarks=None,
+                       kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None, n_landmarks=None,
                        landmarks="uniform", features=None, normalized=False, dtype=np.float64,
                        chunk_rows=DEFAULT_CHUNK_ROWS, residual_rows=DEFAULT_RESIDUAL_ROWS) -> EigenResult:
     """Top-k eigenpairs of the Nystrom-approximated kernel matrix of X (module docstring)."""

@@ -1,4 +1,7 @@
-"""Shared linear algebra of the GRAD estimators (paper 003): kernels, centering, eigen-steps, signs.
+"""Shared linear algebra of the GRAD estimators (paper 003): dense eigen-steps and training-point matches.
+
+Kernels and centering are :mod:`spectral.kernels` (``kernel_from_params``, ``center_gram``, ``center_rows``),
+signs :func:`spectral.eigen.sign_flip`.
 
 Small n: dense matrices and ``scipy.linalg.eigh``. (Large n: the estimators hand implicit operators of
 :mod:`spectral.operators` to :func:`spectral.eigen.eigensolve`.)
@@ -8,34 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg as la
-from sklearn.metrics.pairwise import pairwise_kernels
 
-from .._validation import check_choice
 from ..eigen.signs import sign_flip
-from ..errors import ParameterError
-
-KERNELS = ("linear", "rbf", "poly", "cosine", "laplacian", "sigmoid")
-
-
-def kernel_matrix(X, Y, kernel: str, params: dict | None) -> np.ndarray:
-    """Gram matrix k(X_i, Y_j), (n_x, n_y). ``params`` are scikit-learn's (e.g. {"gamma": 0.5} for rbf)."""
-    check_choice("kernel", kernel, KERNELS)
-    try:
-        return pairwise_kernels(X, Y, metric=kernel, **dict(params or {}))
-    except TypeError as exc:
-        raise ParameterError(f"kernel_params {params!r} are not valid for kernel={kernel!r}: {exc}") from None
-
-
-def center_gram(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Double centering H K H (kernel PCA); returns (K_c, column means (n,), grand mean)."""
-    col = K.mean(axis=0)
-    tot = float(col.mean())
-    return K - col[None, :] - col[:, None] + tot, col, tot
-
-
-def center_rows(K_new: np.ndarray, col: np.ndarray, tot: float) -> np.ndarray:
-    """Center a kernel block k(X_new, X_train) (m, n) with the training statistics (sklearn KernelCenterer)."""
-    return K_new - col[None, :] - K_new.mean(axis=1, keepdims=True) + tot
 
 
 def top_eigs_dense(M: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:

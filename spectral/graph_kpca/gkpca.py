@@ -42,7 +42,9 @@ from ..graph_laplacian import laplacian
 from ..eigen import OPERATOR_SOLVERS, eigensolve
 from ..knn import check_knn_graph
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
-from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
+from ..kernels import center_gram, center_rows, kernel_from_params
+from ._core import top_eigs_dense, training_matches
+from .multi_scale import nystrom_map
 from .graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
 from ..nystrom import NystromFeatures
 
@@ -126,8 +128,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         self.X_fit_ = X.copy()
         sparse_part, lowrank, R_dense = self._graph_terms(X, y, n, rng)
         if self.solver == "dense":
-            K = kernel_matrix(X, X, self.kernel, self.kernel_params)
-            Kc, self._k_col, self._k_tot = center_gram(K)
+            Kc, self._k_col, self._k_tot = center_gram(self._kernel()(X, X))
             if sparse_part is not None:
                 Kc += sparse_part.toarray()
             if R_dense is not None:
@@ -286,22 +287,17 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     def _kernel_projection(self, X):
         V = self.eigenvectors_
         if self.solver == "dense":
-            Kc = center_rows(kernel_matrix(X, self.X_fit_, self.kernel, self.kernel_params), self._k_col, self._k_tot)
+            Kc = center_rows(self._kernel()(X, self.X_fit_), self._k_col, self._k_tot)
             return Kc @ V
         return (self.nystrom_.transform(X) - self._phi_mean) @ self._PtV
 
+    def _kernel(self):
+        """The validated :class:`spectral.kernels.Kernel` of ``(kernel, kernel_params)`` (scikit-learn's meaning)."""
+        return kernel_from_params(self.kernel, self.kernel_params)
+
     def _fit_nystrom(self, X, rng):
         """Nystrom map Phi = K(X, Z) U_r S_r^-1/2 (rank r = ``nystrom_rank`` leading eigenpairs of K_ZZ)."""
-        kp = dict(self.kernel_params or {})
-        m = clip_int("n_landmarks", self.n_landmarks, X.shape[0], bound="n_samples")
-        nys = NystromFeatures(self.kernel, m, gamma=kp.get("gamma"), degree=kp.get("degree", 3),
-                              coef0=kp.get("coef0", 1.0), random_state=G_seed(rng)).fit(X)
-        if self.nystrom_rank is not None:
-            r = check_int("nystrom_rank", self.nystrom_rank, low=1, high=m)
-            nys.normalization_ = nys.normalization_[:, :r]  # columns sorted by decreasing eigenvalue
-            nys.eigenvalues_ = nys.eigenvalues_[:r]
-            nys.n_components_ = nys.normalization_.shape[1]
-        return nys
+        return nystrom_map(X, self._kernel(), self.n_landmarks, self.nystrom_rank, G_seed(rng))
 
     def _graph_rows(self, num, den, a, ind, dx):
         V, g = self.eigenvectors_, self.gamma

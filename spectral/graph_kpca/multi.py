@@ -30,7 +30,8 @@ from ..errors import InputDataError, ParameterError
 from . import graphs as G
 from ..graph_laplacian import laplacian
 from . import multi_scale as S
-from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
+from ..kernels import center_gram, center_rows, kernel_from_params
+from ._core import top_eigs_dense, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params
 
 
@@ -144,7 +145,8 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
 
     def _dense_problem(self, X, n, d):
         """(eigen-step, kernel traces, graph traces, finish) on the dense n x n matrices."""
-        Ks = [center_gram(kernel_matrix(X, X, k, p)) for k, p in self._kparams]
+        Ks = [center_gram(kernel_from_params(k, p, name=f"kernels[{q}] params")(X, X))
+              for q, (k, p) in enumerate(self._kparams)]
         Rs = self._graph_matrices(X, n)
         Kc = [k[0] for k in Ks]
         self._centering = [(k[1], k[2]) for k in Ks]
@@ -196,7 +198,8 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
                 continue
             if self.n_landmarks is None:
                 col, tot = self._centering[q]
-                num += t * center_rows(kernel_matrix(X, self.X_fit_, k, p), col, tot) @ self.eigenvectors_
+                K_new = kernel_from_params(k, p, name=f"kernels[{q}] params")(X, self.X_fit_)
+                num += t * center_rows(K_new, col, tot) @ self.eigenvectors_
             else:
                 num += t * (self.nystrom_[q].transform(X) - self._phi_means[q]) @ self._PtV[q]
         Z = num / self.eigenvalues_
