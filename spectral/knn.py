@@ -167,6 +167,13 @@ class KNNIndex:
         }
 
     @property
+    def training_points(self) -> np.ndarray:
+        """The indexed training points (n, d) float64 (read-only view; what :meth:`rebuild` needs)."""
+        view = self._X.view()
+        view.flags.writeable = False
+        return view
+
+    @property
     def n_samples(self) -> int:
         """Number of training points."""
         return self._X.shape[0]
