@@ -226,12 +226,51 @@ def test_state_round_trip_and_extension_with_given_neighbors(blobs):
     assert all(isinstance(v, np.ndarray) for v in arrays.values())
     import json
 
-    json.dumps(attrs)  # JSON-able attributes only (no pickle)
-    r = GraphKPCA.from_state(arrays, attrs)
-    dist, ind = NearestNeighbors(n_neighbors=m.n_neighbors).fit(X[:150]).kneighbors(X[150:])
+    r = GraphKPCA.from_state(arrays, json.loads(json.dumps(attrs)))  # JSON-able attributes only (no pickle)
+    ind, dist = m.knn_index_.query(X[150:], m.n_neighbors_)  # what transform uses (float32 distances)
     np.testing.assert_allclose(r.transform_with_neighbors(X[150:], ind, dist), m.transform(X[150:]), atol=1e-12)
-    with pytest.raises(InputDataError, match="to_state stores solver='nystrom' models only"):
-        GraphKPCA(2, kernel_params={"gamma": 0.05}).fit(X).to_state()
+    # scikit-learn's float64 search as the neighbours: the same up to the float32 rounding of the distances
+    dist, ind = NearestNeighbors(n_neighbors=m.n_neighbors).fit(X[:150]).kneighbors(X[150:])
+    np.testing.assert_allclose(r.transform_with_neighbors(X[150:], ind, dist), m.transform(X[150:]), rtol=1e-6,
+                               atol=1e-9)
+    np.testing.assert_array_equal(r.transform(X[150:]), m.transform(X[150:]))  # the index rebuilt from X_fit
+
+
+@pytest.mark.parametrize("kw", [{"solver": "dense"}, {"solver": "dense", "graph_weight": "cosine"},
+                                {"solver": "nystrom", "n_landmarks": 60, "graph_kernel": "regularized"}])
+def test_state_round_trip_is_bit_identical(blobs, kw):
+    import json
+
+    X, _ = blobs
+    m = GraphKPCA(3, kernel="poly", kernel_params={"degree": 2}, gamma=0.5, random_state=0, **kw).fit(X[:150])
+    r = GraphKPCA.from_state(*(lambda a, t: (a, json.loads(json.dumps(t))))(*m.to_state()))
+    np.testing.assert_array_equal(r.transform(X), m.transform(X))
+    np.testing.assert_array_equal(r.transform(X[:150]), m.embedding_)
+
+
+def test_transform_queries_the_index_built_at_fit(blobs, monkeypatch):
+    """transform never refits a neighbour search: it queries knn_index_ (built once at fit)."""
+    import spectral.knn as knn_mod
+
+    X, _ = blobs
+    m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=1.0, n_neighbors=6).fit(X[:150])
+    assert m.knn_index_.n_samples == 150
+
+    def no_build(*a, **k):
+        raise AssertionError("a kNN index was built in transform")
+
+    monkeypatch.setattr(knn_mod.KNNIndex, "_build", classmethod(no_build))
+    Z = m.transform(X[150:])
+    ref = NearestNeighborsReference(X[:150], X[150:], 6)
+    np.testing.assert_allclose(Z, m.transform_with_neighbors(X[150:], *ref), rtol=1e-6, atol=1e-9)
+
+
+def NearestNeighborsReference(X_fit, X_new, k):
+    """``(ind, dist)`` of scikit-learn's exact search (the reference for the index's answers)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    dist, ind = NearestNeighbors(n_neighbors=k).fit(X_fit).kneighbors(X_new)
+    return ind, dist
 
 
 def test_precomputed_knn_equals_internal_search(blobs):

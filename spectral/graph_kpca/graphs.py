@@ -18,6 +18,8 @@ from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_choice, check_float, check_int
 from ..errors import InputDataError, ParameterError
+from ..knn import METRICS as KNN_METRICS
+from ..knn import KNNIndex
 
 GRAPH_WEIGHTS = ("gaussian", "cosine", "binary")
 LAPLACIANS = ("unnormalized", "symmetric")
@@ -25,14 +27,18 @@ LAPLACIANS = ("unnormalized", "symmetric")
 _SYMMETRY_RTOL = 1e-6
 
 
-def knn_indices(X, n_neighbors: int, *, metric: str = "euclidean", random_state=None):
-    """Exact kNN (no self-neighbour) of the rows of X: ``(indices (n, k) int64, distances (n, k))``.
+def knn_indices(X, n_neighbors: int, *, metric: str = "euclidean"):
+    """Exact kNN (no self-neighbour) of the rows of X: ``(indices (n, k) int64, distances (n, k) float64)``.
 
-    Local adapter on scikit-learn's exact search, used for the in-memory estimators (n up to ~1e5);
-    the at-scale flow uses :func:`spectral.knn.knn_graph` (NN-descent) and passes the graph in.
+    :class:`spectral.knn.KNNIndex` for its metrics (euclidean, manhattan, cosine); other scikit-learn
+    metrics of a data mode (eq. 21, e.g. "hamming" for binary features), which KNNIndex does not have, use
+    scikit-learn's exact search with the same contract (a duplicate displacing self drops the farthest).
     """
     n = X.shape[0]
     k = check_int("n_neighbors", n_neighbors, low=1, high=n - 1)
+    if metric in KNN_METRICS:
+        ind, dist = KNNIndex.build(X, k, method="exact", metric=metric).neighbor_graph()
+        return ind, dist.astype(np.float64)
     nn = NearestNeighbors(n_neighbors=k + 1, metric=metric).fit(X)
     dist, ind = nn.kneighbors(X)
     # drop self: the first column is the point itself unless duplicates tie with it

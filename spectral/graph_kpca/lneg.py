@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
@@ -33,7 +32,8 @@ from ..graph_laplacian import laplacian
 from ..eigen import MATRIX_SOLVERS
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
 from ..eigen.signs import sign_flip
-from ._core import bottom_eigs_dense, training_matches
+from ._core import KNN_METHOD, bottom_eigs_dense
+from ..knn import KNNIndex
 from .._arrays import is_dask
 from .lneg_dask import local_weights_gathered, weight_matrix
 from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
@@ -111,7 +111,9 @@ class LNEG(TransformerMixin, BaseEstimator):
         X = validate_X(self, X, min_samples=4)
         n = X.shape[0]
         p = self._params(n)
-        ind, dist = G.knn_indices(X, p["k"])
+        self.knn_index_ = KNNIndex.build(X, p["k"], method=KNN_METHOD)  # built once, queried by transform
+        ind, dist = self.knn_index_.neighbor_graph()
+        dist = dist.astype(np.float64)
         opts = dict(degree=p["degree"], l1=p["l1"], reg=p["reg"], expansion=p["expansion"], max_iter=p["max_iter"],
                     tol=p["tol"])
         if Xd is not None:
@@ -161,7 +163,7 @@ class LNEG(TransformerMixin, BaseEstimator):
         """psi(x) = sum_j w_xj[1] psi_j over the k nearest training points (module docstring)."""
         X = check_fitted_X(self, X, "embedding_")
         k = self.neighbors_.shape[1]
-        _, ind = NearestNeighbors(n_neighbors=k).fit(self.X_fit_).kneighbors(X)
+        ind, dist = self.knn_index_.query(X, k)
         out = np.empty((X.shape[0], self.embedding_.shape[1]))
         step = check_int("chunk_size", self.chunk_size, low=1)
         for i0 in range(0, X.shape[0], step):
@@ -170,8 +172,8 @@ class LNEG(TransformerMixin, BaseEstimator):
                                           reg=self.reg, expansion=self.expansion, max_iter=self.max_iter,
                                           tol=self.tol, centers=X[sl])
             out[sl] = np.einsum("mk,mkd->md", coef[:, :, 0], self.embedding_[ind[sl]])
-        match = training_matches(self.X_fit_, X)
-        out[match >= 0] = self.embedding_[match[match >= 0]]
+        exact = dist[:, 0] == 0  # a training point: its training row
+        out[exact] = self.embedding_[ind[exact, 0]]
         return out
 
     # -- model state (plain arrays + JSON, :mod:`spectral._state`) -----------------------------------------

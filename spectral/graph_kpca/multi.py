@@ -31,7 +31,7 @@ from . import graphs as G
 from ..graph_laplacian import laplacian
 from . import multi_scale as S
 from ..kernels import center_gram, center_rows, kernel_from_params
-from ._core import top_eigs_dense, training_matches
+from ._core import top_eigs_dense, training_index, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params
 
 
@@ -140,6 +140,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         self.theta_, self.beta_, self.n_iter_ = theta, beta, it + 1
         self.objective_, self.objective_trace_ = per_iter, trace
         self.X_fit_ = X.copy()
+        self.knn_index_ = training_index(X)  # matches of transform's points with training points
         self.eigenvalues_, self.eigenvectors_, self.embedding_ = lam, V, V
         return self
 
@@ -203,7 +204,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
             else:
                 num += t * (self.nystrom_[q].transform(X) - self._phi_means[q]) @ self._PtV[q]
         Z = num / self.eigenvalues_
-        match = training_matches(self.X_fit_, X)
+        match = training_matches(self.knn_index_, X)
         Z[match >= 0] = self.embedding_[match[match >= 0]]
         return Z
 
