@@ -16,6 +16,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.graph_kpca import GraphKPCA, MultiGraphKPCA
+from spectral.graph_kpca import graphs as G
 
 
 def max_angle(A, B):
@@ -290,3 +291,20 @@ def test_landmarks_above_n_are_clipped_with_a_warning():
     with pytest.warns(ParameterAdjustedWarning, match="n_landmarks=1000 is larger than n_samples = 60; using n_landmarks=60"):
         est = GraphKPCA(2, solver="nystrom").fit(X)
     assert est.embedding_.shape == (60, 2)
+
+
+@pytest.mark.parametrize("weight", ["gaussian", "binary"])
+def test_data_graph_weights_against_scikit_learn_knn(blobs, weight):
+    """The kNN data graph (KNNIndex + spectral.weights) equals exp(-d^2 / (2 sigma^2)) / 1 on the OR of
+    scikit-learn's exact kNN relation."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X = blobs[0][:120]
+    dist, ind = NearestNeighbors(n_neighbors=6).fit(X).kneighbors(X)
+    dist, ind = dist[:, 1:], ind[:, 1:]
+    vals = np.exp(-dist**2 / (2 * 0.7**2)) if weight == "gaussian" else np.ones_like(dist)
+    ref = np.zeros((120, 120))
+    ref[np.repeat(np.arange(120), 5), ind.ravel()] = vals.ravel()
+    ref = np.maximum(ref, ref.T)
+    A = G.data_graph(X, 5, weight=weight, sigma=0.7)
+    np.testing.assert_allclose(A.toarray(), ref, rtol=1e-6, atol=0)

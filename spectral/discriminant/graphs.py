@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError
+from ..weights import knn_weights
 from ..graph_laplacian import dense_laplacian
 from ..graph_laplacian import laplacian as sparse_laplacian
 
@@ -139,30 +140,20 @@ def manifold_weights(
     sigma: float | None = None,
     scale_k: int | None = None,
 ) -> sp.csr_matrix:
-    """W^(2) from a kNN relation (Sect. 3.3), OR-symmetrized, shape (n, n).
+    """W^(2) from a kNN relation (Sect. 3.3), OR-symmetrized, shape (n, n): :func:`spectral.weights.knn_weights`.
 
-    ``binary``: w = 1; ``heat``: w = exp(-d^2 / sigma^2) (eq. 14, sign of the exponent corrected);
-    ``local_scaling``: w = exp(-d^2 / (sigma_i sigma_j)) with sigma_i the distance to the ``scale_k``-th
-    neighbour (eq. 15; default the last column). With all n - 1 neighbours this is the complete
-    local-scaling affinity of the LFDA implementation.
+    ``binary``: w = 1; ``heat``: w = exp(-d^2 / sigma^2) (eq. 14, sign of the exponent corrected), sigma
+    defaulting here to the median distance to the ``scale_k``-th neighbour; ``local_scaling``:
+    w = exp(-d^2 / (sigma_i sigma_j)) with sigma_i the distance to the ``scale_k``-th neighbour (eq. 15;
+    default the last column). With all n - 1 neighbours this is the complete local-scaling affinity of the
+    LFDA implementation.
     """
-    n, k = indices.shape
-    scale_k = k if scale_k is None else scale_k
-    rows = np.repeat(np.arange(n), k)
-    cols = indices.ravel()
-    d2 = distances.ravel().astype(np.float64) ** 2
-    if weighting == "binary":
-        w = np.ones_like(d2)
-    elif weighting == "heat":
-        s = float(np.median(distances[:, scale_k - 1])) if sigma is None else float(sigma)
-        w = np.exp(-d2 / max(s * s, np.finfo(float).tiny))
-    elif weighting == "local_scaling":
-        sig = np.maximum(distances[:, scale_k - 1].astype(np.float64), np.finfo(float).tiny)
-        w = np.exp(-d2 / (sig[rows] * sig[cols]))
-    else:
+    if weighting not in MANIFOLD_WEIGHTINGS:
         raise ParameterError(f"manifold_weighting must be one of {list(MANIFOLD_WEIGHTINGS)}; got {weighting!r}")
-    # a weight that underflows to 0 would drop the edge; keep the kNN structure
-    return _or_graph(n, rows, cols, np.maximum(w, np.finfo(float).tiny))
+    if weighting == "heat" and sigma is None:
+        s = float(np.median(distances[:, (indices.shape[1] if scale_k is None else scale_k) - 1]))
+        sigma = s if s > 0 else 1.0
+    return knn_weights(indices, distances, weighting=weighting, symmetrize="or", sigma=sigma, scale_k=scale_k)
 
 
 def manifold_graph(D2: np.ndarray, n_neighbors: int, graph: str = "knn", weighting: str = "local_scaling"):

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.neighbors import NearestNeighbors
 
 from .._arrays import row_block, take_rows, to_numpy
 from .._validation import check_int, check_random_state
 from ..errors import ParameterError
+from ..knn import KNNIndex, knn_graph
 from . import graphs, solve
 from ._kernel import landmark_map, resolve_kernel
 
@@ -76,28 +76,31 @@ def moments(X, n: int, feature_fn=None, chunk_rows: int = DEFAULT_CHUNK_ROWS) ->
 
 
 def sparse_label_graphs(F: np.ndarray, y: np.ndarray, k: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """W^I, W^E of Sect. 2.1.2 over labeled points ``F`` (l, p) with exact per-class kNN (sparse)."""
+    """W^I, W^E of Sect. 2.1.2 over labeled points ``F`` (l, p) with exact per-class kNN (sparse).
+
+    Neig^I of a class is the kNN graph of its points (:class:`spectral.knn.KNNIndex`, no self-neighbours),
+    Neig^E the k nearest points of the other classes (a query of their index).
+    """
     n = len(y)
     rows_i, cols_i, rows_e, cols_e = [], [], [], []
     for c in np.unique(y):
         same, other = np.flatnonzero(y == c), np.flatnonzero(y != c)
         ks = min(k, len(same) - 1)
         if ks > 0:
-            _, nb = NearestNeighbors(n_neighbors=ks + 1).fit(F[same]).kneighbors(F[same])
-            nb = _drop_self(nb, ks)
+            nb = KNNIndex.build(F[same], ks, method="exact").neighbor_graph()[0]
             rows_i.append(np.repeat(same, ks)), cols_i.append(same[nb].ravel())
         ke = min(k, len(other))
-        _, nb = NearestNeighbors(n_neighbors=ke).fit(F[other]).kneighbors(F[same])
+        nb = _nearest(F[other], F[same], ke)
         rows_e.append(np.repeat(same, ke)), cols_e.append(other[nb].ravel())
     cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, np.int64)  # noqa: E731
     return graphs._or_graph(n, cat(rows_i), cat(cols_i)), graphs._or_graph(n, cat(rows_e), cat(cols_e))
 
 
-def _drop_self(nb: np.ndarray, k: int) -> np.ndarray:
-    """Remove each row's own index (row r of a self-query) from ``nb`` (r, k+1), keeping k columns."""
-    own = nb == np.arange(len(nb))[:, None]
-    own[~own.any(axis=1), -1] = True  # duplicates pushed self out of the list: drop the farthest instead
-    return nb[~own].reshape(len(nb), k)
+def _nearest(F_ref: np.ndarray, F_query: np.ndarray, k: int) -> np.ndarray:
+    """Positions (q, k) of the k nearest rows of F_ref (r, p) for each row of F_query (q, p) (exact search)."""
+    if len(F_ref) == 1:
+        return np.zeros((len(F_query), 1), dtype=np.int64)
+    return KNNIndex.build(F_ref, 1, method="exact").query(F_query, k)[0]
 
 
 def _quad(F: np.ndarray, W: sp.csr_matrix) -> np.ndarray:
@@ -191,7 +194,6 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
 
 
 def _manifold_graph(X, est, knn_method: str, rng) -> sp.csr_matrix:
-    from ..knn import knn_graph
     from ..weights import knn_weights
 
     X_np = to_numpy(X, np.float32)

@@ -20,6 +20,7 @@ from .._validation import check_choice, check_float, check_int
 from ..errors import InputDataError, ParameterError
 from ..knn import METRICS as KNN_METRICS
 from ..knn import KNNIndex
+from ..weights import knn_weights
 
 GRAPH_WEIGHTS = ("gaussian", "cosine", "binary")
 LAPLACIANS = ("unnormalized", "symmetric")
@@ -53,15 +54,20 @@ def knn_indices(X, n_neighbors: int, *, metric: str = "euclidean"):
 def knn_adjacency(X, ind, dist, *, weight: str = "gaussian", sigma: float | None = None):
     """Weights on kNN pairs, OR-symmetrized (max), zero diagonal: csr (n, n).
 
-    gaussian: exp(-d^2 / (2 sigma^2)), sigma defaults to the median kNN distance;
-    cosine: max(0, cos(y_i, y_j)) (negative similarities are clipped so that L stays PSD);
-    binary: 1.
+    gaussian: exp(-d^2 / (2 sigma^2)), sigma defaults to the median kNN distance (the "heat" weights of
+    :func:`spectral.weights.knn_weights` with bandwidth sqrt(2) sigma); binary: 1 (its "binary");
+    cosine: max(0, cos(y_i, y_j)) of the features (negative similarities are clipped so that L stays PSD).
     """
     n, k = ind.shape
     weight = check_choice("graph_weight", weight, GRAPH_WEIGHTS)
+    if weight != "cosine":
+        if weight == "gaussian":
+            sigma = default_sigma(dist) if sigma is None else check_float("graph_sigma", sigma, low=0.0,
+                                                                         low_inclusive=False)
+            return knn_weights(ind, dist, weighting="heat", sigma=np.sqrt(2.0) * sigma)
+        return knn_weights(ind, dist, weighting="binary")
     rows = np.repeat(np.arange(n), k)
     cols = ind.ravel()
-    sigma = default_sigma(dist) if (weight == "gaussian" and sigma is None) else sigma
     vals = edge_weights(X, X, rows, cols, dist.ravel(), weight=weight, sigma=sigma)
     A = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
     A = A.maximum(A.T).tocsr()
