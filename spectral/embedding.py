@@ -23,7 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from ._validation import check_choice, check_fitted_X, check_int, check_random_state, clip_int, validate_X
+from ._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
+                          validate_X)
 from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
 from .errors import DisconnectedGraphError, InputDataError, ParameterError
 from .knn import METHODS as KNN_METHODS
@@ -211,11 +212,7 @@ class LaplacianEigenmapsModel:
     @classmethod
     def from_state(cls, arrays: dict, attrs: dict) -> LaplacianEigenmapsModel:
         """Inverse of :meth:`to_state`; call :meth:`rebuild_index` (or :meth:`attach_index`) before use."""
-        if attrs.get("kind") != STATE_KIND or attrs.get("version") != STATE_VERSION:
-            raise InputDataError(
-                f"model state must have kind={STATE_KIND!r} version={STATE_VERSION}; "
-                f"got kind={attrs.get('kind')!r} version={attrs.get('version')!r}"
-            )
+        check_state_kind(attrs, STATE_KIND, STATE_VERSION)
         a = {k: np.asarray(v) for k, v in arrays.items()}
         return cls(a["embedding"], a["component_eigenvalues"], a["component_labels"].astype(np.int64),
                    a["degrees"], a["scales"], a["radii"], WeightParams.from_attrs(attrs["weight_params"]),
@@ -431,11 +428,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         """Inverse of :meth:`to_state`: ``transform`` gives bit-identical results (``affinity_matrix_`` is None)."""
         from .embedding_nystrom import NystromEigenmapsModel
 
-        if attrs.get("kind") != ESTIMATOR_STATE_KIND or attrs.get("version") != STATE_VERSION:
-            raise InputDataError(
-                f"estimator state must have kind={ESTIMATOR_STATE_KIND!r} version={STATE_VERSION}; "
-                f"got kind={attrs.get('kind')!r} version={attrs.get('version')!r}"
-            )
+        check_state_kind(attrs, ESTIMATOR_STATE_KIND, STATE_VERSION, "estimator state")
         est = cls(**attrs["params"])
         m_arrays = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("model/")}
         if est.affinity == "knn":

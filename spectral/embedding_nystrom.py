@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validation import check_state_kind
 from .eigen import eigensolve, sign_flip
 from .errors import InputDataError
 from .nystrom import DEFAULT_LANDMARKS, NystromFeatures
@@ -89,10 +90,7 @@ class NystromEigenmapsModel:
     @classmethod
     def from_state(cls, arrays: dict, attrs: dict) -> NystromEigenmapsModel:
         """Inverse of :meth:`to_state`."""
-        if attrs.get("kind") != STATE_KIND or attrs.get("version") != STATE_VERSION:
-            raise InputDataError(
-                f"model state must have kind={STATE_KIND!r} version={STATE_VERSION}; got kind={attrs.get('kind')!r}"
-            )
+        check_state_kind(attrs, STATE_KIND, STATE_VERSION)
         f_arrays = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("features/")}
         features = NystromFeatures.from_state(f_arrays, attrs["features"])
         return cls(features, np.asarray(arrays["G"]), np.asarray(arrays["z"]), np.asarray(arrays["mu"]))
