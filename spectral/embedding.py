@@ -342,17 +342,10 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
     def __init__(self, n_components=2, *, affinity="knn", n_neighbors=15, weighting="local_scaling",
                  normalization="symmetric", eigen_solver="auto", symmetrize="or", knn_method="auto",
                  on_disconnected="raise", tol=None, random_state=None):
-        self.n_components = n_components
-        self.affinity = affinity
-        self.n_neighbors = n_neighbors
-        self.weighting = weighting
-        self.normalization = normalization
-        self.eigen_solver = eigen_solver
-        self.symmetrize = symmetrize
-        self.knn_method = knn_method
-        self.on_disconnected = on_disconnected
-        self.tol = tol
-        self.random_state = random_state
+        self.n_components, self.affinity, self.n_neighbors = n_components, affinity, n_neighbors
+        self.weighting, self.normalization, self.eigen_solver = weighting, normalization, eigen_solver
+        self.symmetrize, self.knn_method, self.on_disconnected = symmetrize, knn_method, on_disconnected
+        self.tol, self.random_state = tol, random_state
 
     def fit(self, X, y=None):
         """Build the graph of ``X`` (n, d) and compute the embedding. ``y`` is ignored."""

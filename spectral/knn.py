@@ -44,15 +44,8 @@ EXACT_CHUNK_ROWS = 1024
 NNDESCENT_QUERY_EPSILON = 0.2
 
 
-def knn_graph(
-    X: Any,
-    n_neighbors: int,
-    *,
-    method: str = "auto",
-    metric: str = "euclidean",
-    random_state: Any = None,
-    n_jobs: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "euclidean", random_state: Any = None,
+              n_jobs: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """k nearest neighbours of every row of ``X`` among the other rows.
 
     Parameters

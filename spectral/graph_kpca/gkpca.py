@@ -91,29 +91,13 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
                  graph_kernel=None, graph_kernel_params=None, must_link=None, cannot_link=None,
                  gamma_must=0.5, gamma_cannot=0.5, scaling="unit", solver="dense", n_landmarks=1000,
                  nystrom_rank=None, n_graph_eigs=50, eigen_solver="arpack", tol=None, random_state=None):
-        self.n_components = n_components
-        self.kernel = kernel
-        self.kernel_params = kernel_params
-        self.gamma = gamma
-        self.graph = graph
-        self.n_neighbors = n_neighbors
-        self.precomputed_knn = precomputed_knn
-        self.graph_weight = graph_weight
-        self.graph_sigma = graph_sigma
-        self.laplacian = laplacian
-        self.graph_kernel = graph_kernel
-        self.graph_kernel_params = graph_kernel_params
-        self.must_link = must_link
-        self.cannot_link = cannot_link
-        self.gamma_must = gamma_must
-        self.gamma_cannot = gamma_cannot
-        self.scaling = scaling
-        self.solver = solver
-        self.n_landmarks = n_landmarks
-        self.nystrom_rank = nystrom_rank
-        self.n_graph_eigs = n_graph_eigs
-        self.eigen_solver = eigen_solver
-        self.tol = tol
+        self.n_components, self.kernel, self.kernel_params, self.gamma = n_components, kernel, kernel_params, gamma
+        self.graph, self.n_neighbors, self.precomputed_knn = graph, n_neighbors, precomputed_knn
+        self.graph_weight, self.graph_sigma, self.laplacian = graph_weight, graph_sigma, laplacian
+        self.graph_kernel, self.graph_kernel_params, self.must_link = graph_kernel, graph_kernel_params, must_link
+        self.cannot_link, self.gamma_must, self.gamma_cannot = cannot_link, gamma_must, gamma_cannot
+        self.scaling, self.solver, self.n_landmarks, self.nystrom_rank = scaling, solver, n_landmarks, nystrom_rank
+        self.n_graph_eigs, self.eigen_solver, self.tol = n_graph_eigs, eigen_solver, tol
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit

@@ -73,28 +73,13 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
                  graph_kernel_params=None, gamma=1.0, learn_theta=True, learn_beta=True, lambda_theta=1.0,
                  lambda_beta=1.0, max_iter=50, tol=1e-8, n_landmarks=None, nystrom_rank=None, n_graph_eigs=50,
                  eigen_solver="arpack", eigen_tol=None, random_state=None):
-        self.n_components = n_components
-        self.kernels = kernels
-        self.graphs = graphs
-        self.modes = modes
-        self.n_neighbors = n_neighbors
-        self.graph_weight = graph_weight
-        self.laplacian = laplacian
-        self.graph_kernel = graph_kernel
-        self.graph_kernel_params = graph_kernel_params
-        self.gamma = gamma
-        self.learn_theta = learn_theta
-        self.learn_beta = learn_beta
-        self.lambda_theta = lambda_theta
-        self.lambda_beta = lambda_beta
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_landmarks = n_landmarks
-        self.nystrom_rank = nystrom_rank
-        self.n_graph_eigs = n_graph_eigs
-        self.eigen_solver = eigen_solver
-        self.eigen_tol = eigen_tol
-        self.random_state = random_state
+        self.n_components, self.kernels, self.graphs, self.modes = n_components, kernels, graphs, modes
+        self.n_neighbors, self.graph_weight, self.laplacian = n_neighbors, graph_weight, laplacian
+        self.graph_kernel, self.graph_kernel_params, self.gamma = graph_kernel, graph_kernel_params, gamma
+        self.learn_theta, self.learn_beta, self.lambda_theta = learn_theta, learn_beta, lambda_theta
+        self.lambda_beta, self.max_iter, self.tol, self.n_landmarks = lambda_beta, max_iter, tol, n_landmarks
+        self.nystrom_rank, self.n_graph_eigs, self.eigen_solver = nystrom_rank, n_graph_eigs, eigen_solver
+        self.eigen_tol, self.random_state = eigen_tol, random_state
 
     def fit(self, X, y=None):
         X = validate_X(self, X, min_samples=3)
