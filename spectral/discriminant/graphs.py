@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError
+from ..knn import knn_mask_from_distances
 from ..weights import knn_weights
 from ..graph_laplacian import dense_laplacian
 from ..graph_laplacian import laplacian as sparse_laplacian
@@ -37,21 +38,6 @@ def sq_dists_from_gram(K: np.ndarray) -> np.ndarray:
 def sq_dists(X: np.ndarray) -> np.ndarray:
     """Squared Euclidean distances between the rows of ``X`` (n, d) -> (n, n)."""
     return sq_dists_from_gram(X @ X.T)
-
-
-def _directed_knn(D2: np.ndarray, rows: np.ndarray, cols: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each point of ``rows``, its ``k`` nearest points among ``cols`` (itself excluded).
-
-    Returns the (row, col) pairs of the directed kNN relation as two int arrays. Ties are broken by index
-    (stable sort), so the graph is deterministic.
-    """
-    if len(rows) == 0 or len(cols) == 0 or k == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    sub = D2[np.ix_(rows, cols)].copy()
-    sub[rows[:, None] == cols[None, :]] = np.inf  # no self-neighbours
-    k_eff = min(k, len(cols) - int(np.isin(rows, cols).any()))
-    order = np.argsort(sub, axis=1, kind="stable")[:, :k_eff]
-    return np.repeat(rows, k_eff), cols[order].ravel()
 
 
 def _or_graph(n: int, i: np.ndarray, j: np.ndarray, w: np.ndarray | None = None) -> sp.csr_matrix:
@@ -84,17 +70,15 @@ def label_graphs(D2: np.ndarray, y: np.ndarray, n_neighbors: int) -> tuple[sp.cs
         i among those of j; 0 otherwise.
     """
     n = len(y)
-    labeled = np.flatnonzero(y >= 0)
-    pi, pj, ei, ej = [], [], [], []
-    for c in np.unique(y[labeled]):
-        same = labeled[y[labeled] == c]
-        other = labeled[y[labeled] != c]
-        a, b = _directed_knn(D2, same, same, n_neighbors)
-        pi.append(a), pj.append(b)
-        a, b = _directed_knn(D2, same, other, n_neighbors)
-        ei.append(a), ej.append(b)
-    cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, np.int64)  # noqa: E731
-    return _or_graph(n, cat(pi), cat(pj)), _or_graph(n, cat(ei), cat(ej))
+    labeled = y >= 0
+    both = labeled[:, None] & labeled[None, :]
+    same = both & (y[:, None] == y[None, :])
+    np.fill_diagonal(same, False)  # no self-neighbours; ties by index (deterministic graphs)
+    graphs = []
+    for allowed in (same, both & (y[:, None] != y[None, :])):
+        i, j = np.nonzero(knn_mask_from_distances(D2, n_neighbors, allowed))
+        graphs.append(_or_graph(n, i, j))
+    return graphs[0], graphs[1]
 
 
 def lfda_graphs(W_I: sp.csr_matrix, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
