@@ -25,16 +25,16 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
+from .._arrays import is_dask
 from .._state import estimator_state, restore_estimator
-from . import graphs as G
-from ..graph_laplacian import laplacian
+from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
 from ..eigen import MATRIX_SOLVERS
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
 from ..eigen.signs import sign_flip
-from ._core import KNN_METHOD, bottom_eigs_dense
+from ..graph_laplacian import laplacian
 from ..knn import KNNIndex
-from .._arrays import is_dask
+from . import graphs as G
+from ._core import KNN_METHOD, bottom_eigs_dense
 from .lneg_dask import local_weights_gathered, weight_matrix
 from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
 
