@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
 from ._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
                           validate_X)
