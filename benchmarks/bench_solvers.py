@@ -53,7 +53,7 @@ def load_graph(n: int, k: int, seed: int) -> tuple[np.ndarray, sp.csr_matrix]:
 
 
 def normalized_laplacian(W: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
-    from spectral.laplacian import check_connected, laplacian
+    from spectral.graph_laplacian import check_connected, laplacian
 
     check_connected(W)
     L, deg = laplacian(W, "symmetric")

@@ -24,7 +24,9 @@ from sklearn.svm import LinearSVC
 
 from spectral.graph_kpca import GraphKPCA
 from spectral.graph_kpca import graphs as G
-from spectral.graph_kpca._core import center_gram, kernel_matrix, top_eigs_dense
+from spectral.graph_laplacian import laplacian
+from spectral.graph_kpca._core import top_eigs_dense
+from spectral.kernels import center_gram, kernel_from_params
 
 P_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
 D_USPS = (2, 6)
@@ -161,12 +163,12 @@ def ablation_embedding(X, yl, opt, d):
     """Dense top-d eigenvectors of [H] K [H] + sign (-g1 L^S + g2 L^D) under the options ``opt``."""
     pix = opt.get("pixels", "unit")
     Xp = unit_norm(X) if pix == "unit" else (X if pix == "stored" else 2.0 * X - 1.0)
-    K = kernel_matrix(Xp, Xp, "rbf", KERNEL)
+    K = kernel_from_params("rbf", KERNEL)(Xp, Xp)
     Kb = center_gram(K)[0] if opt.get("center", True) else K
     g1, g2 = opt.get("g", (0.5, 0.5))
     if g1 or g2:
         AS, AD = G.constraint_graphs(len(yl), *G.pairs_from_labels(yl))
-        LS, LD = (G.graph_laplacian(A, opt.get("laplacian", "unnormalized"))[0].toarray() for A in (AS, AD))
+        LS, LD = (laplacian(A, opt.get("laplacian", "unnormalized"))[0].toarray() for A in (AS, AD))
         if opt.get("norm") == "trace":
             LS, LD = (L * np.trace(Kb) / np.trace(L) for L in (LS, LD))
         elif opt.get("norm") == "per_label":
@@ -263,7 +265,7 @@ def spectrum_diagnostic(X, y, seed, p_list=(0.05, 0.2, 0.5), d=6):
     rng, out = np.random.default_rng(seed), {}
     for pair in PAIRS:
         Xs, ys = draw_pair(unit_norm(X), y, pair, rng)
-        lam_k = top_eigs_dense(center_gram(kernel_matrix(Xs, Xs, "rbf", KERNEL))[0], d)[0]
+        lam_k = top_eigs_dense(center_gram(kernel_from_params("rbf", KERNEL)(Xs, Xs))[0], d)[0]
         for p in p_list:
             yl = partial_labels(ys, p, rng)
             gk = GraphKPCA(d, kernel="rbf", kernel_params=KERNEL, graph=None, gamma_must=0.5,

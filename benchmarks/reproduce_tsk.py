@@ -45,9 +45,10 @@ sys.path.insert(0, str(REPO))
 
 from spectral.errors import ParameterError  # noqa: E402
 from spectral.knn import knn_graph  # noqa: E402
-from spectral.laplacian import laplacian  # noqa: E402
-from spectral.spectral_kernels import (RSK, TSK, class_matrix, consistency_method, harmonic_function,  # noqa: E402
-                               solve_spectrum_lp, spectral_basis)
+from spectral.graph_laplacian import laplacian  # noqa: E402
+from spectral.spectral_kernels import RSK, TSK, consistency_method, harmonic_function, spectral_basis  # noqa: E402
+from spectral.spectral_kernels.estimators import class_matrix  # noqa: E402
+from spectral.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
 from spectral.weights import knn_weights  # noqa: E402
 
 # Table 3 of the paper (CRR %, mean +- std over 20 draws), copied from the text; LapSVM / OSK+SVM / DSK+SVM

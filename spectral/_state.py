@@ -80,7 +80,7 @@ def _encode(value: Any, key: str, arrays: dict, where: str) -> Any:
         return {"$sparse": "csr_array" if isinstance(value, sp.sparray) else "csr_matrix", "keys": keys,
                 "shape": list(csr.shape)}
     if isinstance(value, KNNIndex):
-        arrays[f"{key}{SEP}points"] = np.asarray(value._X)
+        arrays[f"{key}{SEP}points"] = np.asarray(value.training_points)
         return {"$knn_index": value.params, "points": f"{key}{SEP}points"}
     if isinstance(value, (list, tuple)):
         items = [_encode(v, f"{key}{SEP}{i}", arrays, f"{where}[{i}]") for i, v in enumerate(value)]

@@ -204,3 +204,12 @@ def _range(low, high, low_inclusive: bool = True, high_inclusive: bool = True) -
     lo = "(-inf" if low is None else ("[" if low_inclusive else "(") + f"{low}"
     hi = "inf)" if high is None or high == float("inf") else f"{high}" + ("]" if high_inclusive else ")")
     return f"{lo}, {hi}"
+
+
+def check_state_kind(attrs: dict, kind: str, version: int, what: str = "model state") -> None:
+    """Refuse a stored state (``to_state`` attrs) of another kind or version, naming both."""
+    if attrs.get("kind") != kind or attrs.get("version") != version:
+        raise InputDataError(
+            f"{what} must have kind={kind!r} version={version}; "
+            f"got kind={attrs.get('kind')!r} version={attrs.get('version')!r}"
+        )

@@ -22,18 +22,26 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_choice, check_fitted_X, check_int, check_random_state, clip_int, validate_X
-from .eigen import eigensolve
+from ._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
+                          validate_X)
+from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
 from .errors import DisconnectedGraphError, InputDataError, ParameterError
 from .knn import METHODS as KNN_METHODS
 from .knn import KNNIndex
-from .laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
+from .graph_laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
 from .weights import SYMMETRIZATIONS, WEIGHTINGS, WeightParams, fit_weight_params, query_weights
 from .weights import weights_from_params
 
-EIGEN_SOLVERS = ("auto", "dense", "arpack", "lobpcg", "randomized", "nystrom")
+#: eigen_solver choices of the estimator: every solver of spectral.eigen (the registry, not a copy)
+EIGEN_SOLVERS = SOLVERS
 ON_DISCONNECTED = ("raise", "per_component")
+#: "knn": the sparse kNN graph (spectral.weights); "rbf": the fully connected heat kernel, Nystrom-solved
+AFFINITIES = ("knn", "rbf")
+#: the solvers of each affinity: a graph takes any matrix solver, the fully connected kernel only Nystrom
+AFFINITY_SOLVERS = {"knn": MATRIX_SOLVERS, "rbf": ("auto", "nystrom")}
+ESTIMATOR_STATE_KIND = "LaplacianEigenmaps"
 
 #: A new point is weighted against its CANDIDATE_FACTOR * k nearest training points: its own k neighbours
 #: plus the training points whose k-th-neighbour radius it falls into (see spectral.weights.query_weights).
@@ -94,7 +102,7 @@ def laplacian_eigenmaps_from_graph(
     n = W.shape[0]
     k = check_int("n_components", n_components, low=1, high=max(1, n - 2))
     normalization = check_choice("normalization", normalization, NORMALIZATIONS)
-    eigen_solver = check_choice("eigen_solver", eigen_solver, EIGEN_SOLVERS[:-1])
+    eigen_solver = check_choice("eigen_solver", eigen_solver, MATRIX_SOLVERS)
     on_disconnected = check_choice("on_disconnected", on_disconnected, ON_DISCONNECTED)
     rng = check_random_state(random_state)
     n_comp, labels = _components(W)
@@ -140,16 +148,8 @@ def _embed_component(Wc: sp.csr_matrix, k: int, normalization: str, solver: str,
     m = min(k + 1, n_c)
     res = eigensolve(L, m, which="smallest", solver=solver, tol=tol, random_state=rng)
     vectors = res.vectors / np.sqrt(degrees)[:, None] if sym else res.vectors
-    vectors = _sign_flip(vectors)
+    vectors = sign_flip(vectors)
     return vectors[:, 1:], res.values[1:], res
-
-
-def _sign_flip(V: np.ndarray) -> np.ndarray:
-    """Largest-|.| entry of each column positive (scikit-learn's _deterministic_vector_sign_flip)."""
-    rows = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[rows, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs
 
 
 class LaplacianEigenmapsModel:
@@ -213,11 +213,7 @@ class LaplacianEigenmapsModel:
     @classmethod
     def from_state(cls, arrays: dict, attrs: dict) -> LaplacianEigenmapsModel:
         """Inverse of :meth:`to_state`; call :meth:`rebuild_index` (or :meth:`attach_index`) before use."""
-        if attrs.get("kind") != STATE_KIND or attrs.get("version") != STATE_VERSION:
-            raise InputDataError(
-                f"model state must have kind={STATE_KIND!r} version={STATE_VERSION}; "
-                f"got kind={attrs.get('kind')!r} version={attrs.get('version')!r}"
-            )
+        check_state_kind(attrs, STATE_KIND, STATE_VERSION)
         a = {k: np.asarray(v) for k, v in arrays.items()}
         return cls(a["embedding"], a["component_eigenvalues"], a["component_labels"].astype(np.int64),
                    a["degrees"], a["scales"], a["radii"], WeightParams.from_attrs(attrs["weight_params"]),
@@ -305,12 +301,16 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
     weighting : {"local_scaling", "heat", "binary", "hein_maier"}
         Edge weights (:mod:`spectral.weights`).
     normalization : {"symmetric", "random_walk", "unnormalized"}
-        Laplacian (:mod:`spectral.laplacian`); "symmetric" and "random_walk" give the same embedding.
-    eigen_solver : {"auto", "dense", "arpack", "lobpcg", "randomized", "nystrom"}
-        Delegated to :func:`spectral.eigen.eigensolve`; "auto" picks by size, the pick is in
-        ``eigen_solver_``. "nystrom" replaces the kNN graph by the fully connected heat kernel with sigma =
+        Laplacian (:mod:`spectral.graph_laplacian`); "symmetric" and "random_walk" give the same embedding.
+    affinity : {"knn", "rbf"}, default "knn"
+        As scikit-learn's ``SpectralEmbedding``: "knn" is the kNN graph with ``weighting`` and
+        ``symmetrize``; "rbf" is the fully connected heat kernel ``exp(-||x - y||^2 / sigma^2)`` with sigma =
         the mean kNN distance, solved by one-shot Nystrom (:mod:`spectral.embedding_nystrom`; then
         ``affinity_matrix_`` is None and ``model_`` a ``NystromEigenmapsModel``).
+    eigen_solver : {"auto", "dense", "arpack", "lobpcg", "randomized", "nystrom"}
+        Delegated to :func:`spectral.eigen.eigensolve`; "auto" picks by size, the pick is in
+        ``eigen_solver_``. ``affinity="knn"`` takes every solver but "nystrom"; ``affinity="rbf"`` takes
+        "auto" or "nystrom" (the only solver of a fully connected kernel that never forms it).
     symmetrize : {"or", "and", "mean"}
     knn_method : {"auto", "exact", "nndescent"}
         :func:`spectral.knn.knn_graph`.
@@ -340,19 +340,13 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
     derivation); ``transform(X_train)`` returns ``embedding_`` exactly.
     """
 
-    def __init__(self, n_components=2, *, n_neighbors=15, weighting="local_scaling", normalization="symmetric",
-                 eigen_solver="auto", symmetrize="or", knn_method="auto", on_disconnected="raise", tol=None,
-                 random_state=None):
-        self.n_components = n_components
-        self.n_neighbors = n_neighbors
-        self.weighting = weighting
-        self.normalization = normalization
-        self.eigen_solver = eigen_solver
-        self.symmetrize = symmetrize
-        self.knn_method = knn_method
-        self.on_disconnected = on_disconnected
-        self.tol = tol
-        self.random_state = random_state
+    def __init__(self, n_components=2, *, affinity="knn", n_neighbors=15, weighting="local_scaling",
+                 normalization="symmetric", eigen_solver="auto", symmetrize="or", knn_method="auto",
+                 on_disconnected="raise", tol=None, random_state=None):
+        self.n_components, self.affinity, self.n_neighbors = n_components, affinity, n_neighbors
+        self.weighting, self.normalization, self.eigen_solver = weighting, normalization, eigen_solver
+        self.symmetrize, self.knn_method, self.on_disconnected = symmetrize, knn_method, on_disconnected
+        self.tol, self.random_state = tol, random_state
 
     def fit(self, X, y=None):
         """Build the graph of ``X`` (n, d) and compute the embedding. ``y`` is ignored."""
@@ -361,7 +355,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         index = KNNIndex.build(X, n_neighbors, method=self.knn_method, random_state=rng)
         idx, dist = index.neighbor_graph()
-        if self.eigen_solver == "nystrom":
+        if self.affinity == "rbf":
             return self._fit_nystrom(X, dist, rng, n_components)
         wparams, scales, radii = fit_weight_params(
             dist, weighting=self.weighting, symmetrize=self.symmetrize
@@ -386,11 +380,6 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         """The fully connected heat-kernel variant (see :mod:`spectral.embedding_nystrom`)."""
         from .embedding_nystrom import nystrom_eigenmaps
 
-        if self.normalization == "unnormalized":
-            raise ParameterError(
-                "eigen_solver='nystrom' solves the normalized affinity: normalization must be 'symmetric' or "
-                "'random_walk'; got 'unnormalized'"
-            )
         sigma = fit_weight_params(dist, weighting="heat")[0].sigma  # mean kNN distance
         embedding, eigenvalues, model, info = nystrom_eigenmaps(
             X, n_components, sigma, tol=self.tol, random_state=rng
@@ -406,6 +395,47 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         """Fit and return ``embedding_`` (n, n_components)."""
         return self.fit(X, y).embedding_
 
+    def to_state(self) -> tuple[dict, dict]:
+        """``(arrays, attrs)`` of the fitted estimator (the model_state protocol; no pickle).
+
+        Arrays: ``embedding``, ``eigenvalues``, the model's arrays under ``model/`` and, for the kNN
+        affinity, the training points ``X_fit`` from which :meth:`from_state` rebuilds the kNN index once
+        (:meth:`spectral.knn.KNNIndex.rebuild`, the same index). Attrs: parameters (a Generator
+        ``random_state`` is stored as None: the fitted state does not need it) and the model's attrs.
+        """
+        check_is_fitted(self, "model_")
+        m_arrays, m_attrs = self.model_.to_state()
+        arrays = {"embedding": self.embedding_, "eigenvalues": self.eigenvalues_,
+                  **{f"model/{k}": v for k, v in m_arrays.items()}}
+        if self.affinity == "knn":
+            arrays["X_fit"] = self.model_.index.training_points
+        params = self.get_params()
+        if not (params["random_state"] is None or isinstance(params["random_state"], int)):
+            params["random_state"] = None
+        attrs = {"kind": ESTIMATOR_STATE_KIND, "version": STATE_VERSION, "params": params, "model": m_attrs,
+                 "eigen_solver_": self.eigen_solver_, "n_connected_components": self.n_connected_components_,
+                 "n_features_in": int(self.n_features_in_)}
+        return {k: np.asarray(v) for k, v in arrays.items()}, attrs
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict) -> LaplacianEigenmaps:
+        """Inverse of :meth:`to_state`: ``transform`` gives bit-identical results (``affinity_matrix_`` is None)."""
+        from .embedding_nystrom import NystromEigenmapsModel
+
+        check_state_kind(attrs, ESTIMATOR_STATE_KIND, STATE_VERSION, "estimator state")
+        est = cls(**attrs["params"])
+        m_arrays = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("model/")}
+        if est.affinity == "knn":
+            est.model_ = LaplacianEigenmapsModel.from_state(m_arrays, attrs["model"])
+            est.model_.rebuild_index(arrays["X_fit"])
+        else:
+            est.model_ = NystromEigenmapsModel.from_state(m_arrays, attrs["model"])
+        est.embedding_, est.eigenvalues_ = np.asarray(arrays["embedding"]), np.asarray(arrays["eigenvalues"])
+        est.eigen_solver_, est.affinity_matrix_ = attrs["eigen_solver_"], None
+        est.n_connected_components_ = int(attrs["n_connected_components"])
+        est.n_features_in_ = int(attrs["n_features_in"])
+        return est
+
     def transform(self, X):
         """Nystrom out-of-sample embedding of ``X`` (m, d) -> (m, n_components)."""
         X = check_fitted_X(self, X, "model_")
@@ -417,7 +447,19 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         n_components = clip_int("n_components", self.n_components, max(1, n - 2), bound="n_samples - 2")
         check_choice("weighting", self.weighting, WEIGHTINGS)
         check_choice("normalization", self.normalization, NORMALIZATIONS)
+        affinity = check_choice("affinity", self.affinity, AFFINITIES)
         check_choice("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
+        if self.eigen_solver not in AFFINITY_SOLVERS[affinity]:
+            raise ParameterError(
+                f"eigen_solver={self.eigen_solver!r} does not apply to affinity={affinity!r}: affinity='knn' takes "
+                f"eigen_solver in {list(AFFINITY_SOLVERS['knn'])}, affinity='rbf' takes eigen_solver in "
+                f"{list(AFFINITY_SOLVERS['rbf'])} (the Nystrom solver needs the fully connected kernel)"
+            )
+        if affinity == "rbf" and self.normalization == "unnormalized":
+            raise ParameterError(
+                "affinity='rbf' (Nystrom) solves the normalized affinity: normalization must be 'symmetric' or "
+                "'random_walk'; got 'unnormalized'"
+            )
         check_choice("symmetrize", self.symmetrize, SYMMETRIZATIONS)
         check_choice("knn_method", self.knn_method, KNN_METHODS)
         check_choice("on_disconnected", self.on_disconnected, ON_DISCONNECTED)

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .eigen import eigensolve
+from ._validation import check_state_kind
+from .eigen import eigensolve, sign_flip
 from .errors import InputDataError
-from .nystrom import NystromFeatures
-
-#: Landmarks of the Nystrom solver: all points up to this many, uniform sampling above (the solver's default).
-DEFAULT_LANDMARKS = 1000
+from .nystrom import DEFAULT_LANDMARKS, NystromFeatures
 
 STATE_KIND = "laplacian_eigenmaps_nystrom"
 STATE_VERSION = 1
@@ -45,7 +43,7 @@ def nystrom_eigenmaps(X: np.ndarray, n_components: int, sigma: float, *, tol=Non
                      tol=tol, random_state=random_state)
     degrees = res.info["degrees"]
     F = res.vectors / np.sqrt(degrees)[:, None]
-    F = _sign_flip(F)[:, 1:]
+    F = sign_flip(F)[:, 1:]
     mu = res.values[1:]
     N = features.normalization_
     CtF = np.zeros((N.shape[0], F.shape[1]))
@@ -58,13 +56,6 @@ def nystrom_eigenmaps(X: np.ndarray, n_components: int, sigma: float, *, tol=Non
     info = {"eigen_solver": res.solver, "residuals": res.residuals[1:], "converged": res.converged,
             "n_iter": res.n_iter, "n_landmarks": int(res.info["n_landmarks"]), "degrees": degrees}
     return F, 1.0 - mu, model, info
-
-
-def _sign_flip(V: np.ndarray) -> np.ndarray:
-    rows = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[rows, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs
 
 
 class NystromEigenmapsModel:
@@ -99,10 +90,7 @@ class NystromEigenmapsModel:
     @classmethod
     def from_state(cls, arrays: dict, attrs: dict) -> NystromEigenmapsModel:
         """Inverse of :meth:`to_state`."""
-        if attrs.get("kind") != STATE_KIND or attrs.get("version") != STATE_VERSION:
-            raise InputDataError(
-                f"model state must have kind={STATE_KIND!r} version={STATE_VERSION}; got kind={attrs.get('kind')!r}"
-            )
+        check_state_kind(attrs, STATE_KIND, STATE_VERSION)
         f_arrays = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("features/")}
         features = NystromFeatures.from_state(f_arrays, attrs["features"])
         return cls(features, np.asarray(arrays["G"]), np.asarray(arrays["z"]), np.asarray(arrays["mu"]))

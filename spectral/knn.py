@@ -44,15 +44,8 @@ EXACT_CHUNK_ROWS = 1024
 NNDESCENT_QUERY_EPSILON = 0.2
 
 
-def knn_graph(
-    X: Any,
-    n_neighbors: int,
-    *,
-    method: str = "auto",
-    metric: str = "euclidean",
-    random_state: Any = None,
-    n_jobs: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "euclidean", random_state: Any = None,
+              n_jobs: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """k nearest neighbours of every row of ``X`` among the other rows.
 
     Parameters
@@ -167,6 +160,13 @@ class KNNIndex:
         }
 
     @property
+    def training_points(self) -> np.ndarray:
+        """The indexed training points (n, d) float64 (read-only view; what :meth:`rebuild` needs)."""
+        view = self._X.view()
+        view.flags.writeable = False
+        return view
+
+    @property
     def n_samples(self) -> int:
         """Number of training points."""
         return self._X.shape[0]
@@ -240,6 +240,25 @@ def _query_nndescent(index, Q: np.ndarray, k: int) -> np.ndarray:
     if np.any(indices < 0):
         raise InputDataError(f"NN-descent query returned fewer than n_neighbors={k} neighbours")
     return indices
+
+
+def knn_mask_from_distances(D: np.ndarray, n_neighbors, allowed: np.ndarray | None = None) -> np.ndarray:
+    """Directed kNN relation from a dense (n, n) distance matrix (squared or not): ``(n, n)`` bool.
+
+    For points known only through their distances (kernel feature spaces, paper 000 Sect. 5) and for
+    label-restricted neighbourhoods (same class / other classes, paper 000 Sect. 2.1.2, paper 001 eq. 9-10).
+    ``mask[i, j]`` is True when j is among the ``k_i`` nearest allowed columns of row i, ties broken by the
+    smaller column index (stable sort). ``n_neighbors`` is an int or a per-row (n,) int array, capped at the
+    number of allowed columns of each row; ``allowed`` (n, n) bool defaults to every ``j != i``.
+    """
+    n = D.shape[0]
+    if allowed is None:
+        allowed = ~np.eye(n, dtype=bool)
+    k = np.minimum(np.broadcast_to(np.asarray(n_neighbors), (n,)), allowed.sum(axis=1))
+    order = np.argsort(np.where(allowed, D, np.inf), axis=1, kind="stable")  # (n, n)
+    rank = np.empty_like(order)
+    rank[np.arange(n)[:, None], order] = np.arange(n)[None, :]
+    return (rank < k[:, None]) & allowed
 
 
 def check_knn_graph(indices: Any, distances: Any, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:

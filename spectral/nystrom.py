@@ -15,15 +15,21 @@ import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 from sklearn.cluster import MiniBatchKMeans, kmeans_plusplus
 
+from ._arrays import is_dask, take_rows
 from ._validation import check_array_2d, check_choice, check_float, check_int, check_random_state, seed_int
-from .errors import InputDataError, ParameterError
-from .kernels import kernel_diagonal, make_kernel
+from .errors import InputDataError, NotPositiveDefiniteError, ParameterError
+from .kernels import PSD_KERNELS, Kernel, kernel_diagonal, make_kernel
 
 LANDMARK_METHODS = ("uniform", "kmeans++", "kmeans", "rls")
 # Eigenvalues of K_mm below EIG_FLOOR * max are treated as zero (pseudo-inverse): 1e-10 keeps
 # Phi's entries within ~1e5 of K's for a unit-scale kernel while dropping numerically null directions.
 EIG_FLOOR = 1e-10
+# K_mm with an eigenvalue below -PSD_RTOL * max is not a kernel matrix (round-off of a PSD kernel stays ~1e-15).
+PSD_RTOL = 1e-6
 DEFAULT_CHUNK_ROWS = 20_000
+#: Landmarks when the caller gives none: all points up to this many, a uniform sample above (a 1000 x 1000
+#: K_mm eigendecomposition takes ~0.3 s here and the approximation error of the benchmarks is flat beyond it).
+DEFAULT_LANDMARKS = 1000
 # BLAS threads of the dense (m, m) eigendecompositions: on this 2-core machine a 2,000 x 2,000 eigh took 1.7 s
 # with one OpenBLAS thread and 21 s with two while the other core was busy (threads spin-waiting on each other).
 DENSE_BLAS_THREADS = 1
@@ -33,21 +39,6 @@ FLOAT32_EIG_FLOOR = 1e-4
 # k-means++ / k-means / ridge-leverage selection run on a uniform sample of this many rows per landmark
 # (at least SAMPLE_MIN), not on the whole data: O(sample * m * d) instead of O(n * m * d).
 SAMPLE_PER_LANDMARK, SAMPLE_MIN = 10, 20_000
-
-
-def _is_dask(X) -> bool:
-    return hasattr(X, "chunks") and hasattr(X, "compute")
-
-
-def _rows(X, idx: np.ndarray) -> np.ndarray:
-    """Rows ``X[idx]`` as float64 numpy (sorted gather for dask arrays)."""
-    idx = np.asarray(idx)
-    if _is_dask(X):
-        order = np.argsort(idx)
-        out = np.empty((len(idx), X.shape[1]))
-        out[order] = np.asarray(X[idx[order]].compute(), dtype=np.float64)
-        return out
-    return np.asarray(X[idx], dtype=np.float64)
 
 
 def select_landmarks(X, n_landmarks, *, method="uniform", kernel=None, random_state=None):
@@ -74,9 +65,9 @@ def select_landmarks(X, n_landmarks, *, method="uniform", kernel=None, random_st
     rng = check_random_state(random_state)
     if method == "uniform":
         idx = np.sort(rng.choice(n, size=m, replace=False))
-        return _rows(X, idx), idx
+        return take_rows(X, idx), idx
     pool = np.sort(rng.choice(n, size=min(n, max(SAMPLE_MIN, SAMPLE_PER_LANDMARK * m)), replace=False))
-    Xp = _rows(X, pool)
+    Xp = take_rows(X, pool)
     if method == "kmeans++":
         centres, local = kmeans_plusplus(Xp, m, random_state=seed_int(rng))
         return centres.astype(np.float64), pool[local]
@@ -123,6 +114,9 @@ class NystromFeatures:
         Landmark selection (:func:`select_landmarks`).
     eig_floor : float in [0, 1)
         Relative floor of the pseudo-inverse of ``K_mm``.
+    rank : int >= 1 or None
+        Keep at most the ``rank`` leading eigenpairs of ``K_mm`` (after the floor): Phi is (n, r),
+        ``r = min(rank, #eigenvalues above the floor)``. None keeps every one above the floor.
     chunk_rows : int
         Rows per chunk when X is numpy.
     random_state : None, int or Generator
@@ -133,22 +127,33 @@ class NystromFeatures:
     normalization_ : (m, r) ``U_r diag(s_r^{-1/2})`` (``K_mm^+ = N N^T``); n_components_ : r.
     """
 
-    def __init__(self, kernel="rbf", n_landmarks=100, *, method="uniform", gamma=None, degree=2, coef0=1.0,
-                 kernel_params=None, eig_floor=EIG_FLOOR, chunk_rows=DEFAULT_CHUNK_ROWS, random_state=None):
+    def __init__(self, kernel="rbf", n_landmarks=100, *, method="uniform", gamma=None, degree=3, coef0=1.0,
+                 kernel_params=None, eig_floor=EIG_FLOOR, rank=None, chunk_rows=DEFAULT_CHUNK_ROWS,
+                 random_state=None):
         self.kernel, self.n_landmarks, self.method = kernel, n_landmarks, method
         self.gamma, self.degree, self.coef0, self.kernel_params = gamma, degree, coef0, kernel_params
-        self.eig_floor, self.chunk_rows, self.random_state = eig_floor, chunk_rows, random_state
+        self.eig_floor, self.rank, self.chunk_rows, self.random_state = eig_floor, rank, chunk_rows, random_state
+
+    @classmethod
+    def from_kernel(cls, kernel: Kernel, n_landmarks, **options) -> "NystromFeatures":
+        """An unfitted map of a validated :class:`spectral.kernels.Kernel` (e.g. from ``kernel_from_params``)."""
+        return cls(kernel.kind, n_landmarks, gamma=kernel.gamma, degree=kernel.degree, coef0=kernel.coef0,
+                   kernel_params=kernel.params or None, **options)
 
     def _kernel(self):
+        if not callable(self.kernel):
+            check_choice("kernel", self.kernel, PSD_KERNELS)
         return make_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
                            kernel_params=self.kernel_params)
 
     def fit(self, X) -> "NystromFeatures":
         """Choose landmarks among the rows of X (numpy or dask (n, d)) and factor ``K_mm``."""
-        if not _is_dask(X):
+        if not is_dask(X):
             X = check_array_2d(X, "X")
         check_float("eig_floor", self.eig_floor, low=0.0, high=1.0, high_inclusive=False)
         check_int("chunk_rows", self.chunk_rows, low=1)
+        if self.rank is not None:
+            check_int("rank", self.rank, low=1, high=self.n_landmarks)
         kern = self._kernel()
         landmarks, idx = select_landmarks(X, self.n_landmarks, method=self.method, kernel=kern,
                                           random_state=self.random_state)
@@ -162,7 +167,14 @@ class NystromFeatures:
             s, U = sla.eigh(kern(landmarks, landmarks), driver="evd")  # all pairs: divide and conquer
         if s[-1] <= 0:
             raise InputDataError(f"K(landmarks, landmarks) has no positive eigenvalue (largest {s[-1]:.3g})")
+        if s[0] < -PSD_RTOL * s[-1]:
+            raise NotPositiveDefiniteError(
+                f"K(landmarks, landmarks) has a negative eigenvalue {s[0]:.3g} (largest {s[-1]:.3g}): the kernel "
+                "is not positive semidefinite, it has no Nystrom map"
+            )
         keep = s > self.eig_floor * s[-1]
+        if self.rank is not None:
+            keep &= np.arange(len(s)) >= len(s) - self.rank  # the rank leading pairs (s ascending)
         self.eigenvalues_ = s[keep][::-1]
         self.normalization_ = (U[:, keep] / np.sqrt(s[keep]))[:, ::-1]
         self.n_components_ = int(keep.sum())
@@ -177,7 +189,7 @@ class NystromFeatures:
         if not hasattr(self, "normalization_"):
             raise ParameterError("NystromFeatures is not fitted: call fit(X) first")
         N = self.normalization_
-        if _is_dask(X):
+        if is_dask(X):
             if X.shape[1] != self.landmarks_.shape[1]:
                 raise InputDataError(f"X must have {self.landmarks_.shape[1]} features; got {X.shape[1]}")
             Xc = X.rechunk({1: -1}).astype(np.float64)
@@ -199,7 +211,8 @@ class NystromFeatures:
         if self.landmark_indices_ is not None:
             arrays["landmark_indices"] = np.asarray(self.landmark_indices_, dtype=np.int64)
         attrs = {"class": "NystromFeatures", **self.kernel_.attrs(), "n_landmarks": int(self.n_landmarks),
-                 "method": self.method, "eig_floor": float(self.eig_floor), "chunk_rows": int(self.chunk_rows)}
+                 "method": self.method, "eig_floor": float(self.eig_floor), "chunk_rows": int(self.chunk_rows),
+                 "rank": None if self.rank is None else int(self.rank)}
         return arrays, attrs
 
     @classmethod
@@ -209,7 +222,7 @@ class NystromFeatures:
             raise InputDataError(f"state is not a NystromFeatures state: class={attrs.get('class')!r}")
         self = cls(attrs["kernel"], attrs["n_landmarks"], method=attrs["method"], gamma=attrs["gamma"],
                    degree=attrs["degree"], coef0=attrs["coef0"], eig_floor=attrs["eig_floor"],
-                   chunk_rows=attrs["chunk_rows"])
+                   rank=attrs.get("rank"), chunk_rows=attrs["chunk_rows"])
         self.kernel_ = self._kernel()
         self.landmarks_ = np.asarray(arrays["landmarks"], dtype=np.float64)
         self.landmark_indices_ = arrays.get("landmark_indices")
@@ -247,7 +260,7 @@ def nystrom_eigh(X, n_components, features: NystromFeatures, *, normalized=False
         # float32 blocks carry ~1e-7 relative noise, amplified by 1 / s_min through N: keep s >= 1e-4 max
         N = N[:, features.eigenvalues_ >= FLOAT32_EIG_FLOOR * features.eigenvalues_[0]]
     k = check_int("n_components", n_components, low=1, high=N.shape[1])
-    Xd = X if _is_dask(X) else da.from_array(np.asarray(X), chunks=(chunk_rows, X.shape[1]))
+    Xd = X if is_dask(X) else da.from_array(np.asarray(X), chunks=(chunk_rows, X.shape[1]))
     Xd = Xd.rechunk({1: -1}).astype(dtype)
     z = None
     if normalized:

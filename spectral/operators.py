@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from ._arrays import is_dask
 from ._validation import check_int
 from .errors import InputDataError, ParameterError
 
@@ -82,7 +83,7 @@ class LowRankOperator(SymmetricOperator):
         if scale < 0:
             raise ParameterError(f"scale must be >= 0 (Phi Phi^T is PSD only then); got {scale}")
         self.Phi, self.scale = Phi, float(scale)
-        self._is_dask = hasattr(Phi, "compute") and hasattr(Phi, "chunks")
+        self._is_dask = is_dask(Phi)
         super().__init__(Phi.shape[0], np.float64, True)
 
     def _matmat(self, X):
@@ -186,7 +187,7 @@ class DaskRowBlockOperator(SymmetricOperator):
             raise InputDataError(f"M must be square (n, n); got shape {M.shape}")
         n = M.shape[0]
         self.scheduler = scheduler
-        self._dask_array = hasattr(M, "chunks") and hasattr(M, "compute")
+        self._dask_array = is_dask(M)
         if self._dask_array:
             self.M = M
             self._blocks = None

@@ -16,7 +16,7 @@ scale is floored at ``floor`` = the smallest positive kNN distance of the traini
 distances are 0), and a default heat ``sigma`` of 0 becomes 1.0. So every exponent is finite and <= 0, every
 weight lies in [0, 1] and no NaN or inf can appear; duplicates get weight 1. Weights that underflow to 0
 (far points, tiny scales) are dropped from the sparse structure, which can isolate a point: the Laplacian
-handles degree 0 (see :mod:`spectral.laplacian`).
+handles degree 0 (see :mod:`spectral.graph_laplacian`).
 
 Symmetrization of the directed kNN relation: ``"or"`` (``max(A, A^T)``: an edge if either point is among the
 other's neighbours), ``"and"`` (``min(A, A^T)``: mutual neighbours only), ``"mean"`` (``(A + A^T) / 2``).

@@ -9,7 +9,7 @@ import pytest
 from spectral.errors import ParameterError
 from spectral.discriminant import DNE, LFDA, MFA
 from spectral.discriminant import graphs
-from spectral.discriminant._kernel import kernel_matrix
+from spectral.kernels import pairwise_kernel
 from spectral.discriminant.scale import fit_at_scale, graph_gram, sparse_label_graphs
 
 
@@ -64,7 +64,7 @@ def test_nystrom_at_scale_all_landmarks_equals_exact_kernel(cls):
     X, y = data(seed=2, n_lab=30, n_unl=20, d=4)
     kw = dict(gamma=0.3, mode="kernel", regularization="pca", n_components=2)  # <x, x'>^2, Sect. 5
     exact = cls(**kw).fit(X, y)
-    K = kernel_matrix(X, X, "poly", {"degree": 2, "gamma": 1.0, "coef0": 0.0})
+    K = pairwise_kernel(X, X, "poly", degree=2, gamma=1.0, coef0=0.0)
     W2 = w2_of(graphs.sq_dists_from_gram(K))  # the feature-space graph of the exact variant
     big = fit_at_scale(cls(n_landmarks=len(X), **kw), X, y, W2=W2, chunk_rows=16, random_state=0)
     np.testing.assert_allclose(big.eigenvalues_, exact.eigenvalues_, rtol=1e-6, atol=1e-9)

@@ -354,3 +354,27 @@ def test_lobpcg_start_option_errors(multilevel_case):
         eigensolve(L, 3, solver="lobpcg", reorder="metis")
     with pytest.raises(ParameterError, match="no coarse level with >= 2000 nodes"):
         eigensolve(L, 200, solver="lobpcg", start="multilevel", max_iter=1)
+
+
+def test_sign_flip_matches_scikit_learn_rule():
+    """The one sign rule equals scikit-learn's _deterministic_vector_sign_flip (which works on rows)."""
+    from sklearn.utils.extmath import _deterministic_vector_sign_flip
+
+    from spectral.eigen import sign_flip
+
+    V = np.random.default_rng(3).standard_normal((40, 6))
+    V[:, 2] = 0.0  # an all-zero column stays zero
+    out = sign_flip(V)
+    np.testing.assert_array_equal(out, _deterministic_vector_sign_flip(V.T.copy()).T)
+    np.testing.assert_array_equal(np.abs(out), np.abs(V))
+    assert out is not V
+
+
+def test_solver_registry_subsets_are_derived_from_one_registry():
+    from spectral.eigen import MATRIX_SOLVERS, OPERATOR_SOLVERS, SOLVERS
+    from spectral.embedding import EIGEN_SOLVERS
+
+    assert EIGEN_SOLVERS is SOLVERS
+    assert "nystrom" in SOLVERS and "nystrom" not in MATRIX_SOLVERS
+    assert set(OPERATOR_SOLVERS) < set(MATRIX_SOLVERS) < set(SOLVERS)
+    assert "dense" not in OPERATOR_SOLVERS and "auto" not in OPERATOR_SOLVERS

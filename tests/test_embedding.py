@@ -174,6 +174,12 @@ def test_model_state_round_trip(fitted, roll):
         ({"normalization": "l1"}, r"normalization must be one of .*'l1'"),
         ({"on_disconnected": "ignore"}, r"on_disconnected must be one of .*'ignore'"),
         ({"knn_method": "faiss"}, r"knn_method must be one of .*'faiss'"),
+        ({"affinity": "nearest_neighbors"}, r"affinity must be one of \['knn', 'rbf'\]; got 'nearest_neighbors'"),
+        ({"eigen_solver": "nystrom"},
+         r"eigen_solver='nystrom' does not apply to affinity='knn': affinity='knn' takes eigen_solver in "
+         r"\['auto', 'dense', 'arpack', 'lobpcg', 'randomized'\], affinity='rbf' takes eigen_solver in "
+         r"\['auto', 'nystrom'\]"),
+        ({"affinity": "rbf", "eigen_solver": "arpack"}, r"eigen_solver='arpack' does not apply to affinity='rbf'"),
     ],
 )
 def test_bad_parameters(params, match):
@@ -218,7 +224,7 @@ def _dense_heat_reference(X, k_nn, n_components):
 
 def test_nystrom_solver_all_landmarks_equals_dense_heat_kernel(roll):
     X = roll[0]
-    est = LaplacianEigenmaps(3, n_neighbors=10, eigen_solver="nystrom", random_state=0).fit(X)
+    est = LaplacianEigenmaps(3, affinity="rbf", n_neighbors=10, eigen_solver="nystrom", random_state=0).fit(X)
     ref, vals, _ = _dense_heat_reference(X, 10, 3)
     assert est.eigen_solver_ == "nystrom" and est.affinity_matrix_ is None
     assert max_subspace_angle(ref, est.embedding_) < 1e-8
@@ -246,7 +252,22 @@ def test_nystrom_with_fewer_landmarks_and_state_round_trip(roll):
 
 def test_nystrom_refuses_unnormalized(roll):
     with pytest.raises(ParameterError, match="normalization must be 'symmetric' or 'random_walk'"):
-        LaplacianEigenmaps(2, n_neighbors=10, eigen_solver="nystrom", normalization="unnormalized").fit(roll[0])
+        LaplacianEigenmaps(2, affinity="rbf", n_neighbors=10, normalization="unnormalized").fit(roll[0])
+
+
+@pytest.mark.parametrize("affinity", ["knn", "rbf"])
+def test_estimator_state_round_trip_is_bit_identical(roll, affinity):
+    X = roll[0]
+    est = LaplacianEigenmaps(2, affinity=affinity, n_neighbors=10, random_state=np.random.default_rng(1)).fit(X)
+    arrays, attrs = est.to_state()
+    assert all(isinstance(a, np.ndarray) and a.dtype.kind in "fiu" for a in arrays.values())
+    back = LaplacianEigenmaps.from_state(arrays, json.loads(json.dumps(attrs)))
+    X_new = np.vstack([X[:30] + 0.07, X[30:40]])
+    np.testing.assert_array_equal(back.transform(X_new), est.transform(X_new))
+    np.testing.assert_array_equal(back.embedding_, est.embedding_)
+    assert back.get_params()["affinity"] == affinity and back.eigen_solver_ == est.eigen_solver_
+    with pytest.raises(InputDataError, match="kind='LaplacianEigenmaps'"):
+        LaplacianEigenmaps.from_state(arrays, {**attrs, "kind": "laplacian_eigenmaps"})
 
 
 def test_metrics_helpers():

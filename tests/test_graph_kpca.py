@@ -16,6 +16,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.graph_kpca import GraphKPCA, MultiGraphKPCA
+from spectral.graph_kpca import graphs as G
 
 
 def max_angle(A, B):
@@ -226,12 +227,51 @@ def test_state_round_trip_and_extension_with_given_neighbors(blobs):
     assert all(isinstance(v, np.ndarray) for v in arrays.values())
     import json
 
-    json.dumps(attrs)  # JSON-able attributes only (no pickle)
-    r = GraphKPCA.from_state(arrays, attrs)
-    dist, ind = NearestNeighbors(n_neighbors=m.n_neighbors).fit(X[:150]).kneighbors(X[150:])
+    r = GraphKPCA.from_state(arrays, json.loads(json.dumps(attrs)))  # JSON-able attributes only (no pickle)
+    ind, dist = m.knn_index_.query(X[150:], m.n_neighbors_)  # what transform uses (float32 distances)
     np.testing.assert_allclose(r.transform_with_neighbors(X[150:], ind, dist), m.transform(X[150:]), atol=1e-12)
-    with pytest.raises(InputDataError, match="to_state stores solver='nystrom' models only"):
-        GraphKPCA(2, kernel_params={"gamma": 0.05}).fit(X).to_state()
+    # scikit-learn's float64 search as the neighbours: the same up to the float32 rounding of the distances
+    dist, ind = NearestNeighbors(n_neighbors=m.n_neighbors).fit(X[:150]).kneighbors(X[150:])
+    np.testing.assert_allclose(r.transform_with_neighbors(X[150:], ind, dist), m.transform(X[150:]), rtol=1e-6,
+                               atol=1e-9)
+    np.testing.assert_array_equal(r.transform(X[150:]), m.transform(X[150:]))  # the index rebuilt from X_fit
+
+
+@pytest.mark.parametrize("kw", [{"solver": "dense"}, {"solver": "dense", "graph_weight": "cosine"},
+                                {"solver": "nystrom", "n_landmarks": 60, "graph_kernel": "regularized"}])
+def test_state_round_trip_is_bit_identical(blobs, kw):
+    import json
+
+    X, _ = blobs
+    m = GraphKPCA(3, kernel="poly", kernel_params={"degree": 2}, gamma=0.5, random_state=0, **kw).fit(X[:150])
+    r = GraphKPCA.from_state(*(lambda a, t: (a, json.loads(json.dumps(t))))(*m.to_state()))
+    np.testing.assert_array_equal(r.transform(X), m.transform(X))
+    np.testing.assert_array_equal(r.transform(X[:150]), m.embedding_)
+
+
+def test_transform_queries_the_index_built_at_fit(blobs, monkeypatch):
+    """transform never refits a neighbour search: it queries knn_index_ (built once at fit)."""
+    import spectral.knn as knn_mod
+
+    X, _ = blobs
+    m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=1.0, n_neighbors=6).fit(X[:150])
+    assert m.knn_index_.n_samples == 150
+
+    def no_build(*a, **k):
+        raise AssertionError("a kNN index was built in transform")
+
+    monkeypatch.setattr(knn_mod.KNNIndex, "_build", classmethod(no_build))
+    Z = m.transform(X[150:])
+    ref = NearestNeighborsReference(X[:150], X[150:], 6)
+    np.testing.assert_allclose(Z, m.transform_with_neighbors(X[150:], *ref), rtol=1e-6, atol=1e-9)
+
+
+def NearestNeighborsReference(X_fit, X_new, k):
+    """``(ind, dist)`` of scikit-learn's exact search (the reference for the index's answers)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    dist, ind = NearestNeighbors(n_neighbors=k).fit(X_fit).kneighbors(X_new)
+    return ind, dist
 
 
 def test_precomputed_knn_equals_internal_search(blobs):
@@ -251,3 +291,20 @@ def test_landmarks_above_n_are_clipped_with_a_warning():
     with pytest.warns(ParameterAdjustedWarning, match="n_landmarks=1000 is larger than n_samples = 60; using n_landmarks=60"):
         est = GraphKPCA(2, solver="nystrom").fit(X)
     assert est.embedding_.shape == (60, 2)
+
+
+@pytest.mark.parametrize("weight", ["gaussian", "binary"])
+def test_data_graph_weights_against_scikit_learn_knn(blobs, weight):
+    """The kNN data graph (KNNIndex + spectral.weights) equals exp(-d^2 / (2 sigma^2)) / 1 on the OR of
+    scikit-learn's exact kNN relation."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X = blobs[0][:120]
+    dist, ind = NearestNeighbors(n_neighbors=6).fit(X).kneighbors(X)
+    dist, ind = dist[:, 1:], ind[:, 1:]
+    vals = np.exp(-dist**2 / (2 * 0.7**2)) if weight == "gaussian" else np.ones_like(dist)
+    ref = np.zeros((120, 120))
+    ref[np.repeat(np.arange(120), 5), ind.ravel()] = vals.ravel()
+    ref = np.maximum(ref, ref.T)
+    A = G.data_graph(X, 5, weight=weight, sigma=0.7)
+    np.testing.assert_allclose(A.toarray(), ref, rtol=1e-6, atol=0)

@@ -15,11 +15,12 @@ import pytest
 
 from spectral.graph_kpca import GraphKPCA
 from spectral.graph_kpca import graphs as G
+from spectral.graph_laplacian import laplacian
 
 
 def constraint_term(yl, g1, g2):
     AS, AD = G.constraint_graphs(len(yl), *G.pairs_from_labels(yl))
-    LS, LD = (G.graph_laplacian(A)[0].toarray() for A in (AS, AD))
+    LS, LD = (laplacian(A)[0].toarray() for A in (AS, AD))
     return -g1 * LS + g2 * LD
 
 

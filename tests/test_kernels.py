@@ -39,7 +39,7 @@ def test_callable_kernel_and_its_checks():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"kernel": "sigmoid"}, r"kernel must be one of .*got 'sigmoid'"),
+    ({"kernel": "chi2"}, r"kernel must be one of .*got 'chi2'"),
     ({"gamma": 0.0}, r"gamma must be a real number in \(0.0, inf\); got 0.0"),
     ({"kernel": "poly", "degree": 0}, r"degree must be an integer in \[1, inf\); got 0"),
     ({"kernel": "poly", "coef0": -1.0}, r"coef0 must be a real number in \[0.0, inf\); got -1.0"),
@@ -52,3 +52,29 @@ def test_bad_parameters(kwargs, match):
 def test_feature_mismatch():
     with pytest.raises(InputDataError, match="same number of features"):
         pairwise_kernel(X, Y[:, :3])
+
+
+@pytest.mark.parametrize("name", ["linear", "poly", "rbf", "laplacian", "cosine", "sigmoid"])
+def test_defaults_are_scikit_learns(name):
+    """Every named kernel, with no parameters, is scikit-learn's pairwise_kernels with its defaults
+    ("poly" = degree 3, coef0 1, gamma 1/d: one meaning in the whole package)."""
+    np.testing.assert_allclose(pairwise_kernel(X, Y, name), pairwise.pairwise_kernels(X, Y, metric=name),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_from_params_and_centering_match_scikit_learn():
+    from sklearn.preprocessing import KernelCenterer
+
+    from spectral.kernels import center_gram, center_rows, kernel_from_params
+
+    k = kernel_from_params("poly", {"degree": 2, "gamma": 1.0, "coef0": 0.0})
+    np.testing.assert_allclose(k(X, Y), (X @ Y.T) ** 2, rtol=1e-12)  # paper 000's <x, x'>^2
+    K = k(X, X)
+    centerer = KernelCenterer().fit(K)
+    Kc, col, tot = center_gram(K)
+    np.testing.assert_allclose(Kc, centerer.transform(K), atol=1e-10)
+    np.testing.assert_allclose(center_rows(k(Y, X), col, tot), centerer.transform(k(Y, X)), atol=1e-10)
+    with pytest.raises(ParameterError, match=r"kernel_params of a named kernel must be among .*got \['sigma'\]"):
+        kernel_from_params("rbf", {"sigma": 1.0})
+    with pytest.raises(ParameterError, match="kernel must be one of .*got 'sigmoid'"):
+        kernel_from_params("sigmoid", None, psd=True)

@@ -170,3 +170,25 @@ def test_n_jobs_above_numba_threads_is_a_clear_error():
     top = int(numba.config.NUMBA_NUM_THREADS)
     with pytest.raises(ParameterError, match=rf"n_jobs must be .*{top}.*got {top + 1}"):
         KNNIndex.build(X, 5, method="exact", n_jobs=top + 1)
+
+
+def test_knn_mask_from_distances_matches_the_index_and_restricts_candidates():
+    """The dense-distance kNN relation equals KNNIndex's graph (no ties in Gaussian data); ``allowed`` and a
+    per-row k restrict it (label graphs)."""
+    from scipy.spatial.distance import cdist
+
+    from spectral.knn import knn_mask_from_distances
+
+    X = np.random.default_rng(11).standard_normal((60, 4))
+    D2 = cdist(X, X, "sqeuclidean")
+    mask = knn_mask_from_distances(D2, 5)
+    idx, _ = knn_graph(X, 5, method="exact")
+    ref = np.zeros((60, 60), dtype=bool)
+    ref[np.repeat(np.arange(60), 5), idx.ravel()] = True
+    np.testing.assert_array_equal(mask, ref)
+    y = np.arange(60) % 3
+    same = (y[:, None] == y[None, :]) & ~np.eye(60, dtype=bool)
+    m = knn_mask_from_distances(D2, np.full(60, 30), same)  # more than the 19 allowed: capped
+    np.testing.assert_array_equal(m, same)
+    m = knn_mask_from_distances(D2, 2, same)
+    assert m.sum(axis=1).tolist() == [2] * 60 and not (m & ~same).any()

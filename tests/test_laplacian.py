@@ -10,7 +10,7 @@ from scipy.sparse import csgraph
 
 from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
 from spectral.knn import knn_graph
-from spectral.laplacian import check_connected, connected_components, laplacian
+from spectral.graph_laplacian import check_connected, connected_components, laplacian
 from spectral.weights import knn_weights
 
 
@@ -82,3 +82,26 @@ def test_bad_affinity(W, match):
 def test_bad_normalization():
     with pytest.raises(ParameterError, match=r"normalization must be one of .*'normed'"):
         laplacian(_graph(10), "normed")
+
+
+def test_dense_and_signed_laplacians_match_csgraph_and_the_sparse_builder():
+    """dense_laplacian == csgraph's D - W; signed graphs (DNE's W^I - W^E) give D - W with signed degrees."""
+    from spectral.graph_laplacian import dense_laplacian
+
+    rng = np.random.default_rng(0)
+    A = rng.random((12, 12))
+    W = np.triu(A, 1) + np.triu(A, 1).T
+    L, d = dense_laplacian(W)
+    np.testing.assert_allclose(L, csgraph.laplacian(W), atol=1e-14)
+    np.testing.assert_allclose(d, W.sum(axis=1))
+    S = W - 0.8 * (W > 0.5)  # signed
+    with pytest.raises(InputDataError, match="non-negative"):
+        dense_laplacian(S)
+    Ld, _ = dense_laplacian(S, signed=True)
+    Ls, ds = laplacian(sp.csr_matrix(S), signed=True)
+    np.testing.assert_allclose(Ld, np.diag(S.sum(axis=1)) - S, atol=1e-14)
+    np.testing.assert_allclose(Ls.toarray(), Ld, atol=1e-14)
+    with pytest.raises(ParameterError, match="signed=True .* normalization='unnormalized'; got 'symmetric'"):
+        laplacian(sp.csr_matrix(S), "symmetric", signed=True)
+    with pytest.raises(InputDataError, match="symmetric"):
+        dense_laplacian(np.triu(A))

@@ -108,3 +108,28 @@ def test_bad_parameters(X):
         NystromFeatures("rbf", 5, method="random").fit(X)
     with pytest.raises(ParameterError, match="not fitted"):
         NystromFeatures().transform(X)
+
+
+def test_rank_keeps_the_leading_eigenpairs_and_is_stored():
+    """``rank=r`` equals the full map's r leading columns (what GraphKPCA's nystrom_rank asks for)."""
+    X = np.random.default_rng(5).standard_normal((120, 4))
+    full = NystromFeatures("rbf", 40, gamma=0.3, random_state=0).fit(X)
+    cut = NystromFeatures("rbf", 40, gamma=0.3, rank=7, random_state=0).fit(X)
+    assert cut.n_components_ == 7
+    np.testing.assert_array_equal(cut.eigenvalues_, full.eigenvalues_[:7])
+    np.testing.assert_allclose(cut.transform(X), full.transform(X)[:, :7], atol=1e-12)
+    back = NystromFeatures.from_state(*cut.to_state())
+    assert back.rank == 7
+    np.testing.assert_array_equal(back.transform(X), cut.transform(X))
+    with pytest.raises(ParameterError, match=r"rank must be an integer in \[1, 40\]; got 41"):
+        NystromFeatures("rbf", 40, rank=41).fit(X)
+
+
+def test_non_psd_kernels_have_no_nystrom_map():
+    from spectral.errors import NotPositiveDefiniteError
+
+    X = np.random.default_rng(6).standard_normal((60, 3))
+    with pytest.raises(ParameterError, match="kernel must be one of .*got 'sigmoid'"):
+        NystromFeatures("sigmoid", 10).fit(X)
+    with pytest.raises(NotPositiveDefiniteError, match="negative eigenvalue"):
+        NystromFeatures(lambda A, B: -np.abs(A @ B.T) + 0.1, 20, random_state=0).fit(X)

@@ -12,8 +12,9 @@ import scipy.sparse as sp
 from conftest import load_dataset
 
 from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.spectral_kernels import (RSK, TSK, consistency_method, extend_vectors, gap_matrix, harmonic_function,
-                               solve_spectrum_lp)
+from spectral.spectral_kernels import RSK, TSK, consistency_method, harmonic_function
+from spectral.spectral_kernels.basis import extend_vectors
+from spectral.spectral_kernels.lp import gap_matrix, solve_spectrum_lp
 
 
 def minmax(X):

@@ -7,7 +7,7 @@ import pytest
 
 from spectral.errors import InputDataError, ParameterError
 from spectral.knn import knn_graph
-from spectral.laplacian import laplacian
+from spectral.graph_laplacian import laplacian
 from spectral.weights import fit_weight_params, knn_weights, query_weights
 
 # Five points on a line, k = 2, no distance ties (worked out by hand):

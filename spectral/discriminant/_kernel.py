@@ -1,54 +1,38 @@
-"""Kernel evaluations and the (K)PCA / Nyström feature map used by the kernel variants of paper 000.
+"""The kernel of the kernel variants of paper 000 and its (K)PCA / Nystrom feature maps.
 
-``kernel_matrix`` evaluates ``k(X, Y)`` with scikit-learn's ``pairwise_kernels`` (the reference
-implementation) or a user callable ``k(X, Y) -> (n, m)``. ``landmark_features`` returns ``M = V Lambda^(-1/2)``
-from ``K_mm = V Lambda V^T`` (rank-truncated), so that ``Phi(x) = k(x, landmarks) M`` are the Nyström
-features (paper 000 Sect. 4); with all training points as landmarks, ``Phi(X) = V Lambda^(1/2)`` are the
-KPCA features of the reduction of Sect. 3.2 (remark 1).
+The kernel is :mod:`spectral.kernels` (scikit-learn's meaning of ``gamma``, ``degree``, ``coef0``); paper 000's
+own default, Sect. 5's "2nd-degree polynomial kernel k(x, x') = <x, x'>^2", is the estimators' explicit
+default ``DEFAULT_KERNEL_PARAMS``. The Nystrom map ``Phi(x) = k(x, landmarks) M`` with ``M = V Lambda^(-1/2)``
+from ``K_mm = V Lambda V^T`` (rank-truncated, paper 000 Sect. 4) is :class:`spectral.nystrom.NystromFeatures`
+(``M`` = its ``normalization_``). With all training points as landmarks and ``regularization="pca"``,
+:func:`centered_kpca_map` gives the KPCA features of the reduction of Sect. 3.2 (remark 1).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS, pairwise_kernels
 
-from ..errors import InputDataError, NotPositiveDefiniteError, ParameterError
+from ..errors import NotPositiveDefiniteError
+from ..kernels import Kernel, center_gram, kernel_from_params
+from ..nystrom import EIG_FLOOR, NystromFeatures
 
 #: Sect. 5: "the 2nd-degree polynomial kernel k(x, x') = <x, x'>^2" (scikit-learn: (gamma <x,x'> + coef0)^degree)
 DEFAULT_KERNEL_PARAMS = {"poly": {"degree": 2, "gamma": 1.0, "coef0": 0.0}}
-#: eigenvalues of K_mm below this fraction of the largest are dropped (pseudo-inverse, Sect. 4)
-KERNEL_RANK_RTOL = 1e-10
 
 
-def kernel_matrix(X: np.ndarray, Y: np.ndarray, kernel, params: dict) -> np.ndarray:
-    """``k(X, Y)`` of shape (n, m) for a kernel name of scikit-learn or a callable ``k(X, Y)``."""
+def resolve_kernel(kernel, kernel_params: dict | None) -> tuple[Kernel, dict]:
+    """The :class:`Kernel` of an estimator's ``(kernel, kernel_params)`` and the merged parameters (JSON-able
+    for a named kernel): the paper's defaults of ``DEFAULT_KERNEL_PARAMS`` updated with ``kernel_params``."""
     if callable(kernel):
-        K = np.asarray(kernel(X, Y, **params), dtype=np.float64)
-        if K.shape != (len(X), len(Y)):
-            raise InputDataError(f"kernel callable must return shape {(len(X), len(Y))}; got {K.shape}")
-        return K
-    if kernel not in PAIRWISE_KERNEL_FUNCTIONS:
-        raise ParameterError(f"kernel must be one of {sorted(PAIRWISE_KERNEL_FUNCTIONS)} or a callable; got {kernel!r}")
-    return pairwise_kernels(X, Y, metric=kernel, **params)
+        params = dict(kernel_params or {})
+    else:
+        params = {**DEFAULT_KERNEL_PARAMS.get(kernel, {}), **(kernel_params or {})}
+    return kernel_from_params(kernel, params), params
 
 
-def landmark_features(landmarks: np.ndarray, kernel, params: dict, K: np.ndarray | None = None) -> np.ndarray:
-    """``M = V Lambda^(-1/2)`` (m, r) from the eigendecomposition of ``K_mm = k(landmarks, landmarks)``.
-
-    Eigenvalues below ``KERNEL_RANK_RTOL * lambda_max`` are dropped (pseudo-inverse). Raises
-    :class:`NotPositiveDefiniteError` when K_mm has a clearly negative eigenvalue (not a kernel).
-    """
-    K = kernel_matrix(landmarks, landmarks, kernel, params) if K is None else K
-    lam, V = np.linalg.eigh(0.5 * (K + K.T))
-    top = max(float(lam[-1]), 0.0)
-    if top <= 0:
-        raise NotPositiveDefiniteError("the kernel matrix of the landmarks is zero or negative: not a kernel")
-    if lam[0] < -1e-6 * top:
-        raise NotPositiveDefiniteError(
-            f"the kernel matrix has a negative eigenvalue {lam[0]:.3g} (largest {top:.3g}): not positive semidefinite"
-        )
-    keep = lam > KERNEL_RANK_RTOL * top
-    return V[:, keep] / np.sqrt(lam[keep])
+def landmark_map(X, kernel: Kernel, n_landmarks: int, random_state) -> NystromFeatures:
+    """Nystrom map on ``n_landmarks`` uniform landmarks among the rows of X (numpy or dask (n, d0))."""
+    return NystromFeatures.from_kernel(kernel, n_landmarks, random_state=random_state).fit(X)
 
 
 def centered_kpca_map(K: np.ndarray) -> np.ndarray:
@@ -56,11 +40,12 @@ def centered_kpca_map(K: np.ndarray) -> np.ndarray:
 
     ``K M`` are the centered KPCA features up to one constant row shift (``1^T V_c = 0``), a full-rank basis
     of the span of the centered feature vectors; one eigendecomposition replaces KPCA + a PCA of the features.
+    Eigenvalues below ``EIG_FLOOR * max`` are dropped, as in the Nystrom map.
     """
-    Kc = K - K.mean(axis=0) - K.mean(axis=1)[:, None] + K.mean()
+    Kc = center_gram(K)[0]
     lam, V = np.linalg.eigh(0.5 * (Kc + Kc.T))
     top = max(float(lam[-1]), 0.0)
     if top <= 0:
         raise NotPositiveDefiniteError("the centered kernel matrix is zero: all training points coincide in feature space")
-    keep = lam > KERNEL_RANK_RTOL * top
+    keep = lam > EIG_FLOOR * top
     return V[:, keep] / np.sqrt(lam[keep])

@@ -24,9 +24,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (check_choice, check_float, check_int, check_labels, check_random_state, clip_int,
                            validate_X)
+from ..eigen.signs import sign_flip
 from ..errors import InputDataError, ParameterError
 from . import graphs, solve
-from ._kernel import DEFAULT_KERNEL_PARAMS, centered_kpca_map, kernel_matrix, landmark_features
+from ._kernel import centered_kpca_map, landmark_map, resolve_kernel
 
 MODES = ("linear", "kernel", "transductive")
 #: what to do with a labeled class of fewer than n_neighbors points (see the ``small_classes`` parameter)
@@ -182,8 +183,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         y = self._check_labels(X, y)  # codes: index in classes_, -1 unlabeled
         train = np.ones(len(y), bool) if self.gamma > 0 else y >= 0
         Xt, yt = X[train], y[train]
-        self._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(self.kernel, {}), **(self.kernel_params or {})} \
-            if isinstance(self.kernel, str) else dict(self.kernel_params or {})
+        self._kernel, self._kernel_params = resolve_kernel(self.kernel, self.kernel_params)
         self._feature_basis = False
         D2, feats, K = self._distances_and_features(Xt)
         L1, Lc = graphs.method_laplacians(self._method, D2, yt, self.n_neighbors)
@@ -210,14 +210,12 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
             return graphs.sq_dists(Xt), (Xt if self.mode == "linear" else None), None
         if self.n_landmarks is not None:
             m = clip_int("n_landmarks", self.n_landmarks, len(Xt), bound="the number of training points")
-            rng = check_random_state(self.random_state)
-            pick = np.sort(rng.choice(len(Xt), size=m, replace=False))
-            self.basis_ = Xt[pick]
-            self._feature_map = landmark_features(self.basis_, self.kernel, self._kernel_params)
-            feats = kernel_matrix(Xt, self.basis_, self.kernel, self._kernel_params) @ self._feature_map
+            nys = landmark_map(Xt, self._kernel, m, check_random_state(self.random_state))
+            self.basis_, self._feature_map = nys.landmarks_, nys.normalization_
+            feats = nys.transform(Xt)
             return graphs.sq_dists(feats), feats, None  # feature-space distances through Phi (Sect. 5)
         self.basis_ = Xt
-        K = kernel_matrix(Xt, Xt, self.kernel, self._kernel_params)
+        K = self._kernel(Xt, Xt)
         D2 = graphs.sq_dists_from_gram(K)  # ||phi(x_i) - phi(x_j)|| (Sect. 5)
         if self.regularization == "pca":
             self._feature_map = centered_kpca_map(K)  # KPCA reduction; K M spans the centered features
@@ -274,7 +272,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
     def _scaled(self, W, values):
         """``W T`` (T of remark 2, deterministic signs); records ``eigenvalues_`` and ``component_norms_``."""
         self.eigenvalues_, self.component_norms_ = values, np.linalg.norm(W, axis=0)
-        return solve.flip_signs(W * solve.scaling_factors(self.component_norms_, values, self.scaling))
+        return sign_flip(W * solve.scaling_factors(self.component_norms_, values, self.scaling))
 
     def _informative(self, values, W, spread, norms, scale):
         """Drop candidate directions with no spread over the training points; count them in ``n_null_``."""
@@ -297,7 +295,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         if self.mode == "transductive":
             raise ParameterError("mode='transductive' embeds the training points only: use fit_transform or embedding_")
         X = validate_X(self, X, reset=False)
-        F = X if self.basis_ is None else kernel_matrix(X, self.basis_, self.kernel, self._kernel_params)
+        F = X if self.basis_ is None else self._kernel(X, self.basis_)
         return F @ self.coef_ - self.offset_
 
     def fit_transform(self, X, y=None, **fit_params):
@@ -349,7 +347,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         est.coef_, est.offset_ = np.asarray(arrays["coef"]), np.asarray(arrays["offset"])
         est.eigenvalues_, est.classes_ = np.asarray(arrays["eigenvalues"]), np.asarray(arrays["classes"])
         est.basis_ = np.asarray(arrays["basis"]) if "basis" in arrays else None
-        est._kernel_params = dict(attrs["kernel_params"])
+        est._kernel, est._kernel_params = resolve_kernel(est.kernel, attrs["kernel_params"])
         est.n_features_in_ = int(attrs["n_features_in"])
         est.n_components_ = est.coef_.shape[1]
         return est

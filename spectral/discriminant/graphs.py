@@ -15,6 +15,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError
+from ..knn import knn_mask_from_distances
+from ..weights import knn_weights
+from ..graph_laplacian import dense_laplacian
+from ..graph_laplacian import laplacian as sparse_laplacian
 
 #: weightings of the manifold graph W^(2) (Sect. 3.3): binary, heat kernel (eq. 14), local scaling (eq. 15)
 MANIFOLD_WEIGHTINGS = ("local_scaling", "heat", "binary")
@@ -34,21 +38,6 @@ def sq_dists_from_gram(K: np.ndarray) -> np.ndarray:
 def sq_dists(X: np.ndarray) -> np.ndarray:
     """Squared Euclidean distances between the rows of ``X`` (n, d) -> (n, n)."""
     return sq_dists_from_gram(X @ X.T)
-
-
-def _directed_knn(D2: np.ndarray, rows: np.ndarray, cols: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each point of ``rows``, its ``k`` nearest points among ``cols`` (itself excluded).
-
-    Returns the (row, col) pairs of the directed kNN relation as two int arrays. Ties are broken by index
-    (stable sort), so the graph is deterministic.
-    """
-    if len(rows) == 0 or len(cols) == 0 or k == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    sub = D2[np.ix_(rows, cols)].copy()
-    sub[rows[:, None] == cols[None, :]] = np.inf  # no self-neighbours
-    k_eff = min(k, len(cols) - int(np.isin(rows, cols).any()))
-    order = np.argsort(sub, axis=1, kind="stable")[:, :k_eff]
-    return np.repeat(rows, k_eff), cols[order].ravel()
 
 
 def _or_graph(n: int, i: np.ndarray, j: np.ndarray, w: np.ndarray | None = None) -> sp.csr_matrix:
@@ -81,17 +70,15 @@ def label_graphs(D2: np.ndarray, y: np.ndarray, n_neighbors: int) -> tuple[sp.cs
         i among those of j; 0 otherwise.
     """
     n = len(y)
-    labeled = np.flatnonzero(y >= 0)
-    pi, pj, ei, ej = [], [], [], []
-    for c in np.unique(y[labeled]):
-        same = labeled[y[labeled] == c]
-        other = labeled[y[labeled] != c]
-        a, b = _directed_knn(D2, same, same, n_neighbors)
-        pi.append(a), pj.append(b)
-        a, b = _directed_knn(D2, same, other, n_neighbors)
-        ei.append(a), ej.append(b)
-    cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, np.int64)  # noqa: E731
-    return _or_graph(n, cat(pi), cat(pj)), _or_graph(n, cat(ei), cat(ej))
+    labeled = y >= 0
+    both = labeled[:, None] & labeled[None, :]
+    same = both & (y[:, None] == y[None, :])
+    np.fill_diagonal(same, False)  # no self-neighbours; ties by index (deterministic graphs)
+    graphs = []
+    for allowed in (same, both & (y[:, None] != y[None, :])):
+        i, j = np.nonzero(knn_mask_from_distances(D2, n_neighbors, allowed))
+        graphs.append(_or_graph(n, i, j))
+    return graphs[0], graphs[1]
 
 
 def lfda_graphs(W_I: sp.csr_matrix, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,30 +124,20 @@ def manifold_weights(
     sigma: float | None = None,
     scale_k: int | None = None,
 ) -> sp.csr_matrix:
-    """W^(2) from a kNN relation (Sect. 3.3), OR-symmetrized, shape (n, n).
+    """W^(2) from a kNN relation (Sect. 3.3), OR-symmetrized, shape (n, n): :func:`spectral.weights.knn_weights`.
 
-    ``binary``: w = 1; ``heat``: w = exp(-d^2 / sigma^2) (eq. 14, sign of the exponent corrected);
-    ``local_scaling``: w = exp(-d^2 / (sigma_i sigma_j)) with sigma_i the distance to the ``scale_k``-th
-    neighbour (eq. 15; default the last column). With all n - 1 neighbours this is the complete
-    local-scaling affinity of the LFDA implementation.
+    ``binary``: w = 1; ``heat``: w = exp(-d^2 / sigma^2) (eq. 14, sign of the exponent corrected), sigma
+    defaulting here to the median distance to the ``scale_k``-th neighbour; ``local_scaling``:
+    w = exp(-d^2 / (sigma_i sigma_j)) with sigma_i the distance to the ``scale_k``-th neighbour (eq. 15;
+    default the last column). With all n - 1 neighbours this is the complete local-scaling affinity of the
+    LFDA implementation.
     """
-    n, k = indices.shape
-    scale_k = k if scale_k is None else scale_k
-    rows = np.repeat(np.arange(n), k)
-    cols = indices.ravel()
-    d2 = distances.ravel().astype(np.float64) ** 2
-    if weighting == "binary":
-        w = np.ones_like(d2)
-    elif weighting == "heat":
-        s = float(np.median(distances[:, scale_k - 1])) if sigma is None else float(sigma)
-        w = np.exp(-d2 / max(s * s, np.finfo(float).tiny))
-    elif weighting == "local_scaling":
-        sig = np.maximum(distances[:, scale_k - 1].astype(np.float64), np.finfo(float).tiny)
-        w = np.exp(-d2 / (sig[rows] * sig[cols]))
-    else:
+    if weighting not in MANIFOLD_WEIGHTINGS:
         raise ParameterError(f"manifold_weighting must be one of {list(MANIFOLD_WEIGHTINGS)}; got {weighting!r}")
-    # a weight that underflows to 0 would drop the edge; keep the kNN structure
-    return _or_graph(n, rows, cols, np.maximum(w, np.finfo(float).tiny))
+    if weighting == "heat" and sigma is None:
+        s = float(np.median(distances[:, (indices.shape[1] if scale_k is None else scale_k) - 1]))
+        sigma = s if s > 0 else 1.0
+    return knn_weights(indices, distances, weighting=weighting, symmetrize="or", sigma=sigma, scale_k=scale_k)
 
 
 def manifold_graph(D2: np.ndarray, n_neighbors: int, graph: str = "knn", weighting: str = "local_scaling"):
@@ -192,11 +169,11 @@ def manifold_graph(D2: np.ndarray, n_neighbors: int, graph: str = "knn", weighti
 
 
 def laplacian(W) -> np.ndarray | sp.csr_matrix:
-    """``D - W`` with ``D = diag(W 1)`` (eq. 3), for dense or sparse symmetric W (negative weights allowed)."""
-    deg = np.asarray(W.sum(axis=1)).ravel()
+    """``D - W`` with ``D = diag(W 1)`` (eq. 3) of a signed symmetric W: csr for sparse W, ndarray for dense
+    (:func:`spectral.graph_laplacian.laplacian` / :func:`~spectral.graph_laplacian.dense_laplacian`)."""
     if sp.issparse(W):
-        return (sp.diags(deg) - W).tocsr()
-    return np.diag(deg) - W
+        return sparse_laplacian(W, signed=True)[0]
+    return dense_laplacian(W, signed=True)[0]
 
 
 def method_laplacians(method: str, D2: np.ndarray, y: np.ndarray, n_neighbors: int):

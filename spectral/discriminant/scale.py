@@ -13,28 +13,19 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.neighbors import NearestNeighbors
 
+from .._arrays import row_block, take_rows, to_numpy
 from .._validation import check_int, check_random_state
 from ..errors import ParameterError
+from ..knn import KNNIndex, knn_graph
 from . import graphs, solve
-from ._kernel import DEFAULT_KERNEL_PARAMS, kernel_matrix, landmark_features
+from ._kernel import landmark_map, resolve_kernel
 
 #: rows per block of the accumulation: 65536 x 2000 float64 features are ~1 GB, so the kernel path uses fewer
 DEFAULT_CHUNK_ROWS = 65536
 KERNEL_CHUNK_ROWS = 8192
 #: the kernel path materializes the Nystrom features Phi (n, r) as float32 when they fit in this many bytes
 FEATURE_MEMORY_BYTES = 4 * 2**30
-
-
-def _rows(X, i0: int, i1: int) -> np.ndarray:
-    block = X[i0:i1]
-    return np.asarray(block.compute() if hasattr(block, "compute") else block, dtype=np.float64)
-
-
-def _take(X, idx: np.ndarray) -> np.ndarray:
-    block = X[idx]
-    return np.asarray(block.compute() if hasattr(block, "compute") else block, dtype=np.float64)
 
 
 def graph_gram(X, W: sp.csr_matrix, feature_fn=None, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> np.ndarray:
@@ -51,7 +42,7 @@ def graph_gram(X, W: sp.csr_matrix, feature_fn=None, chunk_rows: int = DEFAULT_C
         i1 = min(i0 + chunk_rows, W.shape[0])
         Wb = W[i0:i1]
         cols = np.unique(Wb.indices)
-        Fb, Fn = f(_rows(X, i0, i1)), f(_take(X, cols))
+        Fb, Fn = f(row_block(X, i0, i1)), f(take_rows(X, cols))
         W_loc = sp.csr_matrix((Wb.data, np.searchsorted(cols, Wb.indices), Wb.indptr), shape=(i1 - i0, len(cols)))
         part = Fb.T @ (deg[i0:i1, None] * Fb - W_loc @ Fn)  # rows of (D - W) F
         G = part if G is None else G + part
@@ -69,7 +60,7 @@ def nystrom_features(X, raw_fn, M: np.ndarray, chunk_rows: int = KERNEL_CHUNK_RO
         return np.asarray(blocks.compute())
     Phi = np.empty((n, r), dtype=np.float32)
     for i0 in range(0, n, chunk_rows):
-        Phi[i0:i0 + chunk_rows] = features(_rows(X, i0, min(i0 + chunk_rows, n)))
+        Phi[i0:i0 + chunk_rows] = features(row_block(X, i0, min(i0 + chunk_rows, n)))
     return Phi
 
 
@@ -78,35 +69,38 @@ def moments(X, n: int, feature_fn=None, chunk_rows: int = DEFAULT_CHUNK_ROWS) ->
     f = (lambda Z: Z) if feature_fn is None else feature_fn  # noqa: E731
     s, S = 0.0, 0.0
     for i0 in range(0, n, chunk_rows):
-        Fb = f(_rows(X, i0, min(i0 + chunk_rows, n)))
+        Fb = f(row_block(X, i0, min(i0 + chunk_rows, n)))
         s, S = s + Fb.sum(axis=0), S + Fb.T @ Fb
     mean = s / n
     return mean, S / n - np.outer(mean, mean)
 
 
 def sparse_label_graphs(F: np.ndarray, y: np.ndarray, k: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """W^I, W^E of Sect. 2.1.2 over labeled points ``F`` (l, p) with exact per-class kNN (sparse)."""
+    """W^I, W^E of Sect. 2.1.2 over labeled points ``F`` (l, p) with exact per-class kNN (sparse).
+
+    Neig^I of a class is the kNN graph of its points (:class:`spectral.knn.KNNIndex`, no self-neighbours),
+    Neig^E the k nearest points of the other classes (a query of their index).
+    """
     n = len(y)
     rows_i, cols_i, rows_e, cols_e = [], [], [], []
     for c in np.unique(y):
         same, other = np.flatnonzero(y == c), np.flatnonzero(y != c)
         ks = min(k, len(same) - 1)
         if ks > 0:
-            _, nb = NearestNeighbors(n_neighbors=ks + 1).fit(F[same]).kneighbors(F[same])
-            nb = _drop_self(nb, ks)
+            nb = KNNIndex.build(F[same], ks, method="exact").neighbor_graph()[0]
             rows_i.append(np.repeat(same, ks)), cols_i.append(same[nb].ravel())
         ke = min(k, len(other))
-        _, nb = NearestNeighbors(n_neighbors=ke).fit(F[other]).kneighbors(F[same])
+        nb = _nearest(F[other], F[same], ke)
         rows_e.append(np.repeat(same, ke)), cols_e.append(other[nb].ravel())
     cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, np.int64)  # noqa: E731
     return graphs._or_graph(n, cat(rows_i), cat(cols_i)), graphs._or_graph(n, cat(rows_e), cat(cols_e))
 
 
-def _drop_self(nb: np.ndarray, k: int) -> np.ndarray:
-    """Remove each row's own index (row r of a self-query) from ``nb`` (r, k+1), keeping k columns."""
-    own = nb == np.arange(len(nb))[:, None]
-    own[~own.any(axis=1), -1] = True  # duplicates pushed self out of the list: drop the farthest instead
-    return nb[~own].reshape(len(nb), k)
+def _nearest(F_ref: np.ndarray, F_query: np.ndarray, k: int) -> np.ndarray:
+    """Positions (q, k) of the k nearest rows of F_ref (r, p) for each row of F_query (q, p) (exact search)."""
+    if len(F_ref) == 1:
+        return np.zeros((len(F_query), 1), dtype=np.int64)
+    return KNNIndex.build(F_ref, 1, method="exact").query(F_query, k)[0]
 
 
 def _quad(F: np.ndarray, W: sp.csr_matrix) -> np.ndarray:
@@ -159,17 +153,18 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
     rng = check_random_state(random_state if random_state is not None else est.random_state)
     lab = np.flatnonzero(y >= 0)
     est.n_features_in_ = d0
-    est._kernel_params = {**DEFAULT_KERNEL_PARAMS.get(est.kernel, {}), **(est.kernel_params or {})}
+    est._kernel, est._kernel_params = resolve_kernel(est.kernel, est.kernel_params)
     raw_fn, M, chunk = None, None, chunk_rows or DEFAULT_CHUNK_ROWS
     est.basis_, est._feature_map = None, None
     X_input = X  # the manifold graph W^(2) is built in the input space (see the docstring)
     if est.mode == "kernel":
         m = check_int("n_landmarks", est.n_landmarks, low=1, high=n)
-        est.basis_ = _take(X, np.sort(rng.choice(n, size=m, replace=False)))
-        est._feature_map = M = landmark_features(est.basis_, est.kernel, est._kernel_params)
-        raw_fn = lambda Z: kernel_matrix(Z, est.basis_, est.kernel, est._kernel_params)  # noqa: E731
+        nys = landmark_map(X, est._kernel, m, rng)
+        est.basis_, est._feature_map = nys.landmarks_, nys.normalization_
+        M = est._feature_map
+        raw_fn = lambda Z: est._kernel(Z, est.basis_)  # noqa: E731
         chunk = chunk_rows or KERNEL_CHUNK_ROWS
-        F_lab = raw_fn(_take(X, lab)) @ M  # float64 features of the labeled points (label graphs, eq. 3)
+        F_lab = raw_fn(take_rows(X, lab)) @ M  # float64 features of the labeled points (label graphs, eq. 3)
         if n * M.shape[1] * 4 <= FEATURE_MEMORY_BYTES:
             # Phi (n, r) once, then the linear path on it: n m r + 2 n r^2 flops, and every neighbour gather of
             # graph_gram reads Phi instead of re-evaluating the kernel (r is the rank of K_mm: at most 528 for the
@@ -183,7 +178,7 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
             est.scale_info_ = {"kernel_path": "raw kernel columns", "rank": int(M.shape[1])}
     else:
         est.scale_info_ = {"kernel_path": None, "rank": d0}
-        F_lab = _take(X, lab)
+        F_lab = take_rows(X, lab)
     sandwich = (lambda S: S) if M is None else (lambda S: M.T @ S @ M)  # noqa: E731
     A, B = label_terms(est._method, F_lab, y[lab], est.n_neighbors)
     if est.gamma > 0:
@@ -199,10 +194,9 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
 
 
 def _manifold_graph(X, est, knn_method: str, rng) -> sp.csr_matrix:
-    from ..knn import knn_graph
     from ..weights import knn_weights
 
-    X_np = np.asarray(X.compute() if hasattr(X, "compute") else X, dtype=np.float32)
+    X_np = to_numpy(X, np.float32)
     k = est.n_neighbors if est.manifold_neighbors is None else est.manifold_neighbors
     idx, dist = knn_graph(X_np, k, method=knn_method, random_state=rng)
     return knn_weights(idx, dist, weighting=est.manifold_weighting)

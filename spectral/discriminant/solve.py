@@ -1,5 +1,5 @@
 """The generalized eigenproblems of paper 000: regularization of C (Sect. 3.2, remark 1), the scalings T
-(remark 2), the default target dimensionality (Sect. 5) and deterministic signs.
+(remark 2) and the default target dimensionality (Sect. 5); signs: :func:`spectral.eigen.sign_flip`.
 
 The problems are small and dense (d0 x d0, r x r or n x n with n in the hundreds), so the solver is the
 reference ``scipy.linalg.eigh(A, B)``.
@@ -113,10 +113,3 @@ def scaling_factors(norms: np.ndarray, values: np.ndarray, scaling: str) -> np.n
         t = t * np.sqrt(np.abs(values))
     return t
 
-
-def flip_signs(P: np.ndarray) -> np.ndarray:
-    """Make the largest-|.| entry of each column positive (scikit-learn's deterministic sign rule)."""
-    idx = np.argmax(np.abs(P), axis=0)
-    signs = np.sign(P[idx, np.arange(P.shape[1])])
-    signs[signs == 0] = 1.0
-    return P * signs

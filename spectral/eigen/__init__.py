@@ -6,6 +6,7 @@ One module per solver: :mod:`.dense` (LAPACK reference), :mod:`.arpack` (eigsh),
 """
 
 from ._result import EigenResult
-from .dispatch import SOLVERS, eigensolve
+from .dispatch import MATRIX_SOLVERS, OPERATOR_SOLVERS, SOLVERS, eigensolve
+from .signs import sign_flip
 
-__all__ = ["EigenResult", "SOLVERS", "eigensolve"]
+__all__ = ["EigenResult", "MATRIX_SOLVERS", "OPERATOR_SOLVERS", "SOLVERS", "eigensolve", "sign_flip"]

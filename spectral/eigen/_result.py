@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConvergenceError
+from .signs import sign_flip
 
 # Default relative tolerance on the normwise backward error r_i / (||A|| + |lambda_i| ||B||) when the
 # caller gives no ``tol``: 1e-6 is well above what dense eigh reaches (~1e-15) and below what any
@@ -66,14 +67,6 @@ class RawPairs:
     n_iter: int
     solver_converged: bool = True
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def sign_flip(vectors: np.ndarray) -> np.ndarray:
-    """Make the largest-|.| entry of every column positive. ``(n, k) -> (n, k)`` (a new array)."""
-    idx = np.argmax(np.abs(vectors), axis=0)
-    signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
-    signs[signs == 0] = 1.0
-    return vectors * signs
 
 
 def normalize(vectors: np.ndarray, B) -> np.ndarray:

@@ -18,16 +18,19 @@ from ._result import RawPairs
 DENSE_MAX_N = 15_000
 
 
-def to_dense(M, name: str = "A") -> np.ndarray:
-    """Return ``M`` as a dense float64 ndarray (n, n), refusing n > ``DENSE_MAX_N``."""
+def to_dense(M, name: str = "A", *, max_n: int = DENSE_MAX_N, sparse_limited: bool = True,
+             refusal: str | None = None) -> np.ndarray:
+    """Return ``M`` (ndarray, sparse or operator (n, n)) as a dense float64 ndarray, symmetrized when it
+    comes from an operator; refuse n > ``max_n`` (sparse matrices too unless ``sparse_limited=False``) with
+    the message ``refusal`` (default: the dense solver's)."""
     if isinstance(M, np.ndarray):
         return M
     n = M.shape[0]
-    if n > DENSE_MAX_N:
-        raise ParameterError(
-            f"solver='dense' materializes {name} as an (n, n) array and accepts n <= {DENSE_MAX_N}; got "
+    if n > max_n and (sparse_limited or not sp.issparse(M)):
+        raise ParameterError(refusal or (
+            f"solver='dense' materializes {name} as an (n, n) array and accepts n <= {max_n}; got "
             f"n={n}: use solver='lobpcg', 'arpack' or 'randomized'"
-        )
+        ))
     if sp.issparse(M):
         return M.toarray()
     D = np.asarray(M @ np.eye(n))

@@ -13,7 +13,22 @@ from . import generalized
 from ._problem import Problem, check_matrix, check_n_components, norm_bound
 from ._result import EigenResult, RawPairs, finalize
 
-SOLVERS = ("auto", "dense", "arpack", "lobpcg", "randomized", "nystrom")
+#: The one registry of eigensolvers: name -> what ``A`` must be. "matrix": the entries of A (dense, sparse or
+#: an operator that ``"auto"`` / ``"dense"`` may densify); "operator": only products ``A @ V`` (any
+#: LinearOperator); "data": the data X (n, d) and a kernel instead of A (one-shot Nystrom).
+SOLVER_INPUTS = {
+    "auto": "matrix",
+    "dense": "matrix",
+    "arpack": "operator",
+    "lobpcg": "operator",
+    "randomized": "operator",
+    "nystrom": "data",
+}
+SOLVERS = tuple(SOLVER_INPUTS)
+#: solvers of a given matrix or graph (every one but "nystrom", which needs the data)
+MATRIX_SOLVERS = tuple(s for s, need in SOLVER_INPUTS.items() if need != "data")
+#: solvers that only apply ``A`` (implicit operators such as :class:`spectral.operators.ScaledSum`)
+OPERATOR_SOLVERS = tuple(s for s, need in SOLVER_INPUTS.items() if need == "operator")
 # "auto" uses dense eigh up to this size: LAPACK on 2,000 rows takes ~1 s here and is exact.
 AUTO_DENSE_MAX_N = 2000
 

@@ -21,8 +21,9 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from ..errors import NotPositiveDefiniteError, ParameterError
+from ..errors import NotPositiveDefiniteError
 from ._problem import is_explicit
+from .dense import to_dense
 
 # Eigenvalues of B below REDUCE_RTOL * max eigenvalue count as zero in the range-of-B reduction.
 REDUCE_RTOL = 1e-10
@@ -95,14 +96,6 @@ def reduced_matrix(A, W: np.ndarray) -> np.ndarray:
 
 
 def _dense(M, name: str) -> np.ndarray:
-    if sp.issparse(M):
-        return M.toarray()
-    if isinstance(M, np.ndarray):
-        return M
-    n = M.shape[0]
-    if n > PD_CHECK_MAX_N:
-        raise ParameterError(
-            f"reduce_B=True needs an explicit {name} or one with at most {PD_CHECK_MAX_N} rows; got an "
-            f"operator with n={n}"
-        )
-    return np.asarray(M @ np.eye(n))
+    refusal = (f"reduce_B=True needs an explicit {name} or one with at most {PD_CHECK_MAX_N} rows; got an "
+               f"operator with n={M.shape[0]}")
+    return to_dense(M, name, max_n=PD_CHECK_MAX_N, sparse_limited=False, refusal=refusal)

@@ -25,15 +25,16 @@ import numpy as np
 
 from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
 from ..errors import ConvergenceError, ParameterError
-from ..nystrom import DEFAULT_CHUNK_ROWS, NystromFeatures, _is_dask, nystrom_eigh
-from ._result import EigenResult, sign_flip
+from .._arrays import is_dask, take_rows
+from ..nystrom import DEFAULT_CHUNK_ROWS, DEFAULT_LANDMARKS, NystromFeatures, nystrom_eigh
+from ._result import EigenResult
+from .signs import sign_flip
 
-DEFAULT_LANDMARKS = 1000
 DEFAULT_RESIDUAL_ROWS = 200
 
 
 def eigensolve_nystrom(X, n_components, *, which="largest", tol=None, random_state=None, raise_on_failure=True,
-                       kernel="rbf", gamma=None, degree=2, coef0=1.0, kernel_params=None, n_landmarks=None,
+                       kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None, n_landmarks=None,
                        landmarks="uniform", features=None, normalized=False, dtype=np.float64,
                        chunk_rows=DEFAULT_CHUNK_ROWS, residual_rows=DEFAULT_RESIDUAL_ROWS) -> EigenResult:
     """Top-k eigenpairs of the Nystrom-approximated kernel matrix of X (module docstring)."""
@@ -42,7 +43,7 @@ def eigensolve_nystrom(X, n_components, *, which="largest", tol=None, random_sta
             "solver='nystrom' computes the largest eigenpairs of a kernel (which='largest'); for the smallest "
             f"of a normalized Laplacian use the largest of the normalized kernel (normalized=True); got which={which!r}"
         )
-    if not _is_dask(X):
+    if not is_dask(X):
         X = check_array_2d(X, "X")
     n = X.shape[0]
     rng = check_random_state(random_state)
@@ -78,10 +79,10 @@ def _sampled_residuals(X, features, values, vectors, degrees, rows, chunk_rows) 
     import dask.array as da
 
     n = X.shape[0]
-    XS = np.asarray(X[rows].compute() if _is_dask(X) else X[rows], dtype=np.float64)
+    XS = take_rows(X, rows)
     kern = features.kernel_
     scale = np.ones(n) if degrees is None else 1.0 / np.sqrt(degrees)
-    Xd = X if _is_dask(X) else da.from_array(X, chunks=(chunk_rows, X.shape[1]))
+    Xd = X if is_dask(X) else da.from_array(X, chunks=(chunk_rows, X.shape[1]))
     Xd = Xd.rechunk({1: -1})
     starts = np.concatenate([[0], np.cumsum(Xd.chunks[0])])
     blocks = Xd.to_delayed().ravel()

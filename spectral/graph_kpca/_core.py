@@ -1,4 +1,8 @@
-"""Shared linear algebra of the GRAD estimators (paper 003): kernels, centering, eigen-steps, signs.
+"""Shared linear algebra of the GRAD estimators (paper 003): dense eigen-steps and training-point matches.
+
+Kernels and centering are :mod:`spectral.kernels` (``kernel_from_params``, ``center_gram``, ``center_rows``),
+signs :func:`spectral.eigen.sign_flip`, kNN search :class:`spectral.knn.KNNIndex` (built once at fit over the
+training points, queried by ``transform``, rebuilt once by ``from_state``).
 
 Small n: dense matrices and ``scipy.linalg.eigh``. (Large n: the estimators hand implicit operators of
 :mod:`spectral.operators` to :func:`spectral.eigen.eigensolve`.)
@@ -8,41 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg as la
-from sklearn.metrics.pairwise import pairwise_kernels
 
-from .._validation import check_choice
-from ..errors import ParameterError
+from ..eigen.signs import sign_flip
+from ..knn import KNNIndex
 
-KERNELS = ("linear", "rbf", "poly", "cosine", "laplacian", "sigmoid")
-
-
-def kernel_matrix(X, Y, kernel: str, params: dict | None) -> np.ndarray:
-    """Gram matrix k(X_i, Y_j), (n_x, n_y). ``params`` are scikit-learn's (e.g. {"gamma": 0.5} for rbf)."""
-    check_choice("kernel", kernel, KERNELS)
-    try:
-        return pairwise_kernels(X, Y, metric=kernel, **dict(params or {}))
-    except TypeError as exc:
-        raise ParameterError(f"kernel_params {params!r} are not valid for kernel={kernel!r}: {exc}") from None
-
-
-def center_gram(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Double centering H K H (kernel PCA); returns (K_c, column means (n,), grand mean)."""
-    col = K.mean(axis=0)
-    tot = float(col.mean())
-    return K - col[None, :] - col[:, None] + tot, col, tot
-
-
-def center_rows(K_new: np.ndarray, col: np.ndarray, tot: float) -> np.ndarray:
-    """Center a kernel block k(X_new, X_train) (m, n) with the training statistics (sklearn KernelCenterer)."""
-    return K_new - col[None, :] - K_new.mean(axis=1, keepdims=True) + tot
-
-
-def sign_flip(V: np.ndarray) -> np.ndarray:
-    """Deterministic signs: the largest-|.| entry of each column made positive (ARCHITECTURE.md)."""
-    idx = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[idx, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs
+#: kNN search of the GRAD estimators: exact (scikit-learn's search inside KNNIndex, as the paper's graphs);
+#: the flows pass NN-descent graphs at scale through ``precomputed_knn``.
+KNN_METHOD = "exact"
 
 
 def top_eigs_dense(M: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,11 +36,16 @@ def bottom_eigs_dense(M: np.ndarray, d: int, skip: int = 0) -> tuple[np.ndarray,
 
 
 
-def training_matches(X_fit: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """For each row of X (m, D), the index of an identical row of X_fit (n, D), or -1 (exact equality)."""
-    from sklearn.neighbors import NearestNeighbors
+def training_index(X_fit: np.ndarray, n_neighbors: int = 1) -> KNNIndex:
+    """The :class:`KNNIndex` over the training points X_fit (n, D), built once at fit (exact search)."""
+    return KNNIndex.build(X_fit, min(n_neighbors, X_fit.shape[0] - 1), method=KNN_METHOD)
 
-    _, ind = NearestNeighbors(n_neighbors=1).fit(X_fit).kneighbors(X)
-    ind = ind[:, 0]
-    same = np.all(X_fit[ind] == X, axis=1)
-    return np.where(same, ind, -1)
+
+def training_matches(index: KNNIndex, X: np.ndarray) -> np.ndarray:
+    """For each row of X (m, D), the position of an identical training point, or -1: ``(m,)`` int64.
+
+    A query equal to a training point finds it at distance exactly 0 (KNNIndex recomputes the distances of
+    the selected pairs in float64 from the coordinates).
+    """
+    ind, dist = index.query(X, 1)
+    return np.where(dist[:, 0] == 0, ind[:, 0], -1)

@@ -32,16 +32,18 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
+from .._validation import check_choice, check_float, check_random_state, clip_int, validate_X
 from ..errors import InputDataError
 from . import graphs as G
-from ..eigen import eigensolve
-from ..knn import check_knn_graph
+from ..graph_laplacian import laplacian
+from ..eigen import OPERATOR_SOLVERS, eigensolve
+from ..knn import KNNIndex, check_knn_graph
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
-from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
+from ..kernels import center_gram, center_rows, kernel_from_params
+from ._core import KNN_METHOD, top_eigs_dense, training_index
+from .multi_scale import nystrom_map
 from .graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
 from ..nystrom import NystromFeatures
 
@@ -89,29 +91,13 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
                  graph_kernel=None, graph_kernel_params=None, must_link=None, cannot_link=None,
                  gamma_must=0.5, gamma_cannot=0.5, scaling="unit", solver="dense", n_landmarks=1000,
                  nystrom_rank=None, n_graph_eigs=50, eigen_solver="arpack", tol=None, random_state=None):
-        self.n_components = n_components
-        self.kernel = kernel
-        self.kernel_params = kernel_params
-        self.gamma = gamma
-        self.graph = graph
-        self.n_neighbors = n_neighbors
-        self.precomputed_knn = precomputed_knn
-        self.graph_weight = graph_weight
-        self.graph_sigma = graph_sigma
-        self.laplacian = laplacian
-        self.graph_kernel = graph_kernel
-        self.graph_kernel_params = graph_kernel_params
-        self.must_link = must_link
-        self.cannot_link = cannot_link
-        self.gamma_must = gamma_must
-        self.gamma_cannot = gamma_cannot
-        self.scaling = scaling
-        self.solver = solver
-        self.n_landmarks = n_landmarks
-        self.nystrom_rank = nystrom_rank
-        self.n_graph_eigs = n_graph_eigs
-        self.eigen_solver = eigen_solver
-        self.tol = tol
+        self.n_components, self.kernel, self.kernel_params, self.gamma = n_components, kernel, kernel_params, gamma
+        self.graph, self.n_neighbors, self.precomputed_knn = graph, n_neighbors, precomputed_knn
+        self.graph_weight, self.graph_sigma, self.laplacian = graph_weight, graph_sigma, laplacian
+        self.graph_kernel, self.graph_kernel_params, self.must_link = graph_kernel, graph_kernel_params, must_link
+        self.cannot_link, self.gamma_must, self.gamma_cannot = cannot_link, gamma_must, gamma_cannot
+        self.scaling, self.solver, self.n_landmarks, self.nystrom_rank = scaling, solver, n_landmarks, nystrom_rank
+        self.n_graph_eigs, self.eigen_solver, self.tol = n_graph_eigs, eigen_solver, tol
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit
@@ -123,10 +109,12 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         self._check_params()
         rng = check_random_state(self.random_state)
         self.X_fit_ = X.copy()
+        self.knn_index_ = None
         sparse_part, lowrank, R_dense = self._graph_terms(X, y, n, rng)
+        if self.knn_index_ is None:  # no kNN search at fit: an index for transform (matches, new rows)
+            self.knn_index_ = training_index(X)
         if self.solver == "dense":
-            K = kernel_matrix(X, X, self.kernel, self.kernel_params)
-            Kc, self._k_col, self._k_tot = center_gram(K)
+            Kc, self._k_col, self._k_tot = center_gram(self._kernel()(X, X))
             if sparse_part is not None:
                 Kc += sparse_part.toarray()
             if R_dense is not None:
@@ -153,7 +141,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
 
     def _check_params(self):
         check_choice("solver", self.solver, SOLVERS)
-        check_choice("eigen_solver", self.eigen_solver, ("arpack", "lobpcg", "randomized"))
+        check_choice("eigen_solver", self.eigen_solver, OPERATOR_SOLVERS)
         check_choice("scaling", self.scaling, SCALINGS)
         check_float("gamma", self.gamma, low=0.0)
         check_float("gamma_must", self.gamma_must, low=0.0)
@@ -168,8 +156,10 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         A = None
         if isinstance(self.graph, str):
             check_choice("graph", self.graph, ("knn",))
-            if self.precomputed_knn is None:
-                ind, dist = G.knn_indices(X, clip_int("n_neighbors", self.n_neighbors, n - 1))
+            if self.precomputed_knn is None:  # one search: the index's own graph, the index kept for transform
+                k = clip_int("n_neighbors", self.n_neighbors, n - 1)
+                self.knn_index_ = KNNIndex.build(X, k, method=KNN_METHOD)
+                ind, dist = self.knn_index_.neighbor_graph()
             else:  # e.g. the NN-descent graph of spectral.knn stored by the flow
                 ind, dist = check_knn_graph(*self.precomputed_knn, n_samples=n)
             self.n_neighbors_ = ind.shape[1]
@@ -182,7 +172,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         sparse_part, lowrank, R_dense = self._constraint_part(X, y, n), None, None
         if A is not None and self.gamma > 0:
             self.graph_ = A
-            L, self.degrees_ = G.graph_laplacian(A, self.laplacian)
+            L, self.degrees_ = laplacian(A, self.laplacian)
             if self.graph_kernel is None:  # eq. 13
                 sparse_part = -self.gamma * L if sparse_part is None else sparse_part - self.gamma * L
             elif self.solver == "dense":  # eq. 14
@@ -213,8 +203,8 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         if must is None and cannot is None:
             return None
         AS, AD = G.constraint_graphs(n, must, cannot)
-        LS, _ = G.graph_laplacian(AS)
-        LD, _ = G.graph_laplacian(AD)
+        LS, _ = laplacian(AS)
+        LD, _ = laplacian(AD)
         return (-self.gamma_must * LS + self.gamma_cannot * LD).tocsr()  # eq. 24
 
     def _eigs_implicit(self, Phi, sparse_part, lowrank, n, d, rng):
@@ -240,15 +230,21 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ transform
     def transform(self, X):
-        """Embed new points (m, D) -> (m, d) by the out-of-sample map of the module docstring."""
+        """Embed new points (m, D) -> (m, d) by the out-of-sample map of the module docstring.
+
+        The new points' neighbours come from ``knn_index_`` (built at fit, never refitted); a point at
+        distance 0 from a training point gets that point's training row.
+        """
         check_is_fitted(self, "embedding_")
         X = self._check_X(X)
-        ind = dist = None
-        if self._kind == "knn" and self.gamma > 0:
-            dist, ind = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.X_fit_).kneighbors(X)
-        Z = self.transform_with_neighbors(X, ind, dist)
-        exact = training_matches(self.X_fit_, X)
-        Z[exact >= 0] = self.embedding_[exact[exact >= 0]]
+        if self.knn_index_ is None:
+            raise InputDataError("this model was stored without its training points: use "
+                                 "transform_with_neighbors(X, ind, dist) with the new points' kNN rows")
+        uses_graph = self._kind == "knn" and self.gamma > 0
+        ind, dist = self.knn_index_.query(X, self.n_neighbors_ if uses_graph else 1)
+        Z = self.transform_with_neighbors(X, ind if uses_graph else None, dist if uses_graph else None)
+        exact = dist[:, 0] == 0
+        Z[exact] = self.embedding_[ind[exact, 0]]
         return Z
 
     def transform_with_neighbors(self, X, ind=None, dist=None):
@@ -285,22 +281,17 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
     def _kernel_projection(self, X):
         V = self.eigenvectors_
         if self.solver == "dense":
-            Kc = center_rows(kernel_matrix(X, self.X_fit_, self.kernel, self.kernel_params), self._k_col, self._k_tot)
+            Kc = center_rows(self._kernel()(X, self.X_fit_), self._k_col, self._k_tot)
             return Kc @ V
         return (self.nystrom_.transform(X) - self._phi_mean) @ self._PtV
 
+    def _kernel(self):
+        """The validated :class:`spectral.kernels.Kernel` of ``(kernel, kernel_params)`` (scikit-learn's meaning)."""
+        return kernel_from_params(self.kernel, self.kernel_params)
+
     def _fit_nystrom(self, X, rng):
         """Nystrom map Phi = K(X, Z) U_r S_r^-1/2 (rank r = ``nystrom_rank`` leading eigenpairs of K_ZZ)."""
-        kp = dict(self.kernel_params or {})
-        m = clip_int("n_landmarks", self.n_landmarks, X.shape[0], bound="n_samples")
-        nys = NystromFeatures(self.kernel, m, gamma=kp.get("gamma"), degree=kp.get("degree", 3),
-                              coef0=kp.get("coef0", 1.0), random_state=G_seed(rng)).fit(X)
-        if self.nystrom_rank is not None:
-            r = check_int("nystrom_rank", self.nystrom_rank, low=1, high=m)
-            nys.normalization_ = nys.normalization_[:, :r]  # columns sorted by decreasing eigenvalue
-            nys.eigenvalues_ = nys.eigenvalues_[:r]
-            nys.n_components_ = nys.normalization_.shape[1]
-        return nys
+        return nystrom_map(X, self._kernel(), self.n_landmarks, self.nystrom_rank, G_seed(rng))
 
     def _graph_rows(self, num, den, a, ind, dx):
         V, g = self.eigenvectors_, self.gamma
@@ -319,24 +310,28 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
                      "eigen_solver")
 
     def to_state(self) -> tuple[dict, dict]:
-        """``(arrays, attrs)`` for :mod:`storage.models` (solver="nystrom" only: no n x n or X_fit_ stored).
+        """``(arrays, attrs)`` for :mod:`storage.models` (no pickle, no n x n array).
 
-        The rebuilt model embeds new points with :meth:`transform_with_neighbors`.
+        The training points ``X_fit`` (n, D) and the kNN index parameters are stored: :meth:`from_state`
+        rebuilds the index once and the restored model's :meth:`transform` equals this one's. Dense models
+        keep the kernel centering statistics, Nystrom ones the feature map.
         """
         check_is_fitted(self, "embedding_")
-        if self.solver != "nystrom":
-            raise InputDataError("to_state stores solver='nystrom' models only (the dense model needs X_fit_)")
-        if self._kind == "knn" and self.gamma > 0 and self.graph_weight == "cosine":
-            raise InputDataError("to_state cannot store graph_weight='cosine' (its extension needs X_fit_)")
-        nys_arrays, nys_attrs = self.nystrom_.to_state()
-        arrays = {f"nystrom_{k}": v for k, v in nys_arrays.items()}
-        arrays.update(phi_mean=self._phi_mean, PtV=self._PtV, eigenvalues=self.eigenvalues_,
-                      eigenvectors=self.eigenvectors_)
+        if callable(self.kernel):
+            raise InputDataError("to_state needs a named kernel (a callable cannot be stored)")
+        arrays = {"X_fit": self.X_fit_, "eigenvalues": self.eigenvalues_, "eigenvectors": self.eigenvectors_}
+        nys_attrs = None
+        if self.solver == "nystrom":
+            nys_arrays, nys_attrs = self.nystrom_.to_state()
+            arrays.update({f"nystrom_{k}": v for k, v in nys_arrays.items()}, phi_mean=self._phi_mean, PtV=self._PtV)
+        else:
+            arrays.update(k_col=self._k_col, k_tot=np.asarray(self._k_tot))
         for name in ("degrees_", "_RV"):
             if hasattr(self, name):
                 arrays[name.strip("_")] = getattr(self, name)
         attrs = {"class": "GraphKPCA", "kind": self._kind, "n_features_in": int(self.n_features_in_),
-                 "sigma": float(getattr(self, "sigma_", 0.0)), "nystrom": nys_attrs,
+                 "sigma": float(getattr(self, "sigma_", 0.0)), "nystrom": nys_attrs, "solver": self.solver,
+                 "knn_index": self.knn_index_.params,
                  "n_neighbors_fitted": int(getattr(self, "n_neighbors_", self.n_neighbors)),
                  "kernel_params": dict(self.kernel_params or {}),
                  **{k: getattr(self, k) for k in self._STATE_PARAMS}}
@@ -344,14 +339,21 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
 
     @classmethod
     def from_state(cls, arrays: dict, attrs: dict) -> "GraphKPCA":
-        """Rebuild a fitted (solver="nystrom") model from :meth:`to_state` output."""
+        """Rebuild a fitted model from :meth:`to_state` output (the kNN index rebuilt once from ``X_fit``).
+
+        A state without ``X_fit`` (written before it was stored) gives a model that embeds new points with
+        :meth:`transform_with_neighbors` only.
+        """
         if attrs.get("class") != "GraphKPCA":
             raise InputDataError(f"state is not a GraphKPCA state: class={attrs.get('class')!r}")
-        self = cls(solver="nystrom", kernel_params=attrs["kernel_params"] or None,
+        self = cls(solver=attrs.get("solver", "nystrom"), kernel_params=attrs["kernel_params"] or None,
                    **{k: attrs[k] for k in cls._STATE_PARAMS})
-        nys = {k[len("nystrom_"):]: v for k, v in arrays.items() if k.startswith("nystrom_")}
-        self.nystrom_ = NystromFeatures.from_state(nys, attrs["nystrom"])
-        self._phi_mean, self._PtV = arrays["phi_mean"], arrays["PtV"]
+        if self.solver == "nystrom":
+            nys = {k[len("nystrom_"):]: v for k, v in arrays.items() if k.startswith("nystrom_")}
+            self.nystrom_ = NystromFeatures.from_state(nys, attrs["nystrom"])
+            self._phi_mean, self._PtV = arrays["phi_mean"], arrays["PtV"]
+        else:
+            self._k_col, self._k_tot = np.asarray(arrays["k_col"]), float(arrays["k_tot"])
         self.eigenvalues_, self.eigenvectors_ = arrays["eigenvalues"], arrays["eigenvectors"]
         if "degrees" in arrays:
             self.degrees_ = arrays["degrees"]
@@ -359,7 +361,10 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
             self._RV = arrays["RV"]
         self._kind, self.sigma_, self.n_features_in_ = attrs["kind"], attrs["sigma"], attrs["n_features_in"]
         self.n_neighbors_ = attrs["n_neighbors_fitted"]
-        self.X_fit_ = None
+        self.X_fit_, self.knn_index_ = None, None
+        if "X_fit" in arrays:
+            self.X_fit_ = np.asarray(arrays["X_fit"], dtype=np.float64)
+            self.knn_index_ = KNNIndex.rebuild(self.X_fit_, attrs["knn_index"])
         self.embedding_ = self.eigenvectors_ * self._scale(self.eigenvalues_)
         return self
 

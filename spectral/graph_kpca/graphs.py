@@ -6,7 +6,8 @@ Every graph is a symmetric, non-negative ``scipy.sparse.csr_matrix`` of shape (n
   cosine (the paper's LNEG experiments: a_ij = y_i^T y_j / (||y_i|| ||y_j||)) or binary weights.
 - :func:`check_user_graph` validates a prior graph given by the user (the point of the paper).
 - :func:`constraint_graphs` forms the must-link / cannot-link graphs of eq. 22-23 from pairs or labels.
-- :func:`graph_laplacian` returns L = D - A (eq. 10) or the symmetric normalized I - D^-1/2 A D^-1/2.
+- Laplacians: :func:`spectral.graph_laplacian.laplacian`, L = D - A (eq. 10) or I - D^-1/2 A D^-1/2
+  (``LAPLACIANS`` are the two the estimators accept).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_choice, check_float, check_int
 from ..errors import InputDataError, ParameterError
+from ..knn import METRICS as KNN_METRICS
+from ..knn import KNNIndex
+from ..weights import knn_weights
 
 GRAPH_WEIGHTS = ("gaussian", "cosine", "binary")
 LAPLACIANS = ("unnormalized", "symmetric")
@@ -24,14 +28,18 @@ LAPLACIANS = ("unnormalized", "symmetric")
 _SYMMETRY_RTOL = 1e-6
 
 
-def knn_indices(X, n_neighbors: int, *, metric: str = "euclidean", random_state=None):
-    """Exact kNN (no self-neighbour) of the rows of X: ``(indices (n, k) int64, distances (n, k))``.
+def knn_indices(X, n_neighbors: int, *, metric: str = "euclidean"):
+    """Exact kNN (no self-neighbour) of the rows of X: ``(indices (n, k) int64, distances (n, k) float64)``.
 
-    Local adapter on scikit-learn's exact search, used for the in-memory estimators (n up to ~1e5);
-    the at-scale flow uses :func:`spectral.knn.knn_graph` (NN-descent) and passes the graph in.
+    :class:`spectral.knn.KNNIndex` for its metrics (euclidean, manhattan, cosine); other scikit-learn
+    metrics of a data mode (eq. 21, e.g. "hamming" for binary features), which KNNIndex does not have, use
+    scikit-learn's exact search with the same contract (a duplicate displacing self drops the farthest).
     """
     n = X.shape[0]
     k = check_int("n_neighbors", n_neighbors, low=1, high=n - 1)
+    if metric in KNN_METRICS:
+        ind, dist = KNNIndex.build(X, k, method="exact", metric=metric).neighbor_graph()
+        return ind, dist.astype(np.float64)
     nn = NearestNeighbors(n_neighbors=k + 1, metric=metric).fit(X)
     dist, ind = nn.kneighbors(X)
     # drop self: the first column is the point itself unless duplicates tie with it
@@ -46,15 +54,20 @@ def knn_indices(X, n_neighbors: int, *, metric: str = "euclidean", random_state=
 def knn_adjacency(X, ind, dist, *, weight: str = "gaussian", sigma: float | None = None):
     """Weights on kNN pairs, OR-symmetrized (max), zero diagonal: csr (n, n).
 
-    gaussian: exp(-d^2 / (2 sigma^2)), sigma defaults to the median kNN distance;
-    cosine: max(0, cos(y_i, y_j)) (negative similarities are clipped so that L stays PSD);
-    binary: 1.
+    gaussian: exp(-d^2 / (2 sigma^2)), sigma defaults to the median kNN distance (the "heat" weights of
+    :func:`spectral.weights.knn_weights` with bandwidth sqrt(2) sigma); binary: 1 (its "binary");
+    cosine: max(0, cos(y_i, y_j)) of the features (negative similarities are clipped so that L stays PSD).
     """
     n, k = ind.shape
     weight = check_choice("graph_weight", weight, GRAPH_WEIGHTS)
+    if weight != "cosine":
+        if weight == "gaussian":
+            sigma = default_sigma(dist) if sigma is None else check_float("graph_sigma", sigma, low=0.0,
+                                                                         low_inclusive=False)
+            return knn_weights(ind, dist, weighting="heat", sigma=np.sqrt(2.0) * sigma)
+        return knn_weights(ind, dist, weighting="binary")
     rows = np.repeat(np.arange(n), k)
     cols = ind.ravel()
-    sigma = default_sigma(dist) if (weight == "gaussian" and sigma is None) else sigma
     vals = edge_weights(X, X, rows, cols, dist.ravel(), weight=weight, sigma=sigma)
     A = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
     A = A.maximum(A.T).tocsr()
@@ -116,19 +129,6 @@ def check_user_graph(A, n: int, name: str = "graph"):
     A.setdiag(0.0)
     A.eliminate_zeros()
     return A
-
-
-def graph_laplacian(A, kind: str = "unnormalized"):
-    """L = D - A (paper 003 eq. 10) or I - D^-1/2 A D^-1/2: ``(L csr (n, n), degrees (n,))``."""
-    kind = check_choice("laplacian", kind, LAPLACIANS)
-    deg = np.asarray(A.sum(axis=1)).ravel()
-    if kind == "unnormalized":
-        return (sp.diags(deg) - A).tocsr(), deg
-    with np.errstate(divide="ignore"):
-        dinv = np.where(deg > 0, 1.0 / np.sqrt(deg), 0.0)
-    S = sp.diags(dinv) @ A @ sp.diags(dinv)
-    eye = sp.diags((deg > 0).astype(float))
-    return (eye - S).tocsr(), deg
 
 
 def _check_pairs(pairs, n: int, name: str) -> np.ndarray:

@@ -23,18 +23,23 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
+from .._arrays import is_dask
 from .._state import estimator_state, restore_estimator
-from . import graphs as G
+from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
+from ..eigen import MATRIX_SOLVERS
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
-from ._core import bottom_eigs_dense, sign_flip, training_matches
-from .lneg_dask import is_dask_array, local_weights_gathered, weight_matrix
+from ..eigen.signs import sign_flip
+from ..graph_laplacian import laplacian
+from ..knn import KNNIndex
+from . import graphs as G
+from ._core import KNN_METHOD, bottom_eigs_dense
+from .lneg_dask import local_weights_gathered, weight_matrix
 from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
 
-EIGEN_SOLVERS = ("auto", "dense", "arpack", "lobpcg")
+#: smallest eigenpairs of a sparse PSD matrix: the randomized solver targets the large end (spectral.eigen)
+EIGEN_SOLVERS = tuple(s for s in MATRIX_SOLVERS if s != "randomized")
 
 
 class LNEG(TransformerMixin, BaseEstimator):
@@ -102,11 +107,13 @@ class LNEG(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Fit on X (n, D), a numpy or a Dask array (the kNN search and ``X_fit_`` use it in memory; the
         local regressions run as Dask tasks over X's row chunks)."""
-        Xd = X if is_dask_array(X) else None
+        Xd = X if is_dask(X) else None
         X = validate_X(self, X, min_samples=4)
         n = X.shape[0]
         p = self._params(n)
-        ind, dist = G.knn_indices(X, p["k"])
+        self.knn_index_ = KNNIndex.build(X, p["k"], method=KNN_METHOD)  # built once, queried by transform
+        ind, dist = self.knn_index_.neighbor_graph()
+        dist = dist.astype(np.float64)
         opts = dict(degree=p["degree"], l1=p["l1"], reg=p["reg"], expansion=p["expansion"], max_iter=p["max_iter"],
                     tol=p["tol"])
         if Xd is not None:
@@ -120,7 +127,7 @@ class LNEG(TransformerMixin, BaseEstimator):
         M = (IW.T @ IW).tocsr()  # eq. 8 / 9: K_y of LLE is the pseudo-inverse of this
         self.graph_ = self._graph(X, ind, dist, n) if p["gamma"] > 0 else None
         if self.graph_ is not None:
-            L, _ = G.graph_laplacian(self.graph_, "unnormalized")
+            L, _ = laplacian(self.graph_, "unnormalized")
             M = (M + p["gamma"] * L).tocsr()
         lam, V = self._bottom(M, p["d"], p["solver"])
         self.X_fit_ = X.copy()
@@ -156,7 +163,7 @@ class LNEG(TransformerMixin, BaseEstimator):
         """psi(x) = sum_j w_xj[1] psi_j over the k nearest training points (module docstring)."""
         X = check_fitted_X(self, X, "embedding_")
         k = self.neighbors_.shape[1]
-        _, ind = NearestNeighbors(n_neighbors=k).fit(self.X_fit_).kneighbors(X)
+        ind, dist = self.knn_index_.query(X, k)
         out = np.empty((X.shape[0], self.embedding_.shape[1]))
         step = check_int("chunk_size", self.chunk_size, low=1)
         for i0 in range(0, X.shape[0], step):
@@ -165,8 +172,8 @@ class LNEG(TransformerMixin, BaseEstimator):
                                           reg=self.reg, expansion=self.expansion, max_iter=self.max_iter,
                                           tol=self.tol, centers=X[sl])
             out[sl] = np.einsum("mk,mkd->md", coef[:, :, 0], self.embedding_[ind[sl]])
-        match = training_matches(self.X_fit_, X)
-        out[match >= 0] = self.embedding_[match[match >= 0]]
+        exact = dist[:, 0] == 0  # a training point: its training row
+        out[exact] = self.embedding_[ind[exact, 0]]
         return out
 
     # -- model state (plain arrays + JSON, :mod:`spectral._state`) -----------------------------------------

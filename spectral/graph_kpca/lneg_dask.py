@@ -13,19 +13,15 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._arrays import is_dask
 from .._validation import check_int
 from ..errors import InputDataError
 from .lneg_weights import local_weights_chunk
 
 
-def is_dask_array(X) -> bool:
-    """True for a dask.array.Array (duck-typed: ``compute`` and ``chunks``)."""
-    return hasattr(X, "compute") and hasattr(X, "chunks")
-
-
 def row_bounds(n: int, X=None, chunk_rows: int | None = None) -> list[tuple[int, int]]:
     """Chunk boundaries [(i0, i1), ...]: X's row chunks for a Dask array, else ``chunk_rows`` rows each."""
-    if chunk_rows is None and X is not None and is_dask_array(X):
+    if chunk_rows is None and X is not None and is_dask(X):
         edges = np.cumsum((0,) + tuple(X.chunks[0]))
         return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
     step = check_int("chunk_rows", chunk_rows, low=1)
@@ -63,7 +59,7 @@ def local_weights_gathered(X, ind, *, degree, l1, reg, expansion, chunk_rows=Non
         u, local = np.unique(ind[i0:i1], return_inverse=True)
         local = local.reshape(i1 - i0, -1)
         Y, nb = X[i0:i1], X[u]  # lazy slices of a Dask X; small copies of a numpy X
-        if is_dask_array(X):
+        if is_dask(X):
             Y, nb = dask.delayed(Y), dask.delayed(nb)
         tasks.append(dask.delayed(_chunk_task)(Y, nb, local, degree, l1, reg, expansion, max_iter, tol))
     results = dask.compute(*tasks)

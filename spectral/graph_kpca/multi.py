@@ -28,8 +28,10 @@ from .._validation import check_choice, check_fitted_X, check_float, check_int, 
 from .._state import estimator_state, restore_estimator
 from ..errors import InputDataError, ParameterError
 from . import graphs as G
+from ..graph_laplacian import laplacian
 from . import multi_scale as S
-from ._core import center_gram, center_rows, kernel_matrix, top_eigs_dense, training_matches
+from ..kernels import center_gram, center_rows, kernel_from_params
+from ._core import top_eigs_dense, training_index, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params
 
 
@@ -71,28 +73,13 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
                  graph_kernel_params=None, gamma=1.0, learn_theta=True, learn_beta=True, lambda_theta=1.0,
                  lambda_beta=1.0, max_iter=50, tol=1e-8, n_landmarks=None, nystrom_rank=None, n_graph_eigs=50,
                  eigen_solver="arpack", eigen_tol=None, random_state=None):
-        self.n_components = n_components
-        self.kernels = kernels
-        self.graphs = graphs
-        self.modes = modes
-        self.n_neighbors = n_neighbors
-        self.graph_weight = graph_weight
-        self.laplacian = laplacian
-        self.graph_kernel = graph_kernel
-        self.graph_kernel_params = graph_kernel_params
-        self.gamma = gamma
-        self.learn_theta = learn_theta
-        self.learn_beta = learn_beta
-        self.lambda_theta = lambda_theta
-        self.lambda_beta = lambda_beta
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_landmarks = n_landmarks
-        self.nystrom_rank = nystrom_rank
-        self.n_graph_eigs = n_graph_eigs
-        self.eigen_solver = eigen_solver
-        self.eigen_tol = eigen_tol
-        self.random_state = random_state
+        self.n_components, self.kernels, self.graphs, self.modes = n_components, kernels, graphs, modes
+        self.n_neighbors, self.graph_weight, self.laplacian = n_neighbors, graph_weight, laplacian
+        self.graph_kernel, self.graph_kernel_params, self.gamma = graph_kernel, graph_kernel_params, gamma
+        self.learn_theta, self.learn_beta, self.lambda_theta = learn_theta, learn_beta, lambda_theta
+        self.lambda_beta, self.max_iter, self.tol, self.n_landmarks = lambda_beta, max_iter, tol, n_landmarks
+        self.nystrom_rank, self.n_graph_eigs, self.eigen_solver = nystrom_rank, n_graph_eigs, eigen_solver
+        self.eigen_tol, self.random_state = eigen_tol, random_state
 
     def fit(self, X, y=None):
         X = validate_X(self, X, min_samples=3)
@@ -138,12 +125,14 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         self.theta_, self.beta_, self.n_iter_ = theta, beta, it + 1
         self.objective_, self.objective_trace_ = per_iter, trace
         self.X_fit_ = X.copy()
+        self.knn_index_ = training_index(X)  # matches of transform's points with training points
         self.eigenvalues_, self.eigenvectors_, self.embedding_ = lam, V, V
         return self
 
     def _dense_problem(self, X, n, d):
         """(eigen-step, kernel traces, graph traces, finish) on the dense n x n matrices."""
-        Ks = [center_gram(kernel_matrix(X, X, k, p)) for k, p in self._kparams]
+        Ks = [center_gram(kernel_from_params(k, p, name=f"kernels[{q}] params")(X, X))
+              for q, (k, p) in enumerate(self._kparams)]
         Rs = self._graph_matrices(X, n)
         Kc = [k[0] for k in Ks]
         self._centering = [(k[1], k[2]) for k in Ks]
@@ -195,11 +184,12 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
                 continue
             if self.n_landmarks is None:
                 col, tot = self._centering[q]
-                num += t * center_rows(kernel_matrix(X, self.X_fit_, k, p), col, tot) @ self.eigenvectors_
+                K_new = kernel_from_params(k, p, name=f"kernels[{q}] params")(X, self.X_fit_)
+                num += t * center_rows(K_new, col, tot) @ self.eigenvectors_
             else:
                 num += t * (self.nystrom_[q].transform(X) - self._phi_means[q]) @ self._PtV[q]
         Z = num / self.eigenvalues_
-        match = training_matches(self.X_fit_, X)
+        match = training_matches(self.knn_index_, X)
         Z[match >= 0] = self.embedding_[match[match >= 0]]
         return Z
 
@@ -231,7 +221,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         """R_l as :class:`spectral.graph_kpca.multi_scale.GraphTerm` (sparse -L or low-rank graph kernel)."""
         adj = self._adjacencies(X, n)
         gk = graph_kernel_params(self.graph_kernel, self.graph_kernel_params) if self.graph_kernel else None
-        return [S.GraphTerm(G.graph_laplacian(A, self.laplacian)[0], self.graph_kernel, gk, self.n_graph_eigs,
+        return [S.GraphTerm(laplacian(A, self.laplacian)[0], self.graph_kernel, gk, self.n_graph_eigs,
                             seed()) for A in adj]
 
     def _graph_matrices(self, X, n):
@@ -239,7 +229,7 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
         gk = graph_kernel_params(self.graph_kernel, self.graph_kernel_params) if self.graph_kernel else None
         Rs = []
         for A in adj:
-            L, _ = G.graph_laplacian(A, self.laplacian)
+            L, _ = laplacian(A, self.laplacian)
             Rs.append(dense_graph_kernel(L, self.graph_kernel, gk) if gk is not None else -L.toarray())
         return Rs
 

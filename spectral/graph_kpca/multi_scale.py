@@ -20,16 +20,15 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_int, clip_int
-from ..eigen import eigensolve
+from ..eigen import OPERATOR_SOLVERS, eigensolve
 from ..errors import ParameterError
+from ..kernels import PSD_KERNELS, kernel_from_params
 from ..nystrom import NystromFeatures
 from ..operators import LowRankOperator, ScaledSum, SparseOperator
-from ._core import sign_flip
+from ..eigen.signs import sign_flip
 from .graph_kernels import lowrank_graph_kernel
 
-#: kernels with a Nystrom map (spectral.kernels); "sigmoid" is not PSD and has none
-NYSTROM_KERNELS = ("linear", "poly", "rbf", "laplacian", "cosine")
-EIGEN_SOLVERS = ("arpack", "lobpcg", "randomized")
+EIGEN_SOLVERS = OPERATOR_SOLVERS  # the operator is implicit: only products A @ V
 
 
 def fit_kernel_features(X, kernel: str, params: dict | None, n_landmarks: int, rank: int | None,
@@ -48,25 +47,22 @@ def fit_kernel_features(X, kernel: str, params: dict | None, n_landmarks: int, r
     nys : fitted NystromFeatures; Phi_c : (n, r) centered features (Phi_c Phi_c^T ~= H K H);
     mean : (r,) the column means removed.
     """
-    if kernel not in NYSTROM_KERNELS:
-        raise ParameterError(f"{name}: kernel must be one of {list(NYSTROM_KERNELS)} with n_landmarks set "
+    if not callable(kernel) and kernel not in PSD_KERNELS:
+        raise ParameterError(f"{name}: kernel must be one of {list(PSD_KERNELS)} with n_landmarks set "
                              f"(a Nystrom map needs a PSD kernel); got {kernel!r}")
-    kp = dict(params or {})
-    unknown = set(kp) - {"gamma", "degree", "coef0"}
-    if unknown:
-        raise ParameterError(f"{name}: kernel params for the Nystrom path must be among gamma, degree, coef0; "
-                             f"got {sorted(unknown)}")
-    m = clip_int("n_landmarks", n_landmarks, X.shape[0], bound="n_samples")
-    nys = NystromFeatures(kernel, m, gamma=kp.get("gamma"), degree=kp.get("degree", 3),
-                          coef0=kp.get("coef0", 1.0), random_state=seed).fit(X)
-    if rank is not None:
-        r = check_int("nystrom_rank", rank, low=1, high=m)
-        nys.normalization_ = nys.normalization_[:, :r]  # columns sorted by decreasing eigenvalue
-        nys.eigenvalues_ = nys.eigenvalues_[:r]
-        nys.n_components_ = nys.normalization_.shape[1]
+    kern = kernel_from_params(kernel, params, name=f"{name} params")
+    nys = nystrom_map(X, kern, n_landmarks, rank, seed)
     Phi = nys.transform(X)
     mean = Phi.mean(axis=0)
     return nys, Phi - mean, mean
+
+
+def nystrom_map(X, kernel, n_landmarks: int, rank: int | None, seed: int) -> NystromFeatures:
+    """Fitted :class:`spectral.nystrom.NystromFeatures` of a :class:`spectral.kernels.Kernel` on X (n, D):
+    ``min(n_landmarks, n)`` uniform landmarks, the ``rank`` (``nystrom_rank``) leading eigenpairs of K_ZZ."""
+    m = clip_int("n_landmarks", n_landmarks, X.shape[0], bound="n_samples")
+    r = None if rank is None else check_int("nystrom_rank", rank, low=1, high=m)
+    return NystromFeatures.from_kernel(kernel, m, rank=r, random_state=seed).fit(X)
 
 
 class GraphTerm:

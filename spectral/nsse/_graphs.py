@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..knn import knn_mask_from_distances
+
 
 def squared_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Squared Euclidean distances, ``(m, n)`` from ``A (m, p)`` and ``B (n, p)``, clipped at 0.
@@ -19,16 +21,6 @@ def squared_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     D2 = aa + bb - 2.0 * (A @ B.T)
     np.maximum(D2, 0.0, out=D2)
     return D2
-
-
-def _knn_mask(D2: np.ndarray, allowed: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Boolean (N, N) mask of the ``k[i]`` nearest allowed columns of each row ``i`` (ties by index)."""
-    N = D2.shape[0]
-    masked = np.where(allowed, D2, np.inf)
-    order = np.argsort(masked, axis=1, kind="stable")  # (N, N)
-    rank = np.empty_like(order)
-    rank[np.arange(N)[:, None], order] = np.arange(N)[None, :]
-    return (rank < k[:, None]) & allowed
 
 
 def class_graphs(
@@ -67,8 +59,8 @@ def class_graphs(
     counts = class_counts[inverse]  # (N,) size of each point's class
     k_w = np.minimum(n_neighbors, counts - 1)
     k_b = np.minimum(n_neighbors, N - counts)
-    mask_w = _knn_mask(D2, same, k_w)
-    mask_b = _knn_mask(D2, diff, k_b)
+    mask_w = knn_mask_from_distances(D2, k_w, same)
+    mask_b = knn_mask_from_distances(D2, k_b, diff)
     mask_w |= mask_w.T  # OR symmetrization
     mask_b |= mask_b.T
     if bandwidth is None:
@@ -78,7 +70,3 @@ def class_graphs(
     K = np.exp(-D2 / bandwidth**2)
     return np.where(mask_w, K, 0.0), np.where(mask_b, K, 0.0), bandwidth
 
-
-def laplacian_dense(W: np.ndarray) -> np.ndarray:
-    """Unnormalized Laplacian ``L = D - W`` of a dense symmetric weight matrix, ``(N, N)``."""
-    return np.diag(W.sum(axis=1)) - W

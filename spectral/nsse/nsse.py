@@ -25,7 +25,8 @@ from .._validation import check_fitted_X, check_float, check_int, check_labels, 
 from ..eigen import eigensolve
 from ..errors import InputDataError, ParameterError
 from . import _rbf
-from ._graphs import class_graphs, laplacian_dense, squared_distances
+from ..graph_laplacian import dense_laplacian
+from ._graphs import class_graphs, squared_distances
 
 #: Default sigma grid, as multiples of the median nearest-neighbour distance s0 of the training points:
 #: from 0.25 s0 (Psi ~ identity, C ~ Y) to 16 s0 (Psi numerically singular), 25 log-spaced values.
@@ -169,7 +170,7 @@ def _prepare(est, X, y):
     D2 = squared_distances(X, X)
     W_w, W_b, t = class_graphs(D2, codes, k, est.graph_bandwidth)
     est.classes_, est.graph_bandwidth_ = classes, t
-    return X, codes, D2, laplacian_dense(W_w) - mu1 * laplacian_dense(W_b), _median_nn_distance(D2)
+    return X, codes, D2, dense_laplacian(W_w)[0] - mu1 * dense_laplacian(W_b)[0], _median_nn_distance(D2)
 
 
 class NSSE(_RBFEmbedding):

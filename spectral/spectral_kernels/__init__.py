@@ -5,17 +5,16 @@
 - :class:`RSK`: regularized spectral kernel of Sect. 3 (Zhou et al.'s consistency method as a kernel);
 - :func:`harmonic_function`, :func:`consistency_method`: Table 3 baselines (scikit-learn's estimators on the
   same graph);
-- building blocks for the at-scale path: :func:`spectral_basis`, :func:`extend_vectors`,
-  :func:`solve_spectrum_lp`, :func:`class_matrix`, :func:`transductive_scores`, :meth:`TSK.fit_basis` with
-  :class:`GraphParams`; ``to_state`` / ``from_state`` (:mod:`.state`) for stored models.
+- building blocks for the at-scale path: :func:`spectral_basis`, :func:`transductive_scores`,
+  :meth:`TSK.fit_basis` with :class:`GraphParams`; ``to_state`` / ``from_state`` (:mod:`.state`) for stored
+  models. Internals (the LP of eq. 14 in :mod:`.lp`, :func:`.basis.extend_vectors`,
+  :func:`.estimators.class_matrix`) stay in their submodules.
 """
 
 from .baselines import consistency_method, harmonic_function
-from .basis import SpectralBasis, extend_vectors, spectral_basis
-from .estimators import RSK, TSK, check_semi_supervised_labels, class_matrix, transductive_scores
-from .lp import LPResult, gap_matrix, solve_spectrum_lp
+from .basis import SpectralBasis, spectral_basis
+from .estimators import RSK, TSK, transductive_scores
 from .state import GraphParams
 
 __all__ = ["TSK", "RSK", "harmonic_function", "consistency_method", "SpectralBasis", "spectral_basis",
-           "extend_vectors", "solve_spectrum_lp", "gap_matrix", "LPResult", "class_matrix", "transductive_scores",
-           "check_semi_supervised_labels", "GraphParams"]
+           "transductive_scores", "GraphParams"]

@@ -19,7 +19,7 @@ from sklearn.semi_supervised import LabelPropagation, LabelSpreading
 
 from .._validation import check_float, check_int
 from ..errors import InputDataError
-from ..laplacian import check_affinity
+from ..graph_laplacian import check_affinity
 
 #: Iteration budget: alpha = 0.99 contracts by 0.99 per step, so 1e-6 needs ~1,400 steps; the harmonic
 #: iteration on a k = 6 graph of a few hundred points needs a few thousand.

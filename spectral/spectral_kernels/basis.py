@@ -21,12 +21,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_choice, check_int
-from ..eigen import eigensolve
+from ..eigen import MATRIX_SOLVERS, eigensolve
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
 from ..errors import DisconnectedGraphError, InputDataError
-from ..laplacian import check_affinity, connected_components, laplacian
+from ..graph_laplacian import check_affinity, connected_components, laplacian
 
-EIGEN_SOLVERS = ("auto", "dense", "arpack", "lobpcg", "randomized")
+EIGEN_SOLVERS = MATRIX_SOLVERS  # the graph is given: every solver of a matrix
 #: An eigenvalue closer than this to 1 counts as "lambda = 1" and is skipped (Table 1, step 2): eq. 18
 #: divides by 1 - lambda, so a pair this close to 1 would amplify round-off by more than 1e8.
 ONE_TOL = 1e-8

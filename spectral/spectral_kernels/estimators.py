@@ -16,7 +16,7 @@ from .._validation import check_choice, check_float, check_int, check_labels, cl
 from ..errors import InputDataError, ParameterError
 from ..knn import KNNIndex
 from ..weights import fit_weight_params, query_weights, weights_from_params
-from ..laplacian import check_affinity
+from ..graph_laplacian import check_affinity
 from .basis import EIGEN_SOLVERS, ONE_TOL, SpectralBasis, extend_vectors, spectral_basis
 from .lp import CONSTRAINTS, solve_spectrum_lp
 from .state import GraphParams, estimator_state, restore_estimator

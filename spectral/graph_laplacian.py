@@ -1,4 +1,8 @@
-"""Graph Laplacians and connectivity checks.
+"""Graph Laplacians and connectivity checks: the one Laplacian builder of the package.
+
+(Module named ``graph_laplacian`` so that the function :func:`laplacian` can be exported as
+``spectral.laplacian``.) Sparse (:func:`laplacian`, CSR) for kNN graphs of any size; dense
+(:func:`dense_laplacian`) for the methods whose graphs are dense n x n arrays (NSSE, LFDA's W^bet).
 
 With ``W`` symmetric non-negative (n, n) and degrees ``d = W 1``, ``D = diag(d)``:
 
@@ -10,6 +14,10 @@ With ``W`` symmetric non-negative (n, n) and degrees ``d = W 1``, ``D = diag(d)`
 Isolated nodes (degree 0) have an all-zero row and column in every Laplacian (``D^-1/2`` and ``D^-1`` are
 taken as 0 there, scipy.sparse.csgraph's convention for ``normed=True`` would put 1 on the diagonal): they
 contribute the eigenvalue 0 and never produce NaN or inf.
+
+Signed graphs (``signed=True``, unnormalized only): the difference graphs of the discriminant methods
+(DNE's ``W^I - W^E``, LFDA's ``W^bet`` with its ``-1/n`` entries, paper 000 Sect. 2.1.2) have negative
+weights; ``L = D - W`` (eq. 3) is still their quadratic form ``sum_ij w_ij (z_i - z_j)^2 / 2``.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from scipy.sparse import csgraph
 
 from ._sparse import drop_diagonal, row_of_entries
 from ._validation import check_choice
-from .errors import DisconnectedGraphError, InputDataError
+from .errors import DisconnectedGraphError, InputDataError, ParameterError
 
 NORMALIZATIONS = ("unnormalized", "symmetric", "random_walk")
 
@@ -30,8 +38,8 @@ NORMALIZATIONS = ("unnormalized", "symmetric", "random_walk")
 SYMMETRY_RTOL = 1e-10
 
 
-def check_affinity(W: Any, name: str = "W") -> sp.csr_matrix:
-    """Validate a square, symmetric, non-negative, finite affinity matrix; return it as float64 CSR."""
+def check_affinity(W: Any, name: str = "W", *, signed: bool = False) -> sp.csr_matrix:
+    """Validate a square, symmetric, finite affinity matrix (non-negative unless ``signed``); float64 CSR."""
     if sp.issparse(W):
         M = sp.csr_matrix(W, dtype=np.float64)
     else:
@@ -45,7 +53,7 @@ def check_affinity(W: Any, name: str = "W") -> sp.csr_matrix:
         raise InputDataError(f"{name} must be a non-empty square matrix; got shape {M.shape}")
     if not np.all(np.isfinite(M.data)):
         raise InputDataError(f"{name} contains NaN or inf values")
-    if M.nnz and M.data.min() < 0:
+    if not signed and M.nnz and M.data.min() < 0:
         raise InputDataError(f"{name} must be non-negative; smallest entry is {M.data.min()}")
     scale = float(np.abs(M.data).max()) if M.nnz else 0.0
     asym = abs(M - M.T)
@@ -54,14 +62,16 @@ def check_affinity(W: Any, name: str = "W") -> sp.csr_matrix:
     return M
 
 
-def laplacian(W: Any, normalization: str = "unnormalized") -> tuple[sp.csr_matrix, np.ndarray]:
-    """Graph Laplacian of a symmetric affinity matrix.
+def laplacian(W: Any, normalization: str = "unnormalized", *, signed: bool = False) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Graph Laplacian of a symmetric affinity matrix (sparse).
 
     Parameters
     ----------
     W : array or sparse matrix, shape (n, n)
-        Symmetric non-negative weights; the diagonal is ignored (self-loops are removed).
+        Symmetric weights, non-negative unless ``signed``; the diagonal is ignored (self-loops removed).
     normalization : {"unnormalized", "symmetric", "random_walk"}
+    signed : bool
+        Allow negative weights (difference graphs, module docstring); only with "unnormalized".
 
     Returns
     -------
@@ -70,8 +80,45 @@ def laplacian(W: Any, normalization: str = "unnormalized") -> tuple[sp.csr_matri
         ``d_i = sum_j W_ij`` (self-loops excluded).
     """
     normalization = check_choice("normalization", normalization, NORMALIZATIONS)
-    W = check_affinity(W)
+    _check_signed(signed, normalization)
+    W = check_affinity(W, signed=signed)
     return _laplacian(W, normalization)
+
+
+def dense_laplacian(W: Any, *, signed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Unnormalized ``L = D - W`` (paper 000 eq. 3, paper 001 eq. 9-10) of a dense symmetric W.
+
+    Parameters
+    ----------
+    W : ndarray, shape (n, n)
+        Symmetric finite weights with a zero diagonal, non-negative unless ``signed``.
+    signed : bool
+        Allow negative weights.
+
+    Returns
+    -------
+    L : ndarray, shape (n, n), float64
+    degrees : ndarray, shape (n,)
+    """
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] < 1:
+        raise InputDataError(f"W must be a non-empty square matrix; got shape {W.shape}")
+    if not np.all(np.isfinite(W)):
+        raise InputDataError("W contains NaN or inf values")
+    if not signed and W.min() < 0:
+        raise InputDataError(f"W must be non-negative (or pass signed=True); smallest entry is {W.min()}")
+    scale = float(np.abs(W).max())
+    if np.abs(W - W.T).max() > SYMMETRY_RTOL * max(scale, 1e-300):
+        raise InputDataError(f"W must be symmetric; max |W - W^T| = {np.abs(W - W.T).max():.3g}")
+    degrees = W.sum(axis=1)
+    return np.diag(degrees) - W, degrees
+
+
+def _check_signed(signed: bool, normalization: str) -> None:
+    if signed and normalization != "unnormalized":
+        raise ParameterError(
+            f"signed=True (negative weights) needs normalization='unnormalized'; got {normalization!r}"
+        )
 
 
 def _laplacian(W: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.ndarray]:
