@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from storage.checksums import check_intact
 from storage.lock import store_lock
 from tasks.common import store_token
 from tasks.ingest import ingest_task
@@ -38,6 +39,7 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
             ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
                                    scheduler_address=scheduler_address(pending))
         emit("end", "ingest", t_ingest["seconds"])
+        check_intact(store)  # X and y as ingested: a damaged chunk is refused, named, before any stage
         manifest_params = {"source": str(source), "method": method, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **(extra_manifest or {}), **params}
         with store_lock(store, run), \

@@ -237,6 +237,22 @@ def extend(
 
 
 @app.command()
+def verify(store: str = typer.Argument(..., help="eigenflow store")) -> None:
+    """Check every chunk of STORE against its recorded checksum; list the damaged ones (exit 1 if any)."""
+    from storage.checksums import verify as verify_store
+
+    report = _run(lambda: verify_store(store))
+    for bad in report["bad"]:
+        where = f"{bad['array']}/{bad['chunk']}" if bad["chunk"] else bad["array"]
+        out.print(f"[bold red]bad[/] {where}: {bad['problem']}")
+    checked = ", ".join(f"{a} ({n} chunks)" for a, n in report["arrays"].items()) or "nothing recorded"
+    if report["bad"]:
+        err.print(f"[bold red]error:[/] {len(report['bad'])} damaged chunk(s) in {store}; checked {checked}")
+        raise typer.Exit(EXIT_FAILURE)
+    out.print(f"ok: {store}: every recorded chunk matches; checked {checked}")
+
+
+@app.command()
 def info(
     store: str = typer.Argument(..., help="eigenflow store"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),

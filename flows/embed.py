@@ -22,6 +22,7 @@ from prefect import flow
 from spectral._validation import check_float, check_int
 from spectral.errors import ParameterError
 from storage import layout
+from storage.checksums import check_intact
 from storage.errors import StoreFormatError
 from storage.lock import check_unlocked, store_lock
 from storage.manifest import list_runs, read_manifest
@@ -264,12 +265,14 @@ def extend(
                                f"{list_models(store)}")
     method = read_manifest(store, model_run).parameters.get("method", DEFAULT_METHOD)
     _check_new_points_header(store, new_source)
+    check_intact(store)  # the model store's X (a kNN index may be rebuilt from it)
     out_run = new_run_id("extend", run_name)
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
         emit("start", "ingest")
         with timed() as t_ingest:
             ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite)
         emit("end", "ingest", t_ingest["seconds"])
+        check_intact(out_store)
         from storage.arrays import x_shape
 
         if ingested["d"] != x_shape(store)[1]:
