@@ -32,6 +32,22 @@ SEP = "__"
 TRUSTED_PREFIX = "spectral."
 
 
+class StateMixin:
+    """``to_state`` / ``from_state`` by :func:`estimator_state` for estimators whose attributes encode as they are."""
+
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """``(arrays, attrs)`` of the fitted model (no pickle); :meth:`from_state` restores it."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self)
+        return estimator_state(self)
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict):
+        """Inverse of :meth:`to_state`: ``transform`` gives the same values as the original model."""
+        return restore_estimator(cls, arrays, attrs)
+
+
 def estimator_state(est: Any, *, skip: tuple[str, ...] = ()) -> tuple[dict[str, np.ndarray], dict]:
     """``(arrays, attrs)`` of a fitted estimator: its parameters and every attribute not in ``skip``."""
     arrays: dict[str, np.ndarray] = {}

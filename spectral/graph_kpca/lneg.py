@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrays import is_dask
-from .._state import estimator_state, restore_estimator
+from .._state import StateMixin
 from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
 from ..eigen import MATRIX_SOLVERS
 from ..eigen.dispatch import AUTO_DENSE_MAX_N
@@ -42,7 +42,7 @@ from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
 EIGEN_SOLVERS = tuple(s for s in MATRIX_SOLVERS if s != "randomized")
 
 
-class LNEG(TransformerMixin, BaseEstimator):
+class LNEG(StateMixin, TransformerMixin, BaseEstimator):
     """Local nonlinear embedding on graphs (paper 003 eq. 25-30).
 
     Parameters
@@ -175,14 +175,3 @@ class LNEG(TransformerMixin, BaseEstimator):
         exact = dist[:, 0] == 0  # a training point: its training row
         out[exact] = self.embedding_[ind[exact, 0]]
         return out
-
-    # -- model state (plain arrays + JSON, :mod:`spectral._state`) -----------------------------------------
-    def to_state(self) -> tuple[dict, dict]:
-        """``(arrays, attrs)`` of the fitted model (no pickle); :meth:`from_state` restores it."""
-        check_is_fitted(self, "embedding_")
-        return estimator_state(self)
-
-    @classmethod
-    def from_state(cls, arrays: dict, attrs: dict) -> "LNEG":
-        """Inverse of :meth:`to_state`: ``transform`` gives the same values as the original model."""
-        return restore_estimator(cls, arrays, attrs)

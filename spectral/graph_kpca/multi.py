@@ -25,7 +25,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
-from .._state import estimator_state, restore_estimator
+from .._state import StateMixin
 from ..errors import InputDataError, ParameterError
 from . import graphs as G
 from ..graph_laplacian import laplacian
@@ -35,7 +35,7 @@ from ._core import top_eigs_dense, training_index, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params
 
 
-class MultiGraphKPCA(TransformerMixin, BaseEstimator):
+class MultiGraphKPCA(StateMixin, TransformerMixin, BaseEstimator):
     """GRAD multi-kernel / multi-graph kernel PCA with learned theta_ and beta_ (eq. 15-21).
 
     Parameters
@@ -232,14 +232,3 @@ class MultiGraphKPCA(TransformerMixin, BaseEstimator):
             L, _ = laplacian(A, self.laplacian)
             Rs.append(dense_graph_kernel(L, self.graph_kernel, gk) if gk is not None else -L.toarray())
         return Rs
-
-    # -- model state (plain arrays + JSON, :mod:`spectral._state`) -----------------------------------------
-    def to_state(self) -> tuple[dict, dict]:
-        """``(arrays, attrs)`` of the fitted model (no pickle); :meth:`from_state` restores it."""
-        check_is_fitted(self, "embedding_")
-        return estimator_state(self)
-
-    @classmethod
-    def from_state(cls, arrays: dict, attrs: dict) -> "MultiGraphKPCA":
-        """Inverse of :meth:`to_state`: ``transform`` gives the same values as the original model."""
-        return restore_estimator(cls, arrays, attrs)
