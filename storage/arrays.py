@@ -22,11 +22,24 @@ def _bounds(n: int, start: int | None, stop: int | None, name: str) -> tuple[int
     return int(start), int(stop)
 
 
+def check_fits_in_memory(nbytes: int, what: str) -> None:
+    """Raise :class:`StorageError` before allocating ``nbytes`` for ``what`` when the machine has not that
+    much memory available (psutil), instead of dying in the allocation."""
+    import psutil
+
+    available = psutil.virtual_memory().available
+    if nbytes > available:
+        raise StorageError(f"reading {what} needs {nbytes / 2**30:.3g} GiB of memory; {available / 2**30:.3g} GiB "
+                           "are available on this machine")
+
+
 def read_rows(store: StoreRef, path: str, start: int | None = None, stop: int | None = None,
               storage_options: dict | None = None) -> np.ndarray:
-    """Rows ``start:stop`` of the array at ``path`` (any per-point array), as numpy."""
+    """Rows ``start:stop`` of the array at ``path`` (any per-point array), as numpy (memory checked first)."""
     arr = get_node(as_group(store, "r", storage_options), path)
     start, stop = _bounds(arr.shape[0], start, stop, path)
+    row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+    check_fits_in_memory((stop - start) * row_bytes, f"{path}[{start}:{stop}] {tuple(arr.shape)} {arr.dtype}")
     return arr[start:stop]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import layout
 from .manifest import effective_status, list_runs, read_manifest
-from .store import StoreRef, check_root, describe, filesystem, node_metadata, _read_json
+from .store import StoreRef, check_root, check_shapes, describe, filesystem, node_metadata, _read_json
 
 _ROOT_KEYS = (layout.ATTR_SCHEMA_VERSION, layout.ATTR_STATUS, layout.ATTR_N, layout.ATTR_D, layout.ATTR_DTYPE,
               layout.ATTR_CHUNK_ROWS, layout.ATTR_HAS_LABELS, layout.ATTR_SOURCE, layout.ATTR_FINGERPRINT)
@@ -44,6 +44,9 @@ def info(store_url: StoreRef, storage_options: dict | None = None) -> dict[str, 
                                   "chunks": list(chunks) if chunks else None})
         else:
             out["groups"].append({"path": path, "attrs": meta.get("attributes") or {}})
+    out["problems"] = check_shapes(attrs, nodes, describe(store_url))
+    if out["problems"]:
+        out[layout.ATTR_STATUS] = "damaged"
     out["runs"] = [_run_summary(store_url, run, storage_options) for run in list_runs(store_url, storage_options)]
     return out
 

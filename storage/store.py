@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import math
 import posixpath
 from typing import Any, Union
 
@@ -180,11 +181,50 @@ def check_root(meta: dict | None, where: str, *, allow_incomplete: bool = False)
     return attrs
 
 
+#: Largest element count of one array an eigenflow store may declare (2^40 = 1.1e12, e.g. 3.4e10 rows x 32):
+#: metadata above it is hostile or corrupt, and is refused before anything is read or allocated.
+MAX_ARRAY_ELEMENTS = 2**40
+
+
+def check_shapes(attrs: dict, nodes: dict[str, dict], where: str) -> list[str]:
+    """Problems of the array shapes against the root attributes (empty when consistent).
+
+    X must be ``(n, d)`` of the root attributes with row chunks of at least one row and whole rows per chunk;
+    y ``(n,)``; every array at most :data:`MAX_ARRAY_ELEMENTS` elements.
+    """
+    problems = []
+    n, d = attrs.get(layout.ATTR_N), attrs.get(layout.ATTR_D)
+    for path, meta in nodes.items():
+        if meta.get("node_type") != "array":
+            continue
+        shape = [int(s) for s in meta.get("shape", [])]
+        chunks = meta.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") or shape
+        if math.prod(shape) > MAX_ARRAY_ELEMENTS:
+            problems.append(f"array {path!r} claims shape {tuple(shape)}, over {MAX_ARRAY_ELEMENTS:.3g} elements")
+        if any(int(c) < 1 for c in chunks):
+            problems.append(f"array {path!r} has chunk shape {tuple(chunks)}")
+        if path == layout.X and (shape != [n, d] or (len(chunks) == 2 and int(chunks[1]) != d)):
+            problems.append(f"X has shape {tuple(shape)} and chunks {tuple(chunks)}; the store's attributes say "
+                            f"n={n}, d={d}")
+        if path == layout.Y and shape != [n]:
+            problems.append(f"y has shape {tuple(shape)}; the store's attributes say n={n}")
+    return problems
+
+
 def validate_store(url: Any, storage_options: dict | None = None, *, allow_incomplete: bool = False) -> dict:
-    """Check a store without opening it with zarr; return ``{path: metadata}`` of all nodes."""
+    """Check a store without opening it with zarr; return ``{path: metadata}`` of all nodes.
+
+    Metadata is checked before any chunk is read: schema, status, data types and codecs, and the array shapes
+    against the root attributes and :data:`MAX_ARRAY_ELEMENTS` (:func:`check_shapes`).
+    """
     fs, root = filesystem(url, storage_options)
-    check_root(_read_json(fs, posixpath.join(root, "zarr.json")), describe(url), allow_incomplete=allow_incomplete)
-    return node_metadata(fs, root)
+    attrs = check_root(_read_json(fs, posixpath.join(root, "zarr.json")), describe(url),
+                       allow_incomplete=allow_incomplete)
+    nodes = node_metadata(fs, root)
+    problems = [] if attrs.get(layout.ATTR_STATUS) != layout.STATUS_COMPLETE else check_shapes(attrs, nodes, url)
+    if problems:
+        raise StoreFormatError(f"store {describe(url)} has inconsistent metadata: {problems[0]}")
+    return nodes
 
 
 # ---- opening ----------------------------------------------------------------------------------------------

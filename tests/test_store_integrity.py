@@ -68,3 +68,34 @@ def test_embed_refuses_a_damaged_store_before_any_stage(store, prefect_harness):
     with pytest.raises(StoreFormatError, match=r"is damaged: X/c/1/0 \(missing\)"):
         embed(str(store), str(store), params={"n_neighbors": 5, "knn_method": "exact"}, n_workers=1)
     assert storage.list_runs(store) == [] and not (store / "graph").exists()
+
+
+def _rewrite_meta(path, **changes):
+    import json
+
+    meta = json.loads(path.read_text())
+    meta.update(changes)
+    path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("node, shape, message", [
+    ("X", [10**12, D], r"array 'X' claims shape \(1000000000000, 4\), over 1.1e\+12 elements"),
+    ("X", [N, 10**9], r"X has shape \(100, 1000000000\) and chunks \(32, 4\)"),
+    ("X", [N + 1, D], r"X has shape \(101, 4\) and chunks \(32, 4\); the store's attributes say n=100, d=4"),
+    ("y", [N * 2], r"y has shape \(200,\); the store's attributes say n=100"),
+])
+def test_hostile_metadata_is_refused_before_any_read(store, node, shape, message):
+    _rewrite_meta(store / node / "zarr.json", shape=shape)
+    with pytest.raises(StoreFormatError, match=r"inconsistent metadata: " + message):
+        storage.open_store(store)
+    summary = storage.info(store)  # described, not trusted
+    assert summary["status"] == "damaged" and summary["problems"]
+
+
+def test_whole_array_reads_check_memory_first():
+    from storage.arrays import check_fits_in_memory
+    from storage.errors import StorageError
+
+    check_fits_in_memory(1 << 20, "small")
+    with pytest.raises(StorageError, match=r"reading X\[0:1e12\] needs 1.49e\+04 GiB of memory; .* available"):
+        check_fits_in_memory(10**12 * 4 * 4, "X[0:1e12]")
