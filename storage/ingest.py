@@ -394,9 +394,11 @@ def ingest(
         record_checksums(tmp_url, storage_options=storage_options if is_url(url) else None)
         group.attrs.update({**attrs, layout.ATTR_STATUS: layout.STATUS_COMPLETE})  # written LAST
         _swap_into_place(fs, tmp_root, root)
-    except BaseException:
+    except BaseException as exc:
         if fs.exists(tmp_root):
             fs.rm(tmp_root, recursive=True)
+        if isinstance(exc, OSError) and not getattr(exc, "filename", None):
+            raise StorageError(f"cannot write store {url}: {exc}") from exc  # name the place (full disk, ...)
         raise
     return IngestInfo(store=url, n=attrs[layout.ATTR_N], d=attrs[layout.ATTR_D], chunk_rows=rows, dtype=dtype,
                       has_labels=attrs[layout.ATTR_HAS_LABELS], fingerprint=attrs[layout.ATTR_FINGERPRINT],
