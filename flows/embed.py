@@ -132,8 +132,10 @@ def embed(
     full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite)
     run = new_run_id("embed", run_name)
+    finished: dict[str, dict] = {}
     if run_name is not None:
         check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, **full})
+        finished = finished_stages(store, run)
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state, extra_manifest={"holdout": holdout}) as (ctx, ingested):
@@ -145,11 +147,15 @@ def embed(
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                              holdout=holdout, random_state=random_state)
         try:
-            for name, call in fit_stages(request):
-                if name == "knn" and holdout > 0:
+            for stage in fit_stages(request):
+                if stage.name in finished and stage.outputs_intact():  # resumed: done before the crash
+                    ctx.record_stage(stage.name, 0.0, {**finished[stage.name], "reused": True})
+                    _record_fit_results(ctx.manifest.results, finished[stage.name])
+                    continue
+                if stage.name == "knn" and holdout > 0:
                     ctx.require_cluster()  # the kNN stage publishes its index for the held-out queries
-                with ctx.stage(name) as rec:
-                    rec.info.update(call())
+                with ctx.stage(stage.name) as rec:
+                    rec.info.update(stage.call())
                 _record_fit_results(ctx.manifest.results, rec.info)
             ctx.require_cluster()
             with ctx.stage("embed-points") as rec:
@@ -203,6 +209,22 @@ def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
     import json
 
     return json.loads(json.dumps(values, default=str))
+
+
+def finished_stages(store: str, run: str) -> dict[str, dict]:
+    """``{stage: info}`` of the stages that a previous attempt of ``run`` (failed, or crashed: killed) completed,
+    read from its manifest in the store; empty for a new run or one that is still running."""
+    from storage.manifest import effective_status
+
+    try:
+        if existing_store_attrs(store) is None or run not in list_runs(store):
+            return {}
+        previous = read_manifest(store, run)
+    except StoreFormatError:
+        return {}
+    if effective_status(previous) == "running":
+        return {}  # a live run: the lock refuses this one
+    return {s.name: dict(s.info) for s in previous.stages if s.status == "completed"}
 
 
 def _record_fit_results(results: dict, info: dict) -> None:

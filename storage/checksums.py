@@ -82,6 +82,61 @@ def record_checksums(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
     return counts
 
 
+# ---- per-chunk records of arrays written chunk by chunk (the per-point outputs of a run) ----------------------
+def _chunk_record_path(root: str, array: str, key: str) -> str:
+    return posixpath.join(root, CHECKSUMS, array.replace("/", "__"), key.replace("/", "_") + ".json")
+
+
+def _row_chunk_key(meta: dict, start: int) -> str:
+    rows = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
+    index = [str(start // rows)] + ["0"] * (len(meta["shape"]) - 1)
+    return "/".join(["c", *index])
+
+
+def record_chunk(store: StoreRef, array: str, start: int, storage_options: dict | None = None) -> str:
+    """Record the digest of the row chunk of ``array`` that starts at row ``start`` (after it was written);
+    one small file per chunk, so chunks written concurrently by Dask workers never share a record."""
+    fs, root = filesystem(store, storage_options)
+    meta = _array_meta(fs, root, array)
+    key = _row_chunk_key(meta, start)
+    digest = _digest(fs.cat_file(posixpath.join(root, array, key)))
+    path = _chunk_record_path(root, array, key)
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    fs.pipe_file(path, json.dumps({"key": key, "digest": digest, "shape": meta["shape"]}).encode())
+    return digest
+
+
+def forget_chunk_records(store: StoreRef, array: str, storage_options: dict | None = None) -> None:
+    """Remove the per-chunk records of ``array`` (it is being replaced by an array of another shape)."""
+    fs, root = filesystem(store, storage_options)
+    folder = posixpath.join(root, CHECKSUMS, array.replace("/", "__"))
+    if fs.exists(folder):
+        fs.rm(folder, recursive=True)
+
+
+def completed_row_chunks(store: StoreRef, arrays: list[str], starts: list[int],
+                         storage_options: dict | None = None) -> set[int]:
+    """The row-chunk starts whose chunk of every array in ``arrays`` is recorded and intact (a resumed run
+    rewrites only the others)."""
+    fs, root = filesystem(store, storage_options)
+    done = set(starts)
+    for array in arrays:
+        meta = _array_meta(fs, root, array)
+        if meta is None:
+            return set()
+        for start in list(done):
+            key = _row_chunk_key(meta, start)
+            try:
+                record = json.loads(fs.cat_file(_chunk_record_path(root, array, key)))
+                intact = record["shape"] == meta["shape"] and record["digest"] == _digest(
+                    fs.cat_file(posixpath.join(root, array, key)))
+            except (FileNotFoundError, ValueError, KeyError):
+                intact = False
+            if not intact:
+                done.discard(start)
+    return done
+
+
 def verify(store: StoreRef, storage_options: dict | None = None) -> dict[str, Any]:
     """Check every recorded chunk: ``{"arrays": {array: n_chunks}, "bad": [{"array", "chunk", "problem"}]}``.
 
@@ -94,6 +149,9 @@ def verify(store: StoreRef, storage_options: dict | None = None) -> dict[str, An
     records = sorted(fs.ls(folder, detail=False)) if fs.exists(folder) else []
     report: dict[str, Any] = {"arrays": {}, "bad": []}
     for path in records:
+        if not path.endswith(".json"):  # a folder of per-chunk records
+            _verify_chunk_records(fs, root, path, report)
+            continue
         array = posixpath.basename(path)[: -len(".json")].replace("__", "/")
         recorded = json.loads(fs.cat_file(path))
         meta = _array_meta(fs, root, array)
@@ -111,6 +169,31 @@ def verify(store: StoreRef, storage_options: dict | None = None) -> dict[str, An
             problem = "missing" if now.get(key) is None else ("unexpected" if digest is None else "changed")
             report["bad"].append({"array": array, "chunk": key, "problem": problem})
     return report
+
+
+def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict) -> None:
+    array = posixpath.basename(folder.rstrip("/")).replace("__", "/")
+    meta = _array_meta(fs, root, array)
+    files = sorted(fs.ls(folder, detail=False))
+    if meta is None:
+        report["bad"].append({"array": array, "chunk": None, "problem": "array missing"})
+        return
+    report["arrays"][array] = len(files)
+    for path in files:
+        record = json.loads(fs.cat_file(path))
+        try:
+            now = _digest(fs.cat_file(posixpath.join(root, array, record["key"])))
+        except FileNotFoundError:
+            now = None
+        if record["shape"] != meta["shape"]:
+            problem = "shape"
+        elif now is None:
+            problem = "missing"
+        elif now != record["digest"]:
+            problem = "changed"
+        else:
+            continue
+        report["bad"].append({"array": array, "chunk": record["key"], "problem": problem})
 
 
 def check_intact(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,

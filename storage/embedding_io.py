@@ -15,6 +15,7 @@ import zarr
 
 from . import layout
 from .arrays import read_rows
+from .checksums import forget_chunk_records
 from .errors import StoreFormatError, StorageError
 from ._jsonable import check_attrs
 from .store import StoreRef, as_group, delete_node, get_node, has_node
@@ -67,6 +68,7 @@ def create_point_array(
                 f"requested shape {shape}, dtype {dt}: pass overwrite=True to replace it"
             )
         delete_node(group, path)
+        forget_chunk_records(group, path)
     fill = _default_fill(dt) if fill_value is None else fill_value
     arr = group.create_array(path, shape=shape, chunks=chunks, dtype=dt, fill_value=fill,
                              compressors=layout.compressors())

@@ -27,11 +27,13 @@ def write_points_chunk(
     Runs on a Dask worker. ``local_fit`` (f,) are the chunk-relative rows of the fit set and ``fitted`` their
     fitted outputs (``{"embedding": (f, k), ...}``; None when no row of the chunk is in the fit set); every
     other row is read from X and mapped by :func:`tasks.registry.point_outputs` (``model`` is scattered once).
-    Returns ``n_fitted``, ``n_extended`` and, for classifiers, the label counts of the chunk.
+    Returns ``n_fitted`` and ``n_extended``. Each output chunk's digest is recorded once it is written
+    (:func:`storage.checksums.record_chunk`): a resumed run rewrites only the chunks without an intact record.
     """
     from storage.arrays import read_X
+    from storage.checksums import record_chunk
     from storage.embedding_io import write_embedding_block, write_output_block
-    from tasks.registry import EMBEDDING, LABELS, get_entry, point_outputs
+    from tasks.registry import EMBEDDING, get_entry, point_outputs
 
     entry = get_entry(method)
     n_rows = stop - start
@@ -50,13 +52,16 @@ def write_points_chunk(
         else:
             write_output_block(store_url, run, name, start, block.astype(np.float32) if block.dtype.kind == "f"
                                else block)
-        if name == LABELS:
-            values, counts = np.unique(block, return_counts=True)
-            label_counts = {str(int(v)): int(c) for v, c in zip(values, counts)}
-    info: dict = {"n_fitted": int(in_fit.sum()), "n_extended": int(n_rows - in_fit.sum())}
-    if LABELS in entry.outputs:
-        info["label_counts"] = label_counts
-    return info
+        record_chunk(store_url, output_array(run, name), start)  # this chunk is done (resume skips it)
+    return {"n_fitted": int(in_fit.sum()), "n_extended": int(n_rows - in_fit.sum())}
+
+
+def output_array(run: str, name: str) -> str:
+    """Store path of the per-point output ``name`` of ``run`` (``embeddings/<run>`` or ``outputs/<run>/<name>``)."""
+    from storage import layout
+    from tasks.registry import EMBEDDING
+
+    return layout.embedding_path(run) if name == EMBEDDING else layout.output_path(run, name)
 
 
 def warm_nndescent() -> float:

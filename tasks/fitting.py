@@ -41,7 +41,15 @@ MAX_LABELED_SUBSET = 2000
 #: ``attrs["state"]`` of a model written from the estimator's ``to_state``.
 ESTIMATOR_STATE = "estimator"
 
-Stage = tuple[str, Callable[[], dict]]
+@dataclass(frozen=True)
+class Stage:
+    """One fit stage: ``call()`` runs it (a Prefect task) and returns its metadata; ``outputs_intact()`` tells
+    whether what it wrote for this run is still in the store (a resumed run skips a stage that completed
+    and whose outputs are intact)."""
+
+    name: str
+    call: Callable[[], dict]
+    outputs_intact: Callable[[], bool]
 
 
 @dataclass(frozen=True)
@@ -64,12 +72,19 @@ def fit_stages(req: FitRequest) -> list[Stage]:
     if strategy == "laplacian_eigenmaps" and req.params.get("affinity", "knn") == "knn":
         return _laplacian_eigenmaps_stages(req)
     if strategy == "discriminant" and _discriminant_at_scale(req.params):
-        return [("fit", lambda: discriminant_fit_task(req.store, req.run, req.token, method=req.method,
-                                                      params=req.params, holdout=req.holdout,
-                                                      random_state=req.random_state))]
+        return [Stage("fit", lambda: discriminant_fit_task(req.store, req.run, req.token, method=req.method,
+                                                           params=req.params, holdout=req.holdout,
+                                                           random_state=req.random_state), lambda: _has_model(req))]
     subset = MAX_LABELED_SUBSET if strategy == "labeled_subset" else None
-    return [("fit", lambda: fit_task(req.store, req.run, req.token, method=req.method, params=req.params,
-                                     holdout=req.holdout, random_state=req.random_state, labeled_subset=subset))]
+    return [Stage("fit", lambda: fit_task(req.store, req.run, req.token, method=req.method, params=req.params,
+                                          holdout=req.holdout, random_state=req.random_state,
+                                          labeled_subset=subset), lambda: _has_model(req))]
+
+
+def _has_model(req: FitRequest) -> bool:
+    from storage.models import list_models
+
+    return req.run in list_models(req.store)
 
 
 # ---- the estimator's own fit on the fit rows -------------------------------------------------------------------
@@ -196,12 +211,14 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
     p = req.params
     args = (req.store, req.run, req.token)
     return [
-        ("knn", lambda: le.knn_task(*args, n_neighbors=p["n_neighbors"], knn_method=p["knn_method"],
-                                    metric=p.get("metric", "euclidean"), holdout=req.holdout,
-                                    random_state=req.random_state)),
-        ("weights", lambda: le.weights_task(*args, weighting=p["weighting"], symmetrize=p["symmetrize"])),
-        ("eigensolve", lambda: le.eigensolve_task(
+        Stage("knn", lambda: le.knn_task(*args, n_neighbors=p["n_neighbors"], knn_method=p["knn_method"],
+                                         metric=p.get("metric", "euclidean"), holdout=req.holdout,
+                                         random_state=req.random_state),
+              lambda: le.graph_belongs_to(req.store, req.run, "knn")),
+        Stage("weights", lambda: le.weights_task(*args, weighting=p["weighting"], symmetrize=p["symmetrize"]),
+              lambda: le.graph_belongs_to(req.store, req.run, "weights")),
+        Stage("eigensolve", lambda: le.eigensolve_task(
             *args, n_components=p["n_components"], normalization=p["normalization"],
             eigen_solver=p["eigen_solver"], on_disconnected=p["on_disconnected"], tol=p.get("tol"),
-            random_state=req.random_state)),
+            random_state=req.random_state), lambda: _has_model(req)),
     ]

@@ -75,6 +75,15 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
             "build_seconds": build_seconds, "write_seconds": time.perf_counter() - t0}
 
 
+def graph_belongs_to(store_url: str, run: str, part: str) -> bool:
+    """Whether ``graph/knn`` (``part="knn"``) or ``graph/weights`` (``"weights"``) of the store were written by ``run``."""
+    try:
+        attrs = read_knn_attrs(store_url) if part == "knn" else read_csr_attrs(store_url, layout.WEIGHTS)
+    except StoreFormatError:
+        return False
+    return attrs.get("run") == run
+
+
 def _publish(index: KNNIndex, name: str) -> None:
     """Keep ``index`` on the flow's Dask cluster under ``name`` (no-op without a client)."""
     from distributed import get_client

@@ -15,13 +15,14 @@ import numpy as np
 from prefect import task
 
 from storage.arrays import read_X, row_chunks, x_shape
+from storage.checksums import completed_row_chunks
 from storage import layout
-from storage.embedding_io import create_embedding, create_output, write_point_array
+from storage.embedding_io import create_embedding, create_output, read_output, write_point_array
 from storage.errors import StoreFormatError
 from storage.models import read_model
 
 from tasks import laplacian_eigenmaps as le
-from tasks._chunks import write_points_chunk
+from tasks._chunks import output_array, write_points_chunk
 from tasks.common import FIT_ROWS, HELD_OUT, IN_FIT, IO_TASK, chunk_fit_slices, fit_rows_for, map_row_chunks
 from tasks.fitting import ESTIMATOR_STATE
 from tasks.registry import EMBEDDING, LABELS, SCORES, MethodEntry, fitted_outputs, get_entry, point_outputs
@@ -107,17 +108,16 @@ def _write_all(store_url: str, run: str, entry: MethodEntry, model: Any, rows: n
     else:
         per_chunk = [(rows[lo:hi] - start, {k: v[lo:hi] for k, v in fitted.items()})
                      for (start, _), (lo, hi) in zip(bounds, chunk_fit_slices(rows, bounds))]
-    infos = map_row_chunks(write_points_chunk, bounds, args=(store_url, run, entry.name, payload),
-                           per_chunk=per_chunk, name=name)
-    out: dict[str, Any] = {"n_chunks": len(bounds), "outputs": list(entry.outputs)}
+    done = completed_row_chunks(store_url, [output_array(run, o) for o in entry.outputs], [b[0] for b in bounds])
+    todo = [i for i, (start, _) in enumerate(bounds) if start not in done]
+    infos = map_row_chunks(write_points_chunk, [bounds[i] for i in todo], args=(store_url, run, entry.name, payload),
+                           per_chunk=[per_chunk[i] for i in todo], name=name)
+    out: dict[str, Any] = {"n_chunks": len(bounds), "n_chunks_reused": len(done), "outputs": list(entry.outputs)}
     for key in ("n_fitted", "n_extended"):
         out[key] = int(sum(i[key] for i in infos))
-    if LABELS in entry.outputs:
-        counts: dict[str, int] = {}
-        for info in infos:
-            for label, count in info["label_counts"].items():
-                counts[label] = counts.get(label, 0) + count
-        out["label_counts"] = dict(sorted(counts.items(), key=lambda kv: int(kv[0])))
+    if LABELS in entry.outputs:  # from the whole array: chunks reused from a previous attempt count too
+        values, counts = np.unique(read_output(store_url, run, LABELS), return_counts=True)
+        out["label_counts"] = {str(int(v)): int(c) for v, c in zip(values, counts)}
     return out
 
 
