@@ -228,7 +228,7 @@ def finished_stages(store: str, run: str) -> dict[str, dict]:
 
 
 def _record_fit_results(results: dict, info: dict) -> None:
-    for key in ("eigenvalues", "mu", "sigma", "theta", "beta", "n_labeled", "n_components_graph"):
+    for key in ("eigenvalues", "mu", "sigma", "theta", "beta", "n_labeled", "n_components_graph", "n_duplicates"):
         if key in info:
             results[key] = info[key]
 

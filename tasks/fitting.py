@@ -33,7 +33,7 @@ from storage.graph_io import read_constraints
 from storage.models import write_model
 
 from tasks import laplacian_eigenmaps as le
-from tasks.common import COMPUTE_TASK, FIT_ROWS, fit_rows_for
+from tasks.common import COMPUTE_TASK, FIT_ROWS, distinct_rows, fit_rows_for
 from tasks.registry import get_entry, make_estimator
 
 #: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it): 2,000 points fit in ~40 s here.
@@ -94,14 +94,18 @@ def fit_task(store_url: str, run: str, store_token: str, *, method: str, params:
     """Fit ``method`` on the fit rows of the store (read into memory) and write ``models/<run>``."""
     entry = get_entry(method)
     n, _ = x_shape(store_url)
-    rows = fit_rows_for(n, holdout, random_state)
+    fit_set = fit_rows_for(n, holdout, random_state)
     y_all = read_labels(store_url)
+    y_all = None if y_all is None else np.asarray(y_all, dtype=np.int64)
+    X_all = read_X(store_url)
+    rows, n_duplicates = distinct_rows(X_all[fit_set], None if y_all is None else y_all[fit_set], fit_set)
     if labeled_subset is not None:
         if y_all is None:
             raise InputDataError(f"method {method!r} needs labels; store {store_url} has none")
-        rows = stratified_subset(np.asarray(y_all)[rows], labeled_subset, random_state, rows)
-    X = np.asarray(read_X(store_url)[rows], dtype=np.float64)
-    y = None if y_all is None else np.asarray(y_all, dtype=np.int64)[rows]
+        rows = stratified_subset(y_all[rows], labeled_subset, random_state, rows)
+    X = np.asarray(X_all[rows], dtype=np.float64)
+    y = None if y_all is None else y_all[rows]
+    del X_all
     store_params = {}
     if "must_link" in entry.store_params:
         store_params = dict(zip(("must_link", "cannot_link"), _pairs_at_fit_positions(store_url, rows)))
@@ -114,7 +118,7 @@ def fit_task(store_url: str, run: str, store_token: str, *, method: str, params:
     fit_seconds = time.perf_counter() - t0
     _write_estimator(store_url, run, method, est, rows)
     return {"n_fit": int(rows.size), "n_labeled": 0 if y is None else int(np.sum(y >= 0)),
-            "fit_seconds": fit_seconds, **_fit_summary(est)}
+            "n_duplicates": n_duplicates, "fit_seconds": fit_seconds, **_fit_summary(est)}
 
 
 def stratified_subset(y_fit: np.ndarray, size: int, random_state: int | None, rows: np.ndarray) -> np.ndarray:
@@ -191,7 +195,10 @@ def discriminant_fit_task(store_url: str, run: str, store_token: str, *, method:
     if y_all is None:
         raise InputDataError(f"method {method!r} needs labels; store {store_url} has none")
     n, _ = x_shape(store_url)
-    rows = fit_rows_for(n, holdout, random_state)
+    fit_set = fit_rows_for(n, holdout, random_state)
+    y_fit = np.asarray(y_all, dtype=np.int64)[fit_set]
+    kept, n_duplicates = distinct_rows(read_X(store_url)[fit_set], y_fit, np.arange(fit_set.size))
+    rows = fit_set[kept]
     X = X_as_dask(store_url)
     if rows.size < n:
         X = X[rows]
@@ -203,7 +210,7 @@ def discriminant_fit_task(store_url: str, run: str, store_token: str, *, method:
     fit_seconds = time.perf_counter() - t0
     _write_estimator(store_url, run, method, est, rows)
     return {"n_fit": int(rows.size), "n_labeled": int(np.sum(np.asarray(y_all)[rows] >= 0)),
-            "fit_seconds": fit_seconds, **_fit_summary(est)}
+            "n_duplicates": n_duplicates, "fit_seconds": fit_seconds, **_fit_summary(est)}
 
 
 # ---- Laplacian eigenmaps of a kNN graph at scale ---------------------------------------------------------------

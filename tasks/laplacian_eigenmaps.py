@@ -28,7 +28,7 @@ from storage.errors import StoreFormatError
 from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
 from storage.models import write_model
 
-from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, fit_rows_for
+from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, distinct_rows, fit_rows_for
 
 METHOD = "laplacian_eigenmaps"
 #: ``attrs["state"]`` of the model written by :func:`eigensolve_task` (a :class:`LaplacianEigenmapsModel`).
@@ -47,11 +47,12 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     """Build the kNN index of the fit set and write ``graph/knn`` for every row of X.
 
     Rows of fit points hold their neighbours within the fit set; rows of held-out points their nearest
-    fit points. Also writes ``outputs/<run>/in_fit``. Returns the index parameters and sizes.
+    fit points. Exact copies of a fit point are left out of the fit (:func:`tasks.common.distinct_rows`) and
+    treated as held-out points (their first neighbour is their original, at distance 0). Also writes ``outputs/<run>/in_fit``. Returns the index parameters and sizes.
     """
     n, _ = x_shape(store_url)
-    rows = fit_rows_for(n, holdout, random_state)
     X = read_X(store_url)  # (n, d)
+    rows, n_duplicates = distinct_rows(X[fit_set := fit_rows_for(n, holdout, random_state)], None, fit_set)
     t0 = time.perf_counter()
     index = KNNIndex.build(X[rows], n_neighbors, method=knn_method, metric=metric,
                            random_state=check_random_state(random_state))
@@ -72,6 +73,7 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     in_fit[rows] = True
     write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
     return {"k": n_neighbors, "method": index.method, "n_fit": int(rows.size), "n_heldout": int(held.size),
+            "n_duplicates": n_duplicates,
             "build_seconds": build_seconds, "write_seconds": time.perf_counter() - t0}
 
 

@@ -250,3 +250,25 @@ def test_extend_checks_the_feature_count_from_the_header_first(prefect_harness, 
     with pytest.raises(StoreFormatError, match=r"new points must have 32 features .*narrow.npy has 5"):
         extend(store, str(tmp_path / "narrow.npy"), str(tmp_path / "out.zarr"))
     assert not (tmp_path / "out.zarr").exists()
+
+
+def test_exact_copies_are_collapsed_before_the_graph(prefect_harness, cluster, tmp_path):
+    """10 points x 2,000 exact copies plus a manifold: one graph component (no cliques of copies), every copy
+    written with its original's embedding, the number of copies recorded in the manifest."""
+    from flows.embed import embed
+
+    X, _, _ = make_swiss_roll_lifted(3000, random_state=2)
+    originals = np.arange(0, 3000, 300)  # 10 points of the manifold
+    copies = np.repeat(originals, 2000)
+    np.save(tmp_path / "X.npy", np.vstack([X, X[copies]]))
+    store = str(tmp_path / "dups.zarr")
+    s = embed(str(tmp_path / "X.npy"), store, params={"knn_method": "exact", **PARAMS}, chunk_rows=4096,
+              random_state=0, scheduler=cluster)
+    assert s["status"] == "completed" and s["results"]["n_duplicates"] == 10 * 2000
+    assert s["results"]["n_components_graph"] == 1
+    Z = read_embedding(store, s["run"])
+    np.testing.assert_array_equal(Z[3000:], Z[copies])  # every copy: its original's row
+    fitted = read_output(store, s["run"], "in_fit").astype(bool)
+    assert fitted[:3000].all() and not fitted[3000:].any()
+    est = LaplacianEigenmaps(knn_method="exact", random_state=0, **PARAMS).fit(X.astype(np.float32).astype(np.float64))
+    assert_equal_up_to_sign(Z[:3000].astype(np.float64), est.embedding_, atol=1e-5 * np.abs(est.embedding_).max())
