@@ -110,8 +110,8 @@ def laplacian_eigenmaps_from_graph(
         sizes = ", ".join(str(s) for s in np.bincount(labels)[:10]) + (", ..." if n_comp > 10 else "")
         raise DisconnectedGraphError(
             f"the graph has {n_comp} connected components (sizes {sizes}); Laplacian eigenmaps of a "
-            "disconnected graph mixes the components' indicator vectors. Use on_disconnected='per_component', "
-            "more n_neighbors or symmetrize='or'"
+            "disconnected graph mixes the components' indicator vectors. Use on_disconnected='per_component' "
+            "(CLI: -p on_disconnected=per_component), more n_neighbors or symmetrize='or'"
         )
     embedding = np.zeros((n, k))
     comp_values = np.zeros((n_comp, k))

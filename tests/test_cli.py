@@ -164,3 +164,17 @@ def test_two_concurrent_runs_on_one_store_second_fails_fast(files):
     runs = json.loads(eigenflow("info", "busy.zarr", "--json", cwd=files).stdout)["runs"]
     assert [(r["run_id"], r["status"]) for r in runs] == [("first-run", "completed")]
     assert not lock.exists()
+
+
+@pytest.mark.slow
+def test_disconnected_graph_advice_is_followable_from_the_cli(tmp_path):
+    """The error names the CLI form of its advice, and following it embeds component by component."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "two.npy", np.vstack([rng.normal(size=(150, 5)), 1000.0 + rng.normal(size=(150, 5))]))
+    common = ("-p", "knn_method=exact", "-p", "n_neighbors=5", "--workers", "1")
+    r = eigenflow("embed", "two.npy", "two.zarr", *common, "--run-name", "a", cwd=tmp_path)
+    assert r.returncode == 1 and "-p on_disconnected=per_component" in r.stderr
+    r = eigenflow("embed", "two.zarr", "two.zarr", *common, "-p", "on_disconnected=per_component", "--run-name", "b",
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert np.isfinite(read_embedding(str(tmp_path / "two.zarr"), "b")).all()
