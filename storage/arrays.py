@@ -8,7 +8,7 @@ import numpy as np
 
 from . import layout
 from .errors import StorageError
-from .store import StoreRef, as_group, get_node, has_node
+from .store import StoreRef, as_group, decoding, get_node, has_node
 
 
 def _bounds(n: int, start: int | None, stop: int | None, name: str) -> tuple[int, int]:
@@ -40,7 +40,8 @@ def read_rows(store: StoreRef, path: str, start: int | None = None, stop: int | 
     start, stop = _bounds(arr.shape[0], start, stop, path)
     row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
     check_fits_in_memory((stop - start) * row_bytes, f"{path}[{start}:{stop}] {tuple(arr.shape)} {arr.dtype}")
-    return arr[start:stop]
+    with decoding(path, store):
+        return arr[start:stop]
 
 
 def read_X(store: StoreRef, start: int | None = None, stop: int | None = None,
@@ -85,7 +86,9 @@ def iter_row_chunks(store: StoreRef, path: str = layout.X,
     """Yield ``(start, stop, rows)`` chunk by chunk for the array at ``path`` (default X)."""
     arr = get_node(as_group(store, "r", storage_options), path)
     for start, stop in layout.row_chunk_bounds(int(arr.shape[0]), int(arr.chunks[0])):
-        yield start, stop, arr[start:stop]
+        with decoding(path, store):
+            block = arr[start:stop]
+        yield start, stop, block
 
 
 def X_as_dask(store: StoreRef, storage_options: dict | None = None, path: str = layout.X) -> Any:

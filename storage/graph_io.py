@@ -22,7 +22,7 @@ from ._jsonable import check_attrs
 from .embedding_io import create_point_array, write_all_rows, write_point_block
 from .arrays import read_rows
 from .errors import StoreFormatError, StorageError
-from .store import StoreRef, as_group, delete_node, get_node, has_node
+from .store import StoreRef, as_group, decoding, delete_node, get_node, has_node
 
 _RESERVED_CSR_ATTRS = (layout.ATTR_ENCODING, layout.ATTR_ENCODING_VERSION, layout.ATTR_SHAPE)
 
@@ -163,10 +163,11 @@ def read_csr(store: StoreRef, name: str, rows: tuple[int, int] | None = None,
     i0, i1 = (0, n_rows) if rows is None else (int(rows[0]), int(rows[1]))
     if not 0 <= i0 <= i1 <= n_rows:
         raise StorageError(f"rows must satisfy 0 <= i0 <= i1 <= n_rows={n_rows}; got {rows!r}")
-    indptr = node[layout.CSR_INDPTR][i0:i1 + 1]
-    lo, hi = int(indptr[0]), int(indptr[-1])
-    indices = node[layout.CSR_INDICES][lo:hi]
-    data = node[layout.CSR_DATA][lo:hi]
+    with decoding(name, store):
+        indptr = node[layout.CSR_INDPTR][i0:i1 + 1]
+        lo, hi = int(indptr[0]), int(indptr[-1])
+        indices = node[layout.CSR_INDICES][lo:hi]
+        data = node[layout.CSR_DATA][lo:hi]
     return sp.csr_matrix((data, indices, indptr - lo), shape=(i1 - i0, n_cols))
 
 

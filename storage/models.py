@@ -14,7 +14,7 @@ import numpy as np
 from . import layout
 from ._jsonable import check_attrs
 from .errors import StoreFormatError, StorageError
-from .store import StoreRef, as_group, delete_node, get_node, has_node
+from .store import StoreRef, as_group, decoding, delete_node, get_node, has_node
 
 
 def _check_arrays(arrays: Any) -> dict[str, np.ndarray]:
@@ -76,7 +76,8 @@ def read_model(store: StoreRef, run: str, storage_options: dict | None = None) -
     attrs = dict(model.attrs)
     if not attrs.pop(layout.ATTR_MODEL_COMPLETE, False):
         raise StoreFormatError(f"model {path!r} is incomplete (its write did not finish); run the flow again")
-    arrays = {name: arr[...] for name, arr in model.arrays()}
+    with decoding(path, store):
+        arrays = {name: arr[...] for name, arr in model.arrays()}
     return arrays, attrs
 
 

@@ -11,11 +11,12 @@ component of a Zarr hierarchy"): use :func:`storage.info.info` or the functions 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import math
 import posixpath
-from typing import Any, Union
+from typing import Any, Iterator, Union
 
 import fsspec
 import zarr
@@ -285,6 +286,19 @@ def as_group(store: StoreRef, mode: str = "r", storage_options: dict | None = No
     if isinstance(store, zarr.Group):
         return store
     return open_store(store, mode, storage_options)
+
+
+@contextlib.contextmanager
+def decoding(path: str, where: Any) -> Iterator[None]:
+    """Turn a chunk that cannot be decoded (zarr / numcodecs raise RuntimeError or ValueError) into a
+    :class:`StoreFormatError` naming the array and the store."""
+    try:
+        yield
+    except (RuntimeError, ValueError) as exc:
+        if isinstance(exc, StorageError):
+            raise
+        raise StoreFormatError(f"cannot decode {path!r} of {describe(where)}: {exc} (a damaged chunk; "
+                               "`eigenflow verify` lists the damaged chunks of checksummed arrays)") from exc
 
 
 def get_node(group: zarr.Group, path: str, kind: str = "array") -> Any:

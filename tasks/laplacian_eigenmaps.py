@@ -23,6 +23,7 @@ from spectral.knn import KNNIndex
 from spectral.weights import WeightParams, fit_weight_params, knn_weights
 from storage import layout
 from storage.arrays import read_X, x_shape
+from storage.checksums import check_intact, record_checksums
 from storage.embedding_io import read_output, write_point_array
 from storage.errors import StoreFormatError
 from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
@@ -31,6 +32,9 @@ from storage.models import write_model
 from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, distinct_rows, fit_rows_for
 
 METHOD = "laplacian_eigenmaps"
+#: The graph arrays, checksummed when written and checked before they are read (:mod:`storage.checksums`).
+KNN_ARRAYS = (layout.KNN_INDICES, layout.KNN_DISTANCES)
+WEIGHT_ARRAYS = tuple(f"{layout.WEIGHTS}/{part}" for part in (layout.CSR_INDPTR, layout.CSR_INDICES, layout.CSR_DATA))
 #: ``attrs["state"]`` of the model written by :func:`eigensolve_task` (a :class:`LaplacianEigenmapsModel`).
 MODEL_STATE = "laplacian_eigenmaps_model"
 
@@ -69,6 +73,7 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     attrs = {"run": run, "metric": metric, "n_fit": int(rows.size), "index_params": index.params}
     t0 = time.perf_counter()
     write_knn(store_url, indices, distances, attrs=attrs)
+    record_checksums(store_url, KNN_ARRAYS)
     in_fit = np.zeros(n, dtype=bool)
     in_fit[rows] = True
     write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
@@ -78,9 +83,11 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
 
 
 def graph_belongs_to(store_url: str, run: str, part: str) -> bool:
-    """Whether ``graph/knn`` (``part="knn"``) or ``graph/weights`` (``"weights"``) of the store were written by ``run``."""
+    """Whether ``graph/knn`` (``part="knn"``) or ``graph/weights`` (``"weights"``) of the store were written by
+    ``run`` and still match their checksums."""
     try:
         attrs = read_knn_attrs(store_url) if part == "knn" else read_csr_attrs(store_url, layout.WEIGHTS)
+        check_intact(store_url, KNN_ARRAYS if part == "knn" else WEIGHT_ARRAYS)
     except StoreFormatError:
         return False
     return attrs.get("run") == run
@@ -107,6 +114,7 @@ def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndar
         )
     in_fit = read_output(store_url, run, IN_FIT)
     rows = np.flatnonzero(in_fit).astype(np.int64)
+    check_intact(store_url, KNN_ARRAYS)
     indices, distances = read_knn(store_url)
     position = np.full(in_fit.shape[0], -1, dtype=np.int64)
     position[rows] = np.arange(rows.size)
@@ -131,6 +139,7 @@ def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, 
     write_point_array(store_url, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
     write_csr(store_url, layout.WEIGHTS, W, attrs={"run": run, "weighting": weighting, "symmetrize": symmetrize,
                                                     "weight_params": wparams.to_attrs()})
+    record_checksums(store_url, WEIGHT_ARRAYS)
     return {"n": int(W.shape[0]), "nnz": int(W.nnz)}
 
 
@@ -143,6 +152,7 @@ def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components:
     attrs = read_csr_attrs(store_url, layout.WEIGHTS)
     if attrs.get("run") != run:
         raise StoreFormatError(f"graph/weights of {store_url} does not belong to run {run!r}; run the flow again")
+    check_intact(store_url, WEIGHT_ARRAYS)
     W = read_csr(store_url, layout.WEIGHTS)
     rows = np.flatnonzero(read_output(store_url, run, IN_FIT)).astype(np.int64)
     per_point = read_output(store_url, run, WEIGHT_SCALES)[rows]

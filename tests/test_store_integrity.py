@@ -99,3 +99,12 @@ def test_whole_array_reads_check_memory_first():
     check_fits_in_memory(1 << 20, "small")
     with pytest.raises(StorageError, match=r"reading X\[0:1e12\] needs 1.49e\+04 GiB of memory; .* available"):
         check_fits_in_memory(10**12 * 4 * 4, "X[0:1e12]")
+
+
+def test_undecodable_chunk_of_an_unrecorded_array_is_a_named_store_error(store):
+    from storage.embedding_io import read_embedding, write_embedding
+
+    write_embedding(store, "r", np.ones((N, 2)))
+    (store / "embeddings" / "r" / "c" / "1" / "0").write_bytes(b"garbage" * 10)
+    with pytest.raises(StoreFormatError, match=r"cannot decode 'embeddings/r' of .*s.zarr: .*damaged chunk"):
+        read_embedding(store, "r")
