@@ -49,6 +49,14 @@ def chunk_keys(meta: dict) -> list[str]:
     return keys
 
 
+def _write(fs: Any, path: str, payload: bytes) -> None:
+    """One small file; folders are made on local disks only (object stores have none: a folder marker would be
+    an object of its own, which a later recursive move cannot copy)."""
+    if fs.__class__.__name__ == "LocalFileSystem":
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    fs.pipe_file(path, payload)
+
+
 def _array_meta(fs: Any, root: str, array: str) -> dict | None:
     meta = _read_json(fs, posixpath.join(root, array, "zarr.json"))
     return meta if meta and meta.get("node_type") == "array" else None
@@ -76,8 +84,7 @@ def record_checksums(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
             continue
         digests = _current(fs, root, array, meta)
         path = _record_path(root, array)
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        fs.pipe_file(path, json.dumps({"shape": meta["shape"], "chunks": digests}, sort_keys=True).encode())
+        _write(fs, path, json.dumps({"shape": meta["shape"], "chunks": digests}, sort_keys=True).encode())
         counts[array] = len(digests)
     return counts
 
@@ -100,9 +107,8 @@ def record_chunk(store: StoreRef, array: str, start: int, storage_options: dict 
     meta = _array_meta(fs, root, array)
     key = _row_chunk_key(meta, start)
     digest = _digest(fs.cat_file(posixpath.join(root, array, key)))
-    path = _chunk_record_path(root, array, key)
-    fs.makedirs(posixpath.dirname(path), exist_ok=True)
-    fs.pipe_file(path, json.dumps({"key": key, "digest": digest, "shape": meta["shape"]}).encode())
+    _write(fs, _chunk_record_path(root, array, key),
+           json.dumps({"key": key, "digest": digest, "shape": meta["shape"]}).encode())
     return digest
 
 

@@ -261,8 +261,13 @@ def _swap_into_place(fs: Any, tmp: str, root: str) -> None:
 def _move(fs: Any, src: str, dst: str) -> None:
     if getattr(fs, "protocol", None) in ("file", ("file", "local")) or fs.__class__.__name__ == "LocalFileSystem":
         os.rename(src, dst)  # atomic on one filesystem
-    else:
-        fs.mv(src, dst, recursive=True)
+    else:  # object stores: no rename; copy every key, the root metadata (status "complete") last, then delete
+        fs.invalidate_cache()  # listings cached before the chunks were written (by zarr's own fs) are stale
+        root_meta = posixpath.join(src, "zarr.json")
+        keys = [k for k in fs.find(src) if k != root_meta]
+        fs.copy(keys, [posixpath.join(dst, posixpath.relpath(k, src)) for k in keys])
+        fs.copy(root_meta, posixpath.join(dst, "zarr.json"))
+        fs.rm(src, recursive=True)
 
 
 def _check_replaceable(fs: Any, root: str, url: str) -> None:

@@ -137,26 +137,3 @@ def test_read_x_bounds(store):
     np.testing.assert_array_equal(read_X(store, 3, 5), np.arange(6, 10, dtype=np.float32).reshape(2, 2))
     with pytest.raises(StorageError, match=r"0 <= start <= stop <= n=20; got start=5, stop=30"):
         read_X(store, 5, 30)
-
-
-@pytest.mark.slow
-def test_s3_roundtrip_against_moto(monkeypatch):
-    """Optional: needs moto[server] and s3fs (not dependencies of eigenflow); recipe of STACK.md."""
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        opts = {"endpoint_url": f"http://{host}:{port}", "key": "testing", "secret": "testing"}
-        import s3fs
-
-        s3fs.S3FileSystem(**opts).mkdir("eigenflow-test")
-        url = "s3://eigenflow-test/s.zarr"
-        X = np.arange(40, dtype=np.float64).reshape(20, 2)
-        ingest(X, url, chunk_rows=8, storage_options=opts)
-        np.testing.assert_array_equal(read_X(url, storage_options=opts), X.astype(np.float32))
-        assert info(url, storage_options=opts)["n"] == 20
-    finally:
-        server.stop()
