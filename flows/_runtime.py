@@ -93,13 +93,26 @@ class RunContext:
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[StageRecord]:
         """Time stage ``name`` into the manifest (saved before and after) and emit start / end events."""
+        from flows.reporting import StageReporter, logger
+        from tasks.common import chunk_progress
+
         emit("start", name)
+        log = logger()
+        log.info("run %s of %s: stage %s started", self.run, self.store, name)
+        reporter, cli_progress = StageReporter(self.run, name), progress_callback(name)
+
+        def progress(done: int, total: int) -> None:
+            cli_progress(done, total)
+            reporter(done, total)
+
         t0 = time.perf_counter()
         try:
-            with manifest_stage(self.store, self.manifest, name) as record:
+            with manifest_stage(self.store, self.manifest, name) as record, chunk_progress(progress):
                 yield record
         finally:
-            emit("end", name, time.perf_counter() - t0)
+            seconds = time.perf_counter() - t0
+            log.info("run %s of %s: stage %s ended after %.2f s", self.run, self.store, name, seconds)
+            emit("end", name, seconds)
 
     def record_stage(self, name: str, seconds: float, info: dict | None = None) -> None:
         """Add a stage that ran before the store existed (the ingest) to the manifest."""

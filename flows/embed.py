@@ -25,7 +25,7 @@ from storage import layout
 from storage.checksums import check_intact
 from storage.errors import StoreFormatError
 from storage.lock import check_unlocked, store_lock
-from storage.manifest import list_runs, read_manifest
+from storage.manifest import list_runs, read_manifest, write_manifest
 from storage.models import list_models
 from tasks.common import store_token, warm_nndescent
 from tasks.fitting import FitRequest, fit_stages
@@ -36,6 +36,7 @@ from tasks.registry import LABELS, SCORES, check_params, get_entry
 from flows._ingested_run import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
 from flows.cluster import dask_client_in_background
+from flows.reporting import publish_run
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
 
@@ -169,7 +170,11 @@ def embed(
 
                 release_index(ctx.token, ctx.run)
             del warm
-    return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
+    summary = ctx.summary()
+    summary["results"].update(publish_run(summary, store, method, full, {"points": ingested["n"], "fitted": n_fit,
+                                                                         "features": ingested["d"]}))
+    write_manifest_results(store, run, summary["results"])
+    return {**summary, "total_seconds": time.perf_counter() - t_flow}
 
 
 def existing_store_attrs_or_none(store: str) -> dict | None:
@@ -225,6 +230,13 @@ def finished_stages(store: str, run: str) -> dict[str, dict]:
     if effective_status(previous) == "running":
         return {}  # a live run: the lock refuses this one
     return {s.name: dict(s.info) for s in previous.stages if s.status == "completed"}
+
+
+def write_manifest_results(store: str, run: str, results: dict) -> None:
+    """Add the report figures (quality, plot, peak memory) to the completed run's manifest."""
+    manifest = read_manifest(store, run)
+    manifest.results.update(results)
+    write_manifest(store, manifest)
 
 
 def _record_fit_results(results: dict, info: dict) -> None:
@@ -312,7 +324,10 @@ def extend(
             ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
                                          "method": method})
-    return {**ctx.summary(), "total_seconds": time.perf_counter() - t_flow}
+    summary = ctx.summary()
+    summary["results"].update(publish_run(summary, out_store, method, parameters, {"points": ingested["n"]}))
+    write_manifest_results(out_store, out_run, summary["results"])
+    return {**summary, "total_seconds": time.perf_counter() - t_flow}
 
 
 def _check_new_points_header(store: str, new_source: str) -> None:

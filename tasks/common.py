@@ -23,7 +23,9 @@ Tasks run in the flow process; their per-chunk work runs on the Dask cluster the
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,19 @@ COMPUTE_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": CACHE_PO
 
 #: Progress callback of :func:`map_row_chunks`: ``(n_done, n_total)``.
 ProgressFn = Callable[[int, int], None]
+#: The progress callback of the stage running in this context (set by the flow around each stage, see
+#: :func:`chunk_progress`); :func:`map_row_chunks` reports to it when no ``on_progress`` is given.
+_STAGE_PROGRESS: ContextVar[ProgressFn | None] = ContextVar("eigenflow_stage_progress", default=None)
+
+
+@contextmanager
+def chunk_progress(callback: ProgressFn | None) -> Iterator[None]:
+    """Report the per-chunk progress of the tasks called inside the block to ``callback(done, total)``."""
+    token = _STAGE_PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _STAGE_PROGRESS.reset(token)
 
 
 def store_token(store_url: str) -> str:
@@ -101,6 +116,7 @@ def map_row_chunks(
     from distributed import as_completed, get_client
 
     client = client or get_client()
+    on_progress = on_progress or _STAGE_PROGRESS.get()
     extras = per_chunk if per_chunk is not None else [()] * len(bounds)
     futures = [
         client.submit(fn, *args, start, stop, *extra, key=f"{name}-{start}-{_token()}", pure=False)

@@ -1,0 +1,184 @@
+"""What a run leaves in Prefect's UI: logs naming the run, store and stage, and artifacts.
+
+Every run publishes (keys ``eigenflow-<flow>-...``, so a deployment's runs line up in the UI):
+
+- a **progress** artifact per per-chunk stage, updated as chunks finish (:class:`StageReporter`);
+- a **markdown** summary: method and parameters, sizes, stage timings, peak memory of the flow process, quality
+  figures (held-out 1-NN accuracy when the store has labels, label accuracy of classifiers) and the embedding plot;
+- a **table** artifact of the stages;
+- a **PNG** of the embedding (first two components, coloured by label when there are labels), written into the
+  store (``reports/<run>/embedding.png``) and linked as an image artifact.
+
+Artifacts need a Prefect run context: outside one (a unit test calling the pieces) they are skipped, and a
+failure to publish one is logged, never fatal to the run (the results are in the store already).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import resource
+import sys
+from typing import Any
+
+import numpy as np
+
+#: Largest number of points drawn in the embedding plot and used as 1-NN queries / references.
+PLOT_POINTS = 50_000
+QUALITY_QUERIES, QUALITY_REFERENCES = 20_000, 50_000
+
+
+def logger():
+    """Prefect's run logger inside a run, else the module logger."""
+    import logging
+
+    try:
+        from prefect import get_run_logger
+
+        return get_run_logger()
+    except Exception:  # noqa: BLE001 - no run context (a direct call): plain logging
+        return logging.getLogger("eigenflow")
+
+
+def _in_run() -> bool:
+    from prefect.context import FlowRunContext
+
+    return FlowRunContext.get() is not None
+
+
+class StageReporter:
+    """Per-chunk progress of one stage as a Prefect progress artifact (created on the first report)."""
+
+    def __init__(self, run: str, stage: str):
+        self.key = _key(f"{run}-{stage}-progress")
+        self.stage, self.run = stage, run
+        self.artifact_id = None
+        self.last = -1.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not _in_run() or total <= 0:
+            return
+        percent = round(100.0 * done / total, 1)
+        if percent - self.last < 5.0 and done < total:  # at most ~20 updates per stage
+            return
+        from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+        try:
+            if self.artifact_id is None:
+                self.artifact_id = create_progress_artifact(percent, key=self.key,
+                                                            description=f"{self.stage} of run {self.run}: chunks")
+            else:
+                update_progress_artifact(self.artifact_id, percent)
+            self.last = percent
+        except Exception as exc:  # noqa: BLE001 - reporting must not fail the run
+            logger().warning("progress artifact of %s not updated: %s", self.stage, exc)
+
+
+def _key(text: str) -> str:
+    """A Prefect artifact key: lowercase letters, digits and dashes."""
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process (the flow process: orchestration only when stages run on workers)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def quality(store: str, run: str, method: str) -> dict[str, float]:
+    """Held-out 1-NN accuracy of the embedding (labeled fit points as references, labeled held-out points as
+    queries; subsampled) and, for classifiers, the accuracy of their labels on the labeled held-out points."""
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from storage.arrays import read_labels
+    from storage.embedding_io import read_embedding, read_output
+    from storage.store import as_group, has_node
+    from storage import layout
+
+    y = read_labels(store)
+    group = as_group(store, "r")
+    if y is None or not has_node(group, layout.output_path(run, "held_out")):
+        return {}
+    y = np.asarray(y)
+    held = read_output(store, run, "held_out").astype(bool)
+    queries, references = np.flatnonzero(held & (y >= 0)), np.flatnonzero(~held & (y >= 0))
+    if queries.size == 0 or references.size == 0:
+        return {}
+    rng = np.random.default_rng(0)
+    queries = np.sort(rng.choice(queries, min(queries.size, QUALITY_QUERIES), replace=False))
+    references = np.sort(rng.choice(references, min(references.size, QUALITY_REFERENCES), replace=False))
+    Z = read_embedding(store, run)
+    knn = KNeighborsClassifier(n_neighbors=1).fit(Z[references], y[references])
+    out = {"heldout_1nn_accuracy": float(np.mean(knn.predict(Z[queries]) == y[queries])),
+           "n_heldout_labeled": int(held[y >= 0].sum())}
+    if has_node(group, layout.output_path(run, "labels")):
+        labels = read_output(store, run, "labels")
+        out["heldout_label_accuracy"] = float(np.mean(labels[queries] == y[queries]))
+    return out
+
+
+def embedding_png(store: str, run: str) -> bytes:
+    """PNG of the first two components of ``embeddings/<run>`` (a subsample), coloured by label if any."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from storage.arrays import read_labels
+    from storage.embedding_io import read_embedding
+
+    Z = read_embedding(store, run)
+    rows = np.arange(Z.shape[0])
+    if rows.size > PLOT_POINTS:
+        rows = np.sort(np.random.default_rng(0).choice(rows, PLOT_POINTS, replace=False))
+    y = read_labels(store)
+    fig, ax = plt.subplots(figsize=(6, 5), dpi=100)
+    second = Z[rows, 1] if Z.shape[1] > 1 else np.zeros(rows.size)
+    colours = None if y is None else np.asarray(y)[rows]
+    ax.scatter(Z[rows, 0], second, c=colours, s=2, cmap="tab10" if colours is not None else None)
+    ax.set_title(f"{run}: components 1-2 ({rows.size} of {Z.shape[0]} points)")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def publish_run(summary: dict[str, Any], store: str, method: str, params: dict, sizes: dict) -> dict[str, Any]:
+    """The end-of-run artifacts (see the module docstring); returns the quality figures and the plot path."""
+    from storage.reports import write_report_file
+
+    run, out = summary["run"], {}
+    try:
+        out = quality(store, run, method)
+        out["plot"] = write_report_file(store, run, "embedding.png", embedding_png(store, run))
+    except Exception as exc:  # noqa: BLE001 - the results are in the store; a report must not fail the run
+        logger().warning("run %s of %s: quality figures / plot not made: %s", run, store, exc)
+    out["peak_rss_flow_process_gb"] = round(peak_rss_bytes() / 1e9, 3)
+    if not _in_run():
+        return out
+    from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
+
+    stages = [{"stage": k, "seconds": None if v is None else round(v, 3)} for k, v in summary["stages"].items()]
+    base = _key(f"eigenflow-{summary['flow']}")
+    try:
+        create_table_artifact(stages, key=f"{base}-stages", description=f"stages of run {run} ({store})")
+        create_markdown_artifact(_markdown(summary, store, method, params, sizes, out), key=f"{base}-summary",
+                                 description=f"run {run} of {store}")
+        if "plot" in out:
+            create_image_artifact(out["plot"], key=f"{base}-embedding", description=f"embedding of run {run}")
+    except Exception as exc:  # noqa: BLE001
+        logger().warning("run %s: artifacts not published: %s", run, exc)
+    return out
+
+
+def _markdown(summary: dict, store: str, method: str, params: dict, sizes: dict, figures: dict) -> str:
+    lines = [f"# eigenflow {summary['flow']} run `{summary['run']}`", "",
+             f"- store: `{store}`", f"- method: `{method}`", f"- status: {summary['status']}",
+             *(f"- {k}: {v}" for k, v in sizes.items()),
+             *(f"- {k}: {v:.4f}" if isinstance(v, float) else f"- {k}: {v}" for k, v in figures.items() if k != "plot"),
+             "", "## Stages", "", "| stage | seconds |", "|---|---|",
+             *(f"| {k} | {'-' if v is None else f'{v:.2f}'} |" for k, v in summary["stages"].items()),
+             "", "## Parameters", "", "```json", json.dumps(params, indent=1, default=str), "```"]
+    if "plot" in figures:
+        lines += ["", f"![embedding]({figures['plot']})"]
+    return "\n".join(lines)

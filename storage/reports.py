@@ -1,0 +1,32 @@
+"""Report files of a run inside the store (``reports/<run>/<name>``: e.g. the embedding plot), written atomically."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import secrets
+
+from . import layout
+from .store import StoreRef, filesystem, is_url
+
+#: Folder of the report files (not a zarr node: the store's validation does not descend into it).
+REPORTS = "reports"
+
+
+def write_report_file(store: StoreRef, run: str, name: str, payload: bytes,
+                      storage_options: dict | None = None) -> str:
+    """Write ``payload`` to ``reports/<run>/<name>``; returns its URL (``file://`` on a local disk)."""
+    layout.check_name("run", run)
+    layout.check_name("report name", name)
+    fs, root = filesystem(store, storage_options)
+    path = posixpath.join(root, REPORTS, run, name)
+    if fs.__class__.__name__ == "LocalFileSystem":
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+        os.replace(tmp, path)
+        return f"file://{path}"
+    fs.pipe_file(path, payload)  # one PUT: atomic on object stores
+    protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+    return f"{protocol}://{path}" if not is_url(path) else path
