@@ -154,15 +154,7 @@ def embed(
     from flows.embed import check_embed_arguments
     from flows.embed import embed as embed_flow
 
-    def _params() -> dict[str, Any]:
-        params = parse_params(param)
-        if n_components is not None:
-            if "n_components" in params:
-                raise ValueError("n_components is given twice: use either -k or -p n_components=...")
-            params["n_components"] = n_components
-        return params
-
-    params = _run(_params)
+    params = _run(lambda: _with_k(parse_params(param), n_components))
     kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
                   scheduler=scheduler, n_workers=workers, run_name=run_name, chunk_rows=chunk_rows,
                   overwrite=overwrite)
@@ -180,6 +172,39 @@ def _result_rows(store: str, results: dict) -> dict[str, Any]:
         if key in results:
             rows[key] = f"{store}/{results[key]}"
     return rows
+
+
+@app.command()
+def serve(
+    source: str = typer.Argument(..., help="file or eigenflow store with the points"),
+    store: str = typer.Argument(..., help="eigenflow store every scheduled run writes into"),
+    method: str = typer.Option("laplacian_eigenmaps", "--method", "-m", help="method (see `eigenflow methods`)"),
+    param: list[str] = typer.Option([], "--param", "-p", help="method parameter NAME=VALUE (repeatable)"),
+    n_components: Optional[int] = typer.Option(None, "--n-components", "-k", help="the method's n_components"),
+    labels: Optional[str] = typer.Option(None, help=".npy file of labels ingested with the points"),
+    holdout: float = typer.Option(0.0, help="fraction of points left out of the fit"),
+    cron: Optional[str] = typer.Option(None, help="cron schedule, e.g. '0 2 * * *'"),
+    interval: Optional[float] = typer.Option(None, help="schedule every SECONDS"),
+    name: str = typer.Option("nightly", help="deployment name: embed/NAME and extend/NAME-extend"),
+    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
+    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+    keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
+) -> None:
+    """Serve the embed (on a schedule) and extend (on demand) flows as Prefect deployments (PREFECT_API_URL)."""
+    from flows.serve import serve as serve_flows
+
+    params = _run(lambda: _with_k(parse_params(param), n_components))
+    _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
+                             interval=interval, cron=cron, scheduler=scheduler, n_workers=workers,
+                             keep_cluster=keep_cluster))
+
+
+def _with_k(params: dict[str, Any], n_components: int | None) -> dict[str, Any]:
+    if n_components is not None:
+        if "n_components" in params:
+            raise ValueError("n_components is given twice: use either -k or -p n_components=...")
+        params["n_components"] = n_components
+    return params
 
 
 @app.command()

@@ -1,0 +1,75 @@
+"""Scheduled runs: the ``embed`` flow (any method) and the ``extend`` flow served as Prefect deployments.
+
+``eigenflow serve SOURCE STORE --method M -p ... --interval 86400`` (or ``--cron "0 2 * * *"``) registers two
+deployments with the Prefect server of ``PREFECT_API_URL`` and serves them from one long-lived process
+(``prefect.serve``): ``embed/<name>`` on the schedule, with the given source, store and method parameters, and
+``extend/<name>-extend`` on demand (``prefect deployment run extend/<name>-extend --param store=...
+--param new_source=... --param out_store=...``). Each scheduled run writes a new run into the same store (the
+ingest is skipped while the source is unchanged); ``extend`` and ``export`` keep using the previous completed
+run until the new one completes.
+
+With ``keep_cluster`` (the default) the serving process also keeps one local Dask cluster up between runs and
+passes its address to every run: the runs skip the cluster start, and the workers, warmed once
+(:func:`tasks.common.warm_nndescent`), keep pynndescent's compiled kernels for the out-of-sample queries. Prefect
+runs each flow run in a fresh subprocess of the serving process, so what runs in the flow process itself pays
+its imports each time. ``prefect deploy`` with the repository's ``prefect.yaml`` serves the same flows from a
+work pool instead (README, "Scheduled runs").
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from flows.embed import check_embed_arguments, embed, extend
+
+#: Deployment names: ``embed/<name>`` and ``extend/<name>-extend``.
+EXTEND_SUFFIX = "-extend"
+
+
+def deployments(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None,
+                holdout: float, interval: float | None, cron: str | None, scheduler: str | None,
+                n_workers: int) -> list[Any]:
+    """The two :class:`prefect.deployments.runner.RunnerDeployment` objects (parameters checked first)."""
+    check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout, n_workers=n_workers,
+                          random_state=0)
+    if (interval is None) == (cron is None):
+        raise ValueError("give exactly one schedule: --interval SECONDS or --cron EXPR")
+    schedule = {"interval": interval} if interval is not None else {"cron": cron}
+    embed_parameters = {"source": source, "store": store, "method": method, "params": params, "labels": labels,
+                        "holdout": holdout, "scheduler": scheduler, "n_workers": n_workers}
+    return [
+        embed.to_deployment(name=name, parameters=embed_parameters, **schedule, concurrency_limit=1,
+                            description=f"eigenflow embed of {source} into {store} with {method}"),
+        extend.to_deployment(name=f"{name}{EXTEND_SUFFIX}", parameters={"store": store, "scheduler": scheduler,
+                                                                         "n_workers": n_workers},
+                             description=f"eigenflow extend with the latest model of {store}"),
+    ]
+
+
+@contextlib.contextmanager
+def warm_cluster(n_workers: int) -> Iterator[str]:
+    """A local Dask cluster kept up while serving, its workers' pynndescent compiled once; yields its address."""
+    from distributed import Client, LocalCluster
+
+    from tasks.common import warm_nndescent
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        client.run(warm_nndescent)
+        yield cluster.scheduler_address
+
+
+def serve(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None = None,
+          holdout: float = 0.0, interval: float | None = None, cron: str | None = None,
+          scheduler: str | None = None, n_workers: int = 2, keep_cluster: bool = True) -> None:
+    """Serve the deployments until SIGTERM / Ctrl-C (see the module docstring)."""
+    import prefect
+
+    with contextlib.ExitStack() as stack:
+        if keep_cluster and scheduler is None:
+            scheduler = stack.enter_context(warm_cluster(n_workers))
+        prefect.serve(*deployments(source, store, name=name, method=method, params=params, labels=labels,
+                                   holdout=holdout, interval=interval, cron=cron, scheduler=scheduler,
+                                   n_workers=n_workers))

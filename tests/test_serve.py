@@ -1,0 +1,116 @@
+"""Scheduled runs against a real Prefect server started on loopback: `eigenflow serve` in its own process.
+
+The served ``embed`` deployment runs on its schedule (every 20 s; one run at a time, the others wait); a run is
+also started with ``prefect deployment run``; both complete, write separate runs into the same store, and their
+artifacts are readable through the Prefect client. The server and the serving process are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spectral.datasets import make_swiss_roll_lifted
+from storage.manifest import list_runs, read_manifest
+
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1"}  # schedules runs within a second (default 60 s)
+    env.pop("PREFECT_API_URL", None)
+    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+            break
+        except OSError:
+            assert server.poll() is None and time.time() < deadline, "prefect server did not start"
+            time.sleep(0.5)
+    try:
+        yield url, home
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+def _client_call(api_url: str, fn):
+    async def call():
+        from prefect.client.orchestration import PrefectClient
+
+        async with PrefectClient(api=api_url) as client:
+            return await fn(client)
+
+    return asyncio.run(call())
+
+
+def _runs_of(api_url: str, deployment: str):
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    name = deployment.split("/")[1]
+    return _client_call(api_url, lambda c: c.read_flow_runs(
+        deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[name]))))
+
+
+def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_path):
+    api_url, home = prefect_server
+    X, y, _ = make_swiss_roll_lifted(2000, random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+           "PREFECT_LOGGING_LEVEL": "WARNING"}
+    serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "X.npy", "served.zarr", "-p", "knn_method=exact",
+                              "--labels", "y.npy", "--holdout", "0.2", "--interval", "20", "--name", "nightly",
+                              "--workers", "1"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not [r for r in _runs_of(api_url, "embed/nightly") if r.state and r.state.is_completed()]:
+            assert serve.poll() is None, serve.stderr.read()[-3000:]
+            assert time.time() < deadline, "no completed scheduled run"
+            time.sleep(1)
+        started = subprocess.run([str(BIN / "prefect"), "deployment", "run", "embed/nightly"], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert started.returncode == 0, started.stderr
+        while len([r for r in _runs_of(api_url, "embed/nightly") if r.state and r.state.is_completed()]) < 2:
+            assert serve.poll() is None, serve.stderr.read()[-3000:]
+            assert time.time() < deadline + 300, "the triggered run did not complete"
+            time.sleep(1)
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(timeout=60)
+    runs = [r for r in _runs_of(api_url, "embed/nightly") if r.state and r.state.is_completed()]
+    store = tmp_path / "served.zarr"
+    done = [m for m in (read_manifest(store, r) for r in list_runs(store)) if m.status == "completed"]
+    print("held-out 1-NN accuracy of the served runs:", [m.results["heldout_1nn_accuracy"] for m in done])
+    assert len(done) >= 2 and all(m.results["heldout_1nn_accuracy"] > 0.6 for m in done)
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    for run in runs[:2]:
+        artifacts = _client_call(api_url, lambda c, rid=run.id: c.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[rid]))))
+        assert {"markdown", "table", "image"} <= {a.type for a in artifacts}
