@@ -123,7 +123,7 @@ def baseline_errors(X, y, tr, te, dims, per_class):
     out["LDA"] = nested_errors(lda, X, y, tr, te, dims)
     for name, cls in (("LFDA", LFDA), ("LDE", MFA)):
         # PCA reduction of paper 000 Sect. 3.2 (with C + eps I, MFA projects on the null space of the data: ~97% error)
-        est = cls(dmax, n_neighbors=k, mode="linear", regularization="pca").fit(X[tr], y[tr])
+        est = cls(dmax, n_neighbors=k, mode="linear", regularization="pca", pca_variance=1.0).fit(X[tr], y[tr])
         out[name] = nested_errors(est, X, y, tr, te, dims)
     out["NYS"] = nys_errors(X, y, tr, te, dims)
     out["1-NN"] = [nn_error(X[tr], y[tr], X[te], y[te])] * len(dims)
