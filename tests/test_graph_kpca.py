@@ -340,3 +340,13 @@ def test_data_graph_weights_against_scikit_learn_knn(blobs, weight):
     ref = np.maximum(ref, ref.T)
     A = G.data_graph(X, 5, weight=weight, sigma=0.7)
     np.testing.assert_allclose(A.toarray(), ref, rtol=1e-6, atol=0)
+
+
+def test_multigraph_defaults_build_one_knn_graph(blobs):
+    """Defaults that work: MultiGraphKPCA() (gamma = 1, no graphs / modes given) raised ParameterError; it now
+    uses one kNN graph of all the features, the same fit as modes=[(all columns, "euclidean")]."""
+    X, _ = blobs
+    default = MultiGraphKPCA(2).fit(X)
+    explicit = MultiGraphKPCA(2, modes=[(np.arange(X.shape[1]), "euclidean")]).fit(X)
+    assert len(default.graphs_) == 1
+    assert max_angle(default.embedding_, explicit.embedding_) < 1e-8
