@@ -63,7 +63,6 @@ def main(argv=None) -> int:
     parser.add_argument("--eta", type=float, default=1.0, help="eq. 8 decay factor (the estimator's default 1)")
     parser.add_argument("--eigen-solver", default="auto")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--eigen-tol", type=float, default=None)
     parser.add_argument("--k", default="auto",
                         help="n_neighbors of the kNN graph: an int, or 'auto' = max(6, ceil(ln n)) (the default)")
     parser.add_argument("--route", choices=["flow", "estimator"], default="flow",
@@ -89,7 +88,7 @@ def main(argv=None) -> int:
             from storage.embedding_io import read_output
 
             out = embed(str(x_path), store, method="tsk", params=params, labels=str(semi_path), random_state=0,
-                        eigen_tol=args.eigen_tol, n_workers=args.workers, overwrite=True)
+                        n_workers=args.workers, overwrite=True)
             labels = read_output(store, out["run"], "labels")
         else:
             est = TSK(**params, random_state=0).fit(np.load(x_path).astype(np.float64), semi)
@@ -107,7 +106,7 @@ def main(argv=None) -> int:
     results = out.get("results", {})
     if "mu" in results:
         mu = np.asarray(results["mu"])
-        print(f"  eigen_tol={args.eigen_tol} mu[:5]={np.round(mu[:5], 3)} nonzero mu: {int(np.sum(mu > 0))} of "
+        print(f"  mu[:5]={np.round(mu[:5], 3)} nonzero mu: {int(np.sum(mu > 0))} of "
               f"{mu.size}; eigenvalues[:3]={np.round(np.asarray(results['eigenvalues'][:3]), 7)}")
     X = np.load(x_path, mmap_mode="r")
     refs = baselines(X, y, np.flatnonzero(~unl), np.flatnonzero(unl), label_spreading=args.ls_points,
