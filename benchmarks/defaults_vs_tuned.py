@@ -84,8 +84,8 @@ SETTINGS = {
         "reproduction": lambda d: TSK(30, n_neighbors=6, constraint="none", random_state=0)}),
     "RSK": ("transductive", {
         "defaults": lambda d: RSK(),
-        "previous defaults": lambda d: RSK(n_neighbors=6),
-        "reproduction": lambda d: RSK(0.99, n_neighbors=6)}),
+        "previous defaults": lambda d: RSK(n_components=None, n_neighbors=6),
+        "reproduction": lambda d: RSK(0.99, n_components=None, n_neighbors=6)}),
     "GraphKPCA (labels as constraints)": ("constrained", {
         "defaults": lambda d: GraphKPCA(d),
         "previous defaults": lambda d: GraphKPCA(d, gamma_must=0.5, gamma_cannot=0.5),

@@ -141,7 +141,7 @@ def test_rsk_equals_zhou_closed_form():
     yy = semi_labels(y[:120], 12, 2)
     W = hein_maier_dense(X, 6)
     alpha = 0.9
-    est = RSK(alpha=alpha).fit_graph(W, yy)
+    est = RSK(alpha=alpha, n_components=None).fit_graph(W, yy)
     d = W.sum(1)
     S = W / np.sqrt(np.outer(d, d))
     classes = np.unique(yy[yy >= 0])
@@ -305,3 +305,19 @@ def test_auto_n_neighbors_connects_a_small_far_group():
         RSK(n_components=10, n_neighbors=6).fit(X, y)
     est = RSK(n_components=10).fit(X, y)
     assert est.transduction_[-7:].tolist() == [1] * 7
+
+
+def test_default_rsk_maps_new_points():
+    """Defaults that work (n_components = 30): RSK fitted on 320 of 400 USPS digits 0-3 (half labeled) labels
+    the 80 others with predict at 0.95 accuracy; the old default n_components=None (full spectrum, divided by
+    1 - lambda near lambda = 1 in eq. 18) gives 0.85 here and 0.575 on the hold-out draw of
+    tests/test_pipeline_methods.py."""
+    X, y = load_dataset("usps")
+    rng = np.random.default_rng(0)
+    rows = rng.choice(np.flatnonzero(y < 4), 400, replace=False)
+    X, y = X[rows].astype(np.float64), y[rows]
+    hidden = y.copy()
+    hidden[rng.random(y.size) < 0.5] = -1
+    fit, held = np.arange(320), np.arange(320, 400)
+    est = RSK().fit(X[fit], hidden[fit])
+    assert np.mean(est.predict(X[held]) == y[held]) >= 0.9

@@ -360,9 +360,14 @@ class RSK(_SpectralKernelClassifier):
     ``(1 - alpha)(I - alpha S)^-1 C``; an integer keeps the m smallest pairs (the at-scale form). Out-of-sample
     (eq. 18-19) uses the pairs with lambda != 1 (Theorem 2). Other parameters (``n_neighbors="auto"`` included)
     and attributes as :class:`TSK`.
+
+    Default ``n_components=30`` (as TSK; it was None): the full spectrum refuses n > 3,000 and its out-of-sample
+    map divides by 1 - lambda for pairs with lambda near 1: on 400 USPS digits 0-3 (half labeled, 80 held
+    out) held-out accuracy of ``predict`` is 0.575 with None against 0.89 with 30 (transductive 0.90 / 0.91).
+    Pass ``n_components=None`` for Zhou et al.'s exact transduction (the reproduction does).
     """
 
-    def __init__(self, alpha=0.99, *, n_components=None, n_neighbors="auto", class_weight=None, eigen_solver="auto",
+    def __init__(self, alpha=0.99, *, n_components=30, n_neighbors="auto", class_weight=None, eigen_solver="auto",
                  knn_method="auto", random_state=None):
         self.alpha = alpha
         self.n_components = n_components
