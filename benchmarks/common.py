@@ -94,3 +94,50 @@ def timed(results: dict, key: str):
 def gb(n_bytes: float) -> str:
     """Format bytes as GB with two decimals."""
     return f"{n_bytes / 1e9:.2f} GB"
+
+
+# ------------------------------------------------------------------------------ quality beside simple baselines
+def nn_accuracy(Z_ref: np.ndarray, y_ref: np.ndarray, Z_query: np.ndarray, y_query: np.ndarray,
+                chunk: int = 20_000) -> float:
+    """Accuracy of 1-NN (Euclidean) classification of ``Z_query`` with references ``Z_ref``, chunked."""
+    from sklearn.neighbors import NearestNeighbors
+
+    Z_ref = np.asarray(Z_ref, dtype=np.float64)
+    nn = NearestNeighbors(n_neighbors=1, algorithm="brute").fit(Z_ref)
+    hits = 0
+    for i0 in range(0, len(Z_query), chunk):
+        idx = nn.kneighbors(np.asarray(Z_query[i0:i0 + chunk], dtype=np.float64), return_distance=False)[:, 0]
+        hits += int(np.sum(np.asarray(y_ref)[idx] == np.asarray(y_query[i0:i0 + chunk])))
+    return hits / max(len(Z_query), 1)
+
+
+def baselines(X, y: np.ndarray, labeled: np.ndarray, evaluate: np.ndarray, *, label_spreading: int = 20_000,
+              n_neighbors: int = 10, seed: int = 0) -> dict[str, float]:
+    """Simple references on the same points as a method's figure.
+
+    ``labeled`` / ``evaluate``: index arrays into ``X`` (n, d) / ``y`` (n,) of the labeled points and of the
+    points the method is scored on. Returns the accuracy on ``evaluate`` of 1-NN on the labeled points in the
+    input space and, when ``label_spreading`` > 0, of scikit-learn's ``LabelSpreading`` (kNN kernel,
+    ``n_neighbors``, alpha 0.2 default) fitted on the labeled points plus ``label_spreading`` random points of
+    ``evaluate`` (a subsample: its kNN graph of all n points would not fit the benchmark's budget), scored on
+    that subsample.
+    """
+    from sklearn.semi_supervised import LabelSpreading
+
+    out = {"1-NN on the labeled points, input space": nn_accuracy(X[labeled], y[labeled], X[evaluate], y[evaluate])}
+    if label_spreading > 0:
+        rng = np.random.default_rng(seed)
+        sub = np.sort(rng.choice(evaluate, min(label_spreading, len(evaluate)), replace=False))
+        pts = np.r_[np.sort(labeled), sub]
+        semi = np.r_[y[np.sort(labeled)], -np.ones(len(sub), dtype=np.int64)]
+        ls = LabelSpreading(kernel="knn", n_neighbors=n_neighbors, max_iter=1000).fit(np.asarray(X[pts]), semi)
+        out[f"LabelSpreading (k={n_neighbors}) on the labeled + {len(sub)} evaluated points"] = float(
+            np.mean(ls.transduction_[len(labeled):] == y[sub]))
+    return out
+
+
+def print_quality(method: str, value: float, refs: dict[str, float]) -> None:
+    """One block: the method's accuracy beside the references of :func:`baselines`."""
+    print(f"quality (accuracy on the same points): {method}: {value:.4f}")
+    for name, acc in refs.items():
+        print(f"  {name}: {acc:.4f}")

@@ -69,7 +69,7 @@ def nsse_err(X, y, tr, te, dims, mu1, mu2, m3, k=R.N_NEIGHBORS, bw=1.0, ridge=1e
 def lfda_err(X, y, tr, te, dims, per_class):
     from spectral.discriminant import LFDA
 
-    est = LFDA(max(dims), n_neighbors=min(3, per_class - 1), mode="linear", regularization="pca").fit(X[tr], y[tr])
+    est = LFDA(max(dims), n_neighbors=min(3, per_class - 1), mode="linear", regularization="pca", pca_variance=1.0).fit(X[tr], y[tr])
     return R.nested_errors(est, X, y, tr, te, dims)
 
 

@@ -141,7 +141,7 @@ def variant(method: str, gamma: float, ds: str, scaling: str | None = None, rank
     c, d0 = TABLE1_C_D0[ds]
     d = None if algo == "DNE" or N_COMPONENTS == "fitted" else (min(c, d0, rank or d0) if mode == "linear" else c)
     return ESTIMATORS[algo](d, n_neighbors=K_NEIGHBORS, gamma=gamma, mode=mode,
-                            regularization=REGULARIZATION[mode], scaling=scaling or SCALING[algo],
+                            regularization=REGULARIZATION[mode], pca_variance=1.0, scaling=scaling or SCALING[algo],
                             manifold_graph=MANIFOLD_GRAPH, small_classes="keep")
 
 

@@ -150,15 +150,18 @@ def run_lne(draws, seed):
 
 
 # ------------------------------------------------------------------------------------------ scale
-def run_scale(n, landmarks, rank, workers, n_neighbors=10):
-    """GraphKPCA through the Prefect flow on the lifted Swiss roll (n x 32): ingest -> NN-descent kNN graph
-    -> Nystrom + implicit-operator fit -> per-chunk write-back of every point. Wall time and peak RSS of the
-    process tree (Dask workers included)."""
+def run_scale(n, landmarks, rank, workers, n_neighbors=10, n_labeled=1000, n_eval=100_000):
+    """GraphKPCA through the generic flow ``embed(method="graph_kpca")`` on the lifted Swiss roll (n x 32):
+    ingest -> NN-descent kNN graph -> Nystrom + implicit-operator fit -> per-chunk write-back of every point.
+    Wall time and peak RSS of the process tree (Dask workers included). Quality (the embedding is unsupervised):
+    1-NN band classification in the 2-D embedding with ``n_labeled`` random points as references, scored on
+    ``n_eval`` other random points, beside 1-NN with the same references in the input space and LabelSpreading
+    on a subsample (same points)."""
     import os
     import shutil
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from common import DATA_CACHE, PeakMemory, gb, manifold_npy
+    from common import DATA_CACHE, PeakMemory, baselines, gb, manifold_npy, nn_accuracy, print_quality
 
     os.environ.setdefault("NUMBA_CACHE_DIR", str(DATA_CACHE.parent / "numba"))
     os.environ.setdefault("PREFECT_HOME", str(DATA_CACHE.parent / "prefect-bench"))
@@ -166,21 +169,31 @@ def run_scale(n, landmarks, rank, workers, n_neighbors=10):
 
     apply_env_defaults()  # STACK.md: no analytics, 90 s ephemeral-server startup on 2 busy cores
     from flows.embed import embed
+    from storage.embedding_io import read_embedding
 
-    x_path, _ = manifold_npy(n, n_features=32)
+    x_path, y_path = manifold_npy(n, n_features=32)
     store = DATA_CACHE / f"graph_kpca_{n}.zarr"
     shutil.rmtree(store, ignore_errors=True)
     t0 = time.perf_counter()
     with PeakMemory() as mem:
-        out = embed(str(x_path), str(store), method="graph_kpca", n_workers=workers, random_state=0,
-                    params={"n_components": 2, "solver": "nystrom", "n_landmarks": landmarks, "nystrom_rank": rank,
-                            "n_neighbors": n_neighbors})
+        out = embed(str(x_path), str(store), method="graph_kpca",
+                    params={"n_components": 2, "n_landmarks": landmarks, "nystrom_rank": rank,
+                            "n_neighbors": n_neighbors, "solver": "nystrom"},
+                    n_workers=workers, random_state=0)
     total = time.perf_counter() - t0
+    Z = read_embedding(str(store), out["run"])
     shutil.rmtree(store, ignore_errors=True)
     res = {"n": n, "landmarks": landmarks, "nystrom_rank": rank, "status": out["status"], "total_s": total,
-           "flow_s": out["seconds"], "stages": out["stages"], "peak_rss_gb": mem.peak_bytes / 1e9}
+           "flow_s": out.get("seconds"), "stages": out.get("stages"), "peak_rss_gb": mem.peak_bytes / 1e9}
     print(f"\nGraphKPCA flow n={n} x 32, {landmarks} landmarks (rank {rank}), kNN k={n_neighbors}: "
-          f"{out['status']} in {total:.1f} s, peak RSS {gb(mem.peak_bytes)}; stages {out['stages']}")
+          f"{out['status']} in {total:.1f} s, peak RSS {gb(mem.peak_bytes)}; stages {out.get('stages')}")
+    y = np.load(y_path)
+    pick = np.random.default_rng(0).permutation(n)
+    lab, ev = pick[:n_labeled], np.sort(pick[n_labeled:n_labeled + n_eval])
+    refs = baselines(np.load(x_path, mmap_mode="r"), y, lab, ev, n_neighbors=n_neighbors)
+    res["quality"] = {"embedding_1nn": nn_accuracy(Z[lab], y[lab], Z[ev], y[ev]), **refs}
+    print_quality(f"1-NN in the 2-D embedding, {n_labeled} random references, {ev.size} points",
+                  res["quality"]["embedding_1nn"], refs)
     return res
 
 

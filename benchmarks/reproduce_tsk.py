@@ -150,7 +150,7 @@ def run_dataset(name: str, n_draws: int, ablation: bool) -> dict[str, list[float
                 continue
             add(method, est.transduction_)
             acc.setdefault(method + "+SVM", []).append(svm_accuracy(est.kernel(), lab, unl, y))
-        add("RSK", RSK(ALPHA, n_neighbors=K, knn_method="exact").fit(X, yy).transduction_)
+        add("RSK", RSK(ALPHA, n_components=None, n_neighbors=K, knn_method="exact").fit(X, yy).transduction_)
         acc.setdefault("SVM-RBF (features)", []).append(svm_accuracy(K_rbf, lab, unl, y))
         if ablation:
             run_ablation(basis, yy, y, unl, m, acc)

@@ -85,12 +85,13 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
     ("TSK", "check_classifiers_classes"): _RSK_DISCONNECTED,
     ("TSK", "check_classifiers_train"): _BINARY_DECISION,
     ("TSK", "check_class_weight_classifiers"): _CLASS_WEIGHT,
+    # (with the default eta = 1 TSK fits four more of these check data sets than with eta = 2:
+    # f_contiguous_array_estimator, classifier_data_not_an_array, dict_unchanged, n_features_in now pass)
     **{("TSK", check): _TSK_MU0 for check in (
         "check_fit_score_takes_y", "check_dont_overwrite_parameters", "check_n_features_in_after_fitting",
-        "check_estimators_dtypes", "check_dtype_object", "check_estimators_nan_inf",
-        "check_f_contiguous_array_estimator", "check_classifier_data_not_an_array", "check_supervised_y_2d",
-        "check_methods_sample_order_invariance", "check_methods_subset_invariance", "check_dict_unchanged",
-        "check_fit_idempotent", "check_n_features_in", "check_fit2d_predict1d",
+        "check_estimators_dtypes", "check_dtype_object", "check_estimators_nan_inf", "check_supervised_y_2d",
+        "check_methods_sample_order_invariance", "check_methods_subset_invariance",
+        "check_fit_idempotent", "check_fit2d_predict1d",
     )},
 }
 

@@ -108,8 +108,40 @@ def test_eq24_constraints_from_labels_and_pairs(blobs):
     assert max_angle(m.embedding_, ref) < 1e-8
     S = np.argwhere(np.triu(AS))
     D = np.argwhere(np.triu(AD))
-    m2 = GraphKPCA(2, kernel_params={"gamma": 0.05}, graph=None, must_link=S, cannot_link=D).fit(X)
+    m2 = GraphKPCA(2, kernel_params={"gamma": 0.05}, graph=None, must_link=S, cannot_link=D, gamma_must=0.5,
+                   gamma_cannot=0.5).fit(X)
     assert max_angle(m2.embedding_, ref) < 1e-8
+    # "auto" (the default): 0.5 / the largest constraint degree (29 here: every labeled point is linked to the
+    # 29 other labeled points)
+    m3 = GraphKPCA(2, kernel_params={"gamma": 0.05}, graph=None).fit(X, yl)
+    assert m3.gamma_must_ == m3.gamma_cannot_ == pytest.approx(0.5 / 29)
+    g = 0.5 / 29
+    ref3 = top_d(centered_rbf(X, 0.05) - g * csgraph_laplacian(AS) + g * csgraph_laplacian(AD), 2)
+    assert max_angle(m3.embedding_, ref3) < 1e-8
+
+
+def test_default_constraint_weights_keep_unlabeled_points_usable():
+    """Defaults that work (gamma_must = gamma_cannot = "auto"): GraphKPCA fitted with labels on 20 COIL-20
+    images per class of 10 objects (200 of 720 points) gives the unlabeled points an embedding where 1-NN on
+    the labeled points is within 0.05 of kernel PCA's. The old default 0.5 makes the top eigenvectors class
+    contrasts supported on the labeled points only: 0.29 here against 0.93 with "auto" and 0.95 for KPCA."""
+    from conftest import load_dataset
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X, y = load_dataset("coil20")
+    keep = y < 10
+    X, y = X[keep], y[keep]
+    rng = np.random.default_rng(0)
+    lab = np.concatenate([rng.choice(np.flatnonzero(y == c), 20, replace=False) for c in range(10)])
+    unl = np.setdiff1d(np.arange(len(y)), lab)
+    semi = -np.ones_like(y)
+    semi[lab] = y[lab]
+
+    def nn_acc(Z):
+        return np.mean(KNeighborsClassifier(1).fit(Z[lab], y[lab]).predict(Z[unl]) == y[unl])
+
+    kpca = nn_acc(GraphKPCA(9, gamma=0.0, graph=None).fit(X).embedding_)
+    assert nn_acc(GraphKPCA(9).fit(X, semi).embedding_) >= kpca - 0.05
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -308,3 +340,13 @@ def test_data_graph_weights_against_scikit_learn_knn(blobs, weight):
     ref = np.maximum(ref, ref.T)
     A = G.data_graph(X, 5, weight=weight, sigma=0.7)
     np.testing.assert_allclose(A.toarray(), ref, rtol=1e-6, atol=0)
+
+
+def test_multigraph_defaults_build_one_knn_graph(blobs):
+    """Defaults that work: MultiGraphKPCA() (gamma = 1, no graphs / modes given) raised ParameterError; it now
+    uses one kNN graph of all the features, the same fit as modes=[(all columns, "euclidean")]."""
+    X, _ = blobs
+    default = MultiGraphKPCA(2).fit(X)
+    explicit = MultiGraphKPCA(2, modes=[(np.arange(X.shape[1]), "euclidean")]).fit(X)
+    assert len(default.graphs_) == 1
+    assert max_angle(default.embedding_, explicit.embedding_) < 1e-8

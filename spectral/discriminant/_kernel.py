@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import NotPositiveDefiniteError
 from ..kernels import Kernel, center_gram, kernel_from_params
 from ..nystrom import EIG_FLOOR, NystromFeatures
+from .solve import n_leading
 
 #: Sect. 5: "the 2nd-degree polynomial kernel k(x, x') = <x, x'>^2" (scikit-learn: (gamma <x,x'> + coef0)^degree)
 DEFAULT_KERNEL_PARAMS = {"poly": {"degree": 2, "gamma": 1.0, "coef0": 0.0}}
@@ -35,7 +36,7 @@ def landmark_map(X, kernel: Kernel, n_landmarks: int, random_state) -> NystromFe
     return NystromFeatures.from_kernel(kernel, n_landmarks, random_state=random_state).fit(X)
 
 
-def centered_kpca_map(K: np.ndarray) -> np.ndarray:
+def centered_kpca_map(K: np.ndarray, variance: float | None = None) -> np.ndarray:
     """``M = V_c Lambda_c^(-1/2)`` (n, r) from the centered Gram ``J K J = V_c Lambda_c V_c^T`` (KPCA, remark 1).
 
     ``K M`` are the centered KPCA features up to one constant row shift (``1^T V_c = 0``), a full-rank basis
@@ -48,4 +49,6 @@ def centered_kpca_map(K: np.ndarray) -> np.ndarray:
     if top <= 0:
         raise NotPositiveDefiniteError("the centered kernel matrix is zero: all training points coincide in feature space")
     keep = lam > EIG_FLOOR * top
+    r = n_leading(lam[keep][::-1], variance)  # ``variance``: the leading KPCA directions explaining that fraction
+    keep[: len(lam) - r] = False  # lam ascending: the r largest of the kept ones
     return V[:, keep] / np.sqrt(lam[keep])

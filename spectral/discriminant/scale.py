@@ -188,7 +188,7 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
         mean, cov = (mean_raw, cov_raw) if M is None else (mean_raw @ M, sandwich(cov_raw))
     else:
         mean, cov = F_lab.mean(axis=0), np.cov(F_lab.T, bias=True).reshape(F_lab.shape[1], -1)
-    P = _pca_from_cov(cov) if est.regularization == "pca" else np.eye(len(mean))
+    P = _pca_from_cov(cov, est.pca_variance) if est._regularization() == "pca" else np.eye(len(mean))
     est._solve_primal(A, B, mean, P, cov)
     return est
 
@@ -202,10 +202,12 @@ def _manifold_graph(X, est, knn_method: str, rng) -> sp.csr_matrix:
     return knn_weights(idx, dist, weighting=est.manifold_weighting)
 
 
-def _pca_from_cov(cov: np.ndarray) -> np.ndarray:
-    """Basis (p, r) of the range of a covariance matrix (remark 1, PCA reduction at scale)."""
+def _pca_from_cov(cov: np.ndarray, variance: float | None = None) -> np.ndarray:
+    """Basis (p, r) of the range of a covariance matrix (remark 1, PCA reduction at scale); ``variance``: only
+    the leading directions explaining that fraction of the variance (as :func:`solve.pca_basis`)."""
     lam, V = np.linalg.eigh(0.5 * (cov + cov.T))
     keep = lam > solve.RANK_RTOL * max(float(lam[-1]), np.finfo(float).tiny)
     if not keep.any():
         raise ParameterError("regularization='pca': the data have zero variance")
-    return V[:, keep][:, ::-1]
+    lam, V = lam[keep][::-1], V[:, keep][:, ::-1]
+    return V[:, :solve.n_leading(lam, variance)]

@@ -17,7 +17,26 @@ from ..errors import NotPositiveDefiniteError, ParameterAdjustedWarning, Paramet
 
 #: remark 2: (1) T = I, (2) T_ii = 1/||z^(i)||, (3) T_ii = sqrt(|lambda_i|), (4) T_ii = sqrt(|lambda_i|)/||z^(i)||
 SCALINGS = ("identity", "unit_norm", "sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm")
-REGULARIZATIONS = ("eps", "pca")
+REGULARIZATIONS = ("auto", "eps", "pca")
+#: default fraction of the centered variance kept by the PCA / KPCA reduction (``pca_variance``)
+DEFAULT_PCA_VARIANCE = 0.99
+
+
+def resolve_regularization(regularization: str, mode: str) -> str:
+    """``"auto"`` -> ``"pca"`` (linear and kernel modes) or ``"eps"`` (transductive); other values unchanged."""
+    if regularization == "auto":
+        return "eps" if mode == "transductive" else "pca"
+    return regularization
+
+
+def n_leading(variances_desc: np.ndarray, fraction: float | None) -> int:
+    """Number of leading directions (variances sorted in descending order, zeros already dropped) that
+    explain at least ``fraction`` of the total variance; all of them for ``fraction`` None or 1."""
+    r = len(variances_desc)
+    if fraction is None or fraction >= 1.0 or r == 0:
+        return r
+    cum = np.cumsum(variances_desc) / float(np.sum(variances_desc))
+    return int(min(r, np.searchsorted(cum, fraction - 1e-12) + 1))
 
 #: relative tolerance below which a singular value / eigenvalue counts as zero (rank decisions)
 RANK_RTOL = 1e-10
@@ -39,17 +58,19 @@ def ridge(B: np.ndarray, eps: float) -> np.ndarray:
     return B + (eps * s) * np.eye(B.shape[0])
 
 
-def pca_basis(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pca_basis(F: np.ndarray, variance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Orthonormal basis of the span of the centered rows of ``F`` (n, p) (remark 1, PCA / KPCA reduction).
 
     Returns ``mean (p,)`` and ``P (p, r)``, r = numerical rank of the centered data. The objectives only see
-    differences ``x_i - x_j`` (L 1 = 0), so directions outside this span carry no information.
+    differences ``x_i - x_j`` (L 1 = 0), so directions outside this span carry no information. ``variance``
+    (in (0, 1)) keeps only the leading principal directions explaining that fraction of the variance.
     """
     mean = F.mean(axis=0)
     _, s, Vt = np.linalg.svd(F - mean, full_matrices=False)
     r = int(np.sum(s > RANK_RTOL * max(float(s[0]) if len(s) else 0.0, np.finfo(float).tiny)))
     if r == 0:
         raise NotPositiveDefiniteError("regularization='pca': the training points are all identical (rank 0)")
+    r = n_leading(s[:r] ** 2, variance)
     return mean, Vt[:r].T
 
 

@@ -6,15 +6,15 @@
 - :func:`harmonic_function`, :func:`consistency_method`: Table 3 baselines (scikit-learn's estimators on the
   same graph);
 - building blocks for the at-scale path: :func:`spectral_basis`, :func:`transductive_scores`,
-  :meth:`TSK.fit_basis` with :class:`GraphParams`; ``to_state`` / ``from_state`` (:mod:`.state`) for stored
-  models. Internals (the LP of eq. 14 in :mod:`.lp`, :func:`.basis.extend_vectors`,
+  :meth:`TSK.fit_basis` with :class:`GraphParams`, :func:`resolve_n_neighbors` (k of ``n_neighbors="auto"``);
+  ``to_state`` / ``from_state`` (:mod:`.state`) for stored models. Internals (the LP of eq. 14 in :mod:`.lp`, :func:`.basis.extend_vectors`,
   :func:`.estimators.class_matrix`) stay in their submodules.
 """
 
 from .baselines import consistency_method, harmonic_function
 from .basis import SpectralBasis, spectral_basis
-from .estimators import RSK, TSK, transductive_scores
+from .estimators import RSK, TSK, resolve_n_neighbors, transductive_scores
 from .state import GraphParams
 
 __all__ = ["TSK", "RSK", "harmonic_function", "consistency_method", "SpectralBasis", "spectral_basis",
-           "transductive_scores", "GraphParams"]
+           "transductive_scores", "GraphParams", "resolve_n_neighbors"]
