@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -28,7 +29,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 
-from spectral.errors import ParameterError  # noqa: E402
+from spectral.errors import ParameterAdjustedWarning, ParameterError  # noqa: E402
 from spectral.discriminant import DNE, LFDA, MFA  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -150,7 +151,15 @@ def fit_variant(method: str, gamma: float, ds: str, scaling: str | None, X: np.n
     (the labeled rows when gamma = 0, all rows otherwise)."""
     used = X if gamma > 0 else X[y_fit >= 0]
     rank = int(np.linalg.matrix_rank(used - used.mean(axis=0)))
-    return variant(method, gamma, ds, scaling, rank).fit(X, y_fit)
+    with warnings.catch_warnings():
+        # the paper's DNE has no embedding when no eigenvalue is negative (d = 0): the estimator now falls back to
+        # d = 1 with a warning; here that stays "no embedding at this gamma", as the paper's protocol has it
+        warnings.filterwarnings("error", message=".*number of negative eigenvalues.*is 0",
+                                category=ParameterAdjustedWarning)
+        try:
+            return variant(method, gamma, ds, scaling, rank).fit(X, y_fit)
+        except ParameterAdjustedWarning as exc:
+            raise ParameterError(str(exc)) from None
 
 
 def scalings(method: str) -> list[str]:
