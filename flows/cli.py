@@ -133,16 +133,21 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     return params
 
 
+# Options shared by `embed` and `serve` (one declaration each).
+SOURCE_ARG = typer.Argument(..., help="file or eigenflow store with the points")
+METHOD_OPT = typer.Option("laplacian_eigenmaps", "--method", "-m", help="method (see `eigenflow methods`)")
+PARAM_OPT = typer.Option([], "--param", "-p", help="method parameter NAME=VALUE (repeatable)")
+K_OPT = typer.Option(None, "--n-components", "-k", help="embedding dimension (the method's n_components)")
+LABELS_OPT = typer.Option(None, help=".npy file of labels ingested with the points (-1 = unlabeled)")
+HOLDOUT_OPT = typer.Option(0.0, help="fraction of points left out of the fit and mapped out-of-sample")
+
+
 @app.command()
 def embed(
-    source: str = typer.Argument(..., help="file or eigenflow store with the points"),
+    source: str = SOURCE_ARG,
     store: str = typer.Argument(..., help="eigenflow store to write (the source itself to skip the ingest)"),
-    method: str = typer.Option("laplacian_eigenmaps", "--method", "-m", help="method (see `eigenflow methods`)"),
-    param: list[str] = typer.Option([], "--param", "-p", help="method parameter NAME=VALUE (repeatable)"),
-    n_components: Optional[int] = typer.Option(None, "--n-components", "-k",
-                                               help="embedding dimension (the method's n_components)"),
-    labels: Optional[str] = typer.Option(None, help=".npy file of labels ingested with the points (-1 = unlabeled)"),
-    holdout: float = typer.Option(0.0, help="fraction of points left out of the fit and mapped out-of-sample"),
+    method: str = METHOD_OPT, param: list[str] = PARAM_OPT, n_components: Optional[int] = K_OPT,
+    labels: Optional[str] = LABELS_OPT, holdout: float = HOLDOUT_OPT,
     seed: int = typer.Option(0, help="random seed of the run"),
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
@@ -176,16 +181,13 @@ def _result_rows(store: str, results: dict) -> dict[str, Any]:
 
 @app.command()
 def serve(
-    source: str = typer.Argument(..., help="file or eigenflow store with the points"),
+    source: str = SOURCE_ARG,
     store: str = typer.Argument(..., help="eigenflow store every scheduled run writes into"),
-    method: str = typer.Option("laplacian_eigenmaps", "--method", "-m", help="method (see `eigenflow methods`)"),
-    param: list[str] = typer.Option([], "--param", "-p", help="method parameter NAME=VALUE (repeatable)"),
-    n_components: Optional[int] = typer.Option(None, "--n-components", "-k", help="the method's n_components"),
-    labels: Optional[str] = typer.Option(None, help=".npy file of labels ingested with the points"),
-    holdout: float = typer.Option(0.0, help="fraction of points left out of the fit"),
     cron: Optional[str] = typer.Option(None, help="cron schedule, e.g. '0 2 * * *'"),
     interval: Optional[float] = typer.Option(None, help="schedule every SECONDS"),
     name: str = typer.Option("nightly", help="deployment name: embed/NAME and extend/NAME-extend"),
+    method: str = METHOD_OPT, param: list[str] = PARAM_OPT, n_components: Optional[int] = K_OPT,
+    labels: Optional[str] = LABELS_OPT, holdout: float = HOLDOUT_OPT,
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
