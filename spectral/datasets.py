@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import check_float, check_int, check_random_state
+from .errors import InputDataError
 
 #: Number of ambient dimensions the 3-D manifolds are lifted into (the benchmark setting of issue 3).
 DEFAULT_N_FEATURES = 32
@@ -110,3 +111,26 @@ def _random_orthonormal(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     """An ``(n, k)`` matrix with orthonormal columns, drawn from the Haar measure (QR of a Gaussian)."""
     Q, R = np.linalg.qr(rng.normal(size=(n, k)))
     return Q * np.sign(np.diag(R))  # sign fix makes the draw unique for a given rng
+
+
+def stratified_subset(y_fit: np.ndarray, size: int, random_state: int | None, rows: np.ndarray) -> np.ndarray:
+    """Sorted entries of ``rows`` (n,) forming a stratified random subset of at most ``size`` of its labeled
+    points (``y_fit`` (n,): the labels of ``rows``, -1 = unlabeled); NSSE / SUPLAP train on it (O(N^3) fits).
+
+    Each class keeps ``size`` times its share of the labeled points (at least 2, for within-class graphs);
+    all labeled points when there are at most ``size``. The draw uses ``random_state``.
+    """
+    labeled = np.flatnonzero(y_fit >= 0)
+    if labeled.size == 0:
+        raise InputDataError("the fit set has no labeled points (labels -1 everywhere)")
+    if labeled.size <= size:
+        return rows[labeled]
+    rng = check_random_state(random_state)
+    classes, counts = np.unique(y_fit[labeled], return_counts=True)
+    quota = np.maximum(2, np.floor(size * counts / counts.sum()).astype(int))
+    quota[np.argsort(-counts)[: max(0, size - quota.sum())]] += 1  # hand out the remainder
+    for c in np.argsort(-counts)[: max(0, quota.sum() - size)]:  # the minimum of 2 overshot: take from the largest
+        quota[c] -= 1
+    picked = [rng.choice(labeled[y_fit[labeled] == c], min(q, k), replace=False)
+              for c, q, k in zip(classes, quota, counts)]
+    return rows[np.sort(np.concatenate(picked))]

@@ -161,25 +161,6 @@ def fit_rows_for(n: int, holdout: float, random_state: int | None) -> np.ndarray
     return np.flatnonzero(~holdout_mask(n, holdout, random_state=seq)).astype(np.int64)
 
 
-def distinct_rows(X_rows: np.ndarray, y_rows: np.ndarray | None, rows: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(rows kept, number dropped)``: the first of each group of fit rows with equal X (and equal label).
-
-    Exact copies are collapsed before any graph is built, so that 2,000 copies of a point never form a
-    clique of their own: the model is fitted on one of them and the others, left out of the fit, get its
-    result through the out-of-sample map (which returns a training point's own value for an exact match).
-    Rows that differ in any bit, or in their label, are kept (near-duplicates are ordinary points).
-    """
-    n = rows.size
-    parts = [np.ascontiguousarray(X_rows).view(np.uint8).reshape(n, -1)]
-    if y_rows is not None:
-        parts.append(np.ascontiguousarray(np.asarray(y_rows, dtype=np.int64)).view(np.uint8).reshape(n, -1))
-    raw = np.ascontiguousarray(np.hstack(parts)) if len(parts) > 1 else parts[0]
-    keys = raw.view(np.dtype((np.void, raw.shape[1]))).ravel()  # one opaque key per row: its bytes
-    _, first = np.unique(keys, return_index=True)
-    kept = rows[np.sort(first)]
-    return kept, int(rows.size - kept.size)
-
-
 def chunk_fit_slices(fit_rows: np.ndarray, bounds: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """For each row chunk, the slice ``(lo, hi)`` of ``fit_rows`` (sorted) that falls inside it."""
     starts = np.searchsorted(fit_rows, [b[0] for b in bounds])

@@ -26,14 +26,15 @@ from typing import Any
 import numpy as np
 from prefect import task
 
-from spectral._validation import check_random_state
+from spectral._arrays import distinct_rows
+from spectral.datasets import stratified_subset
 from spectral.errors import InputDataError
 from storage.arrays import X_as_dask, read_labels, read_X, x_shape
 from storage.graph_io import read_constraints
 from storage.models import write_model
 
 from tasks import laplacian_eigenmaps as le
-from tasks.common import COMPUTE_TASK, FIT_ROWS, distinct_rows, fit_rows_for
+from tasks.common import COMPUTE_TASK, FIT_ROWS, fit_rows_for
 from tasks.registry import get_entry, make_estimator
 
 #: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it): 2,000 points fit in ~40 s here.
@@ -119,26 +120,6 @@ def fit_task(store_url: str, run: str, store_token: str, *, method: str, params:
     _write_estimator(store_url, run, method, est, rows)
     return {"n_fit": int(rows.size), "n_labeled": 0 if y is None else int(np.sum(y >= 0)),
             "n_duplicates": n_duplicates, "fit_seconds": fit_seconds, **_fit_summary(est)}
-
-
-def stratified_subset(y_fit: np.ndarray, size: int, random_state: int | None, rows: np.ndarray) -> np.ndarray:
-    """Sorted store rows of a stratified random subset of at most ``size`` labeled points among ``rows``.
-
-    Each class keeps ``size`` times its share of the labeled points (at least 2, for within-class graphs);
-    all labeled points when there are at most ``size``. The draw uses the run's seed.
-    """
-    labeled = np.flatnonzero(y_fit >= 0)
-    if labeled.size == 0:
-        raise InputDataError("the fit set has no labeled points (labels -1 everywhere)")
-    if labeled.size <= size:
-        return rows[labeled]
-    rng = check_random_state(random_state)
-    classes, counts = np.unique(y_fit[labeled], return_counts=True)
-    quota = np.maximum(2, np.floor(size * counts / counts.sum()).astype(int))
-    quota[np.argsort(-counts)[: max(0, size - quota.sum())]] += 1  # hand out the remainder
-    picked = [rng.choice(labeled[y_fit[labeled] == c], min(q, k), replace=False)
-              for c, q, k in zip(classes, quota, counts)]
-    return rows[np.sort(np.concatenate(picked))]
 
 
 def _pairs_at_fit_positions(store_url: str, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:

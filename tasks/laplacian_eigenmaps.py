@@ -29,7 +29,8 @@ from storage.errors import StoreFormatError
 from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
 from storage.models import write_model
 
-from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, distinct_rows, fit_rows_for
+from spectral._arrays import distinct_rows
+from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, fit_rows_for
 
 METHOD = "laplacian_eigenmaps"
 #: The graph arrays, checksummed when written and checked before they are read (:mod:`storage.checksums`).
@@ -51,7 +52,7 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     """Build the kNN index of the fit set and write ``graph/knn`` for every row of X.
 
     Rows of fit points hold their neighbours within the fit set; rows of held-out points their nearest
-    fit points. Exact copies of a fit point are left out of the fit (:func:`tasks.common.distinct_rows`) and
+    fit points. Exact copies of a fit point are left out of the fit (:func:`spectral._arrays.distinct_rows`) and
     treated as held-out points (their first neighbour is their original, at distance 0). Also writes ``outputs/<run>/in_fit``. Returns the index parameters and sizes.
     """
     n, _ = x_shape(store_url)
