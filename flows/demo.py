@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from spectral.datasets import make_swiss_roll_lifted
-from spectral.metrics import one_nn_accuracy
 from storage.arrays import read_labels
 from storage.embedding_io import read_embedding, read_output
-from tasks.common import IN_FIT
+from tasks.common import HELD_OUT
 
 from flows.embed import embed
+from flows.reporting import plot_embedding
 
 DEFAULT_N_POINTS = 100_000
 DEFAULT_HOLDOUT = 0.1
@@ -57,34 +57,9 @@ def run_demo(
     store = str(out_dir / "demo.zarr")
     summary = embed(str(x_path), store, labels=str(y_path), holdout=holdout, random_state=seed,
                     scheduler=scheduler, n_workers=n_workers, params={"knn_method": knn_method}, overwrite=True)
-    Z = read_embedding(store, summary["run"])
-    labels = read_labels(store)
-    fitted = read_output(store, summary["run"], IN_FIT).astype(bool)
-    accuracy = one_nn_accuracy(Z[fitted], labels[fitted], Z[~fitted], labels[~fitted])
-    plot = plot_embedding(Z, labels, fitted, out_dir / "demo_embedding.png")
-    return {**summary, "accuracy": accuracy, "plot": str(plot), "n_heldout": int((~fitted).sum())}
-
-
-def plot_embedding(Z: np.ndarray, labels: np.ndarray, fitted: np.ndarray, path: Path) -> Path:
-    """Scatter plots of the fitted and the held-out points' embedding coloured by label, saved as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n_labels = int(labels.max()) + 1
-    cmap = plt.get_cmap("tab10", n_labels)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5), sharex=True, sharey=True)
-    panels = ((fitted, f"fitted points ({int(fitted.sum())})"),
-              (~fitted, f"held-out points, out-of-sample ({int((~fitted).sum())})"))
-    for ax, (mask, title) in zip(axes, panels):
-        sc = ax.scatter(Z[mask, 0], Z[mask, 1], c=labels[mask], s=1.0, cmap=cmap, vmin=-0.5,
-                        vmax=n_labels - 0.5, rasterized=True)
-        ax.set_title(title)
-        ax.set_xlabel("component 1")
-    axes[0].set_ylabel("component 2")
-    fig.colorbar(sc, ax=axes, label="label (band along the roll)", ticks=range(n_labels))
-    fig.suptitle("eigenflow demo: Laplacian eigenmap of a Swiss roll lifted to 32-D")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    held = read_output(store, summary["run"], HELD_OUT).astype(bool)
+    plot = out_dir / "demo_embedding.png"
+    plot.write_bytes(plot_embedding(read_embedding(store, summary["run"]), read_labels(store), held,
+                                    "eigenflow demo: Laplacian eigenmap of a Swiss roll lifted to 32-D"))
+    accuracy = summary["results"]["heldout_1nn_accuracy"]  # flows.reporting.quality, recorded in the manifest
+    return {**summary, "accuracy": accuracy, "plot": str(plot), "n_heldout": int(held.sum())}

@@ -25,7 +25,7 @@ import numpy as np
 
 #: Largest number of points drawn in the embedding plot and used as 1-NN queries / references.
 PLOT_POINTS = 50_000
-QUALITY_QUERIES, QUALITY_REFERENCES = 20_000, 50_000
+QUALITY_QUERIES, QUALITY_REFERENCES = 100_000, 200_000
 
 
 def logger():
@@ -87,13 +87,13 @@ def peak_rss_bytes() -> int:
 
 def quality(store: str, run: str, method: str) -> dict[str, float]:
     """Held-out 1-NN accuracy of the embedding (labeled fit points as references, labeled held-out points as
-    queries; subsampled) and, for classifiers, the accuracy of their labels on the labeled held-out points."""
-    from sklearn.neighbors import KNeighborsClassifier
-
+    queries; :func:`spectral.metrics.one_nn_accuracy`, subsampled above :data:`QUALITY_REFERENCES` /
+    :data:`QUALITY_QUERIES`) and, for classifiers, the accuracy of their labels on those held-out points."""
+    from spectral.metrics import one_nn_accuracy
+    from storage import layout
     from storage.arrays import read_labels
     from storage.embedding_io import read_embedding, read_output
     from storage.store import as_group, has_node
-    from storage import layout
 
     y = read_labels(store)
     group = as_group(store, "r")
@@ -108,39 +108,61 @@ def quality(store: str, run: str, method: str) -> dict[str, float]:
     queries = np.sort(rng.choice(queries, min(queries.size, QUALITY_QUERIES), replace=False))
     references = np.sort(rng.choice(references, min(references.size, QUALITY_REFERENCES), replace=False))
     Z = read_embedding(store, run)
-    knn = KNeighborsClassifier(n_neighbors=1).fit(Z[references], y[references])
-    out = {"heldout_1nn_accuracy": float(np.mean(knn.predict(Z[queries]) == y[queries])),
-           "n_heldout_labeled": int(held[y >= 0].sum())}
+    out = {"heldout_1nn_accuracy": one_nn_accuracy(Z[references], y[references], Z[queries], y[queries]),
+           "n_heldout_labeled": int(queries.size)}
     if has_node(group, layout.output_path(run, "labels")):
         labels = read_output(store, run, "labels")
         out["heldout_label_accuracy"] = float(np.mean(labels[queries] == y[queries]))
     return out
 
 
-def embedding_png(store: str, run: str) -> bytes:
-    """PNG of the first two components of ``embeddings/<run>`` (a subsample), coloured by label if any."""
+def plot_embedding(Z: np.ndarray, labels: np.ndarray | None, held: np.ndarray | None, title: str) -> bytes:
+    """PNG of the first two components of ``Z`` (n, k) (a subsample above :data:`PLOT_POINTS`), coloured by
+    ``labels`` (n,) if given; with a hold-out mask ``held`` (n,) bool, fitted and held-out points side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from storage.arrays import read_labels
-    from storage.embedding_io import read_embedding
-
-    Z = read_embedding(store, run)
     rows = np.arange(Z.shape[0])
     if rows.size > PLOT_POINTS:
         rows = np.sort(np.random.default_rng(0).choice(rows, PLOT_POINTS, replace=False))
-    y = read_labels(store)
-    fig, ax = plt.subplots(figsize=(6, 5), dpi=100)
-    second = Z[rows, 1] if Z.shape[1] > 1 else np.zeros(rows.size)
-    colours = None if y is None else np.asarray(y)[rows]
-    ax.scatter(Z[rows, 0], second, c=colours, s=2, cmap="tab10" if colours is not None else None)
-    ax.set_title(f"{run}: components 1-2 ({rows.size} of {Z.shape[0]} points)")
+    xy = np.column_stack([Z[rows, 0], Z[rows, 1] if Z.shape[1] > 1 else np.zeros(rows.size)])
+    colours = None if labels is None else np.asarray(labels)[rows]
+    n_labels = 1 if colours is None else int(colours.max()) + 1
+    cmap = plt.get_cmap("tab10", max(n_labels, 1))
+    panels = [(np.ones(rows.size, dtype=bool), f"all points ({rows.size} of {Z.shape[0]})")]
+    if held is not None and np.asarray(held).any():
+        mask = np.asarray(held)[rows]
+        panels = [(~mask, f"fitted points ({int((~mask).sum())})"),
+                  (mask, f"held-out points, out-of-sample ({int(mask.sum())})")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), sharex=True, sharey=True,
+                             squeeze=False)
+    for ax, (mask, panel_title) in zip(axes[0], panels):
+        sc = ax.scatter(xy[mask, 0], xy[mask, 1], c=None if colours is None else colours[mask], s=1.0, cmap=cmap,
+                        vmin=-0.5, vmax=n_labels - 0.5, rasterized=True)
+        ax.set_title(panel_title)
+        ax.set_xlabel("component 1")
+    axes[0][0].set_ylabel("component 2")
+    if colours is not None:
+        fig.colorbar(sc, ax=axes[0].tolist(), label="label", ticks=range(n_labels))
+    fig.suptitle(title)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     return buf.getvalue()
+
+
+def embedding_png(store: str, run: str) -> bytes:
+    """:func:`plot_embedding` of ``embeddings/<run>`` with the store's labels and the run's hold-out."""
+    from storage import layout
+    from storage.arrays import read_labels
+    from storage.embedding_io import read_embedding, read_output
+    from storage.store import as_group, has_node
+
+    held_path = layout.output_path(run, "held_out")
+    held = read_output(store, run, "held_out").astype(bool) if has_node(as_group(store, "r"), held_path) else None
+    return plot_embedding(read_embedding(store, run), read_labels(store), held, f"run {run}: components 1-2")
 
 
 def publish_run(summary: dict[str, Any], store: str, method: str, params: dict, sizes: dict) -> dict[str, Any]:
