@@ -6,6 +6,7 @@ network, never write outside the checkout and never print telemetry tracebacks (
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -55,3 +56,31 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
         yield
+
+
+def usps_digits(n: int = 400, hidden_fraction: float = 0.5, seed: int = 0, dtype=np.float32):
+    """``n`` USPS digits of classes 0-3 drawn with ``seed``: ``(X (n, 256) of dtype, y (n,), hidden (n,))`` where
+    ``hidden`` is ``y`` with about ``hidden_fraction`` of the labels set to -1 (unlabeled)."""
+    X, y = load_dataset("usps")
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(np.flatnonzero(y < 4), n, replace=False)
+    X, y = X[rows].astype(dtype), y[rows]
+    hidden = y.copy()
+    hidden[rng.random(y.size) < hidden_fraction] = -1
+    return X, y, hidden
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers: int = 2):
+    """A LocalCluster of ``n_workers`` single-threaded worker processes; yields its scheduler address."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Address of a LocalCluster shared by the test module (2 single-threaded worker processes)."""
+    with local_cluster() as address:
+        yield address

@@ -25,15 +25,6 @@ PARAMS = dict(n_components=2, n_neighbors=12)
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """Address of a LocalCluster shared by the module (2 single-threaded worker processes)."""
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
-        yield c.scheduler_address
-
-
-@pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("flowdata")
     X, y, _ = make_swiss_roll_lifted(N_POINTS, random_state=3)

@@ -18,6 +18,8 @@ from storage.embedding_io import read_embedding, read_output
 from storage.manifest import read_manifest
 from tasks.registry import LABELS, REGISTRY
 
+from conftest import usps_digits
+
 #: Held-out 1-NN accuracy each method reaches here with the parameters below (measured, minus a margin).
 FLOORS = {
     "laplacian_eigenmaps": 0.85, "dne": 0.90, "mfa": 0.85, "lfda": 0.90, "nsse": 0.85, "suplap": 0.85,
@@ -37,21 +39,8 @@ def test_every_registered_method_has_a_floor():
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
-        yield c.scheduler_address
-
-
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory, dataset):
-    X, y = dataset("usps")
-    rng = np.random.default_rng(0)
-    rows = rng.choice(np.flatnonzero(y < 4), 400, replace=False)
-    X, y = X[rows].astype(np.float32), y[rows]
-    hidden = y.copy()
-    hidden[rng.random(y.size) < 0.5] = -1
+def digits(tmp_path_factory):
+    X, y, hidden = usps_digits()
     d = tmp_path_factory.mktemp("methods")
     np.save(d / "X.npy", X)
     np.save(d / "y.npy", hidden)

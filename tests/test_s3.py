@@ -17,6 +17,8 @@ from storage.checksums import verify
 from storage.embedding_io import read_embedding
 from storage.manifest import read_manifest
 
+from conftest import local_cluster
+
 PARAMS = {"knn_method": "exact", "n_neighbors": 10}
 BUCKET = "eigenflow-test"
 
@@ -52,10 +54,8 @@ def s3():
 @pytest.fixture(scope="module")
 def cluster(s3):
     """Started after the AWS environment is set, so that the workers inherit it."""
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
-        yield c.scheduler_address
+    with local_cluster() as address:
+        yield address
 
 
 @pytest.fixture(scope="module")

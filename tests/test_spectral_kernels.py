@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import load_dataset
+from conftest import load_dataset, usps_digits
 
 from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.spectral_kernels import RSK, TSK, consistency_method, harmonic_function
@@ -312,12 +312,7 @@ def test_default_rsk_maps_new_points():
     the 80 others with predict at 0.95 accuracy; the old default n_components=None (full spectrum, divided by
     1 - lambda near lambda = 1 in eq. 18) gives 0.85 here and 0.575 on the hold-out draw of
     tests/test_pipeline_methods.py."""
-    X, y = load_dataset("usps")
-    rng = np.random.default_rng(0)
-    rows = rng.choice(np.flatnonzero(y < 4), 400, replace=False)
-    X, y = X[rows].astype(np.float64), y[rows]
-    hidden = y.copy()
-    hidden[rng.random(y.size) < 0.5] = -1
+    X, y, hidden = usps_digits(dtype=np.float64)
     fit, held = np.arange(320), np.arange(320, 400)
     est = RSK().fit(X[fit], hidden[fit])
     assert np.mean(est.predict(X[held]) == y[held]) >= 0.9
