@@ -84,3 +84,12 @@ def cluster():
     """Address of a LocalCluster shared by the test module (2 single-threaded worker processes)."""
     with local_cluster() as address:
         yield address
+
+
+def gaussian_blobs(n_per_class: int, dim: int, seed: int, n_classes: int = 3):
+    """``(X (n_classes * n_per_class, dim), y, centers (n_classes, dim), rng)``: unit-variance blobs around
+    centers drawn with scale 3; ``rng`` continues the same stream (for new points)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((n_classes, dim)) * 3
+    y = np.repeat(np.arange(n_classes), n_per_class)
+    return centers[y] + rng.standard_normal((y.size, dim)), y, centers, rng

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from conftest import gaussian_blobs
 import scipy.linalg as la
 import scipy.sparse as sp
 from scipy.sparse.csgraph import laplacian as csgraph_laplacian
@@ -30,10 +32,7 @@ def top_d(M, d):
 
 @pytest.fixture(scope="module")
 def blobs():
-    rng = np.random.default_rng(0)
-    centers = rng.standard_normal((3, 8)) * 3
-    y = np.repeat(np.arange(3), 60)
-    X = centers[y] + rng.standard_normal((180, 8))
+    X, y, _, _ = gaussian_blobs(60, 8, seed=0)
     return X, y
 
 

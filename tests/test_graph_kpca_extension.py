@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from spectral.errors import InputDataError
+from conftest import gaussian_blobs
 from spectral.graph_kpca import GraphKPCA
 from spectral.graph_kpca.extension import IndexedGraphKPCA
 from spectral.knn import KNNIndex
@@ -16,10 +17,7 @@ from spectral.knn import KNNIndex
 
 @pytest.fixture(scope="module")
 def data():
-    rng = np.random.default_rng(5)
-    centers = rng.standard_normal((3, 6)) * 3
-    y = np.repeat(np.arange(3), 150)
-    X = centers[y] + rng.standard_normal((450, 6))
+    X, _, centers, rng = gaussian_blobs(150, 6, seed=5)
     X_new = centers[rng.integers(0, 3, 120)] + rng.standard_normal((120, 6))
     return X, X_new
 
