@@ -50,15 +50,23 @@ def load_fitted(store_url: str, run: str, store_token: str = "", *, with_index: 
         from spectral.embedding import LaplacianEigenmapsModel
 
         model = LaplacianEigenmapsModel.from_state(arrays, attrs["state_attrs"])
-        if with_index:
-            model.attach_index(_published_or_rebuilt_index(store_url, run, store_token, rows, model.knn_params))
     elif attrs["state"] == ESTIMATOR_STATE:
         model = entry.estimator_class.from_state(arrays, attrs["state_attrs"])
-        if with_index and hasattr(model, "rebuild_index"):
-            model.rebuild_index(np.asarray(read_X(store_url)[rows], dtype=np.float64))
     else:
         raise StoreFormatError(f"model {run!r} of {store_url} has an unknown state {attrs['state']!r}")
+    if with_index:
+        attach_index(model, store_url, run, store_token, rows)
     return entry, model, rows
+
+
+def attach_index(model: Any, store_url: str, run: str, store_token: str, rows: np.ndarray) -> None:
+    """Give a restored model the kNN index of its training points (rows ``rows`` of the store's X), once: the
+    index the fit left on the cluster (Laplacian eigenmaps with a hold-out), else rebuilt with the stored
+    parameters. Models without a kNN-based out-of-sample map are left as they are."""
+    if hasattr(model, "attach_index") and hasattr(model, "knn_params"):  # LaplacianEigenmapsModel
+        model.attach_index(_published_or_rebuilt_index(store_url, run, store_token, rows, model.knn_params))
+    elif hasattr(model, "rebuild_index"):  # TSK / RSK
+        model.rebuild_index(np.asarray(read_X(store_url)[rows], dtype=np.float64))
 
 
 def _published_or_rebuilt_index(store_url: str, run: str, store_token: str, rows: np.ndarray, params: dict):
@@ -133,8 +141,8 @@ def embed_points_task(store_url: str, run: str, store_token: str, *, holdout: fl
     entry, model, rows = load_fitted(store_url, run, store_token, with_index=False)
     _write_fit_masks(store_url, run, n, rows, fit_rows_for(n, holdout, random_state))
     fitted = _fitted_results(entry, model)
-    if fitted is None or rows.size < n:
-        entry, model, rows = load_fitted(store_url, run, store_token)
+    if fitted is None or rows.size < n:  # some rows are mapped out-of-sample: they need the index
+        attach_index(model, store_url, run, store_token, rows)
     if fitted is None and not _can_map(model):
         raise StoreFormatError(f"method {entry.name!r} with these parameters has no out-of-sample map")
     return _write_all(store_url, run, entry, model, rows, fitted, {"method": entry.name}, "embed-points")
