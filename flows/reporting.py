@@ -139,8 +139,8 @@ def plot_embedding(Z: np.ndarray, labels: np.ndarray | None, held: np.ndarray | 
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), sharex=True, sharey=True,
                              squeeze=False)
     for ax, (mask, panel_title) in zip(axes[0], panels):
-        sc = ax.scatter(xy[mask, 0], xy[mask, 1], c=None if colours is None else colours[mask], s=1.0, cmap=cmap,
-                        vmin=-0.5, vmax=n_labels - 0.5, rasterized=True)
+        colour = {} if colours is None else {"c": colours[mask], "cmap": cmap, "vmin": -0.5, "vmax": n_labels - 0.5}
+        sc = ax.scatter(xy[mask, 0], xy[mask, 1], s=1.0, rasterized=True, **colour)
         ax.set_title(panel_title)
         ax.set_xlabel("component 1")
     axes[0][0].set_ylabel("component 2")
