@@ -28,7 +28,7 @@ from storage.lock import check_unlocked, store_lock
 from storage.manifest import list_runs, read_manifest, write_manifest
 from storage.models import list_models
 from tasks.common import store_token, warm_nndescent
-from tasks.fitting import FitRequest, fit_stages
+from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, ingest_task
 from tasks.points import embed_points_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
@@ -144,7 +144,8 @@ def embed(
         if entry.needs_labels and not ingested.get(layout.ATTR_HAS_LABELS, True):
             raise StoreFormatError(f"method {method!r} needs labels; store {store} has none (pass labels=...)")
         n_fit = ingested["n"] - round(holdout * ingested["n"])
-        warm = _warm_workers(ctx.require_cluster()) if _queries_nndescent(method, full, holdout, n_fit) else []
+        client = ctx.require_cluster()  # every stage runs its body on the cluster
+        warm = _warm_workers(client) if _uses_nndescent(full, n_fit) else []
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                              holdout=holdout, random_state=random_state)
         try:
@@ -153,22 +154,16 @@ def embed(
                     ctx.record_stage(stage.name, 0.0, {**finished[stage.name], "reused": True})
                     _record_fit_results(ctx.manifest.results, finished[stage.name])
                     continue
-                if stage.name == "knn" and holdout > 0:
-                    ctx.require_cluster()  # the kNN stage publishes its index for the held-out queries
                 with ctx.stage(stage.name) as rec:
                     rec.info.update(stage.call())
                 _record_fit_results(ctx.manifest.results, rec.info)
-            ctx.require_cluster()
             with ctx.stage("embed-points") as rec:
                 rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token, holdout=holdout,
                                                   random_state=random_state))
             ctx.manifest.results.update(_output_paths(method, run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method})
         finally:
-            if ctx.pending_client.done():
-                from tasks.laplacian_eigenmaps import release_index
-
-                release_index(ctx.token, ctx.run)
+            release_index(ctx.token, ctx.run)
             del warm
     summary = ctx.summary()
     summary["results"].update(publish_run(summary, store, method, full, {"points": ingested["n"], "fitted": n_fit,
@@ -256,17 +251,17 @@ def _output_paths(method: str, run: str, info: dict) -> dict[str, Any]:
     return out
 
 
-def _queries_nndescent(method: str, params: dict, holdout: float, n_fit: int) -> bool:
-    """Whether held-out points will be queried against an NN-descent index (then warm the workers early)."""
+def _uses_nndescent(params: dict, n_fit: int) -> bool:
+    """Whether the run will build or query an NN-descent index on the workers (then compile pynndescent on every
+    worker at once, overlapping the ingest: a long-lived cluster pays it once)."""
     from spectral.knn import EXACT_MAX_SAMPLES
 
-    knn_method = params.get("knn_method", "auto")
-    return (method == DEFAULT_METHOD and holdout > 0
-            and (knn_method == "nndescent" or (knn_method == "auto" and n_fit >= EXACT_MAX_SAMPLES)))
+    knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)
+    return knn_method == "nndescent" or (knn_method == "auto" and n_fit >= EXACT_MAX_SAMPLES)
 
 
 def _warm_workers(client) -> list:
-    """Compile pynndescent on every worker now (one pinned task each), overlapping the fit stages."""
+    """Compile pynndescent on every worker now (one pinned task each; the fit stages queue behind it)."""
     workers = list(client.scheduler_info(n_workers=-1)["workers"])
     return [client.submit(warm_nndescent, workers=[w], allow_other_workers=False, pure=False) for w in workers]
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import io
 import json
-import resource
-import sys
 from typing import Any
 
 import numpy as np
+
+from tasks._worker import peak_rss_bytes
 
 #: Largest number of points drawn in the embedding plot and used as 1-NN queries / references.
 PLOT_POINTS = 50_000
@@ -77,12 +77,6 @@ class StageReporter:
 def _key(text: str) -> str:
     """A Prefect artifact key: lowercase letters, digits and dashes."""
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident memory of this process (the flow process: orchestration only when stages run on workers)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 def quality(store: str, run: str, method: str) -> dict[str, float]:

@@ -1,32 +1,109 @@
-"""Functions that run on Dask workers, one call per row chunk (kept free of Prefect imports).
+"""The write-back of a method's per-point outputs, on Dask workers (kept free of Prefect imports).
 
 A worker imports the module of every function it runs; importing Prefect costs seconds of CPU per worker
-process, so what runs per chunk lives here (numpy, storage, and spectral only when a model needs it).
-Method authors: put your per-chunk transform in a module that does not import Prefect either.
+process, so what runs on workers lives in Prefect-free modules (numpy, storage, and spectral only when a
+model needs it). Method authors: put your per-chunk transform in a module that does not import Prefect either.
+
+The write-back of a run is three kinds of Dask task (:func:`tasks.points.write_point_outputs` submits them):
+
+1. :func:`prepare_points` (one task): restore the model, attach its kNN index if some rows are mapped
+   out-of-sample; its result (:class:`PreparedPoints`) stays on the cluster and is sent to the workers that
+   need it (and computed again by the scheduler if the worker holding it dies);
+2. :func:`start_point_outputs` (one task): create the output arrays (and the fit masks of an ``embed`` run);
+3. :func:`write_points_chunk` (one task per row chunk): write every output of that chunk.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-# ---- per-chunk write-back of a method's per-point outputs --------------------------------------------------
-def write_points_chunk(
-    store_url: str,
-    run: str,
-    method: str,
-    model: Any,
-    start: int,
-    stop: int,
-    local_fit: np.ndarray,
-    fitted: dict[str, np.ndarray] | None,
-) -> dict:
-    """Write rows ``start:stop`` of every output of ``run``: fit rows as given, the others mapped by ``model``.
 
-    Runs on a Dask worker. ``local_fit`` (f,) are the chunk-relative rows of the fit set and ``fitted`` their
-    fitted outputs (``{"embedding": (f, k), ...}``; None when no row of the chunk is in the fit set); every
-    other row is read from X and mapped by :func:`tasks.registry.point_outputs` (``model`` is scattered once).
+@dataclass
+class PreparedPoints:
+    """A restored model ready to produce the per-point outputs of a store's rows.
+
+    ``rows`` (f,) sorted: the rows of the store that have fitted results ``fitted`` (``{"embedding": (f, k),
+    ...}``), or an empty array and None when every row is mapped by ``model`` (``extend``, or a model without
+    fitted results). ``fit_rows``: the rows of the model's store it was fitted on.
+    """
+
+    method: str
+    model: Any
+    rows: np.ndarray
+    fitted: dict[str, np.ndarray] | None
+    fit_rows: np.ndarray
+
+
+def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: bool) -> PreparedPoints:
+    """Restore the model of ``run`` of ``store_url`` for the write-back.
+
+    ``fitted_rows`` (``embed``): the fit rows get the model's fitted (transductive) results when it has them,
+    and the index is attached only if some rows are mapped; otherwise (``extend``) every row is mapped.
+    ``index``: the run's :class:`tasks.laplacian_eigenmaps.FitIndex` left on the cluster, or None (rebuilt).
+    """
+    from storage.arrays import x_shape
+    from storage.errors import StoreFormatError
+    from tasks.fitted_model import attach_index, load_fitted
+    from tasks.registry import fitted_outputs
+
+    entry, model, rows = load_fitted(store_url, run, with_index=False)
+    fitted = None
+    if fitted_rows:
+        if hasattr(model, "embedding") and not hasattr(model, "embedding_"):  # LaplacianEigenmapsModel
+            from tasks.registry import EMBEDDING
+
+            fitted = {EMBEDDING: np.asarray(model.embedding, dtype=np.float64)}
+        else:
+            fitted = fitted_outputs(entry, model)
+    if fitted is None or rows.size < x_shape(store_url)[0]:  # some rows are mapped out-of-sample
+        attach_index(model, store_url, rows, index)
+        if fitted is None and not any(hasattr(model, name) for name in ("transform", "kernel_features")):
+            raise StoreFormatError(f"method {entry.name!r} with these parameters has no out-of-sample map")
+    with_fitted = rows if fitted is not None else np.zeros(0, dtype=np.int64)
+    return PreparedPoints(entry.name, model, with_fitted, fitted, rows)
+
+
+def start_point_outputs(store_url: str, run: str, prepared: PreparedPoints, attrs: dict, *,
+                        fit_set: np.ndarray | None = None) -> dict[str, Any]:
+    """Create the per-point arrays of ``run`` (shaped from one probe row of each output); with ``fit_set`` (an
+    ``embed`` run) also write ``outputs/<run>/in_fit`` and ``outputs/<run>/held_out`` (n,) bool. Returns the
+    method and its outputs."""
+    from storage import layout
+    from storage.arrays import read_X, x_shape
+    from storage.embedding_io import create_embedding, create_output, write_point_array
+    from tasks._fit_rows import HELD_OUT, IN_FIT
+    from tasks.registry import EMBEDDING, LABELS, SCORES, get_entry, point_outputs
+
+    entry = get_entry(prepared.method)
+    attrs = {"method": entry.name, **attrs}
+    fitted = prepared.fitted
+    if fitted is not None and all(name in fitted for name in entry.outputs):
+        probe = {name: values[:1] for name, values in fitted.items()}
+    else:
+        probe = point_outputs(entry, prepared.model, read_X(store_url, 0, 1))
+    for name, values in probe.items():
+        if name == EMBEDDING:
+            create_embedding(store_url, run, values.shape[1], overwrite=True, attrs=attrs)
+        elif name == SCORES:
+            create_output(store_url, run, SCORES, values.shape[1], dtype="float32", attrs=attrs, overwrite=True)
+        elif name == LABELS:
+            create_output(store_url, run, LABELS, None, dtype="int64", attrs=attrs, overwrite=True)
+    if fit_set is not None:
+        n = x_shape(store_url)[0]
+        for name, members, value in ((IN_FIT, prepared.fit_rows, True), (HELD_OUT, fit_set, False)):
+            mask = np.full(n, not value)
+            mask[members] = value
+            write_point_array(store_url, layout.output_path(run, name), mask, overwrite=True)
+    return {"method": entry.name, "outputs": list(entry.outputs)}
+
+
+def write_points_chunk(store_url: str, run: str, prepared: PreparedPoints, start: int, stop: int) -> dict:
+    """Write rows ``start:stop`` of every output of ``run``: rows with fitted results as given, the others mapped
+    by the model (:func:`tasks.registry.point_outputs` on the chunk's rows of X).
+
     Returns ``n_fitted`` and ``n_extended``. Each output chunk's digest is recorded once it is written
     (:func:`storage.checksums.record_chunk`): a resumed run rewrites only the chunks without an intact record.
     """
@@ -35,13 +112,15 @@ def write_points_chunk(
     from storage.embedding_io import write_embedding_block, write_output_block
     from tasks.registry import EMBEDDING, get_entry, point_outputs
 
-    entry = get_entry(method)
+    entry = get_entry(prepared.method)
     n_rows = stop - start
+    lo, hi = np.searchsorted(prepared.rows, [start, stop])
     in_fit = np.zeros(n_rows, dtype=bool)
-    in_fit[local_fit] = True
-    mapped = point_outputs(entry, model, read_X(store_url, start, stop)[~in_fit]) if not in_fit.all() else {}
+    in_fit[prepared.rows[lo:hi] - start] = True
+    fitted = {k: v[lo:hi] for k, v in prepared.fitted.items()} if hi > lo else {}
+    mapped = point_outputs(entry, prepared.model, read_X(store_url, start, stop)[~in_fit]) if not in_fit.all() else {}
     for name in entry.outputs:
-        parts = [v for v in ((fitted or {}).get(name), mapped.get(name)) if v is not None]
+        parts = [v for v in (fitted.get(name), mapped.get(name)) if v is not None]
         block = np.empty((n_rows, *parts[0].shape[1:]), dtype=parts[0].dtype)
         if in_fit.any():
             block[in_fit] = fitted[name]
@@ -62,22 +141,3 @@ def output_array(run: str, name: str) -> str:
     from tasks.registry import EMBEDDING
 
     return layout.embedding_path(run) if name == EMBEDDING else layout.output_path(run, name)
-
-
-def warm_nndescent() -> float:
-    """Compile pynndescent's numba kernels in this process (build + query a tiny index); returns seconds.
-
-    Submitted once per Dask worker before out-of-sample queries: the compile costs 17-20 s per new process
-    even with ``NUMBA_CACHE_DIR`` (STACK.md), so it is paid in parallel with the fit, not inside a query.
-    """
-    import time
-
-    from spectral.knn import KNNIndex
-
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(0)
-    for dtype in (np.float32, np.float64):  # stores hold float32 X by default; in-memory data is often float64
-        index = KNNIndex.build(rng.normal(size=(300, 4)).astype(dtype), 5, method="nndescent", random_state=0,
-                               n_jobs=1)
-        index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
-    return time.perf_counter() - t0

@@ -16,8 +16,9 @@ Prefect's local result storage (``$PREFECT_HOME/storage``, or ``PREFECT_RESULTS_
 
 Per-chunk work
 --------------
-Tasks run in the flow process; their per-chunk work runs on the Dask cluster the flow owns
-(:func:`map_row_chunks`), one Dask task per row chunk of X, each writing whole aligned chunks of the store.
+Tasks run in the flow process and only orchestrate: a heavy stage's body runs as one Dask task on a worker
+(:func:`run_on_worker`), per-chunk work as one Dask task per row chunk of X (:func:`map_row_chunks`), each
+writing whole aligned chunks of the store.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-import numpy as np
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from storage import layout
 from storage.store import filesystem, read_attrs
+from tasks._fit_rows import HELD_OUT, fit_rows_for  # noqa: F401 - re-exported for the flows
+from tasks._worker import call_on_worker, warm_nndescent  # noqa: F401 - re-exported for the flows
 
 #: Cache policy of every eigenflow task (no RUN_ID: a re-run of the same run reuses finished tasks).
 CACHE_POLICY = TASK_SOURCE + INPUTS
@@ -133,40 +135,57 @@ def map_row_chunks(
         client.cancel([f for f in futures if not f.done()])
 
 
+def submit_to_worker(fn: Callable[..., Any], *args: Any, name: str, client: Any = None, **kwargs: Any):
+    """Submit ``fn(*args, **kwargs)`` as one Dask task (key ``<name>-<hex>``); returns its future.
+
+    ``fn`` is a module-level function of a Prefect-free module (the workers import it). The scheduler picks the
+    worker and reruns the task elsewhere if that worker dies (:mod:`tasks._worker`).
+    """
+    from distributed import get_client
+
+    client = client or get_client()
+    return client.submit(call_on_worker, fn, args, kwargs, key=f"{name}-{_token()}", pure=False)
+
+
+def run_on_worker(fn: Callable[..., Any], *args: Any, name: str, client: Any = None, **kwargs: Any) -> Any:
+    """Run one stage body on a Dask worker and wait for its (small) result: :func:`submit_to_worker` + result.
+
+    A dict result carries the worker's address, seconds and peak memory (:func:`tasks._worker.call_on_worker`).
+    """
+    return submit_to_worker(fn, *args, name=name, client=client, **kwargs).result()
+
+
+def publish_future(future: Any, name: str, client: Any = None) -> None:
+    """Keep the result of ``future`` on the cluster under ``name`` (replacing an older one) for a later stage.
+
+    The scheduler keeps a published key wanted: if the worker holding it dies, the task is run again.
+    """
+    from distributed import get_client
+
+    client = client or get_client()
+    if name in client.list_datasets():
+        client.unpublish_dataset(name)
+    client.publish_dataset(future, name=name)
+
+
+def published_future(name: str, client: Any = None) -> Any:
+    """The future published under ``name`` on the flow's cluster, or None."""
+    from distributed import get_client
+
+    client = client or get_client()
+    return client.get_dataset(name) if name in client.list_datasets() else None
+
+
+def unpublish(name: str, client: Any = None) -> None:
+    """Drop the dataset ``name`` from the cluster (no-op if there is none)."""
+    from distributed import get_client
+
+    client = client or get_client()
+    if name in client.list_datasets():
+        client.unpublish_dataset(name)
+
+
 def _token() -> str:
     import secrets
 
     return secrets.token_hex(4)
-
-
-# ---- fit set ---------------------------------------------------------------------------------------------------
-#: Name of the per-point output ``outputs/<run>/in_fit`` (bool): True for the points the model was fitted on.
-IN_FIT = "in_fit"
-#: Name of the per-point output ``outputs/<run>/held_out`` (bool): True for the points of the run's hold-out draw.
-HELD_OUT = "held_out"
-#: Name of the model array holding the sorted rows of X the model was fitted on.
-FIT_ROWS = "fit_rows"
-#: Stream id of the hold-out draw: spawned from the run's seed so that the stages that mirror an estimator's
-#: ``fit`` (kNN, eigensolver) see the same random sequence with or without a hold-out.
-HOLDOUT_STREAM = 1
-
-
-def fit_rows_for(n: int, holdout: float, random_state: int | None) -> np.ndarray:
-    """Sorted rows (int64) of the fit set: all ``n`` rows, minus ``round(holdout * n)`` drawn at random."""
-    from spectral.datasets import holdout_mask
-
-    if holdout == 0:
-        return np.arange(n, dtype=np.int64)
-    seq = np.random.SeedSequence(random_state).spawn(HOLDOUT_STREAM + 1)[HOLDOUT_STREAM]
-    return np.flatnonzero(~holdout_mask(n, holdout, random_state=seq)).astype(np.int64)
-
-
-def chunk_fit_slices(fit_rows: np.ndarray, bounds: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """For each row chunk, the slice ``(lo, hi)`` of ``fit_rows`` (sorted) that falls inside it."""
-    starts = np.searchsorted(fit_rows, [b[0] for b in bounds])
-    stops = np.searchsorted(fit_rows, [b[1] for b in bounds])
-    return [(int(a), int(b)) for a, b in zip(starts, stops)]
-
-
-# ---- per-chunk functions (defined in the Prefect-free module tasks._chunks, re-exported here) ----------------
-from tasks._chunks import warm_nndescent, write_points_chunk  # noqa: E402,F401

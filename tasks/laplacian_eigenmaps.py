@@ -1,22 +1,26 @@
 """The at-scale fit stages of Laplacian eigenmaps (:mod:`tasks.fitting`): kNN graph, weights, eigensolve + model.
 
-Each task mirrors one step of :meth:`spectral.embedding.LaplacianEigenmaps.fit` on stored arrays, with the
-same random sequence (one generator from ``random_state``: the kNN build draws first, the eigensolver uses
-what follows), so the flow's embedding equals the estimator's on the same data and parameters.
+The bodies here run on a Dask worker (:func:`tasks.common.run_on_worker`; this module imports no Prefect):
+each reads its inputs from the store and writes its outputs to it. Each mirrors one step of
+:meth:`spectral.embedding.LaplacianEigenmaps.fit` on stored arrays, with the same random sequence (one
+generator from ``random_state``: the kNN build draws first, the eigensolver uses what follows), so the flow's
+embedding equals the estimator's on the same data and parameters.
 
-The kNN index built by :func:`knn_task` is kept on the Dask cluster (a published dataset named after the run)
-for the out-of-sample queries of the held-out points (:func:`tasks.points.load_fitted`); if it is gone (a
-resumed run on a new cluster) it is rebuilt from the stored X with the stored index parameters.
+The kNN index of the fit set is the result of its own Dask task (:func:`build_fit_index`), kept on the
+cluster for the out-of-sample queries of the held-out points (published under :func:`index_dataset_name`);
+if its worker dies, the scheduler builds it again. If it is gone (a resumed run on a new cluster) it is
+rebuilt from the stored X with the stored index parameters (:func:`tasks.fitted_model.attach_index`).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from prefect import task
 
+from spectral._arrays import distinct_rows
 from spectral._validation import check_random_state, seed_int
 from spectral.embedding import LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
 from spectral.knn import KNNIndex
@@ -29,14 +33,13 @@ from storage.errors import StoreFormatError
 from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
 from storage.models import write_model
 
-from spectral._arrays import distinct_rows
-from tasks.common import COMPUTE_TASK, FIT_ROWS, IN_FIT, fit_rows_for
+from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_rows_for
 
 METHOD = "laplacian_eigenmaps"
 #: The graph arrays, checksummed when written and checked before they are read (:mod:`storage.checksums`).
 KNN_ARRAYS = (layout.KNN_INDICES, layout.KNN_DISTANCES)
 WEIGHT_ARRAYS = tuple(f"{layout.WEIGHTS}/{part}" for part in (layout.CSR_INDPTR, layout.CSR_INDICES, layout.CSR_DATA))
-#: ``attrs["state"]`` of the model written by :func:`eigensolve_task` (a :class:`LaplacianEigenmapsModel`).
+#: ``attrs["state"]`` of the model written by :func:`solve_eigenmaps` (a :class:`LaplacianEigenmapsModel`).
 MODEL_STATE = "laplacian_eigenmaps_model"
 
 
@@ -46,32 +49,48 @@ def index_dataset_name(store_token: str, run: str) -> str:
 
 
 # ---- kNN graph ----------------------------------------------------------------------------------------------
-@task(name="knn-graph", **COMPUTE_TASK)
-def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
-             holdout: float, random_state: int | None) -> dict[str, Any]:
-    """Build the kNN index of the fit set and write ``graph/knn`` for every row of X.
+@dataclass
+class FitIndex:
+    """The kNN index of the fit set (a Dask task's result, kept on the cluster): ``index`` over X[rows]."""
 
-    Rows of fit points hold their neighbours within the fit set; rows of held-out points their nearest
-    fit points. Exact copies of a fit point are left out of the fit (:func:`spectral._arrays.distinct_rows`) and
-    treated as held-out points (their first neighbour is their original, at distance 0). Also writes ``outputs/<run>/in_fit``. Returns the index parameters and sizes.
-    """
+    index: KNNIndex
+    rows: np.ndarray  # (n_fit,) int64 sorted rows of X
+    n_duplicates: int
+    build_seconds: float
+
+
+def build_fit_index(store_url: str, *, n_neighbors: int, knn_method: str, metric: str, holdout: float,
+                    random_state: int | None) -> FitIndex:
+    """Build the kNN index of the fit set of the store's X (exact copies of a fit point left out:
+    :func:`spectral._arrays.distinct_rows`; they are mapped like held-out points)."""
     n, _ = x_shape(store_url)
     X = read_X(store_url)  # (n, d)
-    rows, n_duplicates = distinct_rows(X[fit_set := fit_rows_for(n, holdout, random_state)], None, fit_set)
+    fit_set = fit_rows_for(n, holdout, random_state)
+    rows, n_duplicates = distinct_rows(X[fit_set], None, fit_set)
     t0 = time.perf_counter()
     index = KNNIndex.build(X[rows], n_neighbors, method=knn_method, metric=metric,
                            random_state=check_random_state(random_state))
-    build_seconds = time.perf_counter() - t0
+    return FitIndex(index, rows, n_duplicates, time.perf_counter() - t0)
+
+
+def write_knn_graph(store_url: str, run: str, built: FitIndex, *, n_neighbors: int) -> dict[str, Any]:
+    """Write ``graph/knn`` for every row of X from the fit index ``built``, and ``outputs/<run>/in_fit``.
+
+    Rows of fit points hold their neighbours within the fit set; rows of other points (held out, or exact
+    copies of a fit point: their first neighbour is their original, at distance 0) their nearest fit points.
+    Returns the index parameters and sizes.
+    """
+    index, rows = built.index, built.rows
+    n, _ = x_shape(store_url)
     idx_fit, dist_fit = index.neighbor_graph()  # positions within the fit set
     indices = np.empty((n, n_neighbors), dtype=np.int64)
     distances = np.empty((n, n_neighbors), dtype=np.float32)
     indices[rows], distances[rows] = rows[idx_fit], dist_fit
     held = np.setdiff1d(np.arange(n), rows, assume_unique=True)
     if held.size:
-        idx_h, dist_h = index.query(X[held], n_neighbors)
+        idx_h, dist_h = index.query(read_X(store_url)[held], n_neighbors)
         indices[held], distances[held] = rows[idx_h], dist_h
-        _publish(index, index_dataset_name(store_token, run))
-    attrs = {"run": run, "metric": metric, "n_fit": int(rows.size), "index_params": index.params}
+    attrs = {"run": run, "metric": index.metric, "n_fit": int(rows.size), "index_params": index.params}
     t0 = time.perf_counter()
     write_knn(store_url, indices, distances, attrs=attrs)
     record_checksums(store_url, KNN_ARRAYS)
@@ -79,8 +98,8 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     in_fit[rows] = True
     write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
     return {"k": n_neighbors, "method": index.method, "n_fit": int(rows.size), "n_heldout": int(held.size),
-            "n_duplicates": n_duplicates,
-            "build_seconds": build_seconds, "write_seconds": time.perf_counter() - t0}
+            "n_duplicates": built.n_duplicates,
+            "build_seconds": built.build_seconds, "write_seconds": time.perf_counter() - t0}
 
 
 def graph_belongs_to(store_url: str, run: str, part: str) -> bool:
@@ -92,17 +111,6 @@ def graph_belongs_to(store_url: str, run: str, part: str) -> bool:
     except StoreFormatError:
         return False
     return attrs.get("run") == run
-
-
-def _publish(index: KNNIndex, name: str) -> None:
-    """Keep ``index`` on the flow's Dask cluster under ``name`` (no-op without a client)."""
-    from distributed import get_client
-
-    client = get_client()
-    if name in client.list_datasets():
-        client.unpublish_dataset(name)
-    [future] = client.scatter([index])
-    client.publish_dataset(future, name=name)
 
 
 def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -128,8 +136,7 @@ def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndar
 WEIGHT_SCALES = "weight_scales"
 
 
-@task(name="weights", **COMPUTE_TASK)
-def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, symmetrize: str) -> dict[str, Any]:
+def compute_weights(store_url: str, run: str, *, weighting: str, symmetrize: str) -> dict[str, Any]:
     """Weight matrix W (n_fit, n_fit) of the fit graph, written to ``graph/weights`` (CSR), with the resolved
     weighting parameters (CSR attrs) and the per-point scales (``outputs/<run>/weight_scales``)."""
     rows, idx, dist = fit_graph(store_url, run)
@@ -145,8 +152,7 @@ def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, 
 
 
 # ---- eigensolve + model -------------------------------------------------------------------------------------
-@task(name="eigensolve", **COMPUTE_TASK)
-def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, normalization: str,
+def solve_eigenmaps(store_url: str, run: str, *, n_components: int, normalization: str,
                     eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None) -> dict[str, Any]:
     """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``."""
@@ -178,14 +184,3 @@ def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components:
     return {"eigen_solver": info["eigen_solver"], "eigenvalues": [float(v) for v in values],
             "converged": bool(info["converged"]), "n_iter": int(info["n_iter"]),
             "n_components_graph": int(info["component_eigenvalues"].shape[0]), "solve_seconds": solve_seconds}
-
-
-def release_index(store_token: str, run: str) -> None:
-    """Drop the published kNN index of ``run`` from the cluster (end of the flow)."""
-    from distributed import get_client
-
-    client = get_client()
-    name = index_dataset_name(store_token, run)
-    if name in client.list_datasets():
-        client.unpublish_dataset(name)
-

@@ -71,11 +71,15 @@ def usps_digits(n: int = 400, hidden_fraction: float = 0.5, seed: int = 0, dtype
 
 
 @contextlib.contextmanager
-def local_cluster(n_workers: int = 2):
-    """A LocalCluster of ``n_workers`` single-threaded worker processes; yields its scheduler address."""
+def local_cluster(n_workers: int = 2, processes: bool = True):
+    """A LocalCluster of ``n_workers`` single-threaded workers; yields its scheduler address.
+
+    ``processes=False``: the workers run in this process (then a test's monkeypatch reaches the stage bodies,
+    which run on the workers).
+    """
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=":0") as c:
         yield c.scheduler_address
 
 
@@ -93,3 +97,11 @@ def gaussian_blobs(n_per_class: int, dim: int, seed: int, n_classes: int = 3):
     centers = rng.standard_normal((n_classes, dim)) * 3
     y = np.repeat(np.arange(n_classes), n_per_class)
     return centers[y] + rng.standard_normal((y.size, dim)), y, centers, rng
+
+
+@pytest.fixture
+def thread_cluster():
+    """A LocalCluster whose workers run in this process (``local_cluster(processes=False)``): a test's monkeypatch
+    of a stage body (which runs on a worker) reaches it. Yields the scheduler address."""
+    with local_cluster(processes=False) as address:
+        yield address

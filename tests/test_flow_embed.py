@@ -72,9 +72,12 @@ def test_embed_store_contents_and_manifest(embedded, data):
     manifest = read_manifest(store, run)
     assert manifest.status == "completed" and manifest.error is None
     stages = manifest.stage_seconds()
-    # the cluster starts in the background during ingest / fit and is recorded when first needed
-    assert list(stages) == ["ingest", "knn", "weights", "eigensolve", "cluster", "embed-points"]
+    # the cluster starts in the background during the ingest and is recorded when the fit stages need it
+    assert list(stages) == ["ingest", "cluster", "knn", "weights", "eigensolve", "embed-points"]
     assert all(s is not None and s >= 0 for s in stages.values())
+    infos = {s.name: s.info for s in manifest.stages}
+    for name in ("knn", "weights", "eigensolve"):  # the heavy stages ran on a Dask worker, not the flow process
+        assert infos[name]["worker"].startswith("tcp://127.0.0.1:") and infos[name]["worker_peak_rss_gb"] > 0
     assert manifest.parameters["n_neighbors"] == PARAMS["n_neighbors"] and manifest.seed == 0
     assert manifest.versions["prefect"] and manifest.versions["zarr"]
 
@@ -184,8 +187,10 @@ def test_flow_with_nndescent(prefect_harness, cluster, tmp_path):
     assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted].astype(np.float64)), atol=1e-4 * scale)
 
 
-def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, cluster, data, monkeypatch):
-    """A run that failed at the eigensolver, re-run under the same name, reuses its finished kNN / weights tasks."""
+def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, thread_cluster, data, monkeypatch):
+    """A run that failed at the eigensolver, re-run under the same name, reuses its finished kNN / weights tasks.
+
+    The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach them."""
     import os
 
     import tasks.laplacian_eigenmaps as le
@@ -193,7 +198,8 @@ def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, cluster, d
 
     d, X, _, _ = data
     store = str(d / "resume.zarr")
-    common = dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=cluster, run_name="resume-me")
+    common = dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=thread_cluster,
+                  run_name="resume-me")
     real = le.laplacian_eigenmaps_from_graph
 
     def fail_once(*args, **kwargs):  # an eigensolver crash in the first run only

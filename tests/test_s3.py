@@ -93,7 +93,8 @@ def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_h
                                   read_embedding(str(data / "new.zarr"), e_local["run"]))
 
 
-def test_resume_on_s3_reuses_the_finished_stages(s3, cluster, data, local, prefect_harness, monkeypatch):
+def test_resume_on_s3_reuses_the_finished_stages(s3, thread_cluster, data, local, prefect_harness, monkeypatch):
+    """The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach the eigensolver."""
     import tasks.laplacian_eigenmaps as le
     from flows.embed import embed
 
@@ -105,7 +106,7 @@ def test_resume_on_s3_reuses_the_finished_stages(s3, cluster, data, local, prefe
         raise MemoryError("injected eigensolver failure")
 
     monkeypatch.setattr(le, "laplacian_eigenmaps_from_graph", fail_once)
-    common = dict(**COMMON, scheduler=cluster, run_name="r")
+    common = dict(**COMMON, scheduler=thread_cluster, run_name="r")
     with pytest.raises(MemoryError):
         embed(str(data / "X.npy"), store, **common)
     summary = embed(str(data / "X.npy"), store, **common)

@@ -1,0 +1,61 @@
+"""Running one stage body on a Dask worker (kept free of Prefect imports, like every worker-side module).
+
+The heavy fit stages (kNN build, weights, eigensolve, an estimator's own fit) are plain functions that read
+their inputs from the store and write their outputs to it. :func:`tasks.common.run_on_worker` submits one
+such body as a single Dask task through :func:`call_on_worker`, so the flow process only orchestrates: it
+sends a store URL and parameters and gets small JSON metadata back. The scheduler places the task (the least
+loaded worker); if that worker dies (killed, or out of memory), the scheduler runs the task again on another
+worker (``distributed.scheduler.allowed-failures``, default 3) and a Nanny restarts the dead one. Every body
+is deterministic for a given store, run and seed, so a rerun writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far (``getrusage`` ``ru_maxrss``), in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def call_on_worker(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run ``fn(*args, **kwargs)`` on the worker that received this task.
+
+    A dict result (stage metadata) gains ``worker`` (the worker's address), ``worker_seconds`` and
+    ``worker_peak_rss_gb`` (peak memory of the worker process up to the end of the stage, including what it
+    held before). Any other result (e.g. a kNN index kept on the cluster) is returned as it is.
+    """
+    t0 = time.perf_counter()
+    result = fn(*args, **kwargs)
+    if isinstance(result, dict):
+        from distributed import get_worker
+
+        result = {**result, "worker": get_worker().address, "worker_seconds": time.perf_counter() - t0,
+                  "worker_peak_rss_gb": round(peak_rss_bytes() / 1e9, 3)}
+    return result
+
+
+def warm_nndescent() -> float:
+    """Compile pynndescent's numba kernels in this process (build + query a tiny index); returns seconds.
+
+    Submitted once per Dask worker at the start of a run that builds or queries an NN-descent index: the
+    compile costs 17-20 s per new process even with ``NUMBA_CACHE_DIR`` (STACK.md), so it is paid by every
+    worker in parallel with the ingest, and a long-lived cluster (``eigenflow serve``) pays it once.
+    """
+    from spectral.knn import KNNIndex
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):  # stores hold float32 X by default; in-memory data is often float64
+        index = KNNIndex.build(rng.normal(size=(300, 4)).astype(dtype), 5, method="nndescent", random_state=0,
+                               n_jobs=1)
+        index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
+    return time.perf_counter() - t0

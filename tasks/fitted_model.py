@@ -1,0 +1,76 @@
+"""Restoring a stored model for out-of-sample use (Prefect-free: runs on Dask workers).
+
+A model is ``models/<run>`` of a store: the arrays and attributes of its ``to_state`` plus ``fit_rows`` (the
+rows of X it was fitted on), with the attributes ``method`` (registry name) and ``state``, which says how to
+restore it: :data:`ESTIMATOR_STATE` (the estimator's ``from_state``) or the Laplacian eigenmaps model of the
+at-scale stages (:data:`tasks.laplacian_eigenmaps.MODEL_STATE`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from storage.arrays import read_X, x_shape
+from storage.errors import StoreFormatError
+from storage.models import read_model
+
+from tasks._fit_rows import FIT_ROWS
+from tasks.registry import MethodEntry, get_entry
+
+#: ``attrs["state"]`` of a model written from the estimator's ``to_state``.
+ESTIMATOR_STATE = "estimator"
+
+
+def load_fitted(store_url: str, run: str, *, index: Any = None, with_index: bool = True
+                ) -> tuple[MethodEntry, Any, np.ndarray]:
+    """``(entry, model, fit_rows)`` of the model of ``run`` in ``store_url``.
+
+    With ``with_index``, a model that needs the kNN index of its training points gets it
+    (:func:`attach_index`: ``index`` when given, else rebuilt from the store's X).
+    """
+    from tasks import laplacian_eigenmaps as le
+
+    arrays, attrs = read_model(store_url, run)
+    method = attrs.get("method")
+    entry = get_entry(method) if isinstance(method, str) else None
+    if entry is None or "state" not in attrs:
+        raise StoreFormatError(f"model {run!r} of {store_url} was written by an older eigenflow (no method / state "
+                               "attributes); run `eigenflow embed` again")
+    rows = arrays.pop(FIT_ROWS)
+    if rows.size and int(rows.max()) >= x_shape(store_url)[0]:
+        raise StoreFormatError(f"model {run!r} was fitted on rows up to {int(rows.max())} but X of {store_url} has "
+                               f"{x_shape(store_url)[0]} rows: the store was re-ingested; fit again")
+    if attrs["state"] == le.MODEL_STATE:
+        from spectral.embedding import LaplacianEigenmapsModel
+
+        model = LaplacianEigenmapsModel.from_state(arrays, attrs["state_attrs"])
+    elif attrs["state"] == ESTIMATOR_STATE:
+        model = entry.estimator_class.from_state(arrays, attrs["state_attrs"])
+    else:
+        raise StoreFormatError(f"model {run!r} of {store_url} has an unknown state {attrs['state']!r}")
+    if with_index:
+        attach_index(model, store_url, rows, index)
+    return entry, model, rows
+
+
+def attach_index(model: Any, store_url: str, rows: np.ndarray, index: Any = None) -> None:
+    """Give a restored model the kNN index of its training points (rows ``rows`` of the store's X).
+
+    ``index``: the :class:`tasks.laplacian_eigenmaps.FitIndex` the run's kNN stage left on the cluster (Laplacian
+    eigenmaps with a hold-out), or None: then the index is rebuilt from X with the stored parameters. Models
+    without a kNN-based out-of-sample map are left as they are.
+    """
+    if hasattr(model, "attach_index") and hasattr(model, "knn_params"):  # LaplacianEigenmapsModel
+        if index is not None:
+            if not np.array_equal(index.rows, rows):
+                raise StoreFormatError("the kNN index left on the cluster was built on other rows than the model's "
+                                       "fit rows; run the flow again with a new run name")
+            model.attach_index(index.index)
+        else:
+            from spectral.knn import KNNIndex
+
+            model.attach_index(KNNIndex.rebuild(read_X(store_url)[rows], model.knn_params))
+    elif hasattr(model, "rebuild_index"):  # TSK / RSK
+        model.rebuild_index(np.asarray(read_X(store_url)[rows], dtype=np.float64))
