@@ -40,14 +40,16 @@ def _save_atomic(path: Path, array: np.ndarray) -> None:
 
 
 class PeakMemory:
-    """Sample the summed RSS of this process and all its descendants (e.g. Dask workers) in a thread.
+    """Sample the summed RSS of a process (default: this one) and all its descendants (e.g. Dask workers) in a
+    thread.
 
     Use as a context manager; :attr:`peak_bytes` holds the maximum seen. ``interval`` seconds between
     samples (0.2 s catches every stage longer than that).
     """
 
-    def __init__(self, interval: float = 0.2):
+    def __init__(self, interval: float = 0.2, pid: int | None = None):
         self.interval = interval
+        self.pid = pid  # whose process tree (default: this process)
         self.peak_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -66,7 +68,10 @@ class PeakMemory:
             self._sample()
 
     def _sample(self) -> None:
-        self.peak_bytes = max(self.peak_bytes, tree_rss())
+        try:
+            self.peak_bytes = max(self.peak_bytes, tree_rss(self.pid))
+        except psutil.NoSuchProcess:  # the watched process has ended
+            pass
 
 
 def tree_rss(pid: int | None = None) -> int:
@@ -141,3 +146,51 @@ def print_quality(method: str, value: float, refs: dict[str, float]) -> None:
     print(f"quality (accuracy on the same points): {method}: {value:.4f}")
     for name, acc in refs.items():
         print(f"  {name}: {acc:.4f}")
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def prefect_server(home: Path, *, scheduler_loop_seconds: float = 1.0):
+    """A real ``prefect server start`` on a free loopback port with its own ``PREFECT_HOME``; yields the API URL.
+
+    ``scheduler_loop_seconds``: how often the server's scheduler creates runs of scheduled deployments (Prefect's
+    default is 60 s). Stopped with SIGTERM to its process group at the end.
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    home.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": str(scheduler_loop_seconds)}
+    env.pop("PREFECT_API_URL", None)
+    server = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start", "--host",
+                               "127.0.0.1", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.time() + 180
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("prefect server did not start") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)

@@ -162,6 +162,8 @@ def embed(
                                                   random_state=random_state))
             ctx.manifest.results.update(_output_paths(method, run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method})
+            if warm:  # seconds each worker spent compiling pynndescent (~0 on a warm, long-lived cluster)
+                ctx.manifest.results["nndescent_compile_seconds"] = [round(s, 2) for s in client.gather(warm)]
         finally:
             release_index(ctx.token, ctx.run)
             del warm

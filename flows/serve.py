@@ -10,9 +10,10 @@ run until the new one completes.
 
 With ``keep_cluster`` (the default) the serving process also keeps one local Dask cluster up between runs and
 passes its address to every run: the runs skip the cluster start, and the workers, warmed once
-(:func:`tasks.common.warm_nndescent`), keep pynndescent's compiled kernels for the out-of-sample queries. Prefect
-runs each flow run in a fresh subprocess of the serving process, so what runs in the flow process itself pays
-its imports each time. ``prefect deploy`` with the repository's ``prefect.yaml`` serves the same flows from a
+(:func:`tasks.common.warm_nndescent`), keep pynndescent's compiled kernels. Every heavy stage (kNN build,
+weights, eigensolve, write-back) runs on those workers (:func:`tasks.common.run_on_worker`), so a scheduled run
+pays neither the compile nor the cluster start. Prefect runs each flow run in a fresh subprocess of the serving
+process; that process only orchestrates and pays its imports (Prefect, the flow modules) each time. ``prefect deploy`` with the repository's ``prefect.yaml`` serves the same flows from a
 work pool instead (README, "Scheduled runs").
 """
 
