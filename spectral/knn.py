@@ -191,6 +191,17 @@ class KNNIndex:
         """Number of training points."""
         return self._X.shape[0]
 
+    def prepare(self) -> KNNIndex:
+        """Build the query structures now rather than at the first :meth:`query` (returns ``self``).
+
+        NN-descent's search graph and search tree are otherwise built lazily by the first query, which mutates
+        the index: pickling it meanwhile from another thread (a Dask worker sending it to another worker
+        while a task queries it) fails in pynndescent's ``__getstate__``. Nothing to do for "exact".
+        """
+        if self.method == "nndescent":
+            self._index.prepare()
+        return self
+
     def neighbor_graph(self) -> tuple[np.ndarray, np.ndarray]:
         """Training graph: ``(indices int64 (n, k), distances float32 (n, k))``, no self-neighbours (copies)."""
         return self._graph[0].copy(), self._graph[1].copy()

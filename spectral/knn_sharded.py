@@ -144,7 +144,7 @@ def sharded_knn_graph_futures(client, X: Any, n_neighbors: int, *, n_shards: int
     sizes = np.diff(offsets)
 
     indexes = [client.submit(_build_shard, shards[p], min(k, int(sizes[p]) - 1), shard_method, metric, seeds[p],
-                             n_jobs, pure=False) for p in range(P)]
+                             n_jobs, P > 1, pure=False) for p in range(P)]
     out = []
     for q in range(P):
         lists = [client.submit(_own_graph, indexes[q], int(offsets[q]), pure=False)]
@@ -216,9 +216,14 @@ def _put_shards(client, X: Any, offsets: np.ndarray, lazy: bool) -> list:
     return client.scatter([X[a:b] for a, b in zip(offsets[:-1], offsets[1:])], hash=False)
 
 
-def _build_shard(X_p, k: int, method: str, metric: str, seed: np.random.SeedSequence, n_jobs):
-    """Task: the :class:`~spectral.knn.KNNIndex` (with its own ``(n_p, k)`` graph) of one shard's rows."""
-    return KNNIndex.build(X_p, k, method=method, metric=metric, random_state=seed, n_jobs=n_jobs)
+def _build_shard(X_p, k: int, method: str, metric: str, seed: np.random.SeedSequence, n_jobs, queried: bool):
+    """Task: the :class:`~spectral.knn.KNNIndex` (with its own ``(n_p, k)`` graph) of one shard's rows.
+
+    An index that other shards will query is prepared here, before query tasks use it while the worker
+    pickles it for other workers (pynndescent's lazy preparation is not thread-safe, :meth:`KNNIndex.prepare`).
+    """
+    index = KNNIndex.build(X_p, k, method=method, metric=metric, random_state=seed, n_jobs=n_jobs)
+    return index.prepare() if queried else index
 
 
 def _own_graph(index, offset: int) -> tuple[np.ndarray, np.ndarray]:
