@@ -85,8 +85,8 @@ def main() -> None:
         _row(f"single-process nndescent n_jobs={n_jobs or 'all'}", time.perf_counter() - t0,
              _recall(idx, rows, truth))
 
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    cluster_kwargs = {"n_workers": args.workers, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
+    with LocalCluster(**cluster_kwargs) as cluster, Client(cluster) as client:
         client.gather([client.submit(_warm, small, args.k, workers=[w], pure=False) for w in client.nthreads()])
         for P in args.shards:
             t0 = time.perf_counter()
