@@ -113,22 +113,22 @@ def sharded_knn_graph(
     distances : ndarray of float32, shape (n, k)
         Recomputed in float64 from the coordinates (as every method of :mod:`spectral.knn`).
     """
-    client = _active_client()
     futures, _ = sharded_knn_graph_futures(
-        client, X, n_neighbors, n_shards=n_shards, metric=metric, random_state=random_state,
-        shard_method=shard_method, n_jobs=n_jobs,
+        X, n_neighbors, n_shards=n_shards, metric=metric, random_state=random_state, shard_method=shard_method,
+        n_jobs=n_jobs,
     )
-    blocks = client.gather(futures)  # P x ((n_p, k), (n_p, k)): only the graph comes back
+    blocks = futures[0].client.gather(futures)  # P x ((n_p, k), (n_p, k)): only the graph comes back
     return np.vstack([b[0] for b in blocks]), np.vstack([b[1] for b in blocks])
 
 
-def sharded_knn_graph_futures(client, X: Any, n_neighbors: int, *, n_shards: int | None = None,
-                              metric: str = "euclidean", random_state: Any = None, shard_method: str = "nndescent",
-                              n_jobs: int | None = 1) -> tuple[list, np.ndarray]:
+def sharded_knn_graph_futures(X: Any, n_neighbors: int, *, n_shards: int | None = None, metric: str = "euclidean",
+                              random_state: Any = None, shard_method: str = "nndescent", n_jobs: int | None = 1,
+                              client=None) -> tuple[list, np.ndarray]:
     """The sharded graph left on the workers: ``(futures, offsets)``.
 
     ``futures[p]`` resolves to ``(indices int64 (n_p, k), distances float32 (n_p, k))`` of rows
-    ``offsets[p]:offsets[p + 1]`` (global row numbers); ``offsets`` is (P + 1,) int64. Parameters as
+    ``offsets[p]:offsets[p + 1]`` (global row numbers); ``offsets`` is (P + 1,) int64. ``client`` defaults
+    to the active one (looked up after the parameters are checked); other parameters as
     :func:`sharded_knn_graph`.
     """
     X, n, lazy = _check_X(X)
@@ -137,10 +137,10 @@ def sharded_knn_graph_futures(client, X: Any, n_neighbors: int, *, n_shards: int
     shard_method = check_choice("shard_method", shard_method, SHARD_METHODS)
     if n_jobs is not None:
         n_jobs = check_int("n_jobs", n_jobs, low=1)
-    if n_shards is None:
-        P = default_n_shards(n, sum(client.nthreads().values()))
-    else:
-        P = check_int("n_shards", n_shards, low=1, high=n // 2)
+    if n_shards is not None:
+        n_shards = check_int("n_shards", n_shards, low=1, high=n // 2)
+    client = _active_client() if client is None else client
+    P = default_n_shards(n, sum(client.nthreads().values())) if n_shards is None else n_shards
     offsets = (np.arange(P + 1, dtype=np.int64) * n) // P  # contiguous near-equal shards, each >= 2 rows
     shards = _put_shards(client, X, offsets, lazy)
     seeds = np.random.SeedSequence(seed_int(check_random_state(random_state))).spawn(P)

@@ -87,6 +87,8 @@ def test_no_client_is_a_clear_error():
         get_client()  # precondition: no client is active in this test
     with pytest.raises(ParameterError, match=r"method='sharded' .*needs an active distributed\.Client"):
         knn_graph(_data(50), 3, method="sharded")
+    with pytest.raises(ParameterError, match=r"n_shards must be an integer in \[1, 25\]; got 0"):
+        knn_graph(_data(50), 3, method="sharded", n_shards=0)  # parameters are checked before the client
 
 
 @pytest.mark.parametrize(
