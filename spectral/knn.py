@@ -23,6 +23,8 @@ from ._refine import drop_self as _drop_self, refine as _refine
 from .errors import InputDataError, ParameterError
 
 METHODS = ("auto", "exact", "nndescent")
+#: methods of :func:`knn_graph`: those of :class:`KNNIndex` plus "sharded" (a graph, no queryable index)
+GRAPH_METHODS = METHODS + ("sharded",)
 METRICS = ("euclidean", "manhattan", "cosine")
 
 #: ``method="auto"`` uses the exact search when n_samples < EXACT_MAX_SAMPLES, NN-descent otherwise.
@@ -45,25 +47,34 @@ NNDESCENT_QUERY_EPSILON = 0.2
 
 
 def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "euclidean", random_state: Any = None,
-              n_jobs: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+              n_jobs: int | None = None, n_shards: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """k nearest neighbours of every row of ``X`` among the other rows.
 
     Parameters
     ----------
     X : array-like, shape (n, d)
-        Finite numeric data.
+        Finite numeric data; with ``method="sharded"`` also a dask array (row chunks).
     n_neighbors : int in [1, n - 1]
         Number of neighbours ``k`` per point, the point itself excluded.
-    method : {"auto", "exact", "nndescent"}
+    method : {"auto", "exact", "nndescent", "sharded"}
         "exact" is scikit-learn's ``NearestNeighbors`` (kd-tree / brute force chosen by scikit-learn),
         queried in chunks of :data:`EXACT_CHUNK_ROWS` rows; "nndescent" is ``pynndescent.NNDescent`` built
-        with ``k + 1`` neighbours; "auto" is "exact" below :data:`EXACT_MAX_SAMPLES` points.
+        with ``k + 1`` neighbours; "auto" is "exact" below :data:`EXACT_MAX_SAMPLES` points (and never
+        "sharded": callers that own a cluster choose "sharded" explicitly). "sharded" runs on the active
+        ``distributed.Client``: one NN-descent index per row shard, every shard queried against every other
+        shard's index, the candidates merged (:func:`spectral.knn_sharded.sharded_knn_graph`).
     metric : {"euclidean", "manhattan", "cosine"}
     random_state : None, int, Generator
-        Seeds NN-descent (through one integer drawn from the generator); unused by "exact".
+        Seeds NN-descent (through one integer drawn from the generator); unused by "exact". "sharded" seeds
+        shard ``p`` with the ``p``-th child of ``SeedSequence(that integer).spawn(n_shards)``.
     n_jobs : int or None
         Threads of NN-descent, in [1, numba's thread count]; None uses them all (the cores this process may
         run on: ``taskset`` / container CPU limits count, not ``os.cpu_count()``). Pass 1 inside Dask workers.
+        With "sharded": threads per shard task on the workers, None meaning 1 there.
+    n_shards : int in [1, n // 2] or None
+        Only with "sharded": the number of row shards; None is
+        :func:`spectral.knn_sharded.default_n_shards` (one per worker thread, more when a shard would exceed
+        :data:`spectral.knn_sharded.ROWS_PER_SHARD` rows).
 
     Returns
     -------
@@ -72,6 +83,15 @@ def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "
         it (another row with the same coordinates) is, at distance 0.
     distances : ndarray of float32, shape (n, k)
     """
+    method = check_choice("method", method, GRAPH_METHODS)
+    if method == "sharded":
+        from .knn_sharded import sharded_knn_graph
+
+        return sharded_knn_graph(X, n_neighbors, n_shards=n_shards, metric=metric, random_state=random_state,
+                                 n_jobs=1 if n_jobs is None else n_jobs)
+    if n_shards is not None:
+        raise ParameterError(f"n_shards is used only by method='sharded'; got n_shards={n_shards!r} with "
+                             f"method={method!r}")
     return KNNIndex.build(
         X, n_neighbors, method=method, metric=metric, random_state=random_state, n_jobs=n_jobs
     ).neighbor_graph()
@@ -170,6 +190,17 @@ class KNNIndex:
     def n_samples(self) -> int:
         """Number of training points."""
         return self._X.shape[0]
+
+    def prepare(self) -> KNNIndex:
+        """Build the query structures now rather than at the first :meth:`query` (returns ``self``).
+
+        NN-descent's search graph and search tree are otherwise built lazily by the first query, which mutates
+        the index: pickling it meanwhile from another thread (a Dask worker sending it to another worker
+        while a task queries it) fails in pynndescent's ``__getstate__``. Nothing to do for "exact".
+        """
+        if self.method == "nndescent":
+            self._index.prepare()
+        return self
 
     def neighbor_graph(self) -> tuple[np.ndarray, np.ndarray]:
         """Training graph: ``(indices int64 (n, k), distances float32 (n, k))``, no self-neighbours (copies)."""

@@ -114,6 +114,8 @@ def test_nndescent_query_and_pickle():
     assert np.array_equal(ti[:, 0], np.arange(10)) and np.all(td[:, 0] == 0.0)
     clone = pickle.loads(pickle.dumps(index))
     np.testing.assert_array_equal(clone.query(q, 5)[0], qi)
+    prepared = KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1).prepare()
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(prepared)).query(q, 5)[0], qi)  # same as lazy
     rebuilt = KNNIndex.rebuild(X, index.params)  # same seed, n_jobs=1: the same graph (documented)
     for a, b in zip(rebuilt.neighbor_graph(), index.neighbor_graph()):
         np.testing.assert_array_equal(a, b)

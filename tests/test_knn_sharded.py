@@ -1,0 +1,134 @@
+"""Sharded kNN graph (spectral.knn_sharded) on a LocalCluster of 2 worker processes.
+
+Oracle: scikit-learn's brute-force ``NearestNeighbors``. The default tests use the exact search per shard
+(no numba compile in the workers) and check that the sharding, the shard-pair queries and the merge give the
+exact graph; the NN-descent tests are ``slow``: every fresh worker process pays pynndescent's numba compile
+(30 s alone, up to ~100 s on this shared 2-core machine under load; STACK.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.neighbors import NearestNeighbors
+
+from spectral.errors import ParameterError
+from spectral.knn import knn_graph
+from spectral.knn_sharded import ROWS_PER_SHARD, default_n_shards, merge_candidates, sharded_knn_graph
+from spectral.metrics import knn_recall
+from test_knn import check_contract
+
+K = 10
+
+
+@pytest.fixture
+def client(cluster):
+    """A client of the module's 2-worker cluster, active (``distributed.get_client``) for one test only."""
+    from distributed import Client
+
+    with Client(cluster) as c:
+        yield c
+
+
+def _brute(X, k):
+    """The oracle: scikit-learn brute-force kNN, the point itself removed (no duplicates in the data)."""
+    idx = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(X).kneighbors(X, return_distance=False)
+    return idx[:, 1:]
+
+
+def _data(n=1500, d=8, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d))
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 5])
+def test_exact_shards_give_the_exact_graph(client, n_shards):
+    X = _data()
+    indices, distances = sharded_knn_graph(X, K, n_shards=n_shards, shard_method="exact", random_state=0)
+    check_contract(X, indices, distances, K)
+    # exhaustive search per shard: the merged graph is the exact one, bit for bit
+    ie, de = knn_graph(X, K, method="exact")
+    np.testing.assert_array_equal(indices, ie)
+    np.testing.assert_array_equal(distances, de)
+    assert knn_recall(indices, _brute(X, K)) == 1.0
+
+
+def test_dask_input_equals_numpy_input(client):
+    import dask.array as da
+
+    X = _data(1001)
+    expected = sharded_knn_graph(X, K, n_shards=3, shard_method="exact", metric="cosine")
+    got = sharded_knn_graph(da.from_array(X, chunks=(250, 8)), K, n_shards=3, shard_method="exact", metric="cosine")
+    for a, b in zip(expected, got):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_default_n_shards_rule(client):
+    assert default_n_shards(10_000, 2) == 2
+    assert default_n_shards(3 * ROWS_PER_SHARD + 1, 2) == 4
+    assert default_n_shards(3, 8) == 1  # every shard keeps >= 2 rows
+    X = _data(40)
+    indices, _ = sharded_knn_graph(X, 3, shard_method="exact")  # 2 workers: 2 shards
+    np.testing.assert_array_equal(indices, knn_graph(X, 3, method="exact")[0])
+
+
+def test_merge_breaks_distance_ties_by_the_smaller_index():
+    a = (np.array([[7, 3]]), np.array([[1.0, 2.0]], np.float32))
+    b = (np.array([[5, 1]]), np.array([[1.0, 2.0]], np.float32))
+    indices, distances = merge_candidates(3, a, b)
+    np.testing.assert_array_equal(indices, [[5, 7, 1]])
+    np.testing.assert_array_equal(distances, [[1.0, 1.0, 2.0]])
+    assert indices.dtype == np.int64 and distances.dtype == np.float32
+
+
+def test_no_client_is_a_clear_error():
+    from distributed import get_client
+
+    with pytest.raises(ValueError):
+        get_client()  # precondition: no client is active in this test
+    with pytest.raises(ParameterError, match=r"method='sharded' .*needs an active distributed\.Client"):
+        knn_graph(_data(50), 3, method="sharded")
+    with pytest.raises(ParameterError, match=r"n_shards must be an integer in \[1, 25\]; got 0"):
+        knn_graph(_data(50), 3, method="sharded", n_shards=0)  # parameters are checked before the client
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": "sharded", "n_shards": 0}, r"n_shards must be an integer in \[1, 25\]; got 0"),
+        ({"method": "sharded", "n_shards": 26}, r"n_shards must be an integer in \[1, 25\]; got 26"),
+        ({"method": "sharded", "n_shards": 2.0}, r"n_shards must be an integer in \[1, 25\]; got 2\.0"),
+        ({"method": "sharded", "n_neighbors": 50}, r"n_neighbors must be an integer in \[1, 49\]; got 50"),
+        ({"method": "exact", "n_shards": 2}, r"n_shards is used only by method='sharded'; got n_shards=2"),
+    ],
+)
+def test_bad_parameters_name_the_parameter(client, kwargs, match):
+    kwargs = {"n_neighbors": 3, **kwargs}
+    with pytest.raises(ParameterError, match=match):
+        knn_graph(_data(50), kwargs.pop("n_neighbors"), **kwargs)
+
+
+def test_bad_shard_method(client):
+    with pytest.raises(ParameterError, match=r"shard_method must be one of \['nndescent', 'exact'\]; got 'annoy'"):
+        sharded_knn_graph(_data(50), 3, shard_method="annoy")
+
+
+@pytest.mark.slow
+def test_nndescent_shards_recall_reproducible_and_dask_equal(client):
+    """NN-descent per shard: recall within 0.01 of single-process NN-descent; same seed, same graph;
+    dask input, same graph. The single-process reference runs on a worker (compiled there already)."""
+    import dask.array as da
+
+    from spectral.datasets import make_swiss_roll_lifted
+
+    X = make_swiss_roll_lifted(4000, random_state=0)[0].astype(np.float64)
+    oracle = _brute(X, K)
+    sharded = knn_graph(X, K, method="sharded", n_shards=3, random_state=1)
+    check_contract(X, *sharded, K)
+    single = client.submit(knn_graph, X, K, method="nndescent", random_state=1, n_jobs=1).result()
+    r_sharded, r_single = knn_recall(sharded[0], oracle), knn_recall(single[0], oracle)
+    assert r_sharded >= r_single - 0.01, (r_sharded, r_single)
+    again = sharded_knn_graph(X, K, n_shards=3, random_state=1)
+    lazy = sharded_knn_graph(da.from_array(X.astype(np.float32), chunks=(700, 32)), K, n_shards=3, random_state=1)
+    for a, b, c in zip(sharded, again, lazy):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
