@@ -1,0 +1,194 @@
+"""Row partitions of a graph and the per-shard (worker-side) pieces of :mod:`.distributed`.
+
+Partitions (driver side, on a symmetric ``W`` or on point coordinates):
+
+- ``"rcm"``: reverse Cuthill-McKee order of the graph (:mod:`._reorder`), cut into ``P`` contiguous runs
+  of equal size. RCM numbers the nodes by breadth-first level sets, so a cut between two runs crosses
+  one level front: on a kNN graph of a manifold most edges stay inside a run.
+- ``"coordinates"``: recursive bisection of the points along the principal direction of their
+  coordinates (the top ``log2 P`` levels of a PCA tree, i.e. a random-projection tree whose directions are
+  the principal ones: Dasgupta & Freund 2008 use random directions, Verma, Kpotufe & Dasgupta 2009 show
+  that the principal direction adapts at least as well); each part is then renumbered by RCM of its own
+  subgraph (locality of the per-shard products). Coordinates are the data ``X`` or an initial embedding.
+- ``"none"``: the given order, cut into equal runs.
+
+Worker side: every function whose name starts with ``shard_`` runs on the worker that holds the shard
+and receives / returns only that shard's objects and (rows, b) blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._sparse import row_of_entries
+from ..graph_laplacian import laplacian_rows
+from . import _reorder
+
+PARTITIONS = ("rcm", "coordinates", "none")
+# Power iterations for the principal direction of a part's coordinates (a direction, not an eigenvector to
+# precision: the split only needs a long axis of the point cloud).
+PCA_POWER_ITERATIONS = 20
+
+
+def equal_bounds(n: int, n_blocks: int) -> np.ndarray:
+    """Block boundaries ``(P + 1,)`` of ``n`` rows cut into ``P`` runs whose sizes differ by at most one."""
+    return np.array([(i * n) // n_blocks for i in range(n_blocks + 1)], dtype=np.int64)
+
+
+def row_partition(W: sp.csr_matrix, n_blocks: int, method: str, coordinates=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(perm (n,), bounds (P + 1,))``: shard ``i`` holds the nodes ``perm[bounds[i]:bounds[i + 1]]``."""
+    n = W.shape[0]
+    if method == "none":
+        return np.arange(n, dtype=np.int64), equal_bounds(n, n_blocks)
+    if method == "rcm":
+        return _reorder.rcm_permutation(W), equal_bounds(n, n_blocks)
+    parts = _bisect(np.asarray(coordinates, dtype=np.float64), np.arange(n, dtype=np.int64), n_blocks)
+    ordered = []
+    for nodes in parts:  # RCM inside each part: neighbouring rows next to each other in the shard
+        local = _reorder.rcm_permutation(W[nodes][:, nodes]) if nodes.size > 1 else np.zeros(1, dtype=np.int64)
+        ordered.append(nodes[local])
+    bounds = np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(np.int64)
+    return np.concatenate(ordered), bounds
+
+
+def _bisect(Y: np.ndarray, nodes: np.ndarray, parts: int) -> list[np.ndarray]:
+    """Split ``nodes`` into ``parts`` groups (sizes within one of ``len / parts``) by recursive bisection
+    at the quantile ``floor(parts / 2) / parts`` of the projection on the principal direction."""
+    if parts == 1:
+        return [nodes]
+    Z = Y[nodes] - Y[nodes].mean(axis=0)
+    v = np.ones(Z.shape[1]) / np.sqrt(Z.shape[1])  # fixed start: deterministic split
+    for _ in range(PCA_POWER_ITERATIONS):
+        w = Z.T @ (Z @ v)
+        norm = np.linalg.norm(w)
+        if norm == 0:
+            break
+        v = w / norm
+    left_parts = parts // 2
+    cut = (nodes.size * left_parts) // parts
+    order = np.argsort(Z @ v, kind="stable")
+    return _bisect(Y, nodes[order[:cut]], left_parts) + _bisect(Y, nodes[order[cut:]], parts - left_parts)
+
+
+def inside_fraction(W: sp.csr_matrix, perm: np.ndarray, bounds: np.ndarray) -> float:
+    """Fraction of the stored off-diagonal entries of ``W`` whose two ends lie in the same shard."""
+    label = np.empty(W.shape[0], dtype=np.int64)
+    label[perm] = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    rows = row_of_entries(W)
+    off = rows != W.indices
+    total = int(off.sum())
+    return float(np.sum(label[rows[off]] == label[W.indices[off]]) / total) if total else 1.0
+
+
+# ---------------------------------------------------------------------------------------------- worker side
+
+@dataclass
+class Shard:
+    """Rows ``[start, stop)`` of the operator with compressed columns, living on one worker.
+
+    ``L`` (m, c) holds the rows with their columns renumbered into ``cols`` (c,), the sorted global columns
+    the rows touch (own rows included): a product needs ``V[cols]`` only. ``own`` (lo, hi) locates the own
+    rows inside ``cols`` (the diagonal block is ``L[:, lo:hi]``); ``M`` is the block preconditioner of the
+    diagonal block (or None).
+    """
+
+    start: int
+    stop: int
+    L: sp.csr_matrix
+    cols: np.ndarray
+    own: tuple[int, int]
+    M: object = None
+
+
+def shard_degrees(W_rows: sp.csr_matrix, start: int) -> np.ndarray:
+    """Row sums of a row block of ``W`` without self-loops, ``(m,)``."""
+    W = sp.csr_matrix(W_rows, dtype=np.float64)
+    keep = (row_of_entries(W) + start) != W.indices
+    return np.bincount(row_of_entries(W)[keep], weights=W.data[keep], minlength=W.shape[0])
+
+
+def shard_build(W_rows: sp.csr_matrix, start: int, degrees: np.ndarray, normalization: str) -> Shard:
+    """The shard of the normalized Laplacian for a row block of ``W`` (see :class:`Shard`)."""
+    L = laplacian_rows(W_rows, degrees, start, normalization)
+    m = L.shape[0]
+    cols = np.union1d(L.indices, np.arange(start, start + m))
+    local = sp.csr_matrix((L.data, np.searchsorted(cols, L.indices), L.indptr), shape=(m, cols.size))
+    lo = int(np.searchsorted(cols, start))
+    return Shard(int(start), int(start + m), local, cols.astype(np.int64), (lo, lo + m))
+
+
+def shard_stats(shard: Shard) -> dict:
+    """Sizes of a shard and its infinity-norm contribution (for :meth:`DistributedLaplacian.norm_bound`)."""
+    L = shard.L
+    lo, hi = shard.own
+    rows = row_of_entries(L)
+    off = rows + lo != L.indices
+    inside = off & (L.indices >= lo) & (L.indices < hi)
+    row_abs = np.asarray(abs(L).sum(axis=1)).ravel()
+    return {"rows": L.shape[0], "columns": int(shard.cols.size), "nnz": int(L.nnz),
+            "offdiag": int(off.sum()), "inside": int(inside.sum()),
+            "norm_inf": float(row_abs.max()) if row_abs.size else 0.0}
+
+
+def shard_columns(shard: Shard) -> np.ndarray:
+    """The global columns ``(c,)`` the shard's rows touch (what a product must send it)."""
+    return shard.cols
+
+
+def shard_product(shard: Shard, V_cols: np.ndarray) -> np.ndarray:
+    """``L[start:stop] @ V`` from ``V[cols]`` (c, b): ``(m, b)``."""
+    return np.asarray(shard.L @ V_cols)
+
+
+def shard_with_preconditioner(shard: Shard, shift: float, amg_options) -> Shard:
+    """The shard plus the block V-cycle of pyamg's hierarchy of its diagonal block ``L_ii + shift I``."""
+    from ._block_amg import BlockVCycle
+    from .lobpcg import amg_hierarchy
+
+    lo, hi = shard.own
+    diag_block = sp.csr_matrix(shard.L[:, lo:hi])
+    ml = amg_hierarchy(diag_block, shift, amg_options)
+    return Shard(shard.start, shard.stop, shard.L, shard.cols, shard.own, BlockVCycle(ml))
+
+
+def shard_precondition(shard: Shard, R_rows: np.ndarray) -> np.ndarray:
+    """``M_ii R_i``: the shard's V-cycle on its own rows of a block ``(m, b)``."""
+    return np.asarray(shard.M @ np.asarray(R_rows, dtype=np.float64))
+
+
+def shard_random_block(m: int, b: int, seed: np.random.SeedSequence) -> np.ndarray:
+    """A standard normal ``(m, b)`` block drawn from the shard's own seed."""
+    return np.random.default_rng(seed).standard_normal((m, b))
+
+
+def column_piece(W_rows: sp.csr_matrix, lo: int, hi: int) -> sp.csr_matrix:
+    """Columns ``[lo, hi)`` of a row block: what shard ``i`` sends shard ``j`` for the transpose exchange."""
+    return sp.csr_matrix(sp.csr_matrix(W_rows)[:, lo:hi])
+
+
+def shard_symmetrize(W_rows: sp.csr_matrix, pieces: list, how: str) -> sp.csr_matrix:
+    """Rows of the symmetrized ``W`` from the directed rows and the pieces ``A_j[:, own]`` of every shard
+    ``j`` (``(m_j, m)`` each, in shard order): ``(A^T)_own = hstack_j(piece_j^T)``; "or" = max, "and" =
+    min, "mean" = average, as :func:`spectral.weights.weights_from_params`."""
+    A = sp.csr_matrix(W_rows, dtype=np.float64)
+    AT = sp.csr_matrix(sp.hstack([sp.csr_matrix(p).T for p in pieces], format="csr"), dtype=np.float64)
+    if how == "or":
+        out = A.maximum(AT)
+    elif how == "and":
+        out = A.minimum(AT)
+    else:
+        out = (A + AT) * 0.5
+    out = sp.csr_matrix(out)
+    out.eliminate_zeros()
+    out.sort_indices()
+    return out
+
+
+def shard_asymmetry(W_rows: sp.csr_matrix, pieces: list) -> float:
+    """``max |W_own - (W^T)_own|`` of a row block, from the transpose pieces as in :func:`shard_symmetrize`."""
+    AT = sp.csr_matrix(sp.hstack([sp.csr_matrix(p).T for p in pieces], format="csr"), dtype=np.float64)
+    diff = abs(sp.csr_matrix(W_rows, dtype=np.float64) - AT)
+    return float(diff.max()) if diff.nnz else 0.0

@@ -1,0 +1,381 @@
+"""A row-block distributed normalized Laplacian and LOBPCG on it (issue 16, item 2).
+
+The graph is held as ``P`` row blocks ("shards") on the workers of the active ``distributed.Client``;
+every shard builds its rows of ``L_sym = I - D^-1/2 W D^-1/2`` (the formula of
+:func:`spectral.graph_laplacian.laplacian_rows`, same conventions as the single-process path) and keeps
+them there. :class:`DistributedLaplacian` is a ``LinearOperator`` whose product ``L @ V`` (n, b) sends each
+shard only ``V[cols_i]`` (the rows its columns touch) and receives its ``(n_i, b)`` rows back.
+
+:func:`distributed_eigensolve` hands that operator to the existing LOBPCG solver
+(:func:`spectral.eigen.eigensolve` with ``solver="lobpcg"``: same tolerance ``1e-6 ||L||_inf``, iteration cap,
+convergence check, residuals and sign rule) with
+
+- a **block-diagonal preconditioner** (block Jacobi / additive Schwarz without overlap): each shard builds
+  pyamg's smoothed-aggregation hierarchy of its diagonal block ``L_ii`` (+ the AMG shift) and applies the
+  block V-cycle of :mod:`._block_amg` to its own rows, on its worker; traffic ``(n_i, b)`` out and back;
+- a **start block** drawn per shard on the workers and orthonormalized by ``dask.array.linalg.tsqr`` over
+  the row blocks, then gathered once.
+
+What stays in the driver: scipy's LOBPCG keeps ``X, R, P`` (n, b) and does its Rayleigh-Ritz and
+orthogonalizations (Gram matrices of (n, 3b) blocks) in the driver process; the products with ``L`` and
+``M`` are the only work and the only traffic on the cluster. ``info["traffic"]`` counts the bytes moved.
+
+The shards should keep most edges inside a shard (block Jacobi then approximates ``L^-1`` well): build
+with ``partition="rcm"`` (graph only) or ``"coordinates"`` (principal-direction bisection of ``X`` or of an
+initial embedding); ``op.stats["inside_fraction"]`` reports the fraction of edges inside shards.
+The operator works in the partition order; :func:`distributed_eigensolve` returns vectors in the caller's
+original node order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+
+from .._validation import check_choice, check_float, check_int, check_random_state
+from ..errors import InputDataError, ParameterError
+from ..graph_laplacian import check_affinity
+from . import _shards
+from .dispatch import eigensolve
+from .lobpcg import AMG_SHIFT
+from .signs import sign_flip
+
+PARTITIONS = _shards.PARTITIONS
+NORMALIZATIONS = ("symmetric", "random_walk")
+SYMMETRIZE = ("or", "and", "mean")
+#: A shard needs at least this many rows: enough for a useful AMG hierarchy of its diagonal block and for
+#: its (rows, b) blocks to outweigh the per-task overhead of the scheduler (~1 ms).
+MIN_SHARD_ROWS = 64
+#: Relative asymmetry max|W - W^T| / max|W| tolerated by ``check_symmetric`` (as graph_laplacian's check).
+SYMMETRY_RTOL = 1e-10
+FLOAT_BYTES = 8
+
+
+def _client(client):
+    if client is not None:
+        return client
+    from distributed import get_client
+
+    try:
+        return get_client()
+    except ValueError as exc:
+        raise ParameterError("the distributed eigensolver needs an active distributed.Client (or client=...)") from exc
+
+
+class DistributedLaplacian(LinearOperator):
+    """Normalized Laplacian (n, n) held as row shards on Dask workers; ``op @ V`` is a distributed product.
+
+    Build with :meth:`from_weights` (a scipy ``W`` in the driver, partitioned and scattered) or
+    :meth:`from_blocks` (row blocks already on the workers, as futures). Attributes: ``n_blocks``,
+    ``bounds`` (P + 1,) shard boundaries in the operator's order, ``perm`` (n,) original node of each
+    operator row, ``degrees`` (n,) in the operator's order, ``stats`` (sizes, ``inside_fraction``),
+    ``traffic`` (bytes and calls so far).
+    """
+
+    def __init__(self, shards, bounds, perm, degrees, client, stats):
+        self.client = client
+        self.shards = list(shards)
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+        self.perm = np.asarray(perm, dtype=np.int64)
+        self.degrees = np.asarray(degrees, dtype=np.float64)
+        self.workers = [_worker_of(client, f) for f in self.shards]
+        self.cols = client.gather([client.submit(_shards.shard_columns, s, workers=[w], pure=False)
+                                   for s, w in zip(self.shards, self.workers)])
+        self.stats = dict(stats)
+        self.traffic = {"products": 0, "product_bytes_out": 0, "product_bytes_back": 0,
+                        "preconditioner_calls": 0, "preconditioner_bytes": 0}
+        self._preconditioned = False
+        n = int(self.bounds[-1])
+        super().__init__(np.dtype(np.float64), (n, n))
+
+    # ------------------------------------------------------------------------------------------ builders
+    @classmethod
+    def from_weights(cls, W, n_blocks: int, *, partition: str = "rcm", coordinates=None,
+                     normalization: str = "symmetric", client=None) -> DistributedLaplacian:
+        """Partition a symmetric ``W`` (n, n) into ``n_blocks`` row shards, scatter them and build the operator.
+
+        ``partition``: "rcm", "coordinates" (needs ``coordinates`` (n, d): the data or an initial
+        embedding) or "none" (see :mod:`._shards`).
+        """
+        W = check_affinity(W)
+        n = W.shape[0]
+        n_blocks = check_n_blocks(n_blocks, n)
+        partition = check_choice("partition", partition, PARTITIONS)
+        if partition == "coordinates":
+            coordinates = _check_coordinates(coordinates, n)
+        elif coordinates is not None:
+            raise ParameterError(f"coordinates are used only by partition='coordinates'; got partition={partition!r}")
+        client = _client(client)
+        perm, bounds = _shards.row_partition(W, n_blocks, partition, coordinates)
+        inside = _shards.inside_fraction(W, perm, bounds)
+        Wp = sp.csr_matrix(W[perm][:, perm])
+        Wp.sort_indices()
+        addresses = _worker_list(client)
+        blocks = [client.scatter(Wp[bounds[i]:bounds[i + 1]], workers=[addresses[i % len(addresses)]], direct=True)
+                  for i in range(n_blocks)]
+        op = cls._build(blocks, bounds, perm, normalization, client)
+        op.stats.update(partition=partition, inside_fraction_W=inside)
+        return op
+
+    @classmethod
+    def from_blocks(cls, blocks, *, symmetrize: str | None = None, check_symmetric: bool = True,
+                    normalization: str = "symmetric", client=None) -> DistributedLaplacian:
+        """Build from row blocks ``W[b_i:b_{i+1}]`` (each (n_i, n), CSR or futures of CSR on the workers).
+
+        ``symmetrize`` ("or", "and", "mean"; None = W is already symmetric) symmetrizes directed kNN
+        weights by the shard-pair transpose exchange: shard ``j`` sends shard ``i`` the columns of its rows
+        that fall in shard ``i`` (only those), and shard ``i`` assembles its rows of ``W^T``.
+        ``check_symmetric`` (with ``symmetrize=None``) checks ``W = W^T`` by the same exchange.
+        The row order of the blocks is the operator's order (``perm`` is the identity).
+        """
+        client = _client(client)
+        blocks = list(blocks)
+        if not blocks:
+            raise ParameterError("blocks must hold at least one row block; got 0")
+        addresses = _worker_list(client)
+        futures = [b if _is_future(b) else client.scatter(sp.csr_matrix(b, dtype=np.float64),
+                                                          workers=[addresses[i % len(addresses)]], direct=True)
+                   for i, b in enumerate(blocks)]
+        shapes = client.gather([client.submit(_shape, f, pure=False) for f in futures])
+        n = shapes[0][1]
+        if any(s[1] != n for s in shapes) or sum(s[0] for s in shapes) != n:
+            raise InputDataError(f"row blocks must be (n_i, n) with sum n_i = n; got shapes {shapes}")
+        check_n_blocks(len(futures), n)
+        if min(s[0] for s in shapes) < MIN_SHARD_ROWS:
+            raise ParameterError(f"every row block must have at least {MIN_SHARD_ROWS} rows; got sizes "
+                                 f"{[s[0] for s in shapes]}")
+        bounds = np.concatenate([[0], np.cumsum([s[0] for s in shapes])]).astype(np.int64)
+        if symmetrize is not None:
+            symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZE)
+        if symmetrize is not None or check_symmetric:
+            futures = _transpose_exchange(client, futures, bounds, symmetrize)
+        op = cls._build(futures, bounds, np.arange(n), normalization, client)
+        op.stats.update(partition="given", symmetrize=symmetrize)
+        return op
+
+    @classmethod
+    def _build(cls, blocks, bounds, perm, normalization, client) -> DistributedLaplacian:
+        normalization = check_choice("normalization", normalization, NORMALIZATIONS)
+        workers = [_worker_of(client, f) for f in blocks]
+        starts = [int(s) for s in bounds[:-1]]
+        degrees = np.concatenate(client.gather([
+            client.submit(_shards.shard_degrees, f, s, workers=[w], pure=False)
+            for f, s, w in zip(blocks, starts, workers)]))
+        deg_future = client.scatter(degrees, broadcast=True, direct=True)
+        shards = [client.submit(_shards.shard_build, f, s, deg_future, normalization, workers=[w], pure=False)
+                  for f, s, w in zip(blocks, starts, workers)]
+        per = client.gather([client.submit(_shards.shard_stats, s, workers=[w], pure=False)
+                             for s, w in zip(shards, workers)])
+        offdiag = sum(p["offdiag"] for p in per)
+        stats = {"n": int(bounds[-1]), "n_blocks": len(shards), "normalization": normalization,
+                 "shard_rows": [p["rows"] for p in per], "shard_columns": [p["columns"] for p in per],
+                 "nnz": sum(p["nnz"] for p in per), "norm_inf": max(p["norm_inf"] for p in per),
+                 "inside_fraction": sum(p["inside"] for p in per) / offdiag if offdiag else 1.0,
+                 "isolated_nodes": int(np.sum(degrees == 0))}
+        return cls(shards, bounds, perm, degrees, client, stats)
+
+    # ----------------------------------------------------------------------------------------- products
+    @property
+    def n_blocks(self) -> int:
+        return len(self.shards)
+
+    def norm_bound(self) -> float:
+        """``||L||_inf`` (max absolute row sum over all shards), as the single-process solver's bound."""
+        return float(self.stats["norm_inf"])
+
+    def _matvec(self, x):
+        return self._matmat(np.asarray(x).reshape(-1, 1)).ravel()
+
+    def _matmat(self, V):
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        c = self.client
+        futures = []
+        for shard, worker, cols in zip(self.shards, self.workers, self.cols):
+            piece = c.scatter(V[cols], workers=[worker], direct=True, hash=False)
+            futures.append(c.submit(_shards.shard_product, shard, piece, workers=[worker], pure=False))
+            self.traffic["product_bytes_out"] += cols.size * V.shape[1] * FLOAT_BYTES
+        out = np.vstack(c.gather(futures))
+        self.traffic["products"] += 1
+        self.traffic["product_bytes_back"] += out.nbytes
+        return out
+
+    def block_preconditioner(self, *, amg_shift: float = AMG_SHIFT, amg_options=None) -> LinearOperator:
+        """Block Jacobi ``M = blockdiag(M_ii)`` with ``M_ii`` the AMG V-cycle of shard ``i``'s diagonal
+        block, built and applied on the shard's worker (see module docstring)."""
+        amg_shift = check_float("amg_shift", amg_shift, low=0.0)
+        c = self.client
+        self.shards = [c.submit(_shards.shard_with_preconditioner, s, amg_shift, amg_options, workers=[w], pure=False)
+                       for s, w in zip(self.shards, self.workers)]
+        for shard in self.shards:  # wait, and raise setup errors here (the shards stay on their workers)
+            _worker_of(c, shard)
+        self._preconditioned = True
+        n = self.shape[0]
+        return LinearOperator((n, n), matvec=lambda r: self._precondition(r).ravel(), matmat=self._precondition,
+                              dtype=np.float64)
+
+    def _precondition(self, R):
+        R = np.ascontiguousarray(np.asarray(R).reshape(self.shape[0], -1), dtype=np.float64)
+        c = self.client
+        futures = []
+        for shard, worker, lo, hi in zip(self.shards, self.workers, self.bounds[:-1], self.bounds[1:]):
+            piece = c.scatter(R[lo:hi], workers=[worker], direct=True, hash=False)
+            futures.append(c.submit(_shards.shard_precondition, shard, piece, workers=[worker], pure=False))
+        out = np.vstack(c.gather(futures))
+        self.traffic["preconditioner_calls"] += 1
+        self.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes
+        return out
+
+    def random_start(self, b: int, random_state=None) -> np.ndarray:
+        """An orthonormal ``(n, b)`` start block: standard normal rows drawn per shard on the workers (seeds
+        spawned from ``random_state``), orthonormalized by ``dask.array.linalg.tsqr`` over the row blocks."""
+        import dask
+        import dask.array as da
+
+        rng = check_random_state(random_state)
+        seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(self.n_blocks)
+        sizes = np.diff(self.bounds)
+        parts = [self.client.submit(_shards.shard_random_block, int(m), b, s, workers=[w], pure=False)
+                 for m, s, w in zip(sizes, seeds, self.workers)]
+        X = da.concatenate([da.from_delayed(dask.delayed(p), shape=(int(m), b), dtype=np.float64)
+                            for p, m in zip(parts, sizes)])
+        Q, _ = da.linalg.tsqr(X)
+        Q = self.client.compute(Q, sync=True)
+        self.traffic["start_bytes"] = Q.nbytes
+        return np.asarray(Q)
+
+    def to_original_order(self, V: np.ndarray) -> np.ndarray:
+        """Rows of ``V`` (n, k), in the operator's order, put back in the original node order."""
+        out = np.empty_like(V)
+        out[self.perm] = V
+        return out
+
+
+def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=None, max_iter=None,
+                           random_state=None, preconditioner: str | None = "block_amg", amg_shift: float = AMG_SHIFT,
+                           amg_options=None, raise_on_failure: bool = True):
+    """The ``n_components`` smallest eigenpairs of a :class:`DistributedLaplacian` by LOBPCG.
+
+    Runs :func:`spectral.eigen.eigensolve` (``solver="lobpcg"``) on the distributed operator with the
+    per-shard block preconditioner (``preconditioner="block_amg"``, or None) and the tsqr start block.
+    ``tol``, ``max_iter``, ``random_state``, ``raise_on_failure`` mean what they mean there.
+
+    Returns
+    -------
+    EigenResult
+        ``values (k,)``, ``vectors (n, k)`` in the ORIGINAL node order (unit norm, sign-fixed), residuals
+        ``||L v - lambda v||`` computed with the distributed product; ``info["traffic"]`` (bytes moved,
+        total and per iteration), ``info["distributed"]`` (shards, inside fraction, timings).
+    """
+    if not isinstance(op, DistributedLaplacian):
+        raise ParameterError(f"op must be a DistributedLaplacian; got {type(op).__name__}")
+    if preconditioner is not None:
+        preconditioner = check_choice("preconditioner", preconditioner, ("block_amg",))
+    k = check_int("n_components", n_components, low=1, high=op.shape[0] - 1)
+    timings = {}
+    t = time.perf_counter()
+    M = op.block_preconditioner(amg_shift=amg_shift, amg_options=amg_options) if preconditioner else None
+    timings["preconditioner_setup"] = time.perf_counter() - t
+    rng = check_random_state(random_state)
+    t = time.perf_counter()
+    X0 = op.random_start(k, rng)
+    timings["start"] = time.perf_counter() - t
+    before = dict(op.traffic)
+    t = time.perf_counter()
+    res = eigensolve(op, k, solver="lobpcg", tol=tol, max_iter=max_iter, random_state=rng,
+                     raise_on_failure=raise_on_failure, preconditioner=M, X0=X0)
+    timings["solve"] = time.perf_counter() - t
+    info = dict(res.info)
+    info["traffic"] = _traffic(op, before, res.n_iter)
+    info["distributed"] = {**op.stats, "seconds": timings, "preconditioner": preconditioner or "none"}
+    return dataclasses.replace(res, vectors=sign_flip(op.to_original_order(res.vectors)), info=info)
+
+
+def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int, **solver_options):
+    """Laplacian eigenmap on the distributed operator, as :func:`spectral.embedding.laplacian_eigenmaps_from_graph`
+    (``normalization="symmetric"``): the ``k + 1`` smallest pairs, ``f_j = D^-1/2 u_j`` sign-fixed, the trivial
+    pair 0 dropped. Returns ``(embedding (n, k), eigenvalues (k,), EigenResult)`` in the original node order."""
+    if op.stats.get("normalization") != "symmetric":
+        raise ParameterError(f"the embedding needs normalization='symmetric'; got {op.stats.get('normalization')!r}")
+    if op.stats.get("isolated_nodes"):
+        raise ParameterError(f"the graph has {op.stats['isolated_nodes']} isolated nodes: embed per component")
+    k = check_int("n_components", n_components, low=1, high=max(1, op.shape[0] - 2))
+    res = distributed_eigensolve(op, k + 1, **solver_options)
+    deg = op.to_original_order(op.degrees[:, None]).ravel()
+    vectors = sign_flip(res.vectors / np.sqrt(deg)[:, None])
+    return vectors[:, 1:], res.values[1:], res
+
+
+def check_n_blocks(n_blocks, n: int) -> int:
+    """``n_blocks`` in [1, n // MIN_SHARD_ROWS] (every shard holds at least MIN_SHARD_ROWS rows)."""
+    return check_int("n_blocks", n_blocks, low=1, high=max(1, n // MIN_SHARD_ROWS))
+
+
+def _traffic(op, before, n_iter) -> dict:
+    now = op.traffic
+    delta = {key: now[key] - before.get(key, 0) for key in now if key != "start_bytes"}
+    moved = delta["product_bytes_out"] + delta["product_bytes_back"] + delta["preconditioner_bytes"]
+    return {**delta, "total_bytes": moved, "start_bytes": now.get("start_bytes", 0),
+            "bytes_per_iteration": moved / max(n_iter, 1),
+            "products_per_iteration": delta["products"] / max(n_iter, 1)}
+
+
+def _check_coordinates(coordinates, n: int) -> np.ndarray:
+    if coordinates is None:
+        raise ParameterError("partition='coordinates' needs coordinates (n, d): the data or an initial embedding")
+    Y = np.asarray(coordinates, dtype=np.float64)
+    if Y.ndim != 2 or Y.shape[0] != n or not np.all(np.isfinite(Y)):
+        raise InputDataError(f"coordinates must be a finite ({n}, d) array; got shape {Y.shape}")
+    return Y
+
+
+def _transpose_exchange(client, futures, bounds, how):
+    """Shard-pair exchange of transposed entries: symmetrize (``how``) or check symmetry (``how=None``)."""
+    P = len(futures)
+    workers = [_worker_of(client, f) for f in futures]
+    pieces = [[client.submit(_shards.column_piece, futures[j], int(bounds[i]), int(bounds[i + 1]),
+                             workers=[workers[j]], pure=False) for j in range(P)] for i in range(P)]
+    if how is not None:
+        return [client.submit(_shards.shard_symmetrize, futures[i], pieces[i], how, workers=[workers[i]], pure=False)
+                for i in range(P)]
+    worst = max(client.gather([client.submit(_shards.shard_asymmetry, futures[i], pieces[i], workers=[workers[i]],
+                                             pure=False) for i in range(P)]))
+    scale = max(client.gather([client.submit(_max_abs, f, pure=False) for f in futures]))
+    if worst > SYMMETRY_RTOL * max(scale, 1e-300):
+        raise InputDataError(f"W must be symmetric; max |W - W^T| = {worst:.3g} over the row blocks "
+                             "(pass symmetrize='or', 'and' or 'mean' for directed kNN weights)")
+    return futures
+
+
+def _worker_list(client) -> list[str]:
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise ParameterError("the distributed.Client has no workers")
+    return workers
+
+
+def _worker_of(client, future) -> str:
+    from distributed import wait
+
+    wait([future])
+    if future.status == "error":
+        future.result()  # re-raises the task's exception
+    return sorted(client.who_has([future])[future.key])[0]
+
+
+def _is_future(obj) -> bool:
+    from distributed import Future
+
+    return isinstance(obj, Future)
+
+
+def _shape(block):
+    return tuple(block.shape)
+
+
+def _max_abs(block) -> float:
+    block = sp.csr_matrix(block)
+    return float(abs(block).max()) if block.nnz else 0.0
