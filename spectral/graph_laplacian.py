@@ -134,7 +134,8 @@ def _laplacian(W: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.
     return L, degrees
 
 
-def laplacian_rows(W_rows: Any, degrees: np.ndarray, row_offset: int, normalization: str = "symmetric") -> sp.csr_matrix:
+def laplacian_rows(W_rows: Any, degrees: np.ndarray, row_offset: int,
+                   normalization: str = "symmetric") -> sp.csr_matrix:
     """Rows ``[row_offset, row_offset + m)`` of a normalized Laplacian, from the same rows of ``W``.
 
     The row-block form of :func:`laplacian` (same formula, same isolated-node convention) for a graph held

@@ -115,7 +115,7 @@ class DistributedLaplacian(LinearOperator):
         Wp = sp.csr_matrix(W[perm][:, perm])
         Wp.sort_indices()
         addresses = _worker_list(client)
-        blocks = [client.scatter(Wp[bounds[i]:bounds[i + 1]], workers=[addresses[i % len(addresses)]], direct=True)
+        blocks = [_scatter_to(client, Wp[bounds[i]:bounds[i + 1]], addresses[i % len(addresses)])
                   for i in range(n_blocks)]
         op = cls._build(blocks, bounds, perm, normalization, client)
         op.stats.update(partition=partition, inside_fraction_W=inside)
@@ -137,8 +137,8 @@ class DistributedLaplacian(LinearOperator):
         if not blocks:
             raise ParameterError("blocks must hold at least one row block; got 0")
         addresses = _worker_list(client)
-        futures = [b if _is_future(b) else client.scatter(sp.csr_matrix(b, dtype=np.float64),
-                                                          workers=[addresses[i % len(addresses)]], direct=True)
+        futures = [b if _is_future(b) else _scatter_to(client, sp.csr_matrix(b, dtype=np.float64),
+                                                       addresses[i % len(addresses)])
                    for i, b in enumerate(blocks)]
         shapes = client.gather([client.submit(_shape, f, pure=False) for f in futures])
         n = shapes[0][1]
@@ -165,7 +165,7 @@ class DistributedLaplacian(LinearOperator):
         degrees = np.concatenate(client.gather([
             client.submit(_shards.shard_degrees, f, s, workers=[w], pure=False)
             for f, s, w in zip(blocks, starts, workers)]))
-        deg_future = client.scatter(degrees, broadcast=True, direct=True)
+        deg_future = client.scatter(degrees, broadcast=True, direct=True, hash=False)
         shards = [client.submit(_shards.shard_build, f, s, deg_future, normalization, workers=[w], pure=False)
                   for f, s, w in zip(blocks, starts, workers)]
         per = client.gather([client.submit(_shards.shard_stats, s, workers=[w], pure=False)
@@ -195,7 +195,7 @@ class DistributedLaplacian(LinearOperator):
         c = self.client
         futures = []
         for shard, worker, cols in zip(self.shards, self.workers, self.cols):
-            piece = c.scatter(V[cols], workers=[worker], direct=True, hash=False)
+            piece = _scatter_to(c, V[cols], worker)
             futures.append(c.submit(_shards.shard_product, shard, piece, workers=[worker], pure=False))
             self.traffic["product_bytes_out"] += cols.size * V.shape[1] * FLOAT_BYTES
         out = np.vstack(c.gather(futures))
@@ -222,7 +222,7 @@ class DistributedLaplacian(LinearOperator):
         c = self.client
         futures = []
         for shard, worker, lo, hi in zip(self.shards, self.workers, self.bounds[:-1], self.bounds[1:]):
-            piece = c.scatter(R[lo:hi], workers=[worker], direct=True, hash=False)
+            piece = _scatter_to(c, R[lo:hi], worker)
             futures.append(c.submit(_shards.shard_precondition, shard, piece, workers=[worker], pure=False))
         out = np.vstack(c.gather(futures))
         self.traffic["preconditioner_calls"] += 1
@@ -355,6 +355,12 @@ def _worker_list(client) -> list[str]:
     if not workers:
         raise ParameterError("the distributed.Client has no workers")
     return workers
+
+
+def _scatter_to(client, data, worker: str):
+    """A future of ``data`` on ``worker``, sent there directly (unique key: no hashing of the data, and no
+    reuse of a key that the scheduler may be releasing)."""
+    return client.scatter(data, workers=[worker], direct=True, hash=False)
 
 
 def _worker_of(client, future) -> str:

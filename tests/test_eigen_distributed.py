@@ -1,0 +1,173 @@
+"""The row-sharded normalized Laplacian and its LOBPCG (spectral.eigen.distributed) on a 2-worker LocalCluster.
+
+Oracles: the single-process Laplacian (spectral.graph_laplacian.laplacian), dense scipy.linalg.eigh of it, and
+the single-process LOBPCG + AMG solver (spectral.eigen.eigensolve), on the kNN graph of a lifted Swiss roll.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+
+from spectral.datasets import make_swiss_roll_lifted
+from spectral.embedding import laplacian_eigenmaps_from_graph
+from spectral.eigen import eigensolve
+from spectral.eigen.distributed import (MIN_SHARD_ROWS, DistributedLaplacian, distributed_eigensolve,
+                                        laplacian_eigenmaps_distributed)
+from spectral.errors import InputDataError, ParameterError
+from spectral.graph_laplacian import laplacian, laplacian_rows
+from spectral.knn import knn_graph
+from spectral.weights import knn_weights
+
+from conftest import local_cluster
+
+N = 2000
+K_PAIRS = 6
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client
+
+    with local_cluster(2) as address, Client(address) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def graph():
+    """``(X, idx, W, L, degrees, dense eigenpairs)`` of a 2000-point Swiss roll, k = 10."""
+    X, _, _ = make_swiss_roll_lifted(N, random_state=0)
+    idx, dist = knn_graph(X, 10, method="exact")
+    W = knn_weights(idx, dist)
+    L, degrees = laplacian(W, "symmetric")
+    values, vectors = scipy.linalg.eigh(L.toarray(), subset_by_index=[0, K_PAIRS - 1])
+    return X, idx, W, L, degrees, (values, vectors)
+
+
+def _angle_degrees(A, B) -> float:
+    return float(np.degrees(scipy.linalg.subspace_angles(A, B)).max())
+
+
+@pytest.mark.parametrize("normalization", ["symmetric", "random_walk"])
+def test_laplacian_rows_are_the_rows_of_laplacian(graph, normalization):
+    W = graph[2].tolil()
+    W[5, 5] = 3.0  # a self-loop: ignored by both
+    W = W.tocsr()
+    L, degrees = laplacian(W, normalization)
+    for lo, hi in [(0, 700), (700, 1300), (1300, N)]:
+        rows = laplacian_rows(W[lo:hi], degrees, lo, normalization)
+        assert abs(rows - L[lo:hi]).max() < 1e-15
+
+
+@pytest.mark.parametrize("n_blocks, partition", [(1, "none"), (3, "rcm"), (4, "coordinates")])
+def test_distributed_product_equals_the_single_process_product(client, graph, n_blocks, partition):
+    X, _, W, L, degrees, _ = graph
+    op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,
+                                           coordinates=X if partition == "coordinates" else None)
+    assert op.n_blocks == n_blocks and sorted(op.perm.tolist()) == list(range(N))
+    V = np.random.default_rng(0).standard_normal((N, 3))
+    Lp = L[op.perm][:, op.perm]
+    np.testing.assert_allclose(op @ V, Lp @ V, atol=1e-13)
+    np.testing.assert_allclose(op.degrees, degrees[op.perm])
+    assert op.norm_bound() == pytest.approx(abs(L).sum(axis=1).max())
+    # the shards hold most edges: the fraction reported is the one of W under the partition
+    assert op.stats["inside_fraction"] == pytest.approx(op.stats["inside_fraction_W"])
+    assert op.stats["inside_fraction"] > (0.9 if n_blocks > 1 else 0.999)
+    # traffic of one product: V at every shard's columns out, the n x b result back
+    assert op.traffic["product_bytes_back"] == N * 3 * 8
+    assert op.traffic["product_bytes_out"] == sum(c.size for c in op.cols) * 3 * 8
+    assert N * 3 * 8 <= op.traffic["product_bytes_out"] < 1.5 * N * 3 * 8  # own rows + halo
+
+
+@pytest.mark.parametrize("n_blocks, partition", [(3, "rcm"), (2, "coordinates")])
+def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, n_blocks, partition):
+    X, _, W, L, _, (ref_values, ref_vectors) = graph
+    op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,
+                                           coordinates=X if partition == "coordinates" else None)
+    res = distributed_eigensolve(op, K_PAIRS, random_state=0)
+    single = eigensolve(L, K_PAIRS, solver="lobpcg", random_state=0)
+    tol = 1e-6 * abs(L).sum(axis=1).max()  # the single-process default: DEFAULT_RTOL * ||L||_inf
+    assert res.converged and res.solver == "lobpcg"
+    np.testing.assert_allclose(res.values, ref_values, atol=tol)
+    # residuals recomputed here on the single-process L, in the original node order
+    resid = np.linalg.norm(L @ res.vectors - res.vectors * res.values, axis=0)
+    assert resid.max() <= tol
+    np.testing.assert_allclose(resid, res.residuals, rtol=1e-6, atol=1e-12)
+    assert _angle_degrees(res.vectors, single.vectors) < 1.0
+    assert _angle_degrees(res.vectors, ref_vectors) < 1.0
+    traffic = res.info["traffic"]
+    assert traffic["bytes_per_iteration"] > 0 and traffic["preconditioner_calls"] >= res.n_iter - 1
+    assert res.info["distributed"]["n_blocks"] == n_blocks
+
+
+def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, graph):
+    W = graph[2]
+    op = DistributedLaplacian.from_weights(W, 2)
+    emb, values, res = laplacian_eigenmaps_distributed(op, 3, random_state=1)
+    ref_emb, ref_values, _ = laplacian_eigenmaps_from_graph(W, 3, eigen_solver="dense")
+    np.testing.assert_allclose(values, ref_values, atol=1e-5)
+    assert emb.shape == (N, 3) and _angle_degrees(emb, ref_emb) < 1.0
+
+
+def _directed_blocks(idx, bounds):
+    """Directed binary kNN weights A (n, n) and its row blocks."""
+    rows = np.repeat(np.arange(N), idx.shape[1])
+    A = sp.csr_matrix((np.ones(rows.size), (rows, idx.ravel())), shape=(N, N))
+    return A, [A[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+@pytest.mark.parametrize("how", ["or", "and", "mean"])
+def test_symmetrization_by_shard_pair_exchange(client, graph, how):
+    idx = graph[1]
+    bounds = [0, 600, 1500, N]
+    A, blocks = _directed_blocks(idx, bounds)
+    futures = [client.scatter(b, hash=False) for b in blocks]
+    ref = {"or": A.maximum(A.T), "and": A.minimum(A.T), "mean": (A + A.T) * 0.5}[how]
+    op = DistributedLaplacian.from_blocks(futures, symmetrize=how)
+    L, _ = laplacian(ref, "symmetric")
+    V = np.random.default_rng(1).standard_normal((N, 2))
+    np.testing.assert_allclose(op @ V, L @ V, atol=1e-13)
+    assert op.n_blocks == 3 and list(op.bounds) == bounds
+
+
+def test_from_blocks_checks_symmetry(client, graph):
+    A, blocks = _directed_blocks(graph[1], [0, 1000, N])
+    with pytest.raises(InputDataError, match=r"W must be symmetric; max \|W - W\^T\| = 1"):
+        DistributedLaplacian.from_blocks(blocks)
+    W = graph[2]
+    op = DistributedLaplacian.from_blocks([W[:1000], W[1000:]])  # symmetric blocks pass the check
+    assert op.n_blocks == 2
+
+
+def test_bad_parameters_name_parameter_range_and_value(client, graph):
+    X, _, W, _, _, _ = graph
+    high = N // MIN_SHARD_ROWS
+    with pytest.raises(ParameterError, match=rf"n_blocks must be an integer in \[1, {high}\]; got 0"):
+        DistributedLaplacian.from_weights(W, 0)
+    with pytest.raises(ParameterError, match=rf"n_blocks must be an integer in \[1, {high}\]; got {high + 1}"):
+        DistributedLaplacian.from_weights(W, high + 1)
+    with pytest.raises(ParameterError, match=rf"n_blocks must be an integer in \[1, {high}\]; got 2.5"):
+        DistributedLaplacian.from_weights(W, 2.5)
+    with pytest.raises(ParameterError, match=r"partition must be one of \['rcm', 'coordinates', 'none'\]; got 'metis'"):
+        DistributedLaplacian.from_weights(W, 2, partition="metis")
+    with pytest.raises(ParameterError, match="partition='coordinates' needs coordinates"):
+        DistributedLaplacian.from_weights(W, 2, partition="coordinates")
+    with pytest.raises(InputDataError, match=r"coordinates must be a finite \(2000, d\) array; got shape \(10, 32\)"):
+        DistributedLaplacian.from_weights(W, 2, partition="coordinates", coordinates=X[:10])
+    with pytest.raises(ParameterError, match=r"normalization must be one of \['symmetric', 'random_walk'\]; got 'x'"):
+        DistributedLaplacian.from_weights(W, 2, normalization="x")
+    with pytest.raises(ParameterError, match=r"symmetrize must be one of \['or', 'and', 'mean'\]; got 'max'"):
+        DistributedLaplacian.from_blocks([W[:1000], W[1000:]], symmetrize="max")
+    with pytest.raises(ParameterError, match=rf"at least {MIN_SHARD_ROWS} rows; got sizes \[10, 1990\]"):
+        DistributedLaplacian.from_blocks([W[:10], W[10:]])
+    with pytest.raises(InputDataError, match="row blocks must be"):
+        DistributedLaplacian.from_blocks([W[:1000], W[1000:1500]])
+    op = DistributedLaplacian.from_weights(W, 2)
+    with pytest.raises(ParameterError, match=rf"n_components must be an integer in \[1, {N - 1}\]; got 0"):
+        distributed_eigensolve(op, 0)
+    with pytest.raises(ParameterError, match=r"preconditioner must be one of \['block_amg'\]; got 'amg'"):
+        distributed_eigensolve(op, 3, preconditioner="amg")
+    with pytest.raises(ParameterError, match="op must be a DistributedLaplacian; got csr_matrix"):
+        distributed_eigensolve(W, 3)
