@@ -81,12 +81,15 @@ def test_distributed_product_equals_the_single_process_product(client, graph, n_
     assert N * 3 * 8 <= op.traffic["product_bytes_out"] < 1.5 * N * 3 * 8  # own rows + halo
 
 
-@pytest.mark.parametrize("n_blocks, partition", [(3, "rcm"), (2, "coordinates")])
-def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, n_blocks, partition):
+@pytest.mark.parametrize("n_blocks, partition, preconditioner, start", [
+    (3, "rcm", "two_level", "coarse"), (2, "coordinates", "block_amg", "random"), (2, "none", None, "random")])
+def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, n_blocks, partition, preconditioner,
+                                                             start):
     X, _, W, L, _, (ref_values, ref_vectors) = graph
     op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,
                                            coordinates=X if partition == "coordinates" else None)
-    res = distributed_eigensolve(op, K_PAIRS, random_state=0)
+    res = distributed_eigensolve(op, K_PAIRS, random_state=0, preconditioner=preconditioner, start=start,
+                                 max_iter=3000)
     single = eigensolve(L, K_PAIRS, solver="lobpcg", random_state=0)
     tol = 1e-6 * abs(L).sum(axis=1).max()  # the single-process default: DEFAULT_RTOL * ||L||_inf
     assert res.converged and res.solver == "lobpcg"
@@ -98,8 +101,13 @@ def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, n_bl
     assert _angle_degrees(res.vectors, single.vectors) < 1.0
     assert _angle_degrees(res.vectors, ref_vectors) < 1.0
     traffic = res.info["traffic"]
-    assert traffic["bytes_per_iteration"] > 0 and traffic["preconditioner_calls"] >= res.n_iter - 1
-    assert res.info["distributed"]["n_blocks"] == n_blocks
+    assert traffic["bytes_per_iteration"] > 0 and traffic["products"] >= res.n_iter
+    assert traffic["preconditioner_calls"] >= (res.n_iter - 1 if preconditioner else 0)
+    info = res.info["distributed"]
+    assert info["n_blocks"] == n_blocks and info["start"] == start
+    assert info["preconditioner"] == (preconditioner or "none")
+    if start == "coarse":
+        assert info["coarse"]["coarse_n"] >= K_PAIRS
 
 
 def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, graph):
@@ -167,7 +175,16 @@ def test_bad_parameters_name_parameter_range_and_value(client, graph):
     op = DistributedLaplacian.from_weights(W, 2)
     with pytest.raises(ParameterError, match=rf"n_components must be an integer in \[1, {N - 1}\]; got 0"):
         distributed_eigensolve(op, 0)
-    with pytest.raises(ParameterError, match=r"preconditioner must be one of \['block_amg'\]; got 'amg'"):
+    choices = r"\['block_amg', 'two_level'\]"
+    with pytest.raises(ParameterError, match=rf"preconditioner must be one of {choices}; got 'amg'"):
         distributed_eigensolve(op, 3, preconditioner="amg")
+    with pytest.raises(ParameterError, match=r"start must be one of \['auto', 'coarse', 'random'\]; got 'ml'"):
+        distributed_eigensolve(op, 3, start="ml")
+    with pytest.raises(ParameterError, match="preconditioner='two_level' needs start='coarse'"):
+        distributed_eigensolve(op, 3, start="random")
+    with pytest.raises(ParameterError, match="start='coarse' needs the block AMG preconditioner"):
+        distributed_eigensolve(op, 3, preconditioner=None, start="coarse")
+    with pytest.raises(ParameterError, match=r"coarse_size must be an integer in \[1, inf\); got 0"):
+        distributed_eigensolve(op, 3, coarse_size=0)
     with pytest.raises(ParameterError, match="op must be a DistributedLaplacian; got csr_matrix"):
         distributed_eigensolve(W, 3)

@@ -18,6 +18,7 @@ and receives / returns only that shard's objects and (rows, b) blocks.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,7 +101,10 @@ class Shard:
     L: sp.csr_matrix
     cols: np.ndarray
     own: tuple[int, int]
+    degrees: np.ndarray
     M: object = None
+    aggregates: list | None = None
+    T: object = None
 
 
 def shard_degrees(W_rows: sp.csr_matrix, start: int) -> np.ndarray:
@@ -117,7 +121,8 @@ def shard_build(W_rows: sp.csr_matrix, start: int, degrees: np.ndarray, normaliz
     cols = np.union1d(L.indices, np.arange(start, start + m))
     local = sp.csr_matrix((L.data, np.searchsorted(cols, L.indices), L.indptr), shape=(m, cols.size))
     lo = int(np.searchsorted(cols, start))
-    return Shard(int(start), int(start + m), local, cols.astype(np.int64), (lo, lo + m))
+    own_degrees = np.asarray(degrees[start:start + m], dtype=np.float64).copy()
+    return Shard(int(start), int(start + m), local, cols.astype(np.int64), (lo, lo + m), own_degrees)
 
 
 def shard_stats(shard: Shard) -> dict:
@@ -144,19 +149,84 @@ def shard_product(shard: Shard, V_cols: np.ndarray) -> np.ndarray:
 
 
 def shard_with_preconditioner(shard: Shard, shift: float, amg_options) -> Shard:
-    """The shard plus the block V-cycle of pyamg's hierarchy of its diagonal block ``L_ii + shift I``."""
+    """The shard plus the block V-cycle of pyamg's hierarchy of its diagonal block ``L_ii + shift I`` (and the
+    hierarchy's aggregation operators, for :func:`shard_coarse_basis`)."""
     from ._block_amg import BlockVCycle
-    from .lobpcg import amg_hierarchy
+    from .lobpcg import DEFAULT_AMG_OPTIONS, amg_hierarchy
 
     lo, hi = shard.own
     diag_block = sp.csr_matrix(shard.L[:, lo:hi])
-    ml = amg_hierarchy(diag_block, shift, amg_options)
-    return Shard(shard.start, shard.stop, shard.L, shard.cols, shard.own, BlockVCycle(ml))
+    options = dict(DEFAULT_AMG_OPTIONS if amg_options is None else amg_options, keep=True)
+    ml = amg_hierarchy(diag_block, shift, options)
+    aggregates = [sp.csr_matrix(lvl.AggOp, dtype=np.float64) for lvl in ml.levels[:-1]]
+    return dataclasses.replace(shard, M=BlockVCycle(ml), aggregates=aggregates)
+
+
+def shard_coarse_basis(shard: Shard, min_rows: int) -> Shard:
+    """The shard plus its coarse basis ``T_i = D_i^1/2 Agg_0 Agg_1 ... Agg_{l-1}`` (m, c_i): the aggregates of
+    level ``l`` of its AMG hierarchy, each column ``D^1/2 1`` on one aggregate (so ``T = blockdiag(T_i)``
+    holds the null vector ``D^1/2 1`` of ``L_sym``). ``l`` is the deepest level with at least ``min_rows``
+    nodes (level 1 if none has; ``T_i = D_i^1/2`` when the hierarchy has a single level). Unsmoothed
+    aggregates: the smoothed prolongators of a diagonal block decay towards the cut edges (its Jacobi
+    smoother sees them as a Dirichlet boundary) and spanned a start 60 degrees off on the 1e5-node Swiss
+    roll, these 6 degrees (the global smoothed hierarchy: 3)."""
+    sizes = [shard.L.shape[0]] + [agg.shape[1] for agg in shard.aggregates]
+    deep = [lv for lv in range(1, len(sizes)) if sizes[lv] >= min_rows]
+    depth = max(deep) if deep else min(1, len(sizes) - 1)
+    T = sp.diags(np.sqrt(shard.degrees), format="csr")
+    for lv in range(depth):
+        T = sp.csr_matrix(T @ shard.aggregates[lv])
+    return dataclasses.replace(shard, T=T)
+
+
+def shard_basis(shard: Shard) -> sp.csr_matrix:
+    """The shard's coarse basis ``T_i`` (m, c_i)."""
+    return shard.T
+
+
+def shard_galerkin_rows(shard: Shard, bases: list, bounds: np.ndarray, offsets: np.ndarray):
+    """``(T_i^T L_i T (c_i, N_c), T_i^T T_i (c_i, c_i))`` for the global block-diagonal basis
+    ``T = blockdiag(T_j)`` given as every shard's ``T_j`` (only their rows at the shard's columns are used)."""
+    n_coarse = int(offsets[-1])
+    rows, cols, vals = [], [], []
+    for j, Tj in enumerate(bases):
+        mask = (shard.cols >= bounds[j]) & (shard.cols < bounds[j + 1])
+        if not mask.any():
+            continue
+        piece = sp.coo_matrix(sp.csr_matrix(Tj)[shard.cols[mask] - bounds[j]])
+        rows.append(np.flatnonzero(mask)[piece.row])
+        cols.append(piece.col + offsets[j])
+        vals.append(piece.data)
+    Tc = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                       shape=(shard.cols.size, n_coarse))
+    Ti = sp.csr_matrix(shard.T)
+    return sp.csr_matrix(Ti.T @ (shard.L @ Tc)), sp.csr_matrix(Ti.T @ Ti)
+
+
+def shard_prolongate(shard: Shard, X_coarse: np.ndarray) -> np.ndarray:
+    """``T_i X_c[i]``: the shard's rows ``(m, b)`` of the prolongated coarse eigenvectors."""
+    return np.asarray(shard.T @ X_coarse)
 
 
 def shard_precondition(shard: Shard, R_rows: np.ndarray) -> np.ndarray:
     """``M_ii R_i``: the shard's V-cycle on its own rows of a block ``(m, b)``."""
     return np.asarray(shard.M @ np.asarray(R_rows, dtype=np.float64))
+
+
+def shard_precondition_two_level(shard: Shard, R_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(M_ii R_i (m, b), T_i^T R_i (c_i, b))``: the local V-cycle and the shard's restriction to the coarse space."""
+    R = np.asarray(R_rows, dtype=np.float64)
+    return np.asarray(shard.M @ R), np.asarray(shard.T.T @ R)
+
+
+def coarse_part(pair):
+    """The coarse restriction ``T_i^T R_i`` of :func:`shard_precondition_two_level`'s result."""
+    return pair[1]
+
+
+def shard_add_coarse(pair, shard: Shard, Z_coarse: np.ndarray) -> np.ndarray:
+    """``M_ii R_i + T_i Z_i``: the two-level additive Schwarz preconditioner on the shard's rows."""
+    return pair[0] + np.asarray(shard.T @ Z_coarse)
 
 
 def shard_random_block(m: int, b: int, seed: np.random.SeedSequence) -> np.ndarray:

@@ -53,6 +53,10 @@ MIN_SHARD_ROWS = 64
 #: Relative asymmetry max|W - W^T| / max|W| tolerated by ``check_symmetric`` (as graph_laplacian's check).
 SYMMETRY_RTOL = 1e-10
 FLOAT_BYTES = 8
+#: Coarse nodes (at least) of the two-level start (``start="coarse"``): each shard contributes the aggregates of
+#: the deepest level of its hierarchy with >= DEFAULT_COARSE_SIZE / P nodes (about n / 20 at level 1 on kNN
+#: graphs); the Galerkin pencil is solved in the driver (sparse LOBPCG + AMG above 2,000 nodes), once.
+DEFAULT_COARSE_SIZE = 4000
 
 
 def _client(client):
@@ -89,6 +93,8 @@ class DistributedLaplacian(LinearOperator):
         self.traffic = {"products": 0, "product_bytes_out": 0, "product_bytes_back": 0,
                         "preconditioner_calls": 0, "preconditioner_bytes": 0}
         self._preconditioned = False
+        self._coarse = None
+        self._coarse_lu = None
         n = int(self.bounds[-1])
         super().__init__(np.dtype(np.float64), (n, n))
 
@@ -217,9 +223,23 @@ class DistributedLaplacian(LinearOperator):
         return LinearOperator((n, n), matvec=lambda r: self._precondition(r).ravel(), matmat=self._precondition,
                               dtype=np.float64)
 
+    def add_coarse_correction(self, shift: float = AMG_SHIFT) -> None:
+        """Make the block preconditioner two-level additive Schwarz: ``M = blockdiag(M_ii) + T A_c^-1 T^T``
+        with the coarse space of :meth:`coarse_start` (call it first) and ``A_c + shift B_c`` factorized
+        (sparse LU) in the driver. Per application: ``(n_i, b)`` out, ``(c_i, b)`` back, ``(c_i, b)`` out,
+        ``(n_i, b)`` back per shard (two round trips)."""
+        from scipy.sparse.linalg import splu
+
+        if self._coarse is None:
+            raise ParameterError("preconditioner='two_level' needs the coarse space of start='coarse'")
+        A_c, B_c, offsets = self._coarse
+        self._coarse_lu = (splu(sp.csc_matrix(A_c + shift * B_c)), offsets)
+
     def _precondition(self, R):
         R = np.ascontiguousarray(np.asarray(R).reshape(self.shape[0], -1), dtype=np.float64)
         c = self.client
+        if self._coarse_lu is not None:
+            return self._precondition_two_level(R)
         futures = []
         for shard, worker, lo, hi in zip(self.shards, self.workers, self.bounds[:-1], self.bounds[1:]):
             piece = _scatter_to(c, R[lo:hi], worker)
@@ -229,23 +249,77 @@ class DistributedLaplacian(LinearOperator):
         self.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes
         return out
 
+    def _precondition_two_level(self, R):
+        c = self.client
+        lu, offsets = self._coarse_lu
+        pairs = [c.submit(_shards.shard_precondition_two_level, shard, _scatter_to(c, R[lo:hi], worker),
+                          workers=[worker], pure=False)
+                 for shard, worker, lo, hi in zip(self.shards, self.workers, self.bounds[:-1], self.bounds[1:])]
+        Y = np.vstack(c.gather([c.submit(_shards.coarse_part, p, workers=[w], pure=False)
+                                for p, w in zip(pairs, self.workers)]))
+        Z = lu.solve(Y)
+        futures = [c.submit(_shards.shard_add_coarse, p, shard, _scatter_to(c, Z[lo:hi], worker), workers=[worker],
+                            pure=False)
+                   for p, shard, worker, lo, hi in zip(pairs, self.shards, self.workers, offsets[:-1], offsets[1:])]
+        out = np.vstack(c.gather(futures))
+        self.traffic["preconditioner_calls"] += 1
+        self.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes + Y.nbytes + Z.nbytes
+        return out
+
     def random_start(self, b: int, random_state=None) -> np.ndarray:
         """An orthonormal ``(n, b)`` start block: standard normal rows drawn per shard on the workers (seeds
         spawned from ``random_state``), orthonormalized by ``dask.array.linalg.tsqr`` over the row blocks."""
+        rng = check_random_state(random_state)
+        seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(self.n_blocks)
+        parts = [self.client.submit(_shards.shard_random_block, int(m), b, s, workers=[w], pure=False)
+                 for m, s, w in zip(np.diff(self.bounds), seeds, self.workers)]
+        return self._orthonormal(parts, b)
+
+    def coarse_start(self, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[np.ndarray, dict]:
+        """A two-level start block ``(n, b)``: the smallest eigenvectors of the Galerkin pencil
+        ``(T^T L T, T^T T)`` on the block-diagonal coarse space ``T = blockdiag(T_i)`` of the aggregates of the
+        shards' AMG hierarchies (:func:`._shards.shard_coarse_basis`, each ``T_i`` at the deepest level with at
+        least ``coarse_size / P`` nodes), prolongated on the workers and orthonormalized by tsqr. The single-process solver's multilevel start
+        (:mod:`._multilevel`) with one coarse level instead of a cascade; the coarse pencil (about
+        ``coarse_size`` nodes, sparse) is solved in the driver by :func:`spectral.eigen.eigensolve`.
+        Needs :meth:`block_preconditioner` first. Returns ``(X, report)``."""
+        if not self._preconditioned:
+            raise ParameterError("start='coarse' needs the block AMG preconditioner (preconditioner='block_amg')")
+        c = self.client
+        per_shard = max(1, coarse_size // self.n_blocks)
+        self.shards = [c.submit(_shards.shard_coarse_basis, s, per_shard, workers=[w], pure=False)
+                       for s, w in zip(self.shards, self.workers)]
+        bases = [c.submit(_shards.shard_basis, s, workers=[w], pure=False) for s, w in zip(self.shards, self.workers)]
+        sizes = c.gather([c.submit(_shape, t, pure=False) for t in bases])
+        offsets = np.concatenate([[0], np.cumsum([s[1] for s in sizes])]).astype(np.int64)
+        pieces = c.gather([c.submit(_shards.shard_galerkin_rows, s, bases, self.bounds, offsets, workers=[w],
+                                    pure=False) for s, w in zip(self.shards, self.workers)])
+        A_c = sp.csr_matrix(sp.vstack([p[0] for p in pieces]))
+        A_c = sp.csr_matrix((A_c + A_c.T) * 0.5)  # symmetric up to round-off already
+        B_c = sp.csr_matrix(sp.block_diag([p[1] for p in pieces]))
+        coarse = eigensolve(A_c, b, B=B_c, solver="auto", tol=tol, random_state=random_state, raise_on_failure=False)
+        X_c = coarse.vectors
+        self._coarse = (A_c, B_c, offsets)
+        parts = [c.submit(_shards.shard_prolongate, s, X_c[lo:hi], workers=[w], pure=False)
+                 for s, w, lo, hi in zip(self.shards, self.workers, offsets[:-1], offsets[1:])]
+        report = {"coarse_n": int(offsets[-1]), "coarse_nnz": int(A_c.nnz), "coarse_solver": coarse.solver,
+                  "coarse_iterations": coarse.n_iter,
+                  "setup_bytes": int(sum(p[0].data.nbytes + p[0].indices.nbytes + p[0].indptr.nbytes
+                                         for p in pieces) + X_c.nbytes)}
+        return self._orthonormal(parts, b), report
+
+    def _orthonormal(self, parts, b: int) -> np.ndarray:
+        """Orthonormal basis ``(n, b)`` of the row blocks ``parts`` (futures of (n_i, b), in shard order) by
+        ``dask.array.linalg.tsqr`` on the cluster; only Q comes back to the driver."""
         import dask
         import dask.array as da
 
-        rng = check_random_state(random_state)
-        seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(self.n_blocks)
-        sizes = np.diff(self.bounds)
-        parts = [self.client.submit(_shards.shard_random_block, int(m), b, s, workers=[w], pure=False)
-                 for m, s, w in zip(sizes, seeds, self.workers)]
         X = da.concatenate([da.from_delayed(dask.delayed(p), shape=(int(m), b), dtype=np.float64)
-                            for p, m in zip(parts, sizes)])
+                            for p, m in zip(parts, np.diff(self.bounds))])
         Q, _ = da.linalg.tsqr(X)
-        Q = self.client.compute(Q, sync=True)
+        Q = np.asarray(self.client.compute(Q, sync=True))
         self.traffic["start_bytes"] = Q.nbytes
-        return np.asarray(Q)
+        return Q
 
     def to_original_order(self, V: np.ndarray) -> np.ndarray:
         """Rows of ``V`` (n, k), in the operator's order, put back in the original node order."""
@@ -255,13 +329,19 @@ class DistributedLaplacian(LinearOperator):
 
 
 def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=None, max_iter=None,
-                           random_state=None, preconditioner: str | None = "block_amg", amg_shift: float = AMG_SHIFT,
-                           amg_options=None, raise_on_failure: bool = True):
+                           random_state=None, preconditioner: str | None = "two_level", start: str = "auto",
+                           coarse_size: int = DEFAULT_COARSE_SIZE, amg_shift: float = AMG_SHIFT, amg_options=None,
+                           raise_on_failure: bool = True):
     """The ``n_components`` smallest eigenpairs of a :class:`DistributedLaplacian` by LOBPCG.
 
     Runs :func:`spectral.eigen.eigensolve` (``solver="lobpcg"``) on the distributed operator with the
-    per-shard block preconditioner (``preconditioner="block_amg"``, or None) and the tsqr start block.
-    ``tol``, ``max_iter``, ``random_state``, ``raise_on_failure`` mean what they mean there.
+    per-shard block preconditioner (``preconditioner="block_amg"``: block Jacobi with an AMG V-cycle per
+    shard; ``"two_level"``: that plus the coarse-space correction of
+    :meth:`DistributedLaplacian.add_coarse_correction`, needs ``start="coarse"``; or None) and a start block:
+    ``start="coarse"`` (:meth:`DistributedLaplacian.coarse_start` with ``coarse_size`` coarse nodes; needs the
+    preconditioner), ``"random"`` (:meth:`DistributedLaplacian.random_start`) or ``"auto"`` (coarse with the
+    preconditioner, else random). ``tol``, ``max_iter``, ``random_state``, ``raise_on_failure`` mean what they
+    mean there.
 
     Returns
     -------
@@ -273,15 +353,31 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
     if not isinstance(op, DistributedLaplacian):
         raise ParameterError(f"op must be a DistributedLaplacian; got {type(op).__name__}")
     if preconditioner is not None:
-        preconditioner = check_choice("preconditioner", preconditioner, ("block_amg",))
+        preconditioner = check_choice("preconditioner", preconditioner, ("block_amg", "two_level"))
     k = check_int("n_components", n_components, low=1, high=op.shape[0] - 1)
+    start = check_choice("start", start, ("auto", "coarse", "random"))
+    if start == "auto":
+        start = "coarse" if preconditioner else "random"
+    if start == "coarse" and not preconditioner:
+        raise ParameterError("start='coarse' needs the block AMG preconditioner (preconditioner='block_amg' or "
+                             "'two_level'); got preconditioner=None")
+    if preconditioner == "two_level" and start != "coarse":
+        raise ParameterError(
+            f"preconditioner='two_level' needs start='coarse' (its coarse space); got start={start!r}")
+    coarse_size = check_int("coarse_size", coarse_size, low=1)
+    rng = check_random_state(random_state)
     timings = {}
     t = time.perf_counter()
     M = op.block_preconditioner(amg_shift=amg_shift, amg_options=amg_options) if preconditioner else None
     timings["preconditioner_setup"] = time.perf_counter() - t
-    rng = check_random_state(random_state)
     t = time.perf_counter()
-    X0 = op.random_start(k, rng)
+    coarse_report = None
+    if start == "coarse":
+        X0, coarse_report = op.coarse_start(k, coarse_size, tol=tol, random_state=rng)
+    else:
+        X0 = op.random_start(k, rng)
+    if preconditioner == "two_level":
+        op.add_coarse_correction(amg_shift)
     timings["start"] = time.perf_counter() - t
     before = dict(op.traffic)
     t = time.perf_counter()
@@ -290,7 +386,8 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
     timings["solve"] = time.perf_counter() - t
     info = dict(res.info)
     info["traffic"] = _traffic(op, before, res.n_iter)
-    info["distributed"] = {**op.stats, "seconds": timings, "preconditioner": preconditioner or "none"}
+    info["distributed"] = {**op.stats, "seconds": timings, "preconditioner": preconditioner or "none",
+                           "start": start, "coarse": coarse_report}
     return dataclasses.replace(res, vectors=sign_flip(op.to_original_order(res.vectors)), info=info)
 
 
