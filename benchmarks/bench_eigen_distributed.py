@@ -112,7 +112,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs="+", default=[100_000, 200_000])
     parser.add_argument("--blocks", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--partition", nargs="+", default=["rcm"], choices=["rcm", "coordinates", "none"])
-    parser.add_argument("--precond", nargs="+", default=["two_level", "block_amg"], choices=["two_level", "block_amg"])
+    parser.add_argument("--precond", nargs="+", default=["two_level", "block_amg"],
+                        choices=["two_level", "block_amg"])
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--tol", type=float, default=None, help="absolute residual tolerance (default: 1e-6 ||L||)")
     parser.add_argument("--workers", type=int, default=2)
