@@ -140,6 +140,36 @@ def test_symmetrization_by_shard_pair_exchange(client, graph, how):
     assert op.n_blocks == 3 and list(op.bounds) == bounds
 
 
+@pytest.mark.parametrize("weighting, symmetrize", [("local_scaling", "or"), ("heat", "and"), ("hein_maier", "mean")])
+def test_weights_built_per_shard_equal_knn_weights(client, graph, weighting, symmetrize):
+    X = graph[0]
+    idx, dist = knn_graph(X, 10, method="exact")
+    W = knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
+    bounds = [0, 700, 1400, N]
+    parts = list(zip(bounds[:-1], bounds[1:]))
+    op = DistributedLaplacian.from_knn_blocks([client.scatter(idx[lo:hi], hash=False) for lo, hi in parts],
+                                              [dist[lo:hi] for lo, hi in parts], weighting=weighting,
+                                              symmetrize=symmetrize)
+    L, degrees = laplacian(W, "symmetric")
+    np.testing.assert_allclose(op.degrees, degrees, rtol=1e-12)
+    V = np.random.default_rng(2).standard_normal((N, 2))
+    np.testing.assert_allclose(op @ V, L @ V, atol=1e-12)
+    assert op.stats["weight_params"]["weighting"] == weighting
+
+
+def test_from_knn_blocks_checks_its_blocks(client, graph):
+    idx, dist = knn_graph(graph[0], 10, method="exact")
+    bad = idx[1000:].copy()
+    bad[3, 0] = 1003
+    with pytest.raises(InputDataError, match="must not contain self-neighbours"):
+        DistributedLaplacian.from_knn_blocks([idx[:1000], bad], [dist[:1000], dist[1000:]])
+    with pytest.raises(InputDataError, match="same number of neighbours; got \\[9, 10\\]"):
+        DistributedLaplacian.from_knn_blocks([idx[:1000], idx[1000:, :9]], [dist[:1000], dist[1000:, :9]])
+    with pytest.raises(ParameterError, match=r"weighting must be one of \['local_scaling', 'heat', 'binary', "
+                                             r"'hein_maier'\]; got 'gauss'"):
+        DistributedLaplacian.from_knn_blocks([idx[:1000], idx[1000:]], [dist[:1000], dist[1000:]], weighting="gauss")
+
+
 def test_from_blocks_checks_symmetry(client, graph):
     A, blocks = _directed_blocks(graph[1], [0, 1000, N])
     with pytest.raises(InputDataError, match=r"W must be symmetric; max \|W - W\^T\| = 1"):

@@ -234,6 +234,43 @@ def shard_random_block(m: int, b: int, seed: np.random.SeedSequence) -> np.ndarr
     return np.random.default_rng(seed).standard_normal((m, b))
 
 
+def knn_summary(idx: np.ndarray, dist: np.ndarray, start: int, n: int) -> dict:
+    """Checks of a block of kNN lists (rows ``start..``, global indices in [0, n)) and the summaries the weight
+    parameters need (:func:`spectral.weights.resolve_weight_params`)."""
+    from ..errors import InputDataError
+
+    idx, dist = np.asarray(idx), np.asarray(dist, dtype=np.float64)
+    if idx.ndim != 2 or idx.shape != dist.shape or not np.issubdtype(idx.dtype, np.integer):
+        raise InputDataError(f"a kNN block must be integer indices and distances of one shape (m, k); got "
+                             f"{idx.dtype} {idx.shape} and {dist.shape}")
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise InputDataError(f"kNN indices must lie in [0, {n - 1}]; got a block with range [{idx.min()}, {idx.max()}]")
+    if np.any(idx == np.arange(start, start + idx.shape[0])[:, None]):
+        raise InputDataError("indices must not contain self-neighbours (row i listing i)")
+    if not np.all(np.isfinite(dist)) or (dist.size and dist.min() < 0):
+        raise InputDataError("kNN distances must be finite and non-negative")
+    positive = dist[dist > 0]
+    return {"rows": idx.shape[0], "k": idx.shape[1], "min_positive": float(positive.min()) if positive.size else None,
+            "sum": float(dist.sum()), "count": int(dist.size)}
+
+
+def knn_scales(dist: np.ndarray, params) -> np.ndarray:
+    """Per-point scales ``(m,)`` of a block of kNN distances (:func:`spectral.weights.scales_of`)."""
+    from ..weights import scales_of
+
+    return scales_of(dist, params)
+
+
+def knn_directed_rows(idx: np.ndarray, dist: np.ndarray, start: int, params, scales: np.ndarray) -> sp.csr_matrix:
+    """Rows ``(m, n)`` of the directed kNN weights (:func:`spectral.weights.directed_weight_rows`)."""
+    from ..weights import directed_weight_rows
+
+    idx = np.asarray(idx, dtype=np.int64)
+    m = idx.shape[0]
+    return directed_weight_rows(idx, np.asarray(dist, dtype=np.float64), params, scales[start:start + m], scales,
+                                scales.size)
+
+
 def column_piece(W_rows: sp.csr_matrix, lo: int, hi: int) -> sp.csr_matrix:
     """Columns ``[lo, hi)`` of a row block: what shard ``i`` sends shard ``j`` for the transpose exchange."""
     return sp.csr_matrix(sp.csr_matrix(W_rows)[:, lo:hi])

@@ -171,6 +171,54 @@ class DistributedLaplacian(LinearOperator):
         return op
 
     @classmethod
+    def from_knn_blocks(cls, indices, distances, *, weighting: str = "local_scaling", symmetrize: str = "or",
+                        sigma: float | None = None, scale_k: int | None = None, normalization: str = "symmetric",
+                        client=None) -> DistributedLaplacian:
+        """Build from per-shard kNN lists: weights, symmetrization and Laplacian all on the workers.
+
+        ``indices[i]`` / ``distances[i]`` (arrays or futures, (n_i, k)) are the neighbours (global row numbers)
+        and sorted distances of the rows of shard ``i``, shards in row order. The weighting is
+        :func:`spectral.weights.knn_weights`'s (same parameters, resolved from the reduced summaries of all
+        blocks: smallest positive and mean distance); the per-point scales (n floats) are gathered and
+        broadcast like the degrees; the directed weight rows are symmetrized by the shard-pair transpose
+        exchange of :meth:`from_blocks`. Same result as ``from_blocks`` on the row blocks of ``knn_weights``.
+        """
+        from ..weights import resolve_weight_params
+
+        client = _client(client)
+        indices, distances = list(indices), list(distances)
+        if not indices or len(indices) != len(distances):
+            raise ParameterError(f"indices and distances must be lists of the same number (>= 1) of row blocks; got "
+                                 f"{len(indices)} and {len(distances)}")
+        addresses = _worker_list(client)
+        idx = [b if _is_future(b) else _scatter_to(client, np.asarray(b), addresses[i % len(addresses)])
+               for i, b in enumerate(indices)]
+        workers = [_worker_of(client, f) for f in idx]
+        dist = [b if _is_future(b) else _scatter_to(client, np.asarray(b, dtype=np.float64), w)
+                for b, w in zip(distances, workers)]
+        rows = client.gather([client.submit(_shape, f, pure=False) for f in idx])
+        n = sum(r[0] for r in rows)
+        starts = np.concatenate([[0], np.cumsum([r[0] for r in rows])]).astype(np.int64)
+        summaries = client.gather([client.submit(_shards.knn_summary, a, d, int(s), n, workers=[w], pure=False)
+                                   for a, d, s, w in zip(idx, dist, starts, workers)])
+        ks = {m["k"] for m in summaries}
+        if len(ks) != 1:
+            raise InputDataError(f"every kNN block must have the same number of neighbours; got {sorted(ks)}")
+        positives = [m["min_positive"] for m in summaries if m["min_positive"] is not None]
+        mean = sum(m["sum"] for m in summaries) / sum(m["count"] for m in summaries)
+        params = resolve_weight_params(ks.pop(), weighting=weighting, symmetrize=symmetrize, sigma=sigma,
+                                       scale_k=scale_k, min_positive=min(positives) if positives else None,
+                                       mean_distance=mean)
+        scales = np.concatenate(client.gather([client.submit(_shards.knn_scales, d, params, workers=[w], pure=False)
+                                               for d, w in zip(dist, workers)]))
+        scales_future = client.scatter(scales, broadcast=True, direct=True, hash=False)
+        directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, scales_future, workers=[w],
+                                  pure=False) for a, d, s, w in zip(idx, dist, starts, workers)]
+        op = cls.from_blocks(directed, symmetrize=params.symmetrize, normalization=normalization, client=client)
+        op.stats.update(weight_params=params.to_attrs())
+        return op
+
+    @classmethod
     def _build(cls, blocks, bounds, perm, normalization, client) -> DistributedLaplacian:
         normalization = check_choice("normalization", normalization, NORMALIZATIONS)
         workers = [_worker_of(client, f) for f in blocks]
