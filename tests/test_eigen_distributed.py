@@ -82,7 +82,7 @@ def test_distributed_product_equals_the_single_process_product(client, graph, n_
 
 
 @pytest.mark.parametrize("n_blocks, partition, preconditioner, start", [
-    (3, "rcm", "two_level", "coarse"), (2, "coordinates", "block_amg", "random"), (2, "none", None, "random")])
+    (3, "rcm", "two_level", "coarse"), (2, "coordinates", "block_amg", "random")])
 def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, n_blocks, partition, preconditioner,
                                                              start):
     X, _, W, L, _, (ref_values, ref_vectors) = graph
@@ -108,6 +108,14 @@ def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, n_bl
     assert info["preconditioner"] == (preconditioner or "none")
     if start == "coarse":
         assert info["coarse"]["coarse_n"] >= K_PAIRS
+
+
+def test_without_preconditioner(client, graph):
+    op = DistributedLaplacian.from_weights(graph[2], 2, partition="none")
+    res = distributed_eigensolve(op, 3, preconditioner=None, max_iter=5, raise_on_failure=False, random_state=0)
+    assert res.n_iter < 10 and not res.converged  # scipy counts its initial and final residuals too
+    assert res.info["distributed"]["preconditioner"] == "none" and res.info["distributed"]["start"] == "random"
+    assert res.info["traffic"]["preconditioner_calls"] == 0 and res.info["traffic"]["products"] >= res.n_iter
 
 
 def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, graph):

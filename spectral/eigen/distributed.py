@@ -46,7 +46,8 @@ from scipy.sparse.linalg import LinearOperator
 from .._validation import check_choice, check_float, check_int, check_random_state
 from ..errors import InputDataError, ParameterError
 from ..graph_laplacian import check_affinity
-from . import _shards
+from . import _shards, _two_level
+from ._cluster import active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list, worker_of
 from .dispatch import eigensolve
 from .lobpcg import AMG_SHIFT
 from .signs import sign_flip
@@ -57,24 +58,11 @@ SYMMETRIZE = ("or", "and", "mean")
 #: A shard needs at least this many rows: enough for a useful AMG hierarchy of its diagonal block and for
 #: its (rows, b) blocks to outweigh the per-task overhead of the scheduler (~1 ms).
 MIN_SHARD_ROWS = 64
-#: Relative asymmetry max|W - W^T| / max|W| tolerated by ``check_symmetric`` (as graph_laplacian's check).
-SYMMETRY_RTOL = 1e-10
 FLOAT_BYTES = 8
 #: Coarse nodes (at least) of the two-level start (``start="coarse"``): each shard contributes the aggregates of
 #: the deepest level of its hierarchy with >= DEFAULT_COARSE_SIZE / P nodes (about n / 20 at level 1 on kNN
 #: graphs); the Galerkin pencil is solved in the driver (sparse LOBPCG + AMG above 2,000 nodes), once.
 DEFAULT_COARSE_SIZE = 4000
-
-
-def _client(client):
-    if client is not None:
-        return client
-    from distributed import get_client
-
-    try:
-        return get_client()
-    except ValueError as exc:
-        raise ParameterError("the distributed eigensolver needs an active distributed.Client (or client=...)") from exc
 
 
 class DistributedLaplacian(LinearOperator):
@@ -93,7 +81,7 @@ class DistributedLaplacian(LinearOperator):
         self.bounds = np.asarray(bounds, dtype=np.int64)
         self.perm = np.asarray(perm, dtype=np.int64)
         self.degrees = np.asarray(degrees, dtype=np.float64)
-        self.workers = [_worker_of(client, f) for f in self.shards]
+        self.workers = [worker_of(client, f) for f in self.shards]
         self.cols = client.gather([client.submit(_shards.shard_columns, s, workers=[w], pure=False)
                                    for s, w in zip(self.shards, self.workers)])
         self.stats = dict(stats)
@@ -122,13 +110,13 @@ class DistributedLaplacian(LinearOperator):
             coordinates = _check_coordinates(coordinates, n)
         elif coordinates is not None:
             raise ParameterError(f"coordinates are used only by partition='coordinates'; got partition={partition!r}")
-        client = _client(client)
+        client = active_client(client)
         perm, bounds = _shards.row_partition(W, n_blocks, partition, coordinates)
         inside = _shards.inside_fraction(W, perm, bounds)
         Wp = sp.csr_matrix(W[perm][:, perm])
         Wp.sort_indices()
-        addresses = _worker_list(client)
-        blocks = [_scatter_to(client, Wp[bounds[i]:bounds[i + 1]], addresses[i % len(addresses)])
+        addresses = worker_list(client)
+        blocks = [scatter_to(client, Wp[bounds[i]:bounds[i + 1]], addresses[i % len(addresses)])
                   for i in range(n_blocks)]
         op = cls._build(blocks, bounds, perm, normalization, client)
         op.stats.update(partition=partition, inside_fraction_W=inside)
@@ -145,15 +133,15 @@ class DistributedLaplacian(LinearOperator):
         ``check_symmetric`` (with ``symmetrize=None``) checks ``W = W^T`` by the same exchange.
         The row order of the blocks is the operator's order (``perm`` is the identity).
         """
-        client = _client(client)
+        client = active_client(client)
         blocks = list(blocks)
         if not blocks:
             raise ParameterError("blocks must hold at least one row block; got 0")
-        addresses = _worker_list(client)
-        futures = [b if _is_future(b) else _scatter_to(client, sp.csr_matrix(b, dtype=np.float64),
+        addresses = worker_list(client)
+        futures = [b if is_future(b) else scatter_to(client, sp.csr_matrix(b, dtype=np.float64),
                                                        addresses[i % len(addresses)])
                    for i, b in enumerate(blocks)]
-        shapes = client.gather([client.submit(_shape, f, pure=False) for f in futures])
+        shapes = client.gather([client.submit(shape_of, f, pure=False) for f in futures])
         n = shapes[0][1]
         if any(s[1] != n for s in shapes) or sum(s[0] for s in shapes) != n:
             raise InputDataError(f"row blocks must be (n_i, n) with sum n_i = n; got shapes {shapes}")
@@ -165,7 +153,7 @@ class DistributedLaplacian(LinearOperator):
         if symmetrize is not None:
             symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZE)
         if symmetrize is not None or check_symmetric:
-            futures = _transpose_exchange(client, futures, bounds, symmetrize)
+            futures = transpose_exchange(client, futures, bounds, symmetrize)
         op = cls._build(futures, bounds, np.arange(n), normalization, client)
         op.stats.update(partition="given", symmetrize=symmetrize)
         return op
@@ -185,18 +173,18 @@ class DistributedLaplacian(LinearOperator):
         """
         from ..weights import resolve_weight_params
 
-        client = _client(client)
+        client = active_client(client)
         indices, distances = list(indices), list(distances)
         if not indices or len(indices) != len(distances):
             raise ParameterError(f"indices and distances must be lists of the same number (>= 1) of row blocks; got "
                                  f"{len(indices)} and {len(distances)}")
-        addresses = _worker_list(client)
-        idx = [b if _is_future(b) else _scatter_to(client, np.asarray(b), addresses[i % len(addresses)])
+        addresses = worker_list(client)
+        idx = [b if is_future(b) else scatter_to(client, np.asarray(b), addresses[i % len(addresses)])
                for i, b in enumerate(indices)]
-        workers = [_worker_of(client, f) for f in idx]
-        dist = [b if _is_future(b) else _scatter_to(client, np.asarray(b, dtype=np.float64), w)
+        workers = [worker_of(client, f) for f in idx]
+        dist = [b if is_future(b) else scatter_to(client, np.asarray(b, dtype=np.float64), w)
                 for b, w in zip(distances, workers)]
-        rows = client.gather([client.submit(_shape, f, pure=False) for f in idx])
+        rows = client.gather([client.submit(shape_of, f, pure=False) for f in idx])
         n = sum(r[0] for r in rows)
         starts = np.concatenate([[0], np.cumsum([r[0] for r in rows])]).astype(np.int64)
         summaries = client.gather([client.submit(_shards.knn_summary, a, d, int(s), n, workers=[w], pure=False)
@@ -221,7 +209,7 @@ class DistributedLaplacian(LinearOperator):
     @classmethod
     def _build(cls, blocks, bounds, perm, normalization, client) -> DistributedLaplacian:
         normalization = check_choice("normalization", normalization, NORMALIZATIONS)
-        workers = [_worker_of(client, f) for f in blocks]
+        workers = [worker_of(client, f) for f in blocks]
         starts = [int(s) for s in bounds[:-1]]
         degrees = np.concatenate(client.gather([
             client.submit(_shards.shard_degrees, f, s, workers=[w], pure=False)
@@ -256,7 +244,7 @@ class DistributedLaplacian(LinearOperator):
         c = self.client
         futures = []
         for shard, worker, cols in zip(self.shards, self.workers, self.cols):
-            piece = _scatter_to(c, V[cols], worker)
+            piece = scatter_to(c, V[cols], worker)
             futures.append(c.submit(_shards.shard_product, shard, piece, workers=[worker], pure=False))
             self.traffic["product_bytes_out"] += cols.size * V.shape[1] * FLOAT_BYTES
         out = np.vstack(c.gather(futures))
@@ -272,110 +260,37 @@ class DistributedLaplacian(LinearOperator):
         self.shards = [c.submit(_shards.shard_with_preconditioner, s, amg_shift, amg_options, workers=[w], pure=False)
                        for s, w in zip(self.shards, self.workers)]
         for shard in self.shards:  # wait, and raise setup errors here (the shards stay on their workers)
-            _worker_of(c, shard)
+            worker_of(c, shard)
         self._preconditioned = True
         n = self.shape[0]
         return LinearOperator((n, n), matvec=lambda r: self._precondition(r).ravel(), matmat=self._precondition,
                               dtype=np.float64)
 
     def add_coarse_correction(self, shift: float = AMG_SHIFT) -> None:
-        """Make the block preconditioner two-level additive Schwarz: ``M = blockdiag(M_ii) + T A_c^-1 T^T``
-        with the coarse space of :meth:`coarse_start` (call it first) and ``A_c + shift B_c`` factorized
-        (sparse LU) in the driver. Per application: ``(n_i, b)`` out, ``(c_i, b)`` back, ``(c_i, b)`` out,
-        ``(n_i, b)`` back per shard (two round trips)."""
-        from scipy.sparse.linalg import splu
+        """Turn the block preconditioner into two-level additive Schwarz (:func:`._two_level.add_coarse_correction`)."""
+        _two_level.add_coarse_correction(self, shift)
 
-        if self._coarse is None:
-            raise ParameterError("preconditioner='two_level' needs the coarse space of start='coarse'")
-        A_c, B_c, offsets = self._coarse
-        self._coarse_lu = (splu(sp.csc_matrix(A_c + shift * B_c)), offsets)
+    def random_start(self, b: int, random_state=None) -> np.ndarray:
+        """Orthonormal random ``(n, b)`` start block, drawn on the workers (:func:`._two_level.random_start`)."""
+        return _two_level.random_start(self, b, random_state)
+
+    def coarse_start(self, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[np.ndarray, dict]:
+        """Two-level start block ``(n, b)`` and a report (:func:`._two_level.coarse_start`)."""
+        return _two_level.coarse_start(self, b, coarse_size, tol=tol, random_state=random_state)
 
     def _precondition(self, R):
         R = np.ascontiguousarray(np.asarray(R).reshape(self.shape[0], -1), dtype=np.float64)
         c = self.client
         if self._coarse_lu is not None:
-            return self._precondition_two_level(R)
+            return _two_level.precondition_two_level(self, R)
         futures = []
         for shard, worker, lo, hi in zip(self.shards, self.workers, self.bounds[:-1], self.bounds[1:]):
-            piece = _scatter_to(c, R[lo:hi], worker)
+            piece = scatter_to(c, R[lo:hi], worker)
             futures.append(c.submit(_shards.shard_precondition, shard, piece, workers=[worker], pure=False))
         out = np.vstack(c.gather(futures))
         self.traffic["preconditioner_calls"] += 1
         self.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes
         return out
-
-    def _precondition_two_level(self, R):
-        c = self.client
-        lu, offsets = self._coarse_lu
-        pairs = [c.submit(_shards.shard_precondition_two_level, shard, _scatter_to(c, R[lo:hi], worker),
-                          workers=[worker], pure=False)
-                 for shard, worker, lo, hi in zip(self.shards, self.workers, self.bounds[:-1], self.bounds[1:])]
-        Y = np.vstack(c.gather([c.submit(_shards.coarse_part, p, workers=[w], pure=False)
-                                for p, w in zip(pairs, self.workers)]))
-        Z = lu.solve(Y)
-        futures = [c.submit(_shards.shard_add_coarse, p, shard, _scatter_to(c, Z[lo:hi], worker), workers=[worker],
-                            pure=False)
-                   for p, shard, worker, lo, hi in zip(pairs, self.shards, self.workers, offsets[:-1], offsets[1:])]
-        out = np.vstack(c.gather(futures))
-        self.traffic["preconditioner_calls"] += 1
-        self.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes + Y.nbytes + Z.nbytes
-        return out
-
-    def random_start(self, b: int, random_state=None) -> np.ndarray:
-        """An orthonormal ``(n, b)`` start block: standard normal rows drawn per shard on the workers (seeds
-        spawned from ``random_state``), orthonormalized by ``dask.array.linalg.tsqr`` over the row blocks."""
-        rng = check_random_state(random_state)
-        seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(self.n_blocks)
-        parts = [self.client.submit(_shards.shard_random_block, int(m), b, s, workers=[w], pure=False)
-                 for m, s, w in zip(np.diff(self.bounds), seeds, self.workers)]
-        return self._orthonormal(parts, b)
-
-    def coarse_start(self, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[np.ndarray, dict]:
-        """A two-level start block ``(n, b)``: the smallest eigenvectors of the Galerkin pencil
-        ``(T^T L T, T^T T)`` on the block-diagonal coarse space ``T = blockdiag(T_i)`` of the aggregates of the
-        shards' AMG hierarchies (:func:`._shards.shard_coarse_basis`, each ``T_i`` at the deepest level with at
-        least ``coarse_size / P`` nodes), prolongated on the workers and orthonormalized by tsqr. The
-        single-process solver's multilevel start (:mod:`._multilevel`) with one coarse level instead of a
-        cascade; the coarse pencil (about
-        ``coarse_size`` nodes, sparse) is solved in the driver by :func:`spectral.eigen.eigensolve`.
-        Needs :meth:`block_preconditioner` first. Returns ``(X, report)``."""
-        if not self._preconditioned:
-            raise ParameterError("start='coarse' needs the block AMG preconditioner (preconditioner='block_amg')")
-        c = self.client
-        per_shard = max(1, coarse_size // self.n_blocks)
-        self.shards = [c.submit(_shards.shard_coarse_basis, s, per_shard, workers=[w], pure=False)
-                       for s, w in zip(self.shards, self.workers)]
-        bases = [c.submit(_shards.shard_basis, s, workers=[w], pure=False) for s, w in zip(self.shards, self.workers)]
-        sizes = c.gather([c.submit(_shape, t, pure=False) for t in bases])
-        offsets = np.concatenate([[0], np.cumsum([s[1] for s in sizes])]).astype(np.int64)
-        pieces = c.gather([c.submit(_shards.shard_galerkin_rows, s, bases, self.bounds, offsets, workers=[w],
-                                    pure=False) for s, w in zip(self.shards, self.workers)])
-        A_c = sp.csr_matrix(sp.vstack([p[0] for p in pieces]))
-        A_c = sp.csr_matrix((A_c + A_c.T) * 0.5)  # symmetric up to round-off already
-        B_c = sp.csr_matrix(sp.block_diag([p[1] for p in pieces]))
-        coarse = eigensolve(A_c, b, B=B_c, solver="auto", tol=tol, random_state=random_state, raise_on_failure=False)
-        X_c = coarse.vectors
-        self._coarse = (A_c, B_c, offsets)
-        parts = [c.submit(_shards.shard_prolongate, s, X_c[lo:hi], workers=[w], pure=False)
-                 for s, w, lo, hi in zip(self.shards, self.workers, offsets[:-1], offsets[1:])]
-        report = {"coarse_n": int(offsets[-1]), "coarse_nnz": int(A_c.nnz), "coarse_solver": coarse.solver,
-                  "coarse_iterations": coarse.n_iter,
-                  "setup_bytes": int(sum(p[0].data.nbytes + p[0].indices.nbytes + p[0].indptr.nbytes
-                                         for p in pieces) + X_c.nbytes)}
-        return self._orthonormal(parts, b), report
-
-    def _orthonormal(self, parts, b: int) -> np.ndarray:
-        """Orthonormal basis ``(n, b)`` of the row blocks ``parts`` (futures of (n_i, b), in shard order) by
-        ``dask.array.linalg.tsqr`` on the cluster; only Q comes back to the driver."""
-        import dask
-        import dask.array as da
-
-        X = da.concatenate([da.from_delayed(dask.delayed(p), shape=(int(m), b), dtype=np.float64)
-                            for p, m in zip(parts, np.diff(self.bounds))])
-        Q, _ = da.linalg.tsqr(X)
-        Q = np.asarray(self.client.compute(Q, sync=True))
-        self.traffic["start_bytes"] = Q.nbytes
-        return Q
 
     def to_original_order(self, V: np.ndarray) -> np.ndarray:
         """Rows of ``V`` (n, k), in the operator's order, put back in the original node order."""
@@ -483,58 +398,3 @@ def _check_coordinates(coordinates, n: int) -> np.ndarray:
     if Y.ndim != 2 or Y.shape[0] != n or not np.all(np.isfinite(Y)):
         raise InputDataError(f"coordinates must be a finite ({n}, d) array; got shape {Y.shape}")
     return Y
-
-
-def _transpose_exchange(client, futures, bounds, how):
-    """Shard-pair exchange of transposed entries: symmetrize (``how``) or check symmetry (``how=None``)."""
-    P = len(futures)
-    workers = [_worker_of(client, f) for f in futures]
-    pieces = [[client.submit(_shards.column_piece, futures[j], int(bounds[i]), int(bounds[i + 1]),
-                             workers=[workers[j]], pure=False) for j in range(P)] for i in range(P)]
-    if how is not None:
-        return [client.submit(_shards.shard_symmetrize, futures[i], pieces[i], how, workers=[workers[i]], pure=False)
-                for i in range(P)]
-    worst = max(client.gather([client.submit(_shards.shard_asymmetry, futures[i], pieces[i], workers=[workers[i]],
-                                             pure=False) for i in range(P)]))
-    scale = max(client.gather([client.submit(_max_abs, f, pure=False) for f in futures]))
-    if worst > SYMMETRY_RTOL * max(scale, 1e-300):
-        raise InputDataError(f"W must be symmetric; max |W - W^T| = {worst:.3g} over the row blocks "
-                             "(pass symmetrize='or', 'and' or 'mean' for directed kNN weights)")
-    return futures
-
-
-def _worker_list(client) -> list[str]:
-    workers = sorted(client.scheduler_info()["workers"])
-    if not workers:
-        raise ParameterError("the distributed.Client has no workers")
-    return workers
-
-
-def _scatter_to(client, data, worker: str):
-    """A future of ``data`` on ``worker``, sent there directly (unique key: no hashing of the data, and no
-    reuse of a key that the scheduler may be releasing)."""
-    return client.scatter(data, workers=[worker], direct=True, hash=False)
-
-
-def _worker_of(client, future) -> str:
-    from distributed import wait
-
-    wait([future])
-    if future.status == "error":
-        future.result()  # re-raises the task's exception
-    return sorted(client.who_has([future])[future.key])[0]
-
-
-def _is_future(obj) -> bool:
-    from distributed import Future
-
-    return isinstance(obj, Future)
-
-
-def _shape(block):
-    return tuple(block.shape)
-
-
-def _max_abs(block) -> float:
-    block = sp.csr_matrix(block)
-    return float(abs(block).max()) if block.nnz else 0.0
