@@ -12,7 +12,6 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from spectral.datasets import make_swiss_roll_lifted
-from spectral.embedding import laplacian_eigenmaps_from_graph
 from spectral.eigen import eigensolve
 from spectral.eigen.distributed import (MIN_SHARD_ROWS, DistributedLaplacian, distributed_eigensolve,
                                         laplacian_eigenmaps_distributed)
@@ -44,6 +43,12 @@ def graph():
     L, degrees = laplacian(W, "symmetric")
     values, vectors = scipy.linalg.eigh(L.toarray(), subset_by_index=[0, K_PAIRS - 1])
     return X, idx, W, L, degrees, (values, vectors)
+
+
+@pytest.fixture(scope="module")
+def single(graph):
+    """The single-process LOBPCG + AMG pairs of the same L (the solver the distributed one must match)."""
+    return eigensolve(graph[3], K_PAIRS, solver="lobpcg", random_state=0)
 
 
 def _angle_degrees(A, B) -> float:
@@ -83,14 +88,13 @@ def test_distributed_product_equals_the_single_process_product(client, graph, n_
 
 @pytest.mark.parametrize("n_blocks, partition, preconditioner, start", [
     (3, "rcm", "two_level", "coarse"), (2, "coordinates", "block_amg", "random")])
-def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, n_blocks, partition, preconditioner,
-                                                             start):
+def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, single, n_blocks, partition,
+                                                             preconditioner, start):
     X, _, W, L, _, (ref_values, ref_vectors) = graph
     op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,
                                            coordinates=X if partition == "coordinates" else None)
     res = distributed_eigensolve(op, K_PAIRS, random_state=0, preconditioner=preconditioner, start=start,
                                  max_iter=3000)
-    single = eigensolve(L, K_PAIRS, solver="lobpcg", random_state=0)
     tol = 1e-6 * abs(L).sum(axis=1).max()  # the single-process default: DEFAULT_RTOL * ||L||_inf
     assert res.converged and res.solver == "lobpcg"
     np.testing.assert_allclose(res.values, ref_values, atol=tol)
@@ -119,12 +123,14 @@ def test_without_preconditioner(client, graph):
 
 
 def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, graph):
-    W = graph[2]
+    _, _, W, _, degrees, (ref_values, ref_vectors) = graph
     op = DistributedLaplacian.from_weights(W, 2)
     emb, values, res = laplacian_eigenmaps_distributed(op, 3, random_state=1)
-    ref_emb, ref_values, _ = laplacian_eigenmaps_from_graph(W, 3, eigen_solver="dense")
-    np.testing.assert_allclose(values, ref_values, atol=1e-5)
+    # laplacian_eigenmaps_from_graph's convention: f_j = D^-1/2 u_j, j = 1..k (its dense run: same eigh)
+    np.testing.assert_allclose(values, ref_values[1:4], atol=1e-5)
+    ref_emb = ref_vectors[:, 1:4] / np.sqrt(degrees)[:, None]
     assert emb.shape == (N, 3) and _angle_degrees(emb, ref_emb) < 1.0
+    assert np.all(np.abs(emb).max(axis=0) == emb.max(axis=0))  # sign rule: largest-|.| entry positive
 
 
 def _directed_blocks(idx, bounds):
