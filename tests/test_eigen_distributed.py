@@ -114,6 +114,14 @@ def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, sing
         assert info["coarse"]["coarse_n"] >= K_PAIRS
 
 
+def test_the_operator_can_be_solved_again_with_another_preconditioner(client, graph):
+    op = DistributedLaplacian.from_weights(graph[2], 2)
+    first = distributed_eigensolve(op, 3, random_state=0)
+    second = distributed_eigensolve(op, 3, random_state=0, preconditioner="block_amg", start="random")
+    assert op._coarse_lu is None and second.info["distributed"]["coarse"] is None
+    assert first.converged and second.converged and _angle_degrees(first.vectors, second.vectors) < 0.1
+
+
 def test_without_preconditioner(client, graph):
     op = DistributedLaplacian.from_weights(graph[2], 2, partition="none")
     res = distributed_eigensolve(op, 3, preconditioner=None, max_iter=5, raise_on_failure=False, random_state=0)

@@ -262,6 +262,7 @@ class DistributedLaplacian(LinearOperator):
         for shard in self.shards:  # wait, and raise setup errors here (the shards stay on their workers)
             worker_of(c, shard)
         self._preconditioned = True
+        self._coarse = self._coarse_lu = None  # a new hierarchy: any earlier coarse space is stale
         n = self.shape[0]
         return LinearOperator((n, n), matvec=lambda r: self._precondition(r).ravel(), matmat=self._precondition,
                               dtype=np.float64)
