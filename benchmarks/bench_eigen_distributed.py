@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--append", action="store_true", help="append this run's section to --out")
     args = parser.parse_args()
 
     from distributed import Client, LocalCluster
@@ -130,7 +131,8 @@ def main() -> None:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     print(lines[0], flush=True)
     singles = []
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         client.run(_warm_up)  # imports on the workers, outside the timings
         for n in args.n:
@@ -155,13 +157,15 @@ def main() -> None:
 
 
 def write_results(args, lines, singles, before: str, after: str) -> None:
-    text = [
-        "# Distributed eigensolver (issue 16 item 2)",
+    text = [] if args.append else ["# Distributed eigensolver (issue 16 item 2)", ""]
+    text += [
+        f"## `python benchmarks/bench_eigen_distributed.py --n {' '.join(map(str, args.n))} --blocks "
+        f"{' '.join(map(str, args.blocks))} --partition {' '.join(args.partition)} "
+        f"--precond {' '.join(args.precond)}`",
         "",
-        f"`python benchmarks/bench_eigen_distributed.py --n {' '.join(map(str, args.n))} --blocks "
-        f"{' '.join(map(str, args.blocks))} --partition {' '.join(args.partition)} --precond {' '.join(args.precond)}`"
-        f" ({args.pairs} smallest pairs of L_sym, kNN k = 15 of the lifted Swiss roll, LocalCluster of "
-        f"{args.workers} single-threaded workers, tol {'1e-6 ||L||_inf (default)' if args.tol is None else args.tol}).",
+        f"({args.pairs} smallest pairs of L_sym, kNN k = 15 of the lifted Swiss roll, LocalCluster of "
+        f"{args.workers} single-threaded workers, tol "
+        f"{'1e-6 ||L||_inf (default)' if args.tol is None else args.tol}).",
         "",
         f"Machine state before: {before}",
         "",
@@ -183,7 +187,8 @@ def write_results(args, lines, singles, before: str, after: str) -> None:
         "",
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(text))
+    previous = args.out.read_text() if args.append and args.out.exists() else ""
+    args.out.write_text(previous + "\n".join(text))
     print(f"# written {args.out}", flush=True)
 
 
