@@ -114,15 +114,25 @@ def shard_degrees(W_rows: sp.csr_matrix, start: int) -> np.ndarray:
     return np.bincount(row_of_entries(W)[keep], weights=W.data[keep], minlength=W.shape[0])
 
 
-def shard_build(W_rows: sp.csr_matrix, start: int, degrees: np.ndarray, normalization: str) -> Shard:
-    """The shard of the normalized Laplacian for a row block of ``W`` (see :class:`Shard`)."""
-    L = laplacian_rows(W_rows, degrees, start, normalization)
-    m = L.shape[0]
-    cols = np.union1d(L.indices, np.arange(start, start + m))
-    local = sp.csr_matrix((L.data, np.searchsorted(cols, L.indices), L.indptr), shape=(m, cols.size))
+def block_columns(W_rows: sp.csr_matrix, start: int) -> np.ndarray:
+    """Sorted global columns ``(c,)`` a row block of ``W`` touches, its own rows included."""
+    W = sp.csr_matrix(W_rows)
+    return np.union1d(W.indices, np.arange(start, start + W.shape[0])).astype(np.int64)
+
+
+def shard_build(W_rows: sp.csr_matrix, start: int, cols: np.ndarray, col_degrees: np.ndarray,
+                normalization: str) -> Shard:
+    """The shard of the normalized Laplacian for a row block of ``W`` (see :class:`Shard`), from the degrees
+    ``col_degrees`` (c,) of its columns ``cols`` only (:func:`block_columns`): the block is renumbered into
+    ``cols`` first, where its own rows are the contiguous run starting at ``lo``, and
+    :func:`spectral.graph_laplacian.laplacian_rows` runs on that (m, c) block with row offset ``lo``."""
+    W = sp.csr_matrix(W_rows, dtype=np.float64)
+    m = W.shape[0]
     lo = int(np.searchsorted(cols, start))
-    own_degrees = np.asarray(degrees[start:start + m], dtype=np.float64).copy()
-    return Shard(int(start), int(start + m), local, cols.astype(np.int64), (lo, lo + m), own_degrees)
+    local = sp.csr_matrix((W.data, np.searchsorted(cols, W.indices), W.indptr), shape=(m, cols.size))
+    L = laplacian_rows(local, col_degrees, lo, normalization)
+    own_degrees = np.asarray(col_degrees[lo:lo + m], dtype=np.float64).copy()
+    return Shard(int(start), int(start + m), L, np.asarray(cols, dtype=np.int64), (lo, lo + m), own_degrees)
 
 
 def shard_stats(shard: Shard) -> dict:
@@ -261,14 +271,24 @@ def knn_scales(dist: np.ndarray, params) -> np.ndarray:
     return scales_of(dist, params)
 
 
-def knn_directed_rows(idx: np.ndarray, dist: np.ndarray, start: int, params, scales: np.ndarray) -> sp.csr_matrix:
-    """Rows ``(m, n)`` of the directed kNN weights (:func:`spectral.weights.directed_weight_rows`)."""
+def knn_columns(idx: np.ndarray, start: int) -> np.ndarray:
+    """Sorted global columns ``(c,)`` a block of kNN lists touches (its neighbours and its own rows)."""
+    idx = np.asarray(idx, dtype=np.int64)
+    return np.union1d(idx.ravel(), np.arange(start, start + idx.shape[0]))
+
+
+def knn_directed_rows(idx: np.ndarray, dist: np.ndarray, start: int, params, cols: np.ndarray,
+                      col_scales: np.ndarray, n: int) -> sp.csr_matrix:
+    """Rows ``(m, n)`` of the directed kNN weights (:func:`spectral.weights.directed_weight_rows`), from the
+    scales ``col_scales`` (c,) of the columns ``cols`` (:func:`knn_columns`) only."""
     from ..weights import directed_weight_rows
 
     idx = np.asarray(idx, dtype=np.int64)
     m = idx.shape[0]
-    return directed_weight_rows(idx, np.asarray(dist, dtype=np.float64), params, scales[start:start + m], scales,
-                                scales.size)
+    lo = int(np.searchsorted(cols, start))
+    A = directed_weight_rows(np.searchsorted(cols, idx), np.asarray(dist, dtype=np.float64), params,
+                             col_scales[lo:lo + m], col_scales, cols.size)
+    return sp.csr_matrix((A.data, cols[A.indices], A.indptr), shape=(m, n))
 
 
 def column_piece(W_rows: sp.csr_matrix, lo: int, hi: int) -> sp.csr_matrix:

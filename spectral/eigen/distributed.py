@@ -68,8 +68,10 @@ DEFAULT_COARSE_SIZE = 4000
 class DistributedLaplacian(LinearOperator):
     """Normalized Laplacian (n, n) held as row shards on Dask workers; ``op @ V`` is a distributed product.
 
-    Build with :meth:`from_weights` (a scipy ``W`` in the driver, partitioned and scattered) or
-    :meth:`from_blocks` (row blocks already on the workers, as futures). Attributes: ``n_blocks``,
+    Build with :meth:`from_weights` (a scipy ``W`` in the driver, partitioned and scattered),
+    :meth:`from_blocks` (row blocks of W, e.g. futures already on the workers) or :meth:`from_knn_blocks`
+    (per-shard kNN lists: weights built on the workers). The degrees (n floats) pass through the driver once;
+    each shard receives those of its own columns. Attributes: ``n_blocks``,
     ``bounds`` (P + 1,) shard boundaries in the operator's order, ``perm`` (n,) original node of each
     operator row, ``degrees`` (n,) in the operator's order, ``stats`` (sizes, ``inside_fraction``),
     ``traffic`` (bytes and calls so far).
@@ -167,9 +169,10 @@ class DistributedLaplacian(LinearOperator):
         ``indices[i]`` / ``distances[i]`` (arrays or futures, (n_i, k)) are the neighbours (global row numbers)
         and sorted distances of the rows of shard ``i``, shards in row order. The weighting is
         :func:`spectral.weights.knn_weights`'s (same parameters, resolved from the reduced summaries of all
-        blocks: smallest positive and mean distance); the per-point scales (n floats) are gathered and
-        broadcast like the degrees; the directed weight rows are symmetrized by the shard-pair transpose
-        exchange of :meth:`from_blocks`. Same result as ``from_blocks`` on the row blocks of ``knn_weights``.
+        blocks: smallest positive and mean distance); the per-point scales (n floats) are gathered in the driver
+        and each shard receives those of its columns only (like the degrees); the directed weight rows are
+        symmetrized by the shard-pair transpose exchange of :meth:`from_blocks`. Same result as
+        ``from_blocks`` on the row blocks of ``knn_weights``.
         """
         from ..weights import resolve_weight_params
 
@@ -199,9 +202,11 @@ class DistributedLaplacian(LinearOperator):
                                        mean_distance=mean)
         scales = np.concatenate(client.gather([client.submit(_shards.knn_scales, d, params, workers=[w], pure=False)
                                                for d, w in zip(dist, workers)]))
-        scales_future = client.scatter(scales, broadcast=True, direct=True, hash=False)
-        directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, scales_future, workers=[w],
-                                  pure=False) for a, d, s, w in zip(idx, dist, starts, workers)]
+        cols = client.gather([client.submit(_shards.knn_columns, a, int(s), workers=[w], pure=False)
+                              for a, s, w in zip(idx, starts, workers)])
+        directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, scatter_to(client, cc, w),
+                                  scatter_to(client, scales[cc], w), n, workers=[w], pure=False)
+                    for a, d, s, cc, w in zip(idx, dist, starts, cols, workers)]
         op = cls.from_blocks(directed, symmetrize=params.symmetrize, normalization=normalization, client=client)
         op.stats.update(weight_params=params.to_attrs())
         return op
@@ -214,9 +219,11 @@ class DistributedLaplacian(LinearOperator):
         degrees = np.concatenate(client.gather([
             client.submit(_shards.shard_degrees, f, s, workers=[w], pure=False)
             for f, s, w in zip(blocks, starts, workers)]))
-        deg_future = client.scatter(degrees, broadcast=True, direct=True, hash=False)
-        shards = [client.submit(_shards.shard_build, f, s, deg_future, normalization, workers=[w], pure=False)
-                  for f, s, w in zip(blocks, starts, workers)]
+        cols = client.gather([client.submit(_shards.block_columns, f, s, workers=[w], pure=False)
+                              for f, s, w in zip(blocks, starts, workers)])
+        shards = [client.submit(_shards.shard_build, f, s, scatter_to(client, cc, w),
+                                scatter_to(client, degrees[cc], w), normalization, workers=[w], pure=False)
+                  for f, s, cc, w in zip(blocks, starts, cols, workers)]
         per = client.gather([client.submit(_shards.shard_stats, s, workers=[w], pure=False)
                              for s, w in zip(shards, workers)])
         offdiag = sum(p["offdiag"] for p in per)
