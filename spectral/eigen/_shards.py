@@ -12,8 +12,9 @@ Partitions (driver side, on a symmetric ``W`` or on point coordinates):
   subgraph (locality of the per-shard products). Coordinates are the data ``X`` or an initial embedding.
 - ``"none"``: the given order, cut into equal runs.
 
-Worker side: every function whose name starts with ``shard_`` runs on the worker that holds the shard
-and receives / returns only that shard's objects and (rows, b) blocks.
+Worker side: the other functions run on the worker that holds a shard (its rows of W or kNN lists, then its
+:class:`Shard`) and receive / return only that shard's objects, its columns' degrees or scales, and
+(rows, b) or (columns, b) blocks.
 """
 
 from __future__ import annotations
