@@ -124,26 +124,65 @@ def _check_signed(signed: bool, normalization: str) -> None:
 def _laplacian(W: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.ndarray]:
     # entrywise on the CSR arrays (no setdiag, no diagonal-matrix products: 3x faster at 1e6 nodes)
     W = sp.csr_matrix(W, dtype=np.float64, copy=True)
-    n = W.shape[0]
     drop_diagonal(W)  # self-loops are ignored
     degrees = np.asarray(W.sum(axis=1)).ravel()
     if normalization == "unnormalized":
-        L = sp.diags(degrees, format="csr") - W
+        L = sp.csr_matrix(sp.diags(degrees, format="csr") - W, dtype=np.float64)
+        L.sort_indices()
     else:
-        inv = np.zeros(n)
-        pos = degrees > 0
-        rows = row_of_entries(W)
-        if normalization == "symmetric":
-            inv[pos] = 1.0 / np.sqrt(degrees[pos])
-            scaled = W.data * inv[rows] * inv[W.indices]
-        else:
-            inv[pos] = 1.0 / degrees[pos]
-            scaled = W.data * inv[rows]
-        S = sp.csr_matrix((scaled, W.indices, W.indptr), shape=W.shape)
-        L = sp.diags(pos.astype(float), format="csr") - S
-    L = sp.csr_matrix(L, dtype=np.float64)
-    L.sort_indices()
+        L = _normalized_rows(W, degrees, 0, normalization)
     return L, degrees
+
+
+def laplacian_rows(W_rows: Any, degrees: np.ndarray, row_offset: int,
+                   normalization: str = "symmetric") -> sp.csr_matrix:
+    """Rows ``[row_offset, row_offset + m)`` of a normalized Laplacian, from the same rows of ``W``.
+
+    The row-block form of :func:`laplacian` (same formula, same isolated-node convention) for a graph held
+    as row blocks on several workers (:mod:`spectral.eigen.distributed`): each block needs its own rows of
+    ``W`` and the degrees of every node it links to.
+
+    Parameters
+    ----------
+    W_rows : sparse matrix, shape (m, n)
+        Rows ``row_offset .. row_offset + m - 1`` of a symmetric non-negative ``W``; self-loops (entries at
+        column ``row_offset + r`` of row ``r``) are ignored.
+    degrees : ndarray, shape (n,)
+        ``d = W 1`` of the whole graph (self-loops excluded).
+    row_offset : int
+        Index of the first row of the block.
+    normalization : {"symmetric", "random_walk"}
+
+    Returns
+    -------
+    L_rows : scipy.sparse.csr_matrix, shape (m, n), float64, sorted indices
+    """
+    normalization = check_choice("normalization", normalization, ("symmetric", "random_walk"))
+    W = sp.csr_matrix(W_rows, dtype=np.float64, copy=True)
+    rows = row_of_entries(W) + row_offset
+    W.data[rows == W.indices] = 0.0  # self-loops are ignored (drop_diagonal of an offset block)
+    W.eliminate_zeros()
+    return _normalized_rows(W, np.asarray(degrees, dtype=np.float64), int(row_offset), normalization)
+
+
+def _normalized_rows(W: sp.csr_matrix, degrees: np.ndarray, row_offset: int, normalization: str) -> sp.csr_matrix:
+    """``(I - D^-1/2 W D^-1/2)`` or ``(I - D^-1 W)`` restricted to the rows of ``W`` (m, n), no self-loops."""
+    m, n = W.shape
+    inv = np.zeros(n)
+    pos = degrees > 0
+    rows = row_of_entries(W) + row_offset
+    if normalization == "symmetric":
+        inv[pos] = 1.0 / np.sqrt(degrees[pos])
+        scaled = W.data * inv[rows] * inv[W.indices]
+    else:
+        inv[pos] = 1.0 / degrees[pos]
+        scaled = W.data * inv[rows]
+    S = sp.csr_matrix((scaled, W.indices, W.indptr), shape=W.shape)
+    own = np.arange(m)
+    eye = sp.csr_matrix((pos[row_offset:row_offset + m].astype(float), (own, own + row_offset)), shape=(m, n))
+    L = sp.csr_matrix(eye - S, dtype=np.float64)
+    L.sort_indices()
+    return L
 
 
 def connected_components(W: Any) -> tuple[int, np.ndarray]:

@@ -93,21 +93,35 @@ def fit_weight_params(
     """
     dist = np.asarray(distances, dtype=np.float64)
     k = dist.shape[1]
+    positive = dist[dist > 0]
+    params = resolve_weight_params(k, weighting=weighting, symmetrize=symmetrize, sigma=sigma, scale_k=scale_k,
+                                   min_positive=float(positive.min()) if positive.size else None,
+                                   mean_distance=float(dist.mean()))
+    return params, _scales(dist, params), dist[:, k - 1].copy()
+
+
+def resolve_weight_params(k: int, *, weighting: str, symmetrize: str, sigma: float | None, scale_k: int | None,
+                          min_positive: float | None, mean_distance: float) -> WeightParams:
+    """:class:`WeightParams` from two summaries of the (n, k) kNN distances: the smallest positive one (None if
+    all are 0) and their mean. :func:`fit_weight_params` passes those of the whole array; a graph held as row
+    blocks on several workers reduces them over its blocks (:mod:`spectral.eigen.distributed`)."""
     weighting = check_choice("weighting", weighting, WEIGHTINGS)
     symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZATIONS)
     scale_k = k if scale_k is None else check_int("scale_k", scale_k, low=1, high=k)
-    positive = dist[dist > 0]
-    floor = float(positive.min()) if positive.size else 1.0
+    floor = min_positive if min_positive is not None else 1.0
     if weighting == "heat":
         if sigma is None:
-            mean = float(dist.mean())
-            sigma = mean if mean > 0 else 1.0
+            sigma = mean_distance if mean_distance > 0 else 1.0
         else:
             sigma = check_float("sigma", sigma, low=0.0, low_inclusive=False)
     else:
         sigma = None
-    params = WeightParams(weighting, symmetrize, k, scale_k, sigma, floor)
-    return params, _scales(dist, params), dist[:, k - 1].copy()
+    return WeightParams(weighting, symmetrize, k, scale_k, sigma, float(floor))
+
+
+def scales_of(distances: np.ndarray, params: WeightParams) -> np.ndarray:
+    """Floored per-point scales ``(m,)`` of rows of sorted kNN distances ``(m, k)`` (ones for binary / heat)."""
+    return _scales(np.asarray(distances, dtype=np.float64), params)
 
 
 def knn_weights(
@@ -151,11 +165,8 @@ def knn_weights(
 
 def weights_from_params(idx: np.ndarray, dist: np.ndarray, params: WeightParams, scales: np.ndarray):
     """:func:`knn_weights` once the parameters are resolved (no validation)."""
-    n, k = idx.shape
-    rows = np.repeat(np.arange(n), k)
-    expo = _exponent(dist, scales[:, None], scales[idx], params)
-    A = sp.csr_matrix((np.exp(expo).ravel(), (rows, idx.ravel())), shape=(n, n))
-    A.sum_duplicates()
+    n = idx.shape[0]
+    A = directed_weight_rows(idx, dist, params, scales, scales, n)
     if params.symmetrize == "or":
         W = A.maximum(A.T)
     elif params.symmetrize == "and":
@@ -165,6 +176,18 @@ def weights_from_params(idx: np.ndarray, dist: np.ndarray, params: WeightParams,
     W = drop_diagonal(sp.csr_matrix(W, dtype=np.float64))
     W.sort_indices()
     return W
+
+
+def directed_weight_rows(idx: np.ndarray, dist: np.ndarray, params: WeightParams, row_scales: np.ndarray,
+                         scales: np.ndarray, n: int) -> sp.csr_matrix:
+    """Rows ``(m, n)`` of the directed (not yet symmetrized) kNN weight matrix for the points with neighbours
+    ``idx`` (m, k) at ``dist`` (m, k) and scales ``row_scales`` (m,); ``scales`` (n,) of every point."""
+    m, k = idx.shape
+    rows = np.repeat(np.arange(m), k)
+    expo = _exponent(dist, row_scales[:, None], scales[idx], params)
+    A = sp.csr_matrix((np.exp(expo).ravel(), (rows, idx.ravel())), shape=(m, n))
+    A.sum_duplicates()
+    return A
 
 
 def query_weights(

@@ -1,0 +1,110 @@
+"""Two-level pieces of :mod:`.distributed`: the start blocks and the coarse-space correction.
+
+The coarse space is ``T = blockdiag(T_i)``, ``T_i`` the ``D^1/2``-weighted aggregates of shard ``i``'s AMG
+hierarchy (:func:`._shards.shard_coarse_basis`); the Galerkin pencil ``(T^T L T, T^T T)`` is assembled from
+per-shard rows and kept (and factorized) in the driver. Every function takes the
+:class:`.distributed.DistributedLaplacian` ``op`` and records its traffic in ``op.traffic``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_random_state
+from ..errors import ParameterError
+from . import _shards
+from ._cluster import scatter_to, shape_of
+from .dispatch import eigensolve
+
+
+def add_coarse_correction(op, shift: float) -> None:
+    """Make the block preconditioner two-level additive Schwarz: ``M = blockdiag(M_ii) + T A_c^-1 T^T``
+    with the coarse space of :meth:`coarse_start` (call it first) and ``A_c + shift B_c`` factorized
+    (sparse LU) in the driver. Per application: ``(n_i, b)`` out, ``(c_i, b)`` back, ``(c_i, b)`` out,
+    ``(n_i, b)`` back per shard (two round trips)."""
+    from scipy.sparse.linalg import splu
+
+    if op._coarse is None:
+        raise ParameterError("preconditioner='two_level' needs the coarse space of start='coarse'")
+    A_c, B_c, offsets = op._coarse
+    op._coarse_lu = (splu(sp.csc_matrix(A_c + shift * B_c)), offsets)
+
+
+def precondition_two_level(op, R):
+    """``M R`` for the two-level preconditioner: per shard ``M_ii R_i`` and ``T_i^T R_i`` in one task, the
+    coarse solve in the driver, then ``+ T_i Z_i`` on the shard (two round trips)."""
+    c = op.client
+    lu, offsets = op._coarse_lu
+    pairs = [c.submit(_shards.shard_precondition_two_level, shard, scatter_to(c, R[lo:hi], worker),
+                      workers=[worker], pure=False)
+             for shard, worker, lo, hi in zip(op.shards, op.workers, op.bounds[:-1], op.bounds[1:])]
+    Y = np.vstack(c.gather([c.submit(_shards.coarse_part, p, workers=[w], pure=False)
+                            for p, w in zip(pairs, op.workers)]))
+    Z = lu.solve(Y)
+    futures = [c.submit(_shards.shard_add_coarse, p, shard, scatter_to(c, Z[lo:hi], worker), workers=[worker],
+                        pure=False)
+               for p, shard, worker, lo, hi in zip(pairs, op.shards, op.workers, offsets[:-1], offsets[1:])]
+    out = np.vstack(c.gather(futures))
+    op.traffic["preconditioner_calls"] += 1
+    op.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes + Y.nbytes + Z.nbytes
+    return out
+
+
+def random_start(op, b: int, random_state=None) -> np.ndarray:
+    """An orthonormal ``(n, b)`` start block: standard normal rows drawn per shard on the workers (seeds
+    spawned from ``random_state``), orthonormalized by ``dask.array.linalg.tsqr`` over the row blocks."""
+    rng = check_random_state(random_state)
+    seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(op.n_blocks)
+    parts = [op.client.submit(_shards.shard_random_block, int(m), b, s, workers=[w], pure=False)
+             for m, s, w in zip(np.diff(op.bounds), seeds, op.workers)]
+    return orthonormal(op, parts, b)
+
+
+def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[np.ndarray, dict]:
+    """A two-level start block ``(n, b)``: the smallest eigenvectors of the Galerkin pencil
+    ``(T^T L T, T^T T)`` on the block-diagonal coarse space ``T = blockdiag(T_i)`` of the aggregates of the
+    shards' AMG hierarchies (:func:`._shards.shard_coarse_basis`, each ``T_i`` at the deepest level with at
+    least ``coarse_size / P`` nodes), prolongated on the workers and orthonormalized by tsqr. The
+    single-process solver's multilevel start (:mod:`._multilevel`) with one coarse level instead of a
+    cascade; the coarse pencil (about
+    ``coarse_size`` nodes, sparse) is solved in the driver by :func:`spectral.eigen.eigensolve`.
+    Needs :meth:`block_preconditioner` first. Returns ``(X, report)``."""
+    if not op._preconditioned:
+        raise ParameterError("start='coarse' needs the block AMG preconditioner (preconditioner='block_amg')")
+    c = op.client
+    per_shard = max(1, coarse_size // op.n_blocks)
+    op.shards = [c.submit(_shards.shard_coarse_basis, s, per_shard, workers=[w], pure=False)
+                   for s, w in zip(op.shards, op.workers)]
+    bases = [c.submit(_shards.shard_basis, s, workers=[w], pure=False) for s, w in zip(op.shards, op.workers)]
+    sizes = c.gather([c.submit(shape_of, t, pure=False) for t in bases])
+    offsets = np.concatenate([[0], np.cumsum([s[1] for s in sizes])]).astype(np.int64)
+    pieces = c.gather([c.submit(_shards.shard_galerkin_rows, s, bases, op.bounds, offsets, workers=[w],
+                                pure=False) for s, w in zip(op.shards, op.workers)])
+    A_c = sp.csr_matrix(sp.vstack([p[0] for p in pieces]))
+    A_c = sp.csr_matrix((A_c + A_c.T) * 0.5)  # symmetric up to round-off already
+    B_c = sp.csr_matrix(sp.block_diag([p[1] for p in pieces]))
+    coarse = eigensolve(A_c, b, B=B_c, solver="auto", tol=tol, random_state=random_state, raise_on_failure=False)
+    X_c = coarse.vectors
+    op._coarse = (A_c, B_c, offsets)
+    parts = [c.submit(_shards.shard_prolongate, s, X_c[lo:hi], workers=[w], pure=False)
+             for s, w, lo, hi in zip(op.shards, op.workers, offsets[:-1], offsets[1:])]
+    report = {"coarse_n": int(offsets[-1]), "coarse_nnz": int(A_c.nnz), "coarse_solver": coarse.solver,
+              "coarse_iterations": coarse.n_iter,
+              "setup_bytes": int(sum(p[0].data.nbytes + p[0].indices.nbytes + p[0].indptr.nbytes
+                                     for p in pieces) + X_c.nbytes)}
+    return orthonormal(op, parts, b), report
+
+
+def orthonormal(op, parts, b: int) -> np.ndarray:
+    """Orthonormal basis ``(n, b)`` of the row blocks ``parts`` (futures of (n_i, b), in shard order) by
+    ``dask.array.linalg.tsqr`` on the cluster; only Q comes back to the driver."""
+    import dask
+    import dask.array as da
+
+    X = da.concatenate([da.from_delayed(dask.delayed(p), shape=(int(m), b), dtype=np.float64)
+                        for p, m in zip(parts, np.diff(op.bounds))])
+    Q, _ = da.linalg.tsqr(X)
+    Q = np.asarray(op.client.compute(Q, sync=True))
+    op.traffic["start_bytes"] = Q.nbytes
+    return Q

@@ -1,0 +1,408 @@
+"""A row-block distributed normalized Laplacian and LOBPCG on it (issue 16, item 2).
+
+The graph is held as ``P`` row blocks ("shards") on the workers of the active ``distributed.Client``;
+every shard builds its rows of ``L_sym = I - D^-1/2 W D^-1/2`` (the formula of
+:func:`spectral.graph_laplacian.laplacian_rows`, same conventions as the single-process path) and keeps
+them there. :class:`DistributedLaplacian` is a ``LinearOperator`` whose product ``L @ V`` (n, b) sends each
+shard only ``V[cols_i]`` (the rows its columns touch) and receives its ``(n_i, b)`` rows back.
+
+:func:`distributed_eigensolve` hands that operator to the existing LOBPCG solver
+(:func:`spectral.eigen.eigensolve` with ``solver="lobpcg"``: same tolerance ``1e-6 ||L||_inf``, iteration cap,
+convergence check, residuals and sign rule) with
+
+- a **block-diagonal preconditioner** (``"block_amg"``: block Jacobi / additive Schwarz without overlap):
+  each shard builds pyamg's smoothed-aggregation hierarchy of its diagonal block ``L_ii`` (+ the AMG shift)
+  and applies the block V-cycle of :mod:`._block_amg` to its own rows, on its worker; traffic ``(n_i, b)``
+  out and back. ``"two_level"`` (default) adds the coarse correction ``T A_c^-1 T^T`` (two-level additive
+  Schwarz) on the coarse space below: block Jacobi alone loses the global smooth modes across the cuts
+  (1e5-node Swiss roll, 10 pairs: 28 iterations at P = 2 and 36 at P = 4; two-level: 22 and 24; the
+  single-process solver: 13 after its multilevel start);
+- a **start block**: ``"coarse"`` (default) the smallest eigenvectors of the Galerkin pencil on
+  ``T = blockdiag(T_i)``, ``T_i`` the ``D^1/2``-weighted aggregates of shard ``i``'s hierarchy (the pencil,
+  ``~coarse_size`` nodes, is assembled from per-shard rows and solved in the driver), or ``"random"``
+  (drawn per shard); either is prolongated / drawn on the workers and orthonormalized by
+  ``dask.array.linalg.tsqr`` over the row blocks, then gathered once.
+
+What stays in the driver: scipy's LOBPCG keeps ``X, R, P`` (n, b) and does its Rayleigh-Ritz and
+orthogonalizations (Gram matrices of (n, 3b) blocks) in the driver process; the products with ``L`` and
+``M`` are the only work and the only traffic on the cluster. ``info["traffic"]`` counts the bytes moved.
+
+The shards should keep most edges inside a shard (block Jacobi then approximates ``L^-1`` well): build
+with ``partition="rcm"`` (graph only) or ``"coordinates"`` (principal-direction bisection of ``X`` or of an
+initial embedding); ``op.stats["inside_fraction"]`` reports the fraction of edges inside shards.
+The operator works in the partition order; :func:`distributed_eigensolve` returns vectors in the caller's
+original node order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+
+from .._validation import check_choice, check_float, check_int, check_random_state
+from ..errors import InputDataError, ParameterError
+from ..graph_laplacian import check_affinity
+from . import _shards, _two_level
+from ._cluster import active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list, worker_of
+from .dispatch import eigensolve
+from .lobpcg import AMG_SHIFT
+from .signs import sign_flip
+
+PARTITIONS = _shards.PARTITIONS
+NORMALIZATIONS = ("symmetric", "random_walk")
+SYMMETRIZE = ("or", "and", "mean")
+#: A shard needs at least this many rows: enough for a useful AMG hierarchy of its diagonal block and for
+#: its (rows, b) blocks to outweigh the per-task overhead of the scheduler (~1 ms).
+MIN_SHARD_ROWS = 64
+FLOAT_BYTES = 8
+#: Coarse nodes (at least) of the two-level start (``start="coarse"``): each shard contributes the aggregates of
+#: the deepest level of its hierarchy with >= DEFAULT_COARSE_SIZE / P nodes (about n / 20 at level 1 on kNN
+#: graphs); the Galerkin pencil is solved in the driver (sparse LOBPCG + AMG above 2,000 nodes), once.
+DEFAULT_COARSE_SIZE = 4000
+
+
+class DistributedLaplacian(LinearOperator):
+    """Normalized Laplacian (n, n) held as row shards on Dask workers; ``op @ V`` is a distributed product.
+
+    Build with :meth:`from_weights` (a scipy ``W`` in the driver, partitioned and scattered),
+    :meth:`from_blocks` (row blocks of W, e.g. futures already on the workers) or :meth:`from_knn_blocks`
+    (per-shard kNN lists: weights built on the workers). The degrees (n floats) pass through the driver once;
+    each shard receives those of its own columns. Attributes: ``n_blocks``,
+    ``bounds`` (P + 1,) shard boundaries in the operator's order, ``perm`` (n,) original node of each
+    operator row, ``degrees`` (n,) in the operator's order, ``stats`` (sizes, ``inside_fraction``),
+    ``traffic`` (bytes and calls so far).
+    """
+
+    def __init__(self, shards, bounds, perm, degrees, client, stats):
+        self.client = client
+        self.shards = list(shards)
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+        self.perm = np.asarray(perm, dtype=np.int64)
+        self.degrees = np.asarray(degrees, dtype=np.float64)
+        self.workers = [worker_of(client, f) for f in self.shards]
+        self.cols = client.gather([client.submit(_shards.shard_columns, s, workers=[w], pure=False)
+                                   for s, w in zip(self.shards, self.workers)])
+        self.stats = dict(stats)
+        self.traffic = {"products": 0, "product_bytes_out": 0, "product_bytes_back": 0,
+                        "preconditioner_calls": 0, "preconditioner_bytes": 0}
+        self._preconditioned = False
+        self._coarse = None
+        self._coarse_lu = None
+        n = int(self.bounds[-1])
+        super().__init__(np.dtype(np.float64), (n, n))
+
+    # ------------------------------------------------------------------------------------------ builders
+    @classmethod
+    def from_weights(cls, W, n_blocks: int, *, partition: str = "rcm", coordinates=None,
+                     normalization: str = "symmetric", client=None) -> DistributedLaplacian:
+        """Partition a symmetric ``W`` (n, n) into ``n_blocks`` row shards, scatter them and build the operator.
+
+        ``partition``: "rcm", "coordinates" (needs ``coordinates`` (n, d): the data or an initial
+        embedding) or "none" (see :mod:`._shards`).
+        """
+        W = check_affinity(W)
+        n = W.shape[0]
+        n_blocks = check_n_blocks(n_blocks, n)
+        partition = check_choice("partition", partition, PARTITIONS)
+        if partition == "coordinates":
+            coordinates = _check_coordinates(coordinates, n)
+        elif coordinates is not None:
+            raise ParameterError(f"coordinates are used only by partition='coordinates'; got partition={partition!r}")
+        client = active_client(client)
+        perm, bounds = _shards.row_partition(W, n_blocks, partition, coordinates)
+        inside = _shards.inside_fraction(W, perm, bounds)
+        Wp = sp.csr_matrix(W[perm][:, perm])
+        Wp.sort_indices()
+        addresses = worker_list(client)
+        blocks = [scatter_to(client, Wp[bounds[i]:bounds[i + 1]], addresses[i % len(addresses)])
+                  for i in range(n_blocks)]
+        op = cls._build(blocks, bounds, perm, normalization, client)
+        op.stats.update(partition=partition, inside_fraction_W=inside)
+        return op
+
+    @classmethod
+    def from_blocks(cls, blocks, *, symmetrize: str | None = None, check_symmetric: bool = True,
+                    normalization: str = "symmetric", client=None) -> DistributedLaplacian:
+        """Build from row blocks ``W[b_i:b_{i+1}]`` (each (n_i, n), CSR or futures of CSR on the workers).
+
+        ``symmetrize`` ("or", "and", "mean"; None = W is already symmetric) symmetrizes directed kNN
+        weights by the shard-pair transpose exchange: shard ``j`` sends shard ``i`` the columns of its rows
+        that fall in shard ``i`` (only those), and shard ``i`` assembles its rows of ``W^T``.
+        ``check_symmetric`` (with ``symmetrize=None``) checks ``W = W^T`` by the same exchange.
+        The row order of the blocks is the operator's order (``perm`` is the identity).
+        """
+        client = active_client(client)
+        blocks = list(blocks)
+        if not blocks:
+            raise ParameterError("blocks must hold at least one row block; got 0")
+        addresses = worker_list(client)
+        futures = [b if is_future(b) else scatter_to(client, sp.csr_matrix(b, dtype=np.float64),
+                                                       addresses[i % len(addresses)])
+                   for i, b in enumerate(blocks)]
+        shapes = client.gather([client.submit(shape_of, f, pure=False) for f in futures])
+        n = shapes[0][1]
+        if any(s[1] != n for s in shapes) or sum(s[0] for s in shapes) != n:
+            raise InputDataError(f"row blocks must be (n_i, n) with sum n_i = n; got shapes {shapes}")
+        check_n_blocks(len(futures), n)
+        if min(s[0] for s in shapes) < MIN_SHARD_ROWS:
+            raise ParameterError(f"every row block must have at least {MIN_SHARD_ROWS} rows; got sizes "
+                                 f"{[s[0] for s in shapes]}")
+        bounds = np.concatenate([[0], np.cumsum([s[0] for s in shapes])]).astype(np.int64)
+        if symmetrize is not None:
+            symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZE)
+        if symmetrize is not None or check_symmetric:
+            futures = transpose_exchange(client, futures, bounds, symmetrize)
+        op = cls._build(futures, bounds, np.arange(n), normalization, client)
+        op.stats.update(partition="given", symmetrize=symmetrize)
+        return op
+
+    @classmethod
+    def from_knn_blocks(cls, indices, distances, *, weighting: str = "local_scaling", symmetrize: str = "or",
+                        sigma: float | None = None, scale_k: int | None = None, normalization: str = "symmetric",
+                        client=None) -> DistributedLaplacian:
+        """Build from per-shard kNN lists: weights, symmetrization and Laplacian all on the workers.
+
+        ``indices[i]`` / ``distances[i]`` (arrays or futures, (n_i, k)) are the neighbours (global row numbers)
+        and sorted distances of the rows of shard ``i``, shards in row order. The weighting is
+        :func:`spectral.weights.knn_weights`'s (same parameters, resolved from the reduced summaries of all
+        blocks: smallest positive and mean distance); the per-point scales (n floats) are gathered in the driver
+        and each shard receives those of its columns only (like the degrees); the directed weight rows are
+        symmetrized by the shard-pair transpose exchange of :meth:`from_blocks`. Same result as
+        ``from_blocks`` on the row blocks of ``knn_weights``.
+        """
+        from ..weights import resolve_weight_params
+
+        client = active_client(client)
+        indices, distances = list(indices), list(distances)
+        if not indices or len(indices) != len(distances):
+            raise ParameterError(f"indices and distances must be lists of the same number (>= 1) of row blocks; got "
+                                 f"{len(indices)} and {len(distances)}")
+        addresses = worker_list(client)
+        idx = [b if is_future(b) else scatter_to(client, np.asarray(b), addresses[i % len(addresses)])
+               for i, b in enumerate(indices)]
+        workers = [worker_of(client, f) for f in idx]
+        dist = [b if is_future(b) else scatter_to(client, np.asarray(b, dtype=np.float64), w)
+                for b, w in zip(distances, workers)]
+        rows = client.gather([client.submit(shape_of, f, pure=False) for f in idx])
+        n = sum(r[0] for r in rows)
+        starts = np.concatenate([[0], np.cumsum([r[0] for r in rows])]).astype(np.int64)
+        summaries = client.gather([client.submit(_shards.knn_summary, a, d, int(s), n, workers=[w], pure=False)
+                                   for a, d, s, w in zip(idx, dist, starts, workers)])
+        ks = {m["k"] for m in summaries}
+        if len(ks) != 1:
+            raise InputDataError(f"every kNN block must have the same number of neighbours; got {sorted(ks)}")
+        positives = [m["min_positive"] for m in summaries if m["min_positive"] is not None]
+        mean = sum(m["sum"] for m in summaries) / sum(m["count"] for m in summaries)
+        params = resolve_weight_params(ks.pop(), weighting=weighting, symmetrize=symmetrize, sigma=sigma,
+                                       scale_k=scale_k, min_positive=min(positives) if positives else None,
+                                       mean_distance=mean)
+        scales = np.concatenate(client.gather([client.submit(_shards.knn_scales, d, params, workers=[w], pure=False)
+                                               for d, w in zip(dist, workers)]))
+        cols = client.gather([client.submit(_shards.knn_columns, a, int(s), workers=[w], pure=False)
+                              for a, s, w in zip(idx, starts, workers)])
+        directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, scatter_to(client, cc, w),
+                                  scatter_to(client, scales[cc], w), n, workers=[w], pure=False)
+                    for a, d, s, cc, w in zip(idx, dist, starts, cols, workers)]
+        op = cls.from_blocks(directed, symmetrize=params.symmetrize, normalization=normalization, client=client)
+        op.stats.update(weight_params=params.to_attrs())
+        return op
+
+    @classmethod
+    def _build(cls, blocks, bounds, perm, normalization, client) -> DistributedLaplacian:
+        normalization = check_choice("normalization", normalization, NORMALIZATIONS)
+        workers = [worker_of(client, f) for f in blocks]
+        starts = [int(s) for s in bounds[:-1]]
+        degrees = np.concatenate(client.gather([
+            client.submit(_shards.shard_degrees, f, s, workers=[w], pure=False)
+            for f, s, w in zip(blocks, starts, workers)]))
+        cols = client.gather([client.submit(_shards.block_columns, f, s, workers=[w], pure=False)
+                              for f, s, w in zip(blocks, starts, workers)])
+        shards = [client.submit(_shards.shard_build, f, s, scatter_to(client, cc, w),
+                                scatter_to(client, degrees[cc], w), normalization, workers=[w], pure=False)
+                  for f, s, cc, w in zip(blocks, starts, cols, workers)]
+        per = client.gather([client.submit(_shards.shard_stats, s, workers=[w], pure=False)
+                             for s, w in zip(shards, workers)])
+        offdiag = sum(p["offdiag"] for p in per)
+        stats = {"n": int(bounds[-1]), "n_blocks": len(shards), "normalization": normalization,
+                 "shard_rows": [p["rows"] for p in per], "shard_columns": [p["columns"] for p in per],
+                 "nnz": sum(p["nnz"] for p in per), "norm_inf": max(p["norm_inf"] for p in per),
+                 "inside_fraction": sum(p["inside"] for p in per) / offdiag if offdiag else 1.0,
+                 "isolated_nodes": int(np.sum(degrees == 0))}
+        return cls(shards, bounds, perm, degrees, client, stats)
+
+    # ----------------------------------------------------------------------------------------- products
+    @property
+    def n_blocks(self) -> int:
+        return len(self.shards)
+
+    def norm_bound(self) -> float:
+        """``||L||_inf`` (max absolute row sum over all shards), as the single-process solver's bound."""
+        return float(self.stats["norm_inf"])
+
+    def _matvec(self, x):
+        return self._matmat(np.asarray(x).reshape(-1, 1)).ravel()
+
+    def _matmat(self, V):
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        c = self.client
+        futures = []
+        for shard, worker, cols in zip(self.shards, self.workers, self.cols):
+            piece = scatter_to(c, V[cols], worker)
+            futures.append(c.submit(_shards.shard_product, shard, piece, workers=[worker], pure=False))
+            self.traffic["product_bytes_out"] += cols.size * V.shape[1] * FLOAT_BYTES
+        out = np.vstack(c.gather(futures))
+        self.traffic["products"] += 1
+        self.traffic["product_bytes_back"] += out.nbytes
+        return out
+
+    def block_preconditioner(self, *, amg_shift: float = AMG_SHIFT, amg_options=None) -> LinearOperator:
+        """Block Jacobi ``M = blockdiag(M_ii)`` with ``M_ii`` the AMG V-cycle of shard ``i``'s diagonal
+        block, built and applied on the shard's worker (see module docstring)."""
+        amg_shift = check_float("amg_shift", amg_shift, low=0.0)
+        c = self.client
+        self.shards = [c.submit(_shards.shard_with_preconditioner, s, amg_shift, amg_options, workers=[w], pure=False)
+                       for s, w in zip(self.shards, self.workers)]
+        for shard in self.shards:  # wait, and raise setup errors here (the shards stay on their workers)
+            worker_of(c, shard)
+        self._preconditioned = True
+        self._coarse = self._coarse_lu = None  # a new hierarchy: any earlier coarse space is stale
+        n = self.shape[0]
+        return LinearOperator((n, n), matvec=lambda r: self._precondition(r).ravel(), matmat=self._precondition,
+                              dtype=np.float64)
+
+    def add_coarse_correction(self, shift: float = AMG_SHIFT) -> None:
+        """Turn the block preconditioner into two-level additive Schwarz (:func:`._two_level.add_coarse_correction`)."""
+        _two_level.add_coarse_correction(self, shift)
+
+    def random_start(self, b: int, random_state=None) -> np.ndarray:
+        """Orthonormal random ``(n, b)`` start block, drawn on the workers (:func:`._two_level.random_start`)."""
+        return _two_level.random_start(self, b, random_state)
+
+    def coarse_start(self, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[np.ndarray, dict]:
+        """Two-level start block ``(n, b)`` and a report (:func:`._two_level.coarse_start`)."""
+        return _two_level.coarse_start(self, b, coarse_size, tol=tol, random_state=random_state)
+
+    def _precondition(self, R):
+        R = np.ascontiguousarray(np.asarray(R).reshape(self.shape[0], -1), dtype=np.float64)
+        c = self.client
+        if self._coarse_lu is not None:
+            return _two_level.precondition_two_level(self, R)
+        futures = []
+        for shard, worker, lo, hi in zip(self.shards, self.workers, self.bounds[:-1], self.bounds[1:]):
+            piece = scatter_to(c, R[lo:hi], worker)
+            futures.append(c.submit(_shards.shard_precondition, shard, piece, workers=[worker], pure=False))
+        out = np.vstack(c.gather(futures))
+        self.traffic["preconditioner_calls"] += 1
+        self.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes
+        return out
+
+    def to_original_order(self, V: np.ndarray) -> np.ndarray:
+        """Rows of ``V`` (n, k), in the operator's order, put back in the original node order."""
+        out = np.empty_like(V)
+        out[self.perm] = V
+        return out
+
+
+def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=None, max_iter=None,
+                           random_state=None, preconditioner: str | None = "two_level", start: str = "auto",
+                           coarse_size: int = DEFAULT_COARSE_SIZE, amg_shift: float = AMG_SHIFT, amg_options=None,
+                           raise_on_failure: bool = True):
+    """The ``n_components`` smallest eigenpairs of a :class:`DistributedLaplacian` by LOBPCG.
+
+    Runs :func:`spectral.eigen.eigensolve` (``solver="lobpcg"``) on the distributed operator with the
+    per-shard block preconditioner (``preconditioner="block_amg"``: block Jacobi with an AMG V-cycle per
+    shard; ``"two_level"``: that plus the coarse-space correction of
+    :meth:`DistributedLaplacian.add_coarse_correction`, needs ``start="coarse"``; or None) and a start block:
+    ``start="coarse"`` (:meth:`DistributedLaplacian.coarse_start` with ``coarse_size`` coarse nodes; needs the
+    preconditioner), ``"random"`` (:meth:`DistributedLaplacian.random_start`) or ``"auto"`` (coarse with the
+    preconditioner, else random). ``tol``, ``max_iter``, ``random_state``, ``raise_on_failure`` mean what they
+    mean there.
+
+    Returns
+    -------
+    EigenResult
+        ``values (k,)``, ``vectors (n, k)`` in the ORIGINAL node order (unit norm, sign-fixed), residuals
+        ``||L v - lambda v||`` computed with the distributed product; ``info["traffic"]`` (bytes moved,
+        total and per iteration), ``info["distributed"]`` (shards, inside fraction, timings).
+    """
+    if not isinstance(op, DistributedLaplacian):
+        raise ParameterError(f"op must be a DistributedLaplacian; got {type(op).__name__}")
+    if preconditioner is not None:
+        preconditioner = check_choice("preconditioner", preconditioner, ("block_amg", "two_level"))
+    k = check_int("n_components", n_components, low=1, high=op.shape[0] - 1)
+    start = check_choice("start", start, ("auto", "coarse", "random"))
+    if start == "auto":
+        start = "coarse" if preconditioner else "random"
+    if start == "coarse" and not preconditioner:
+        raise ParameterError("start='coarse' needs the block AMG preconditioner (preconditioner='block_amg' or "
+                             "'two_level'); got preconditioner=None")
+    if preconditioner == "two_level" and start != "coarse":
+        raise ParameterError(
+            f"preconditioner='two_level' needs start='coarse' (its coarse space); got start={start!r}")
+    coarse_size = check_int("coarse_size", coarse_size, low=1)
+    rng = check_random_state(random_state)
+    timings = {}
+    t = time.perf_counter()
+    M = op.block_preconditioner(amg_shift=amg_shift, amg_options=amg_options) if preconditioner else None
+    timings["preconditioner_setup"] = time.perf_counter() - t
+    t = time.perf_counter()
+    coarse_report = None
+    if start == "coarse":
+        X0, coarse_report = op.coarse_start(k, coarse_size, tol=tol, random_state=rng)
+    else:
+        X0 = op.random_start(k, rng)
+    if preconditioner == "two_level":
+        op.add_coarse_correction(amg_shift)
+    timings["start"] = time.perf_counter() - t
+    before = dict(op.traffic)
+    t = time.perf_counter()
+    res = eigensolve(op, k, solver="lobpcg", tol=tol, max_iter=max_iter, random_state=rng,
+                     raise_on_failure=raise_on_failure, preconditioner=M, X0=X0)
+    timings["solve"] = time.perf_counter() - t
+    info = dict(res.info)
+    info["traffic"] = _traffic(op, before, res.n_iter)
+    info["distributed"] = {**op.stats, "seconds": timings, "preconditioner": preconditioner or "none",
+                           "start": start, "coarse": coarse_report}
+    return dataclasses.replace(res, vectors=sign_flip(op.to_original_order(res.vectors)), info=info)
+
+
+def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int, **solver_options):
+    """Laplacian eigenmap on the distributed operator, as :func:`spectral.embedding.laplacian_eigenmaps_from_graph`
+    (``normalization="symmetric"``): the ``k + 1`` smallest pairs, ``f_j = D^-1/2 u_j`` sign-fixed, the trivial
+    pair 0 dropped. Returns ``(embedding (n, k), eigenvalues (k,), EigenResult)`` in the original node order."""
+    if op.stats.get("normalization") != "symmetric":
+        raise ParameterError(f"the embedding needs normalization='symmetric'; got {op.stats.get('normalization')!r}")
+    if op.stats.get("isolated_nodes"):
+        raise ParameterError(f"the graph has {op.stats['isolated_nodes']} isolated nodes: embed per component")
+    k = check_int("n_components", n_components, low=1, high=max(1, op.shape[0] - 2))
+    res = distributed_eigensolve(op, k + 1, **solver_options)
+    deg = op.to_original_order(op.degrees[:, None]).ravel()
+    vectors = sign_flip(res.vectors / np.sqrt(deg)[:, None])
+    return vectors[:, 1:], res.values[1:], res
+
+
+def check_n_blocks(n_blocks, n: int) -> int:
+    """``n_blocks`` in [1, n // MIN_SHARD_ROWS] (every shard holds at least MIN_SHARD_ROWS rows)."""
+    return check_int("n_blocks", n_blocks, low=1, high=max(1, n // MIN_SHARD_ROWS))
+
+
+def _traffic(op, before, n_iter) -> dict:
+    now = op.traffic
+    delta = {key: now[key] - before.get(key, 0) for key in now if key != "start_bytes"}
+    moved = delta["product_bytes_out"] + delta["product_bytes_back"] + delta["preconditioner_bytes"]
+    return {**delta, "total_bytes": moved, "start_bytes": now.get("start_bytes", 0),
+            "bytes_per_iteration": moved / max(n_iter, 1),
+            "products_per_iteration": delta["products"] / max(n_iter, 1)}
+
+
+def _check_coordinates(coordinates, n: int) -> np.ndarray:
+    if coordinates is None:
+        raise ParameterError("partition='coordinates' needs coordinates (n, d): the data or an initial embedding")
+    Y = np.asarray(coordinates, dtype=np.float64)
+    if Y.ndim != 2 or Y.shape[0] != n or not np.all(np.isfinite(Y)):
+        raise InputDataError(f"coordinates must be a finite ({n}, d) array; got shape {Y.shape}")
+    return Y

@@ -1,0 +1,242 @@
+"""The row-sharded normalized Laplacian and its LOBPCG (spectral.eigen.distributed) on a 2-worker LocalCluster.
+
+Oracles: the single-process Laplacian (spectral.graph_laplacian.laplacian), dense scipy.linalg.eigh of it, and
+the single-process LOBPCG + AMG solver (spectral.eigen.eigensolve), on the kNN graph of a lifted Swiss roll.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+
+from spectral.datasets import make_swiss_roll_lifted
+from spectral.eigen import eigensolve
+from spectral.eigen.distributed import (MIN_SHARD_ROWS, DistributedLaplacian, distributed_eigensolve,
+                                        laplacian_eigenmaps_distributed)
+from spectral.errors import InputDataError, ParameterError
+from spectral.graph_laplacian import laplacian, laplacian_rows
+from spectral.knn import knn_graph
+from spectral.weights import knn_weights
+
+from conftest import local_cluster
+
+N = 2000
+K_PAIRS = 6
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client
+
+    with local_cluster(2) as address, Client(address) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def graph():
+    """``(X, idx, W, L, degrees, dense eigenpairs)`` of a 2000-point Swiss roll, k = 10."""
+    X, _, _ = make_swiss_roll_lifted(N, random_state=0)
+    idx, dist = knn_graph(X, 10, method="exact")
+    W = knn_weights(idx, dist)
+    L, degrees = laplacian(W, "symmetric")
+    values, vectors = scipy.linalg.eigh(L.toarray(), subset_by_index=[0, K_PAIRS - 1])
+    return X, idx, W, L, degrees, (values, vectors)
+
+
+@pytest.fixture(scope="module")
+def single(graph):
+    """The single-process LOBPCG + AMG pairs of the same L (the solver the distributed one must match)."""
+    return eigensolve(graph[3], K_PAIRS, solver="lobpcg", random_state=0)
+
+
+def _angle_degrees(A, B) -> float:
+    return float(np.degrees(scipy.linalg.subspace_angles(A, B)).max())
+
+
+@pytest.mark.parametrize("normalization", ["symmetric", "random_walk"])
+def test_laplacian_rows_are_the_rows_of_laplacian(graph, normalization):
+    W = graph[2].tolil()
+    W[5, 5] = 3.0  # a self-loop: ignored by both
+    W = W.tocsr()
+    L, degrees = laplacian(W, normalization)
+    for lo, hi in [(0, 700), (700, 1300), (1300, N)]:
+        rows = laplacian_rows(W[lo:hi], degrees, lo, normalization)
+        assert abs(rows - L[lo:hi]).max() < 1e-15
+
+
+@pytest.mark.parametrize("n_blocks, partition", [(1, "none"), (3, "rcm"), (4, "coordinates")])
+def test_distributed_product_equals_the_single_process_product(client, graph, n_blocks, partition):
+    X, _, W, L, degrees, _ = graph
+    op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,
+                                           coordinates=X if partition == "coordinates" else None)
+    assert op.n_blocks == n_blocks and sorted(op.perm.tolist()) == list(range(N))
+    V = np.random.default_rng(0).standard_normal((N, 3))
+    Lp = L[op.perm][:, op.perm]
+    np.testing.assert_allclose(op @ V, Lp @ V, atol=1e-13)
+    np.testing.assert_allclose(op.degrees, degrees[op.perm])
+    assert op.norm_bound() == pytest.approx(abs(L).sum(axis=1).max())
+    # the shards hold most edges: the fraction reported is the one of W under the partition
+    assert op.stats["inside_fraction"] == pytest.approx(op.stats["inside_fraction_W"])
+    assert op.stats["inside_fraction"] > (0.9 if n_blocks > 1 else 0.999)
+    # traffic of one product: V at every shard's columns out, the n x b result back
+    assert op.traffic["product_bytes_back"] == N * 3 * 8
+    assert op.traffic["product_bytes_out"] == sum(c.size for c in op.cols) * 3 * 8
+    assert N * 3 * 8 <= op.traffic["product_bytes_out"] < 1.5 * N * 3 * 8  # own rows + halo
+
+
+@pytest.mark.parametrize("n_blocks, partition, preconditioner, start", [
+    (3, "rcm", "two_level", "coarse"), (2, "coordinates", "block_amg", "random")])
+def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, single, n_blocks, partition,
+                                                             preconditioner, start):
+    X, _, W, L, _, (ref_values, ref_vectors) = graph
+    op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,
+                                           coordinates=X if partition == "coordinates" else None)
+    res = distributed_eigensolve(op, K_PAIRS, random_state=0, preconditioner=preconditioner, start=start,
+                                 max_iter=3000)
+    tol = 1e-6 * abs(L).sum(axis=1).max()  # the single-process default: DEFAULT_RTOL * ||L||_inf
+    assert res.converged and res.solver == "lobpcg"
+    np.testing.assert_allclose(res.values, ref_values, atol=tol)
+    # residuals recomputed here on the single-process L, in the original node order
+    resid = np.linalg.norm(L @ res.vectors - res.vectors * res.values, axis=0)
+    assert resid.max() <= tol
+    np.testing.assert_allclose(resid, res.residuals, rtol=1e-6, atol=1e-12)
+    assert _angle_degrees(res.vectors, single.vectors) < 1.0
+    assert _angle_degrees(res.vectors, ref_vectors) < 1.0
+    traffic = res.info["traffic"]
+    assert traffic["bytes_per_iteration"] > 0 and traffic["products"] >= res.n_iter
+    assert traffic["preconditioner_calls"] >= (res.n_iter - 1 if preconditioner else 0)
+    info = res.info["distributed"]
+    assert info["n_blocks"] == n_blocks and info["start"] == start
+    assert info["preconditioner"] == (preconditioner or "none")
+    if start == "coarse":
+        assert info["coarse"]["coarse_n"] >= K_PAIRS
+
+
+def test_the_operator_can_be_solved_again_with_another_preconditioner(client, graph):
+    op = DistributedLaplacian.from_weights(graph[2], 2)
+    first = distributed_eigensolve(op, 3, random_state=0)
+    second = distributed_eigensolve(op, 3, random_state=0, preconditioner="block_amg", start="random")
+    assert op._coarse_lu is None and second.info["distributed"]["coarse"] is None
+    assert first.converged and second.converged and _angle_degrees(first.vectors, second.vectors) < 0.1
+
+
+def test_without_preconditioner(client, graph):
+    op = DistributedLaplacian.from_weights(graph[2], 2, partition="none")
+    res = distributed_eigensolve(op, 3, preconditioner=None, max_iter=5, raise_on_failure=False, random_state=0)
+    assert res.n_iter < 10 and not res.converged  # scipy counts its initial and final residuals too
+    assert res.info["distributed"]["preconditioner"] == "none" and res.info["distributed"]["start"] == "random"
+    assert res.info["traffic"]["preconditioner_calls"] == 0 and res.info["traffic"]["products"] >= res.n_iter
+
+
+def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, graph):
+    _, _, W, _, degrees, (ref_values, ref_vectors) = graph
+    op = DistributedLaplacian.from_weights(W, 2)
+    emb, values, res = laplacian_eigenmaps_distributed(op, 3, random_state=1)
+    # laplacian_eigenmaps_from_graph's convention: f_j = D^-1/2 u_j, j = 1..k (its dense run: same eigh)
+    np.testing.assert_allclose(values, ref_values[1:4], atol=1e-5)
+    ref_emb = ref_vectors[:, 1:4] / np.sqrt(degrees)[:, None]
+    assert emb.shape == (N, 3) and _angle_degrees(emb, ref_emb) < 1.0
+    assert np.all(np.abs(emb).max(axis=0) == emb.max(axis=0))  # sign rule: largest-|.| entry positive
+
+
+def _directed_blocks(idx, bounds):
+    """Directed binary kNN weights A (n, n) and its row blocks."""
+    rows = np.repeat(np.arange(N), idx.shape[1])
+    A = sp.csr_matrix((np.ones(rows.size), (rows, idx.ravel())), shape=(N, N))
+    return A, [A[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+@pytest.mark.parametrize("how", ["or", "and", "mean"])
+def test_symmetrization_by_shard_pair_exchange(client, graph, how):
+    idx = graph[1]
+    bounds = [0, 600, 1500, N]
+    A, blocks = _directed_blocks(idx, bounds)
+    futures = [client.scatter(b, hash=False) for b in blocks]
+    ref = {"or": A.maximum(A.T), "and": A.minimum(A.T), "mean": (A + A.T) * 0.5}[how]
+    op = DistributedLaplacian.from_blocks(futures, symmetrize=how)
+    L, _ = laplacian(ref, "symmetric")
+    V = np.random.default_rng(1).standard_normal((N, 2))
+    np.testing.assert_allclose(op @ V, L @ V, atol=1e-13)
+    assert op.n_blocks == 3 and list(op.bounds) == bounds
+
+
+@pytest.mark.parametrize("weighting, symmetrize", [("local_scaling", "or"), ("heat", "and"), ("hein_maier", "mean")])
+def test_weights_built_per_shard_equal_knn_weights(client, graph, weighting, symmetrize):
+    X = graph[0]
+    idx, dist = knn_graph(X, 10, method="exact")
+    W = knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
+    bounds = [0, 700, 1400, N]
+    parts = list(zip(bounds[:-1], bounds[1:]))
+    op = DistributedLaplacian.from_knn_blocks([client.scatter(idx[lo:hi], hash=False) for lo, hi in parts],
+                                              [dist[lo:hi] for lo, hi in parts], weighting=weighting,
+                                              symmetrize=symmetrize)
+    L, degrees = laplacian(W, "symmetric")
+    np.testing.assert_allclose(op.degrees, degrees, rtol=1e-12)
+    V = np.random.default_rng(2).standard_normal((N, 2))
+    np.testing.assert_allclose(op @ V, L @ V, atol=1e-12)
+    assert op.stats["weight_params"]["weighting"] == weighting
+
+
+def test_from_knn_blocks_checks_its_blocks(client, graph):
+    idx, dist = knn_graph(graph[0], 10, method="exact")
+    bad = idx[1000:].copy()
+    bad[3, 0] = 1003
+    with pytest.raises(InputDataError, match="must not contain self-neighbours"):
+        DistributedLaplacian.from_knn_blocks([idx[:1000], bad], [dist[:1000], dist[1000:]])
+    with pytest.raises(InputDataError, match="same number of neighbours; got \\[9, 10\\]"):
+        DistributedLaplacian.from_knn_blocks([idx[:1000], idx[1000:, :9]], [dist[:1000], dist[1000:, :9]])
+    with pytest.raises(ParameterError, match=r"weighting must be one of \['local_scaling', 'heat', 'binary', "
+                                             r"'hein_maier'\]; got 'gauss'"):
+        DistributedLaplacian.from_knn_blocks([idx[:1000], idx[1000:]], [dist[:1000], dist[1000:]], weighting="gauss")
+
+
+def test_from_blocks_checks_symmetry(client, graph):
+    A, blocks = _directed_blocks(graph[1], [0, 1000, N])
+    with pytest.raises(InputDataError, match=r"W must be symmetric; max \|W - W\^T\| = 1"):
+        DistributedLaplacian.from_blocks(blocks)
+    W = graph[2]
+    op = DistributedLaplacian.from_blocks([W[:1000], W[1000:]])  # symmetric blocks pass the check
+    assert op.n_blocks == 2
+
+
+def test_bad_parameters_name_parameter_range_and_value(client, graph):
+    X, _, W, _, _, _ = graph
+    high = N // MIN_SHARD_ROWS
+    with pytest.raises(ParameterError, match=rf"n_blocks must be an integer in \[1, {high}\]; got 0"):
+        DistributedLaplacian.from_weights(W, 0)
+    with pytest.raises(ParameterError, match=rf"n_blocks must be an integer in \[1, {high}\]; got {high + 1}"):
+        DistributedLaplacian.from_weights(W, high + 1)
+    with pytest.raises(ParameterError, match=rf"n_blocks must be an integer in \[1, {high}\]; got 2.5"):
+        DistributedLaplacian.from_weights(W, 2.5)
+    with pytest.raises(ParameterError, match=r"partition must be one of \['rcm', 'coordinates', 'none'\]; got 'metis'"):
+        DistributedLaplacian.from_weights(W, 2, partition="metis")
+    with pytest.raises(ParameterError, match="partition='coordinates' needs coordinates"):
+        DistributedLaplacian.from_weights(W, 2, partition="coordinates")
+    with pytest.raises(InputDataError, match=r"coordinates must be a finite \(2000, d\) array; got shape \(10, 32\)"):
+        DistributedLaplacian.from_weights(W, 2, partition="coordinates", coordinates=X[:10])
+    with pytest.raises(ParameterError, match=r"normalization must be one of \['symmetric', 'random_walk'\]; got 'x'"):
+        DistributedLaplacian.from_weights(W, 2, normalization="x")
+    with pytest.raises(ParameterError, match=r"symmetrize must be one of \['or', 'and', 'mean'\]; got 'max'"):
+        DistributedLaplacian.from_blocks([W[:1000], W[1000:]], symmetrize="max")
+    with pytest.raises(ParameterError, match=rf"at least {MIN_SHARD_ROWS} rows; got sizes \[10, 1990\]"):
+        DistributedLaplacian.from_blocks([W[:10], W[10:]])
+    with pytest.raises(InputDataError, match="row blocks must be"):
+        DistributedLaplacian.from_blocks([W[:1000], W[1000:1500]])
+    op = DistributedLaplacian.from_weights(W, 2)
+    with pytest.raises(ParameterError, match=rf"n_components must be an integer in \[1, {N - 1}\]; got 0"):
+        distributed_eigensolve(op, 0)
+    choices = r"\['block_amg', 'two_level'\]"
+    with pytest.raises(ParameterError, match=rf"preconditioner must be one of {choices}; got 'amg'"):
+        distributed_eigensolve(op, 3, preconditioner="amg")
+    with pytest.raises(ParameterError, match=r"start must be one of \['auto', 'coarse', 'random'\]; got 'ml'"):
+        distributed_eigensolve(op, 3, start="ml")
+    with pytest.raises(ParameterError, match="preconditioner='two_level' needs start='coarse'"):
+        distributed_eigensolve(op, 3, start="random")
+    with pytest.raises(ParameterError, match="start='coarse' needs the block AMG preconditioner"):
+        distributed_eigensolve(op, 3, preconditioner=None, start="coarse")
+    with pytest.raises(ParameterError, match=r"coarse_size must be an integer in \[1, inf\); got 0"):
+        distributed_eigensolve(op, 3, coarse_size=0)
+    with pytest.raises(ParameterError, match="op must be a DistributedLaplacian; got csr_matrix"):
+        distributed_eigensolve(W, 3)
