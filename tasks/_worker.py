@@ -21,7 +21,17 @@ import numpy as np
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far (``getrusage`` ``ru_maxrss``), in bytes."""
+    """Peak resident memory of this process so far, in bytes.
+
+    On Linux ``VmHWM`` of ``/proc/self/status``: ``getrusage``'s ``ru_maxrss`` survives ``execve``, so a process
+    started by a big parent (a benchmark holding 3 GB, a Prefect runner) would report the parent's peak. Elsewhere
+    ``ru_maxrss`` (kilobytes on Linux / BSD, bytes on macOS).
+    """
+    if sys.platform.startswith("linux"):
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # "VmHWM:  123456 kB"
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
