@@ -154,6 +154,9 @@ def embed(
     run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
     chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk of the store"),
     overwrite: bool = typer.Option(False, help="re-ingest SOURCE over an existing STORE"),
+    sharded: Optional[bool] = typer.Option(None, "--sharded/--no-sharded", help="laplacian_eigenmaps: kNN graph, "
+                                           "Laplacian and eigensolve split by rows over the workers (default: "
+                                           "when one worker's memory is too small for the single-process kNN)"),
 ) -> None:
     """Embed the points of SOURCE into STORE with any method (ingest, fit, every point written back)."""
     from flows.embed import check_embed_arguments
@@ -162,9 +165,10 @@ def embed(
     params = _run(lambda: _with_k(parse_params(param), n_components))
     kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
                   scheduler=scheduler, n_workers=workers, run_name=run_name, chunk_rows=chunk_rows,
-                  overwrite=overwrite)
+                  overwrite=overwrite, sharded=sharded)
     _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
-                                       n_workers=workers, random_state=seed, overwrite=overwrite))  # before Prefect
+                                       n_workers=workers, random_state=seed, overwrite=overwrite,
+                                       sharded=sharded))  # before Prefect
     summary = _run(lambda: _with_progress(lambda: embed_flow(source, store, **kwargs)))
     out.print(_summary_table(summary, _result_rows(store, summary["results"])))
 

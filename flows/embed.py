@@ -32,6 +32,7 @@ from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, ingest_task
 from tasks.points import embed_points_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
+from tasks.sharded_eigenmaps import check_sharded, single_process_knn_bytes
 
 from flows._ingested_run import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
@@ -42,8 +43,8 @@ DEFAULT_METHOD = "laplacian_eigenmaps"
 
 
 def check_embed_arguments(source: str, store: str, method: str, params: dict | None, *, labels: str | None,
-                          holdout: float, n_workers: int, random_state: Any, overwrite: bool = False
-                          ) -> dict[str, Any]:
+                          holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
+                          sharded: bool | None = None) -> dict[str, Any]:
     """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
 
     The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it.
@@ -59,7 +60,27 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
     full = check_params(method, params, has_labels=_will_have_labels(source, store, labels, overwrite))
     if "random_state" in full:
         full["random_state"] = random_state
+    if sharded is not None and not isinstance(sharded, bool):
+        raise ParameterError(f"sharded must be True, False or None (auto); got {sharded!r}")
+    if sharded:
+        check_sharded(method, full, holdout)
     return full
+
+
+def resolve_sharded(sharded: bool | None, method: str, params: dict, holdout: float, n: int, d: int,
+                    client: Any) -> bool:
+    """Whether the run takes the sharded path (:mod:`tasks.sharded_eigenmaps`): as asked, or with ``None``
+    (auto) when it can and the single-process kNN stage would need more than half the memory of the smallest
+    worker (:func:`tasks.sharded_eigenmaps.single_process_knn_bytes`)."""
+    if sharded is not None:
+        return sharded
+    try:
+        check_sharded(method, params, holdout)
+    except ParameterError:
+        return False
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+    smallest = min((m for m in limits if m > 0), default=0)
+    return smallest > 0 and single_process_knn_bytes(n, d, int(params["n_neighbors"])) > smallest / 2
 
 
 def _will_have_labels(source: str, store: str, labels: str | None, overwrite: bool) -> bool:
@@ -92,6 +113,7 @@ def embed(
     run_name: str | None = None,
     chunk_rows: int | None = None,
     overwrite: bool = False,
+    sharded: bool | None = None,
 ) -> dict[str, Any]:
     """Embed the points of ``source`` into ``store`` with ``method`` and return a summary of the run.
 
@@ -122,6 +144,11 @@ def embed(
         Rows per chunk of the store (the unit of Dask work and of writes).
     overwrite : bool
         Replace an existing store at ``store`` by a new ingest of ``source``.
+    sharded : bool or None
+        Laplacian eigenmaps only: build the kNN graph, the weights and the Laplacian split by rows over the
+        workers and solve with the distributed eigensolver (:mod:`tasks.sharded_eigenmaps`; needs
+        ``holdout=0`` and ``normalization="symmetric"``). None (default): sharded when the single-process kNN
+        stage would need more than half of the smallest worker's memory.
 
     Returns
     -------
@@ -131,23 +158,27 @@ def embed(
     """
     t_flow = time.perf_counter()
     full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
-                                 n_workers=n_workers, random_state=random_state, overwrite=overwrite)
+                                 n_workers=n_workers, random_state=random_state, overwrite=overwrite,
+                                 sharded=sharded)
     run = new_run_id("embed", run_name)
     finished: dict[str, dict] = {}
     if run_name is not None:
-        check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, **full})
+        check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded,
+                                        **full})
         finished = finished_stages(store, run)
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
-                      seed=random_state, extra_manifest={"holdout": holdout}) as (ctx, ingested):
+                      seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded}) as (ctx, ingested):
         entry = get_entry(method)
         if entry.needs_labels and not ingested.get(layout.ATTR_HAS_LABELS, True):
             raise StoreFormatError(f"method {method!r} needs labels; store {store} has none (pass labels=...)")
         n_fit = ingested["n"] - round(holdout * ingested["n"])
         client = ctx.require_cluster()  # every stage runs its body on the cluster
-        warm = _warm_workers(client) if _uses_nndescent(full, n_fit) else []
+        use_shards = resolve_sharded(sharded, method, full, holdout, ingested["n"], ingested["d"], client)
+        ctx.manifest.results["sharded"] = use_shards
+        warm = _warm_workers(client) if use_shards or _uses_nndescent(full, n_fit) else []
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
-                             holdout=holdout, random_state=random_state)
+                             holdout=holdout, random_state=random_state, sharded=use_shards)
         try:
             for stage in fit_stages(request):
                 if stage.name in finished and stage.outputs_intact():  # resumed: done before the crash

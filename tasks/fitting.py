@@ -57,12 +57,15 @@ class FitRequest:
     params: dict
     holdout: float
     random_state: int | None
+    sharded: bool = False
 
 
 def fit_stages(req: FitRequest) -> list[Stage]:
     """The fit stages of ``req.method`` (see the module docstring)."""
     entry = get_entry(req.method)
     strategy = entry.fit
+    if req.sharded:
+        return _sharded_stages(req)
     if strategy == "laplacian_eigenmaps" and req.params.get("affinity", "knn") == "knn":
         return _laplacian_eigenmaps_stages(req)
     if strategy == "discriminant" and _discriminant_at_scale(req.params):
@@ -156,6 +159,46 @@ def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components:
     return run_on_worker(le.solve_eigenmaps, store_url, run, n_components=n_components,
                          normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected,
                          tol=tol, random_state=random_state, name=f"eigensolve-{run}")
+
+
+def _sharded_stages(req: FitRequest) -> list[Stage]:
+    """The stages of the sharded path (:mod:`tasks.sharded_eigenmaps`): kNN, then eigensolve with the weights."""
+    p = req.params
+    args = (req.store, req.run, req.token)
+    return [
+        Stage("knn", lambda: sharded_knn_task(*args, n_neighbors=p["n_neighbors"], metric=p.get("metric", "euclidean"),
+                                              random_state=req.random_state),
+              lambda: le.graph_belongs_to(req.store, req.run, "knn")),
+        Stage("eigensolve", lambda: sharded_eigensolve_task(
+            *args, n_components=p["n_components"], weighting=p["weighting"], symmetrize=p["symmetrize"],
+            tol=p.get("tol"), random_state=req.random_state), lambda: _has_model(req)),
+    ]
+
+
+@task(name="knn-graph-sharded", **COMPUTE_TASK)
+def sharded_knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, metric: str,
+                     random_state: int | None) -> dict[str, Any]:
+    """The sharded kNN graph, built and written by the workers (:func:`tasks.sharded_eigenmaps.sharded_knn`)."""
+    from distributed import get_client
+
+    from tasks.sharded_eigenmaps import sharded_knn
+
+    return sharded_knn(store_url, run, get_client(), n_neighbors=n_neighbors, metric=metric, n_shards=None,
+                       random_state=random_state)
+
+
+@task(name="eigensolve-sharded", **COMPUTE_TASK)
+def sharded_eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, weighting: str,
+                            symmetrize: str, tol: float | None, random_state: int | None) -> dict[str, Any]:
+    """Weights, Laplacian and eigensolve per shard on the workers, driven from one worker
+    (:func:`tasks.sharded_eigenmaps.solve_sharded_eigenmaps`); the shards are those of the kNN stage."""
+    from storage.graph_io import read_knn_attrs
+    from tasks.sharded_eigenmaps import solve_sharded_eigenmaps
+
+    n_shards = int(read_knn_attrs(store_url)["n_shards"])
+    return run_on_worker(solve_sharded_eigenmaps, store_url, run, n_components=n_components, weighting=weighting,
+                         symmetrize=symmetrize, n_shards=n_shards, tol=tol, random_state=random_state,
+                         name=f"eigensolve-{run}")
 
 
 def release_index(store_token: str, run: str) -> None:
