@@ -1,0 +1,145 @@
+"""The embed flow's sharded path against its single-process path, on a local cluster of 4 worker processes.
+
+For each N (default 1e6) of the 32-D lifted Swiss roll (:mod:`benchmarks.common`), each mode (``--modes
+single sharded``) runs in its own fresh process (so the peak memory of the flow process is its own): a
+``LocalCluster`` of ``--workers`` single-threaded workers (``--memory-limit`` each for the sharded run, ``--single-memory-limit`` for the
+single-process one; ``--single-at-limit`` also tries the single-process path at the sharded run's limit), then
+``embed(X.npy, store, params={"n_neighbors": 15, "n_components": 2}, sharded=...)``. Reported per run: wall time and
+the time of each stage, the peak RSS of every worker process (sampled every 0.2 s) and of the flow process
+(``VmHWM``), whether a worker was restarted (killed for memory), and afterwards, from the stores: recall of each
+graph against exact brute force on 1,000 sampled rows, the eigenvalues, and the principal angles between the
+two embeddings.
+
+Run: ``python benchmarks/bench_sharded_flow.py [--n 1000000] [--memory-limit 2GB] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("NUMBA_CACHE_DIR", str(REPO / ".eigenflow-home" / "numba"))
+os.environ.setdefault("PREFECT_HOME", str(REPO / ".eigenflow-home" / "prefect"))
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+import numpy as np  # noqa: E402
+
+PARAMS = {"n_neighbors": 15, "n_components": 2}
+
+
+def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: str) -> dict:
+    """One embed run in this (fresh) process; returns its figures."""
+    from distributed import Client, LocalCluster
+
+    from benchmarks.common import PeakMemory
+    from flows._runtime import quiet_prefect
+    from flows.embed import embed
+    from storage.manifest import read_manifest
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      memory_limit=memory_limit) as cluster, Client(cluster, set_as_default=False) as client:
+        pids = client.run(os.getpid)
+        samplers = {w: PeakMemory(pid=p) for w, p in pids.items()}
+        for s in samplers.values():
+            s.__enter__()
+        t0 = time.perf_counter()
+        with quiet_prefect():
+            summary = embed(x_path, store, params=PARAMS, random_state=0, scheduler=cluster.scheduler_address,
+                            sharded=(mode == "sharded"), overwrite=True)
+        wall = time.perf_counter() - t0
+        for s in samplers.values():
+            s.__exit__(None, None, None)
+        restarted = set(client.run(os.getpid).values()) != set(pids.values())
+    manifest = read_manifest(store, summary["run"])
+    return {"mode": mode, "wall": wall, "stages": manifest.stage_seconds(), "run": summary["run"],
+            "worker_peaks_gb": sorted(round(s.peak_bytes / 1e9, 3) for s in samplers.values()),
+            "flow_peak_gb": manifest.results.get("peak_rss_flow_process_gb"), "worker_restarted": restarted,
+            "eigenvalues": manifest.results.get("eigenvalues"),
+            "eigensolve": {k: v for s in manifest.stages if s.name == "eigensolve" for k, v in s.info.items()
+                           if k in ("n_iter", "n_shards", "inside_fraction", "bytes_per_iteration", "eigen_solver")}}
+
+
+def compare(x_path: Path, runs: dict, stores: dict) -> dict:
+    """Recall of each stored graph against exact brute force on 1,000 sampled rows; angles between embeddings."""
+    from scipy.linalg import subspace_angles
+
+    from storage.embedding_io import read_embedding
+    from storage.graph_io import read_knn
+
+    from sklearn.neighbors import NearestNeighbors
+
+    X = np.load(x_path)
+    rows = np.sort(np.random.default_rng(1).choice(X.shape[0], 1000, replace=False))
+    k = PARAMS["n_neighbors"]
+    _, nn = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(X).kneighbors(X[rows])
+    exact = [e[e != r][:k] for r, e in zip(rows, nn)]  # brute force, the point itself dropped
+    del X
+    out = {}
+    for mode, store in stores.items():
+        idx, _ = read_knn(store)
+        out[f"recall_{mode}"] = float(np.mean([np.intersect1d(idx[r], e).size for r, e in zip(rows, exact)]) / k)
+    if len(stores) == 2:
+        Z = [read_embedding(stores[m], runs[m]["run"]).astype(np.float64) for m in ("single", "sharded")]
+        out["max_angle_deg"] = float(np.degrees(subspace_angles(Z[0], Z[1])).max())
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[1_000_000])
+    parser.add_argument("--modes", nargs="+", default=["single", "sharded"], choices=["single", "sharded"])
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--memory-limit", default="1.5GB", help="per worker of the sharded run (Dask syntax)")
+    parser.add_argument("--single-memory-limit", default="6GB", help="per worker of the single-process run")
+    parser.add_argument("--single-at-limit", action="store_true",
+                        help="also try the single-process path with --memory-limit (expected to fail)")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--one", nargs=3, metavar=("X", "STORE", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(one_run(*args.one, args.workers, args.memory_limit)))
+        return
+    results = []
+    with tempfile.TemporaryDirectory(prefix="eigenflow-sharded-") as tmp:
+        for n in args.n:
+            subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+                            f"from benchmarks.common import manifold_npy; manifold_npy({n})"], check=True)
+            from benchmarks.common import manifold_npy
+
+            x_path, _ = manifold_npy(n)
+            runs, stores = {}, {}
+            plan = [(m, args.single_memory_limit if m == "single" else args.memory_limit) for m in args.modes]
+            if args.single_at_limit:
+                plan.append(("single-at-limit", args.memory_limit))
+            for name, limit in plan:
+                mode = "single" if name.startswith("single") else "sharded"
+                store = str(Path(tmp) / f"{name}_{n}.zarr")
+                t0 = time.perf_counter()
+                proc = subprocess.run([sys.executable, __file__, "--one", str(x_path), store, mode,
+                                       "--workers", str(args.workers), "--memory-limit", limit],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    runs[name] = {"mode": mode, "memory_limit": limit, "seconds": time.perf_counter() - t0,
+                                  "failed": proc.stderr.strip().splitlines()[-1:]}
+                else:
+                    runs[name] = {**json.loads(proc.stdout.strip().splitlines()[-1]), "memory_limit": limit}
+                    if name in ("single", "sharded"):
+                        stores[name] = store
+            res = {"n": n, "workers": args.workers, "runs": runs,
+                   **compare(x_path, runs, stores)}
+            results.append(res)
+            print(json.dumps(res, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
