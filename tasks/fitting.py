@@ -190,15 +190,17 @@ def sharded_knn_task(store_url: str, run: str, store_token: str, *, n_neighbors:
 @task(name="eigensolve-sharded", **COMPUTE_TASK)
 def sharded_eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, weighting: str,
                             symmetrize: str, tol: float | None, random_state: int | None) -> dict[str, Any]:
-    """Weights, Laplacian and eigensolve per shard on the workers, driven from one worker
-    (:func:`tasks.sharded_eigenmaps.solve_sharded_eigenmaps`); the shards are those of the kNN stage."""
+    """Weights, Laplacian and eigensolve per shard on the workers, driven from this process (it holds the
+    (n, k + 1) LOBPCG blocks; :func:`tasks.sharded_eigenmaps.solve_sharded_eigenmaps`); the shards are those of
+    the kNN stage."""
+    from distributed import get_client
+
     from storage.graph_io import read_knn_attrs
     from tasks.sharded_eigenmaps import solve_sharded_eigenmaps
 
     n_shards = int(read_knn_attrs(store_url)["n_shards"])
-    return run_on_worker(solve_sharded_eigenmaps, store_url, run, n_components=n_components, weighting=weighting,
-                         symmetrize=symmetrize, n_shards=n_shards, tol=tol, random_state=random_state,
-                         name=f"eigensolve-{run}")
+    return solve_sharded_eigenmaps(store_url, run, get_client(), n_components=n_components, weighting=weighting,
+                                   symmetrize=symmetrize, n_shards=n_shards, tol=tol, random_state=random_state)
 
 
 def release_index(store_token: str, run: str) -> None:

@@ -8,13 +8,15 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   read on the workers): one pynndescent index per row shard, shard-pair queries, multi-way merge. Every row
   chunk of ``graph/knn`` is then written by a worker from the shard blocks that overlap it
   (:func:`write_knn_chunk`). :func:`sharded_knn` runs in the flow process and only holds futures.
-- ``eigensolve`` (weights included): :func:`solve_sharded_eigenmaps` runs as one task on a worker, the driver of
-  the distributed solver: each shard's kNN rows are read from the store by a task on a worker, the weights,
+- ``eigensolve`` (weights included): :func:`solve_sharded_eigenmaps` drives the distributed solver from the flow
+  process: each shard's kNN rows are read from the store by a task on a worker, the weights,
   their symmetrization and the normalized Laplacian are built per shard on the workers
   (:meth:`spectral.eigen.distributed.DistributedLaplacian.from_knn_blocks`), and LOBPCG with the per-shard
   two-level AMG preconditioner finds the eigenvectors
   (:func:`spectral.eigen.distributed.laplacian_eigenmaps_distributed`). The driver holds the (n, k + 1)
-  LOBPCG blocks and the n degrees, not the graph. It writes the same model as the single-process stages
+  LOBPCG blocks and the n degrees, not the graph. It is not a worker task: a driver on a worker whose memory
+  crossed Dask's pause threshold (80 % of its limit) waits forever for the tasks pinned to its own shard
+  (measured: 4 workers x 1.5 GB at 1e6 points hung in the preconditioner). It writes the same model as the single-process stages
   (:class:`spectral.embedding.LaplacianEigenmapsModel`), so ``embed-points`` and ``extend`` are unchanged.
 
 Scope (refused or stated, not silently changed): every point is fitted (``holdout`` must be 0: the held-out
@@ -133,13 +135,11 @@ def _shard_scales(distances: np.ndarray, params: dict) -> np.ndarray:
     return np.column_stack([scales_of(distances, WeightParams.from_attrs(params)), distances[:, -1]])
 
 
-def solve_sharded_eigenmaps(store_url: str, run: str, *, n_components: int, weighting: str,
+def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_components: int, weighting: str,
                             symmetrize: str, n_shards: int, tol: float | None,
                             random_state: int | None) -> dict[str, Any]:
-    """The ``eigensolve`` stage of the sharded path (weights included); runs as one task on a worker, the driver
-    of the distributed solver (see the module docstring). Writes ``models/<run>``."""
-    from distributed import worker_client
-
+    """The ``eigensolve`` stage of the sharded path (weights included), driven from the calling process with
+    ``client`` (see the module docstring). Writes ``models/<run>``."""
     from spectral.eigen.distributed import DistributedLaplacian, laplacian_eigenmaps_distributed
 
     n, _ = x_shape(store_url)
@@ -148,19 +148,18 @@ def solve_sharded_eigenmaps(store_url: str, run: str, *, n_components: int, weig
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
-    with worker_client() as client:
-        blocks = [client.submit(read_knn_shard, store_url, int(lo), int(hi), pure=False)
-                  for lo, hi in zip(bounds[:-1], bounds[1:])]
-        indices = [client.submit(_first, b, pure=False) for b in blocks]
-        distances = [client.submit(_second, b, pure=False) for b in blocks]
-        op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
-                                                  normalization="symmetric", client=client)
-        Z, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng)
-        wparams = op.stats["weight_params"]
-        per_point = np.vstack(client.gather([client.submit(_shard_scales, d, wparams, pure=False)
-                                             for d in distances]))
-        degrees = op.to_original_order(op.degrees[:, None]).ravel()
-        stats = dict(op.stats)
+    blocks = [client.submit(read_knn_shard, store_url, int(lo), int(hi), pure=False)
+              for lo, hi in zip(bounds[:-1], bounds[1:])]
+    indices = [client.submit(_first, b, pure=False) for b in blocks]
+    distances = [client.submit(_second, b, pure=False) for b in blocks]
+    op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
+                                              normalization="symmetric", client=client)
+    Z, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng)
+    wparams = op.stats["weight_params"]
+    per_point = np.vstack(client.gather([client.submit(_shard_scales, d, wparams, pure=False)
+                                         for d in distances]))
+    degrees = op.to_original_order(op.degrees[:, None]).ravel()
+    stats = dict(op.stats)
     solve_seconds = time.perf_counter() - t0
     if res.values[1] < CONNECTED_EIGENVALUE:
         raise DisconnectedGraphError(
