@@ -2,7 +2,8 @@
 
 The heavy stages run as Dask tasks on the workers (:func:`tasks.common.run_on_worker`) and the write-back as one
 task per chunk. Each test starts a real ``LocalCluster`` with Nannies, runs ``embed`` against it, and SIGKILLs the
-worker process that is executing the stage's task (seen in that worker's ``executing`` set). The scheduler runs
+worker process that is executing the stage's task (seen in that worker's ``executing`` set): the eigensolve in the
+default run, the write-back and the kNN build as slow tests. The scheduler runs
 the task again on the other worker, the Nanny restarts the killed one, and the embedding equals the one of an
 uninterrupted run bit for bit. Each test also checks that the kill did hit the task: the scheduler sent the
 task to a worker at least twice.
@@ -123,15 +124,23 @@ def _embed_killing(data, params: dict, target, name: str) -> tuple[np.ndarray, d
     return read_embedding(str(data / f"{name}.zarr"), run), infos, killer.killed, sent
 
 
-def test_worker_killed_during_the_eigensolve_and_the_write_back(data):
-    reference = _reference(data, EXACT, "reference-exact")
+@pytest.fixture(scope="module")
+def exact_reference(data):
+    return _reference(data, EXACT, "reference-exact")
+
+
+def test_worker_killed_during_the_eigensolve(data, exact_reference):
     Z, infos, (worker, _), sent = _embed_killing(data, EXACT, _stage_task("eigensolve"), "eigensolve")
     assert sent >= 2 and infos["eigensolve"]["worker"] != worker  # rerun on the other worker
-    np.testing.assert_array_equal(Z, reference)
+    np.testing.assert_array_equal(Z, exact_reference)
+
+
+@pytest.mark.slow
+def test_worker_killed_during_the_write_back(data, exact_reference):
     Z, infos, _, sent = _embed_killing(data, EXACT, _chunk_task, "write-back")
     assert sent >= 2
     assert infos["embed-points"]["n_chunks"] == N_POINTS // COMMON["chunk_rows"]
-    np.testing.assert_array_equal(Z, reference)
+    np.testing.assert_array_equal(Z, exact_reference)
 
 
 @pytest.mark.slow
