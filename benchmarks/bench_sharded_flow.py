@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> None:
                                       capture_output=True, text=True)
                 if proc.returncode != 0:
                     runs[name] = {"mode": mode, "memory_limit": limit, "seconds": time.perf_counter() - t0,
-                                  "failed": proc.stderr.strip().splitlines()[-1:]}
+                                  "failed": [line for line in proc.stderr.splitlines()
+                                             if "Error" in line or "Killed" in line][-3:]}
                 else:
                     runs[name] = {**json.loads(proc.stdout.strip().splitlines()[-1]), "memory_limit": limit}
                     if name in ("single", "sharded"):
