@@ -227,6 +227,12 @@ class KNNIndex:
         return np.ascontiguousarray(indices[:, :k]), np.ascontiguousarray(distances[:, :k])
 
 
+def nndescent_index_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
+    """Approximate memory of an NN-descent :class:`KNNIndex` of ``n`` points in ``d`` dimensions with ``k``
+    neighbours: ``n (d + 3 k)`` items (its copy of the points and its neighbour heaps)."""
+    return n * (d + 3 * k) * itemsize
+
+
 def _build_exact(X: np.ndarray, metric: str):
     from sklearn.neighbors import NearestNeighbors
 

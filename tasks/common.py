@@ -163,8 +163,7 @@ def publish_future(future: Any, name: str, client: Any = None) -> None:
     from distributed import get_client
 
     client = client or get_client()
-    if name in client.list_datasets():
-        client.unpublish_dataset(name)
+    unpublish(name, client)
     client.publish_dataset(future, name=name)
 
 

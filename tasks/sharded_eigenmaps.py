@@ -34,7 +34,6 @@ import numpy as np
 
 from spectral._validation import check_random_state, seed_int
 from spectral.embedding import LaplacianEigenmapsModel
-from spectral.errors import DisconnectedGraphError
 from spectral.weights import WeightParams, scales_of
 from storage import layout
 from storage.arrays import X_as_dask, row_chunks, x_shape
@@ -46,8 +45,6 @@ from storage.models import write_model
 from tasks._fit_rows import FIT_ROWS, IN_FIT
 from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
 
-#: The second smallest eigenvalue of the normalized Laplacian below this means more than one graph component.
-CONNECTED_EIGENVALUE = 1e-9
 
 
 #: What the sharded path supports (:func:`check_sharded`): Laplacian eigenmaps of a kNN graph, symmetric
@@ -72,9 +69,11 @@ def check_sharded(method: str, params: dict, holdout: float) -> None:
 
 
 def single_process_knn_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
-    """Memory of the single-process kNN stage: X (n, d) read, an NN-descent index of it (about ``n (d + 3k)``
-    items, :class:`spectral.knn.KNNIndex`) and the graph written (n, k) int64 + float32."""
-    return n * (2 * d + 3 * k) * itemsize + n * k * 12
+    """Memory of the single-process kNN stage: X (n, d) read, an NN-descent index of it
+    (:func:`spectral.knn.nndescent_index_bytes`) and the graph written (n, k) int64 + float32."""
+    from spectral.knn import nndescent_index_bytes
+
+    return n * d * itemsize + nndescent_index_bytes(n, d, k, itemsize) + n * k * 12
 
 
 def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metric: str, n_shards: int | None,
@@ -161,11 +160,6 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     degrees = op.to_original_order(op.degrees[:, None]).ravel()
     stats = dict(op.stats)
     solve_seconds = time.perf_counter() - t0
-    if res.values[1] < CONNECTED_EIGENVALUE:
-        raise DisconnectedGraphError(
-            f"the kNN graph has more than one connected component (second eigenvalue {res.values[1]:.2e}); the "
-            "sharded path embeds connected graphs only: raise n_neighbors (-p n_neighbors=...) or run without "
-            "--sharded (-p on_disconnected=per_component)")
     model = LaplacianEigenmapsModel(Z, values[None, :], np.zeros(n, dtype=np.int64), degrees, per_point[:, 0],
                                     per_point[:, 1], WeightParams.from_attrs(wparams), "symmetric",
                                     knn_attrs["index_params"])

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from .._validation import check_choice, check_float, check_int, check_random_state
-from ..errors import InputDataError, ParameterError
+from ..errors import DisconnectedGraphError, InputDataError, ParameterError
 from ..graph_laplacian import check_affinity
 from . import _shards, _two_level
 from ._cluster import active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list, worker_of
@@ -63,6 +63,9 @@ FLOAT_BYTES = 8
 #: the deepest level of its hierarchy with >= DEFAULT_COARSE_SIZE / P nodes (about n / 20 at level 1 on kNN
 #: graphs); the Galerkin pencil is solved in the driver (sparse LOBPCG + AMG above 2,000 nodes), once.
 DEFAULT_COARSE_SIZE = 4000
+#: Below this, the second smallest eigenvalue of L_sym means more than one graph component (the distributed
+#: graph is not checked for connectivity before the solve; the zero eigenvalue's multiplicity tells).
+CONNECTED_EIGENVALUE = 1e-9
 
 
 class DistributedLaplacian(LinearOperator):
@@ -380,6 +383,11 @@ def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int,
         raise ParameterError(f"the graph has {op.stats['isolated_nodes']} isolated nodes: embed per component")
     k = check_int("n_components", n_components, low=1, high=max(1, op.shape[0] - 2))
     res = distributed_eigensolve(op, k + 1, **solver_options)
+    if res.values[1] < CONNECTED_EIGENVALUE:
+        raise DisconnectedGraphError(
+            f"the graph has more than one connected component (second eigenvalue {res.values[1]:.2e} < "
+            f"{CONNECTED_EIGENVALUE:g}); the distributed solver embeds connected graphs only: use more neighbours "
+            "or embed per component with the single-process solver")
     deg = op.to_original_order(op.degrees[:, None]).ravel()
     vectors = sign_flip(res.vectors / np.sqrt(deg)[:, None])
     return vectors[:, 1:], res.values[1:], res
