@@ -286,7 +286,7 @@ def _output_paths(method: str, run: str, info: dict) -> dict[str, Any]:
 
 def _uses_nndescent(params: dict, n_fit: int) -> bool:
     """Whether the run will build or query an NN-descent index on the workers (then compile pynndescent on every
-    worker at once, overlapping the ingest: a long-lived cluster pays it once)."""
+    worker at once, before the fit stages: a long-lived cluster pays it once)."""
     from spectral.knn import EXACT_MAX_SAMPLES
 
     knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)
