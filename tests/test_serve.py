@@ -8,16 +8,19 @@ artifacts are readable through the Prefect client. The server and the serving pr
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import numpy as np
+from prefect import flow
 import pytest
 
 from spectral.datasets import make_swiss_roll_lifted
@@ -114,3 +117,51 @@ def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_pa
         artifacts = _client_call(api_url, lambda c, rid=run.id: c.read_artifacts(
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[rid]))))
         assert {"markdown", "table", "image"} <= {a.type for a in artifacts}
+
+
+@flow(name="eigenflow-test-sleeper")
+def _sleeper(seconds: float = 0.0) -> float:
+    """A flow that sleeps in short steps (so a cancellation stops it within a step)."""
+    end = time.time() + seconds
+    while time.time() < end:
+        time.sleep(0.1)
+    return seconds
+
+
+def test_in_process_runner_runs_and_cancels(prefect_server):
+    """The in-process runner executes a claimed run in this process (Completed) and stops a running one when it
+    is cancelled (Cancelled within seconds, not after the flow's 60 s); the runner keeps serving afterwards."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.states import Cancelling
+
+    from flows._in_process_runner import InProcessRunner
+
+    api_url, _ = prefect_server
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
+        runner = InProcessRunner(poll_seconds=0.5)
+        deployment_id = _sleeper.to_deployment(name="cancel-test").apply()
+        runner._flows[deployment_id] = _sleeper  # registered as run() does, without its polling loop
+
+        quick = client.create_flow_run_from_deployment(deployment_id, parameters={"seconds": 0.2})
+        assert runner.run_once(client) == 1
+        assert client.read_flow_run(quick.id).state.is_completed()
+
+        slow = client.create_flow_run_from_deployment(deployment_id, parameters={"seconds": 60.0})
+
+        def cancel_when_running():
+            with get_client(sync_client=True) as c:
+                while not c.read_flow_run(slow.id).state.is_running():
+                    time.sleep(0.2)
+                c.set_flow_run_state(slow.id, Cancelling(), force=True)
+
+        canceller = threading.Thread(target=contextvars.copy_context().run, args=(cancel_when_running,), daemon=True)
+        canceller.start()
+        t0 = time.time()
+        assert runner.run_once(client) == 1
+        elapsed = time.time() - t0
+        canceller.join(timeout=10)
+        state = client.read_flow_run(slow.id).state
+        assert state.is_cancelled(), state
+        assert elapsed < 30, elapsed
+        assert runner.run_once(client) == 0  # nothing left to run, and the runner still works
