@@ -316,4 +316,4 @@ def check_knn_graph(indices: Any, distances: Any, n_samples: int | None = None) 
         raise InputDataError("distances must be finite and >= 0")
     if idx.shape[1] < 1:
         raise ParameterError(f"the kNN graph must have at least 1 neighbour per row; got {idx.shape[1]}")
-    return idx.astype(np.int64), dist
+    return idx.astype(np.int64, copy=False), dist

@@ -153,14 +153,20 @@ def knn_weights(
     W : scipy.sparse.csr_matrix, shape (n, n), float64
         Symmetric, zero diagonal, entries in (0, 1].
     """
+    return fit_knn_weights(indices, distances, weighting=weighting, symmetrize=symmetrize, sigma=sigma,
+                           scale_k=scale_k)[0]
+
+
+def fit_knn_weights(indices: Any, distances: Any, **weighting: Any
+                    ) -> tuple[sp.csr_matrix, WeightParams, np.ndarray, np.ndarray]:
+    """:func:`knn_weights` (same parameters) with what :func:`fit_weight_params` resolved on the way:
+    ``(W (n, n), params, scales (n,), radii (n,))``, for callers that store both (one pass over the graph)."""
     idx, dist = check_knn_graph(indices, distances)
     n = idx.shape[0]
     if np.any(idx == np.arange(n)[:, None]):
         raise InputDataError("indices must not contain self-neighbours (row i listing i)")
-    params, scales, _ = fit_weight_params(
-        dist, weighting=weighting, symmetrize=symmetrize, sigma=sigma, scale_k=scale_k
-    )
-    return weights_from_params(idx, dist, params, scales)
+    params, scales, radii = fit_weight_params(dist, **weighting)
+    return weights_from_params(idx, dist, params, scales), params, scales, radii
 
 
 def weights_from_params(idx: np.ndarray, dist: np.ndarray, params: WeightParams, scales: np.ndarray):
@@ -183,10 +189,10 @@ def directed_weight_rows(idx: np.ndarray, dist: np.ndarray, params: WeightParams
     """Rows ``(m, n)`` of the directed (not yet symmetrized) kNN weight matrix for the points with neighbours
     ``idx`` (m, k) at ``dist`` (m, k) and scales ``row_scales`` (m,); ``scales`` (n,) of every point."""
     m, k = idx.shape
-    rows = np.repeat(np.arange(m), k)
     expo = _exponent(dist, row_scales[:, None], scales[idx], params)
-    A = sp.csr_matrix((np.exp(expo).ravel(), (rows, idx.ravel())), shape=(m, n))
-    A.sum_duplicates()
+    # k entries per row, in row order: the CSR arrays directly (a COO conversion took 4x longer at 1e6 x 15)
+    A = sp.csr_matrix((np.exp(expo).ravel(), idx.ravel(), np.arange(0, m * k + 1, k)), shape=(m, n))
+    A.sum_duplicates()  # sorts each row's columns, adds repeated ones
     return A
 
 

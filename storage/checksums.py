@@ -143,8 +143,10 @@ def completed_row_chunks(store: StoreRef, arrays: list[str], starts: list[int],
     return done
 
 
-def verify(store: StoreRef, storage_options: dict | None = None) -> dict[str, Any]:
-    """Check every recorded chunk: ``{"arrays": {array: n_chunks}, "bad": [{"array", "chunk", "problem"}]}``.
+def verify(store: StoreRef, storage_options: dict | None = None,
+           arrays: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Check every recorded chunk (of ``arrays`` only, when given):
+    ``{"arrays": {array: n_chunks}, "bad": [{"array", "chunk", "problem"}]}``.
 
     Problems: ``"changed"`` (bytes differ), ``"missing"`` (recorded, now absent: reads as fill value),
     ``"unexpected"`` (absent when recorded, now present), ``"shape"`` (the array's shape is not the recorded one),
@@ -155,10 +157,12 @@ def verify(store: StoreRef, storage_options: dict | None = None) -> dict[str, An
     records = sorted(fs.ls(folder, detail=False)) if fs.exists(folder) else []
     report: dict[str, Any] = {"arrays": {}, "bad": []}
     for path in records:
+        if arrays is not None and _recorded_array(path) not in arrays:
+            continue
         if not path.endswith(".json"):  # a folder of per-chunk records
             _verify_chunk_records(fs, root, path, report)
             continue
-        array = posixpath.basename(path)[: -len(".json")].replace("__", "/")
+        array = _recorded_array(path)
         recorded = json.loads(fs.cat_file(path))
         meta = _array_meta(fs, root, array)
         if meta is None:
@@ -177,8 +181,14 @@ def verify(store: StoreRef, storage_options: dict | None = None) -> dict[str, An
     return report
 
 
+def _recorded_array(path: str) -> str:
+    """The array whose record (``<array>.json``) or folder of per-chunk records ``path`` is."""
+    name = posixpath.basename(path.rstrip("/"))
+    return (name[: -len(".json")] if name.endswith(".json") else name).replace("__", "/")
+
+
 def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict) -> None:
-    array = posixpath.basename(folder.rstrip("/")).replace("__", "/")
+    array = _recorded_array(folder)
     meta = _array_meta(fs, root, array)
     files = sorted(fs.ls(folder, detail=False))
     if meta is None:
@@ -205,7 +215,7 @@ def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict) -> None
 def check_intact(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
                  storage_options: dict | None = None) -> None:
     """Raise :class:`StoreFormatError` naming the damaged chunks of ``arrays`` (see :func:`verify`)."""
-    bad = [b for b in verify(store, storage_options)["bad"] if b["array"] in arrays]
+    bad = verify(store, storage_options, arrays=tuple(arrays))["bad"]
     if bad:
         listed = ", ".join(f"{b['array']}/{b['chunk']} ({b['problem']})" if b["chunk"] else
                            f"{b['array']} ({b['problem']})" for b in bad[:5])

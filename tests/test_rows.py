@@ -21,6 +21,25 @@ def test_distinct_rows_keeps_the_first_of_equal_x_and_label():
     assert dropped == 1
 
 
+@pytest.mark.parametrize("collide", [False, True])
+def test_distinct_rows_hash_path_matches_the_exact_byte_comparison(monkeypatch, collide):
+    """Duplicates found through the row hashes equal those of a plain unique over the row bytes; with every
+    hash colliding (forced) rows that differ are still kept."""
+    import spectral._arrays as arrays
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 5)).astype(np.float32)  # 20-byte rows: 4-byte words
+    X[rng.integers(0, 3000, 200)] = X[rng.integers(0, 3000, 200)]
+    X[17] = -0.0 * X[17]  # -0.0 and 0.0 differ in their bytes: kept apart, as before
+    if collide:
+        monkeypatch.setattr(arrays, "_row_hashes", lambda raw: np.zeros(raw.shape[0], dtype=np.uint64))
+    rows = np.arange(3000) + 10
+    kept, dropped = distinct_rows(X, None, rows)
+    _, first = np.unique(X.view(np.dtype((np.void, 20))).ravel(), return_index=True)
+    np.testing.assert_array_equal(kept, rows[np.sort(first)])
+    assert dropped == 3000 - first.size > 0
+
+
 def test_stratified_subset_keeps_class_shares_and_at_least_two():
     y = np.r_[np.zeros(900, int), np.ones(90, int), np.full(10, 2), np.full(500, -1)]
     rows = np.arange(y.size) + 1000
