@@ -17,11 +17,13 @@ also writes the figures. Run: ``python benchmarks/bench_embed.py [--n 10000 1000
 
 ``--served`` (issue 15's benchmark) replaces step 4 by the way the flow runs in production:
 
-- **served**: a real ``prefect server`` on loopback and ``eigenflow serve X.npy STORE --interval I`` in its own
-  process (a warm Dask cluster kept up between runs); the first ``--runs`` scheduled runs are timed from the
-  Prefect state history: from *Pending* (the serving process picked the run and starts its flow subprocess) to
-  *Completed*, and from *Running* (the flow body starts) to *Completed*, with the stages of each run's manifest.
-  Target: the 2nd and 3rd runs <= 1.3 x (pynndescent + eigensolver).
+- **served**: a real ``prefect server`` on loopback and ``eigenflow serve X.npy STORE --interval I --poll 1`` in
+  its own process (a warm Dask cluster kept up between runs), once per ``--serve-modes``: ``in-process`` (the
+  default runner: flow runs execute in the serving process) and ``isolated`` (``--isolate-runs``: Prefect's
+  runner starts a flow subprocess per run). The first ``--runs`` scheduled runs are timed from the Prefect state
+  history: from *Pending* (the serving process claimed the run) to *Completed*, from *Running* (the flow body
+  starts) to *Completed*, and from the run's scheduled start time to *Completed* (adds the poll latency), with
+  the stages of each run's manifest. Target: the 2nd and 3rd runs <= 1.3 x (pynndescent + eigensolver).
 - **cold CLI**: one ``eigenflow embed X.npy STORE`` in a fresh process (ephemeral Prefect, a new local
   cluster), wall time split into its stages, the cluster start, the workers' pynndescent compile and the rest
   (interpreter and imports, Prefect's ephemeral server, teardown).
@@ -139,23 +141,27 @@ def _flow_run_times(api_url: str, deployment: str) -> list[dict]:
                 states = {st.type.value: st.timestamp for st in await client.read_flow_run_states(run.id)}
                 out.append({"pending": (states["COMPLETED"] - states["PENDING"]).total_seconds(),
                             "running": (states["COMPLETED"] - states["RUNNING"]).total_seconds(),
+                            "scheduled": (states["COMPLETED"] - run.expected_start_time).total_seconds(),
                             "start": states["PENDING"]})
             return sorted(out, key=lambda r: r["start"])
 
     return asyncio.run(read())
 
 
-def served_runs(x_path: Path, work: Path, n_runs: int, interval: float) -> dict:
-    """Time the first ``n_runs`` scheduled runs of ``eigenflow serve`` against a real Prefect server."""
+def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: str = "in-process") -> dict:
+    """Time the first ``n_runs`` scheduled runs of ``eigenflow serve`` against a real Prefect server; ``mode``
+    "in-process" (the default runner) or "isolated" (``--isolate-runs``)."""
     import signal
 
-    store, home = work / "served.zarr", work / "prefect-served"
+    store, home = work / f"served-{mode}.zarr", work / f"prefect-served-{mode}"
+    isolate = ["--isolate-runs"] if mode == "isolated" else []
     with prefect_server(home) as api_url:
         env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home),
                "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
         with open(work / "serve.log", "w") as log:
             serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", str(x_path), str(store), *FLOW_PARAMS,
-                                      "--interval", str(interval), "--name", "bench"], env=env,
+                                      "--interval", str(interval), "--name", "bench", "--poll", "1", *isolate],
+                                     env=env,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 with PeakMemory(pid=serve.pid) as mem:
@@ -211,6 +217,7 @@ def baseline(which: str, w_path: Path, limit: float) -> str:
 
 
 def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: dict | None = None) -> dict:
+    """Every figure for one N (module docstring); ``served``: ``{"runs", "interval", "modes"}`` or None."""
     import scipy.sparse as sp
 
     from spectral.weights import knn_weights
@@ -228,10 +235,13 @@ def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: di
     del X, idx, dist, W
     gc.collect()
     if served is not None:
-        res["served"] = served_runs(x_path, work, served["runs"], served["interval"])
-        res["cold_cli"] = cold_cli_run(x_path, work)
         alone = res["pynndescent"] + res["eigensolver"]
-        res["served_ratios"] = [r["pending"] / alone for r in res["served"]["runs"]]
+        res["served"] = {mode: served_runs(x_path, work, served["runs"], served["interval"], mode)
+                         for mode in served["modes"]}
+        for runs in res["served"].values():
+            for r in runs["runs"]:
+                r["ratio"], r["ratio_from_scheduled"] = r["pending"] / alone, r["scheduled"] / alone
+        res["cold_cli"] = cold_cli_run(x_path, work)
         res["amg"] = res["arpack"] = res["umap"] = "skipped"
         return res
     res["flow"], summary, res["peak_rss"] = run_flow(x_path, work / f"bench_{n}.zarr")
@@ -250,13 +260,15 @@ def report_served(res: dict) -> None:
     print(f"pynndescent alone                 {res['pynndescent']:8.1f} s")
     print(f"eigensolver alone (same graph)    {res['eigensolver']:8.1f} s")
     print(f"pynndescent + eigensolver         {alone:8.1f} s")
-    print(f"served runs (peak RSS of the serving process tree {gb(res['served']['peak_rss_tree'])}):")
-    for i, (r, ratio) in enumerate(zip(res["served"]["runs"], res["served_ratios"]), start=1):
-        stages = ", ".join(f"{k} {v:.1f}" for k, v in r["stages"].items())
-        print(f"  run {i}: pending->completed {r['pending']:6.1f} s (ratio {ratio:.2f}, target <= 1.3), "
-              f"running->completed {r['running']:6.1f} s; flow process peak {r['peak_rss_flow_process_gb']} GB, "
-              f"worker peak {r['worker_peak_rss_gb']} GB, compile {r['nndescent_compile_seconds']}")
-        print(f"         stages: {stages}")
+    for mode, served in res["served"].items():
+        print(f"served runs, {mode} runner (peak RSS of the serving process tree {gb(served['peak_rss_tree'])}):")
+        for i, r in enumerate(served["runs"], start=1):
+            stages = ", ".join(f"{k} {v:.1f}" for k, v in r["stages"].items())
+            print(f"  run {i}: pending->completed {r['pending']:6.1f} s (ratio {r['ratio']:.2f}, target <= 1.3), "
+                  f"scheduled start->completed {r['scheduled']:6.1f} s (ratio {r['ratio_from_scheduled']:.2f}), "
+                  f"running->completed {r['running']:6.1f} s; flow process peak {r['peak_rss_flow_process_gb']} GB, "
+                  f"worker peak {r['worker_peak_rss_gb']} GB, compile {r['nndescent_compile_seconds']}")
+            print(f"         stages: {stages}")
     c = res["cold_cli"]
     print(f"cold CLI `eigenflow embed`: {c['wall']:.1f} s wall (ratio {c['wall'] / alone:.2f}), peak RSS (tree) "
           f"{gb(c['peak_rss_tree'])}, flow process {c['peak_rss_flow_process_gb']} GB")
@@ -293,8 +305,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--served", action="store_true", help="served mode: scheduled runs + a cold CLI run")
     parser.add_argument("--runs", type=int, default=3, help="served mode: scheduled runs to time")
     parser.add_argument("--interval", type=float, default=120.0, help="served mode: schedule interval, seconds")
+    parser.add_argument("--serve-modes", nargs="+", choices=["in-process", "isolated"],
+                        default=["in-process", "isolated"], help="served mode: the runners to time")
     args = parser.parse_args(argv)
-    served = {"runs": args.runs, "interval": args.interval} if args.served else None
+    served = {"runs": args.runs, "interval": args.interval, "modes": args.serve_modes} if args.served else None
     results = []
     with tempfile.TemporaryDirectory(prefix="eigenflow-bench-") as tmp:
         for n in args.n:

@@ -10,8 +10,10 @@ orchestrates; running the flow in the serving process, where everything is impor
 replaced:
 
 - registers each deployment (``RunnerDeployment.apply``: schedule, parameters, concurrency limit);
-- polls the server every ``poll_seconds`` for the deployments' runs scheduled up to now
-  (``get_scheduled_flow_runs_for_deployments``, the runner's own query; this also marks the deployments ready);
+- polls the server every ``poll_seconds`` for the deployments' runs scheduled before the next poll
+  (``get_scheduled_flow_runs_for_deployments``, the runner's own query; this also marks the deployments ready)
+  and starts each at its scheduled time (Prefect's runner claims runs up to 10 s early to hide its subprocess
+  start; here there is nothing to hide);
 - claims each run by proposing *Pending* (the server's orchestration rules decide: a rejected proposal, e.g.
   the deployment's concurrency slot taken by another server, skips the run);
 - executes it with Prefect's engine in this process (``prefect.flow_engine.run_flow`` with the flow run, the
@@ -94,13 +96,15 @@ class InProcessRunner:
         self._stop.set()
 
     def run_once(self, client: Any) -> int:
-        """Claim and execute every run of the deployments scheduled up to now, oldest first; returns how many
-        were executed."""
+        """Claim and execute every run of the deployments scheduled before the next poll, oldest first, each at
+        its scheduled start time (not before it, and without a poll's delay); returns how many were executed."""
         runs = client.get_scheduled_flow_runs_for_deployments(
-            deployment_ids=list(self._flows), scheduled_before=datetime.now(timezone.utc) + timedelta(seconds=1))
+            deployment_ids=list(self._flows),
+            scheduled_before=datetime.now(timezone.utc) + timedelta(seconds=self.poll_seconds))
         executed = 0
         for flow_run in sorted(runs, key=_start_time):
-            if self._stop.is_set():
+            wait = (_start_time(flow_run) - datetime.now(timezone.utc)).total_seconds()
+            if self._stop.wait(max(wait, 0.0)):
                 break
             if self._claim(client, flow_run):
                 self._execute(client, flow_run.id)
