@@ -18,6 +18,11 @@ Three kinds of Dask tasks run on the workers:
    and the ``P - 1`` query answers, all in global row numbers) are merged by distance into the ``k`` best,
    ties broken by the smaller global index (deterministic). Shards are disjoint, so a candidate appears in
    one list only and the point itself is in none (the own-shard graph already dropped it).
+4. **reverse** (P (P - 1) tasks): each answer "row a of shard q found row b of shard p" also proposes ``a`` to
+   ``b`` (:func:`reverse_candidates`; only pairs closer than ``b``'s own-shard ``k``-th neighbour move), and
+   the merged lists take them in (:func:`add_candidates`). A point on the edge of its shard's cloud can be
+   missed by its own search in the neighbouring shard's index (the search starts from that index's tree,
+   which sends a query from outside the cloud to a far region) while the neighbours' searches find it.
 
 Only ``(n_q, k)`` blocks move between tasks besides the indexes; a numpy ``X`` is scattered shard by shard,
 a dask ``X`` has its row chunks computed on the workers and each shard's rows taken from them there (never
@@ -172,7 +177,6 @@ def sharded_knn_graph_futures(X: Any, n_neighbors: int, *, n_shards: int | None 
 
     indexes = [client.submit(_build_shard, shards[p], min(k, int(sizes[p]) - 1), shard_method, metric, seeds[p],
                              n_jobs, P > 1, pure=False) for p in range(P)]
-    out = []
     own = [client.submit(_own_graph, indexes[q], rows[q], pure=False) for q in range(P)]
     radius = [client.submit(_kth_distance, g, k, pure=False) for g in own]
     answers = {(q, p): client.submit(_query_shard, indexes[p], shards[q], min(k, int(sizes[p])), rows[p], pure=False)
