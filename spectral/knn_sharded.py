@@ -61,11 +61,15 @@ import numpy as np
 from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
 from .errors import InputDataError, ParameterError
 from .knn import METRICS, KNNIndex
-from .partition import bisection_partition_array, bisection_partition_dask
+from .partition import RowPartition, bisection_partition_array, bisection_partition_dask
 
 #: Per-shard index methods (``KNNIndex`` methods): "nndescent" (the default) or "exact" (scikit-learn; an
 #: oracle for tests and for shards small enough to search exhaustively).
 SHARD_METHODS = ("nndescent", "exact")
+
+#: Relative margin of the query pruning (:func:`_query_shard`): a row is searched in another shard when its
+#: distance bound to it is within ``(1 + GAP_RTOL)`` times its own-shard k-th distance (rounding of the bound).
+GAP_RTOL = 1e-6
 
 #: How the rows are split into shards: "contiguous" row ranges, or "bisection" (:mod:`spectral.partition`:
 #: nearby points in the same shard).
@@ -165,11 +169,12 @@ def sharded_knn_graph_futures(X: Any, n_neighbors: int, *, n_shards: int | None 
     client = _active_client() if client is None else client
     P = default_n_shards(n, sum(client.nthreads().values())) if n_shards is None else n_shards
     if partition == "contiguous":
-        perm, bounds = np.arange(n, dtype=np.int64), (np.arange(P + 1, dtype=np.int64) * n) // P
+        parts = RowPartition(np.arange(n, dtype=np.int64), (np.arange(P + 1, dtype=np.int64) * n) // P)
     elif lazy:
-        perm, bounds = bisection_partition_dask(X, P, client)
+        parts = bisection_partition_dask(X, P, client)
     else:
-        perm, bounds = bisection_partition_array(X, P)
+        parts = bisection_partition_array(X, P)
+    perm, bounds = parts.perm, parts.bounds
     sizes = np.diff(bounds)  # near-equal, each >= 2 rows (P <= n // 2)
     shards = _put_shards(client, X, perm, bounds, lazy)
     rows = client.scatter([perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
@@ -179,7 +184,8 @@ def sharded_knn_graph_futures(X: Any, n_neighbors: int, *, n_shards: int | None 
                              n_jobs, P > 1, pure=False) for p in range(P)]
     own = [client.submit(_own_graph, indexes[q], rows[q], pure=False) for q in range(P)]
     radius = [client.submit(_kth_distance, g, k, pure=False) for g in own]
-    answers = {(q, p): client.submit(_query_shard, indexes[p], shards[q], min(k, int(sizes[p])), rows[p], pure=False)
+    answers = {(q, p): client.submit(_query_shard, indexes[p], shards[q], min(k, int(sizes[p])), rows[p], radius[q],
+                                     parts.separating(p, q) if parts.splits else None, pure=False)
                for q in range(P) for p in range(P) if p != q}
     out = []
     for q in range(P):
@@ -199,7 +205,8 @@ def merge_candidates(k: int, *lists: tuple[np.ndarray, np.ndarray]) -> tuple[np.
     k : int
         Neighbours kept per row; the lists must hold at least ``k`` candidates per row together.
     *lists : (indices int64 (m, k_i), distances float32 (m, k_i))
-        Candidates of the same ``m`` rows from disjoint row sets (no index appears in two lists).
+        Candidates of the same ``m`` rows from disjoint row sets (no index appears in two lists); ``(-1, inf)``
+        pads a list (rows not searched), never kept.
 
     Returns
     -------
@@ -210,6 +217,8 @@ def merge_candidates(k: int, *lists: tuple[np.ndarray, np.ndarray]) -> tuple[np.
     dist = np.concatenate([np.asarray(b, dtype=np.float32) for _, b in lists], axis=1)
     if idx.shape[1] < k:
         raise InputDataError(f"the candidate lists hold {idx.shape[1]} neighbours per row, fewer than k={k}")
+    if np.any(np.sum(idx >= 0, axis=1) < k):
+        raise InputDataError(f"the candidate lists must hold at least k={k} neighbours (not padding) per row")
     order = np.lexsort((idx, dist), axis=1)[:, :k]  # distance first, then the smaller global index
     return (np.ascontiguousarray(np.take_along_axis(idx, order, axis=1)),
             np.ascontiguousarray(np.take_along_axis(dist, order, axis=1)))
@@ -232,8 +241,10 @@ def reverse_candidates(answer: tuple[np.ndarray, np.ndarray], rows_q: np.ndarray
     """
     idx = np.asarray(answer[0], dtype=np.int64)
     dist = np.asarray(answer[1], dtype=np.float32)
+    found = idx >= 0  # rows not searched carry the padding (-1, inf)
+    a = np.broadcast_to(np.asarray(rows_q, dtype=np.int64)[:, None], idx.shape)[found]
+    idx, dist = idx[found], dist[found]
     pos = np.searchsorted(rows_p, idx)  # every answer is a row of p
-    a = np.broadcast_to(np.asarray(rows_q, dtype=np.int64)[:, None], idx.shape)
     keep = dist <= radius_p[pos]
     return pos[keep], a[keep], dist[keep]
 
@@ -358,8 +369,25 @@ def _kth_distance(own: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
     return dist[:, -1] if dist.shape[1] >= k else np.full(dist.shape[0], np.inf)
 
 
-def _query_shard(index, X_q, k: int, rows_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, cut) -> tuple[np.ndarray, np.ndarray]:
     """Task: the ``k`` nearest rows of shard p (``index``, rows ``rows_p`` (n_p,)) of each row of shard q
-    (``X_q`` (n_q, d)), in global row numbers."""
-    indices, distances = index.query(X_q, k)
-    return rows_p[indices], distances
+    (``X_q`` (n_q, d)), in global row numbers.
+
+    With ``cut = (split, q_is_left)`` (the tree cut between the two shards,
+    :meth:`spectral.partition.RowPartition.separating`), only the rows whose distance bound to shard p
+    (:meth:`~spectral.partition.Split.gap`) is within their own-shard ``k``-th distance ``radius_q`` (n_q,) are
+    searched (no other row can have a neighbour in shard p); the others get the padding ``(-1, inf)``. A query
+    far from the index's points is the expensive kind for NN-descent's search (its ``(1 + epsilon)`` bound then
+    admits much of the index), and with locality shards most rows are far from the other shards."""
+    X_q = np.asarray(X_q)
+    if cut is None:
+        sel = np.arange(X_q.shape[0])
+    else:
+        split, q_is_left = cut
+        sel = np.flatnonzero(split.gap(X_q, q_is_left) <= radius_q * (1 + GAP_RTOL))
+    indices = np.full((X_q.shape[0], k), -1, dtype=np.int64)
+    distances = np.full((X_q.shape[0], k), np.inf, dtype=np.float32)
+    if sel.size:
+        found, dist = index.query(X_q[sel], k)
+        indices[sel], distances[sel] = rows_p[found], dist
+    return indices, distances

@@ -27,16 +27,58 @@ to the rounding of the moments' summation order).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from ._validation import check_int
-from .errors import InputDataError
+from .errors import InputDataError, ParameterError
 
 #: Power iterations for the principal direction of a part (a direction, not an eigenvector to precision: the
 #: split only needs a long axis of the point cloud).
 PCA_POWER_ITERATIONS = 20
+
+
+@dataclass(frozen=True)
+class Split:
+    """One cut of the tree: the rows of final parts ``[lo, hi)`` were split into ``[lo, mid)`` (projection
+    ``(x - mean) . direction`` at most ``left_max``) and ``[mid, hi)`` (at least ``right_min``); ``mean``,
+    ``direction`` (d,)."""
+
+    lo: int
+    mid: int
+    hi: int
+    mean: np.ndarray
+    direction: np.ndarray
+    left_max: float
+    right_min: float
+
+    def gap(self, Y: np.ndarray, left: bool) -> np.ndarray:
+        """``(m,)`` lower bound of the distance from each row of ``Y`` (m, d) (rows of the ``left`` side, or of
+        the right one) to every row of the other side: the distance of its projection to that side's
+        extreme projection (``direction`` is a unit vector, so ``|x - y| >= |(x - y) . direction|``)."""
+        s = (np.asarray(Y, dtype=np.float64) - self.mean) @ self.direction
+        return self.right_min - s if left else s - self.left_max
+
+
+@dataclass(frozen=True)
+class RowPartition:
+    """``perm`` (n,) int64: the rows part by part, ascending inside each part; ``bounds`` (P + 1,) int64: part
+    ``p`` holds ``perm[bounds[p]:bounds[p + 1]]``; ``splits``: the cuts of the tree (:class:`Split`), empty
+    for one part."""
+
+    perm: np.ndarray
+    bounds: np.ndarray
+    splits: tuple = field(default=())
+
+    def separating(self, p: int, q: int) -> tuple[Split, bool]:
+        """The cut that separated parts ``p`` and ``q`` (p != q), and whether ``q`` is on its left side."""
+        for cut in self.splits:
+            if cut.lo <= min(p, q) and max(p, q) < cut.hi and min(p, q) < cut.mid <= max(p, q):
+                return cut, q < cut.mid
+        raise ParameterError(f"parts p and q must be two different parts in [0, {self.bounds.size - 2}]; got "
+                             f"p={p}, q={q}")
 
 
 def split_sizes(size: int, parts: int) -> tuple[int, int]:
@@ -118,7 +160,7 @@ def block_projections(block: np.ndarray, labels: np.ndarray, means: np.ndarray, 
 
 
 def bisection_partition(map_blocks: Callable[[Callable, list], list], block_bounds: np.ndarray,
-                        n_parts: int) -> tuple[np.ndarray, np.ndarray]:
+                        n_parts: int) -> RowPartition:
     """Recursive principal-direction bisection of the rows of X given as row blocks (see the module docstring).
 
     Parameters
@@ -132,16 +174,18 @@ def bisection_partition(map_blocks: Callable[[Callable, list], list], block_boun
 
     Returns
     -------
-    perm : ndarray of int64, shape (n,)
-        The rows part by part, ascending inside each part.
-    bounds : ndarray of int64, shape (P + 1,)
-        Part ``p`` holds the rows ``perm[bounds[p]:bounds[p + 1]]``.
+    RowPartition
+        ``perm`` (n,) the rows part by part, ascending inside each part; ``bounds`` (P + 1,): part ``p`` holds
+        ``perm[bounds[p]:bounds[p + 1]]``; ``splits``: the ``P - 1`` cuts.
     """
     block_bounds = np.asarray(block_bounds, dtype=np.int64)
+    if block_bounds.ndim != 1 or block_bounds.size < 2 or block_bounds[0] != 0 or np.any(np.diff(block_bounds) <= 0):
+        raise ParameterError(f"block_bounds must be (B + 1,) increasing from 0; got {block_bounds.tolist()[:8]}")
     n = int(block_bounds[-1])
     P = check_int("n_parts", n_parts, low=1, high=n)
     labels = np.zeros(n, dtype=np.int64)
     targets = [P]  # final parts each current part must become
+    splits = []
     for _ in range(math.ceil(math.log2(P)) if P > 1 else 0):
         c = len(targets)
         slices = [labels[a:b] for a, b in zip(block_bounds[:-1], block_bounds[1:])]
@@ -155,6 +199,7 @@ def bisection_partition(map_blocks: Callable[[Callable, list], list], block_boun
         proj = np.concatenate(map_blocks(block_projections, [(s, means, directions) for s in slices]))
         new_labels = np.empty_like(labels)
         new_targets: list[int] = []
+        first = np.concatenate([[0], np.cumsum(targets)])  # final parts of current part i: [first[i], first[i + 1])
         for i in range(c):
             rows = np.flatnonzero(labels == i)  # ascending: ties go to the smaller row
             if targets[i] == 1:
@@ -163,27 +208,30 @@ def bisection_partition(map_blocks: Callable[[Callable, list], list], block_boun
                 continue
             left, cut = split_sizes(rows.size, targets[i])
             order = np.argsort(proj[rows], kind="stable")
+            splits.append(Split(int(first[i]), int(first[i] + left), int(first[i + 1]), means[i], directions[i],
+                                float(proj[rows[order[cut - 1]]]) if cut else -np.inf,
+                                float(proj[rows[order[cut]]]) if cut < rows.size else np.inf))
             new_labels[rows[order[:cut]]] = len(new_targets)
             new_labels[rows[order[cut:]]] = len(new_targets) + 1
             new_targets += [left, targets[i] - left]
         labels, targets = new_labels, new_targets
     perm = np.argsort(labels, kind="stable").astype(np.int64)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=P))]).astype(np.int64)
-    return perm, bounds
+    return RowPartition(perm, bounds, tuple(splits))
 
 
-def bisection_partition_array(Y: np.ndarray, n_parts: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`bisection_partition` of an in-memory ``Y`` (n, d) (one block): ``(perm (n,), bounds (P + 1,))``."""
+def bisection_partition_array(Y: np.ndarray, n_parts: int) -> RowPartition:
+    """:func:`bisection_partition` of an in-memory ``Y`` (n, d) (one block)."""
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim != 2 or Y.shape[0] < 1:
         raise InputDataError(f"Y must be a 2-D array with at least one row; got shape {Y.shape}")
     return bisection_partition(lambda fn, args: [fn(Y, *args[0])], np.array([0, Y.shape[0]]), n_parts)
 
 
-def bisection_partition_dask(X: Any, n_parts: int, client) -> tuple[np.ndarray, np.ndarray]:
+def bisection_partition_dask(X: Any, n_parts: int, client) -> RowPartition:
     """:func:`bisection_partition` of a dask array ``X`` (n, d) with known row chunks, on the workers of
     ``client``: the row chunks are computed there once (held as futures during the levels, released at the
-    end) and only moments and projections come back. Returns ``(perm (n,), bounds (P + 1,))``."""
+    end) and only moments and projections come back."""
     if X.ndim != 2 or any(math.isnan(s) for s in X.shape) or X.shape[0] < 1:
         raise InputDataError(f"X must be a 2-D dask array with known row chunks; got shape {X.shape}")
     X = X.rechunk({1: X.shape[1]})
@@ -200,7 +248,7 @@ def bisection_partition_dask(X: Any, n_parts: int, client) -> tuple[np.ndarray, 
             future.release()
 
 
-def partition_inside_fraction(indices: np.ndarray, rows: np.ndarray) -> tuple[int, int]:
+def inside_counts(indices: np.ndarray, rows: np.ndarray) -> tuple[int, int]:
     """``(inside, total)``: how many of the neighbours ``indices`` (m, k) of a part's rows lie in the part,
     whose rows are ``rows`` (sorted ascending), and how many there are."""
     idx = np.asarray(indices, dtype=np.int64).ravel()

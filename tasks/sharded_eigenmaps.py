@@ -186,9 +186,9 @@ def _item(items: list, j: int) -> Any:
 
 def _inside_counts(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tuple[int, int]:
     """Task: ``(inside, total)`` neighbours of a shard's kNN block that lie in the shard (rows ``rows``)."""
-    from spectral.partition import partition_inside_fraction
+    from spectral.partition import inside_counts
 
-    return partition_inside_fraction(block[0], rows)
+    return inside_counts(block[0], rows)
 
 
 def read_knn_shard(store_url: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,7 +229,8 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
-    perm, bounds = bisection_partition_dask(X_as_dask(store_url), n_shards, client)  # no random draws
+    parts = bisection_partition_dask(X_as_dask(store_url), n_shards, client)  # no random draws
+    perm, bounds = parts.perm, parts.bounds
     partition_seconds = time.perf_counter() - t0
     if partition_record(perm, bounds) != built_with:
         raise InputDataError(f"the row partition recomputed from X ({partition_record(perm, bounds)}) differs from "

@@ -186,7 +186,8 @@ def test_knn_blocks_of_partition_parts(client, graph):
 
     X, _, W, L, degrees, _ = graph
     idx, dist = knn_graph(X, 10, method="exact")
-    perm, bounds = bisection_partition_array(X, 3)
+    parts = bisection_partition_array(X, 3)
+    perm, bounds = parts.perm, parts.bounds
     parts = [perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     op = DistributedLaplacian.from_knn_blocks([client.scatter(idx[r], hash=False) for r in parts],
                                               [dist[r] for r in parts], perm=perm)

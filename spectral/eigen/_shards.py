@@ -47,7 +47,8 @@ def row_partition(W: sp.csr_matrix, n_blocks: int, method: str, coordinates=None
         return np.arange(n, dtype=np.int64), equal_bounds(n, n_blocks)
     if method == "rcm":
         return _reorder.rcm_permutation(W), equal_bounds(n, n_blocks)
-    perm, bounds = bisection_partition_array(coordinates, n_blocks)
+    parts = bisection_partition_array(coordinates, n_blocks)
+    perm, bounds = parts.perm, parts.bounds
     ordered = []
     for nodes in (perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])):  # RCM inside each part: neighbouring
         # rows next to each other in the shard
