@@ -30,8 +30,10 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   so ``embed-points`` and ``extend`` are unchanged.
 
 Measured (``benchmarks/results/sharded_partition.md``, 1e6 x 32 lifted Swiss roll, 4 workers x 1.5 GB on 2
-cores): MEASURED_FIGURES. With contiguous row ranges as shards (before) 25 % of the edges were inside a shard
-and the eigensolve stopped at its 300-iteration cap after 261.6 s.
+cores, 2026-12-01): 99.5 % of the kNN edges inside a shard, eigensolve 44.4 s in 18 LOBPCG iterations (58.7 MB
+per iteration), kNN stage 156.0 s, wall 213.2 s, workers' peaks 1.28-1.42 GB, recall 0.9998, 0.17 degree
+from the single-process embedding. With contiguous row ranges as shards (before) 25 % of the edges were
+inside a shard and the eigensolve stopped at its 300-iteration cap after 261.6 s (wall 392.0 s).
 
 Scope (refused or stated, not silently changed): every point is fitted (``holdout`` must be 0: the held-out
 queries against a sharded index are not written); exact duplicate rows are not collapsed; the graph must be
