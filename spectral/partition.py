@@ -5,9 +5,12 @@ ones: S. Dasgupta, Y. Freund, "Random projection trees and low dimensional manif
 median of a random direction; N. Verma, S. Kpotufe, S. Dasgupta, "Which spatial partition trees are
 adaptive to intrinsic dimension?", UAI 2009, show that the principal direction adapts at least as well).
 A part that must end as ``t`` final parts is cut at the quantile ``floor(t / 2) / t`` of the projections of
-its points on its principal direction (:func:`split_sizes`), so the ``P`` final parts differ in size by at
-most a few rows (exactly: the nested floors of ``n t_i / t``). Points close in space fall on the same side of
-every cut except near a cut, so a kNN graph of a manifold keeps most of its edges inside the parts.
+its points on its principal direction (:func:`split_sizes`), so every final part has ``floor(n / P)`` or
+``ceil(n / P)`` rows (the nested floors; checked in the tests). Points close in space fall on the same side
+of every cut except near a cut, so a kNN graph of a manifold keeps most of its edges inside the parts. The
+cuts are kept (:class:`Split` in :attr:`RowPartition.splits`): the distance of a point's projection to the
+other side of a cut bounds its distance to every point there, which prunes the shard-pair kNN queries
+(:mod:`spectral.knn_sharded`).
 
 The computation is written over **row blocks** of ``X`` (n, d): :func:`bisection_partition` drives it with
 a ``map_blocks`` callable that applies a function to every block where the block lives (in this process for
