@@ -6,7 +6,9 @@ single sharded``) runs in its own fresh process (so the peak memory of the flow 
 single-process one; ``--single-at-limit`` also tries the single-process path at the sharded run's limit), then
 ``embed(X.npy, store, params={"n_neighbors": 15, "n_components": 2}, sharded=...)``. Reported per run: wall time and
 the time of each stage, the peak RSS of every worker process (sampled every 0.2 s) and of the flow process
-(``VmHWM``), whether a worker was restarted (killed for memory), and afterwards, from the stores: recall of each
+(``VmHWM``), whether a worker was restarted (killed for memory), the sharded run's partition (shard sizes, the
+fraction of kNN edges and of weight entries inside a shard), eigensolver iterations and bytes per iteration,
+and afterwards, from the stores: recall of each
 graph against exact brute force on 1,000 sampled rows, the eigenvalues, and the principal angles between the
 two embeddings.
 
@@ -63,8 +65,11 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
             "worker_peaks_gb": sorted(round(s.peak_bytes / 1e9, 3) for s in samplers.values()),
             "flow_peak_gb": manifest.results.get("peak_rss_flow_process_gb"), "worker_restarted": restarted,
             "eigenvalues": manifest.results.get("eigenvalues"),
+            "knn": {k: v for s in manifest.stages if s.name == "knn" for k, v in s.info.items()
+                    if k in ("n_shards", "partition", "shard_sizes", "knn_inside_fraction", "build_seconds")},
             "eigensolve": {k: v for s in manifest.stages if s.name == "eigensolve" for k, v in s.info.items()
-                           if k in ("n_iter", "n_shards", "inside_fraction", "bytes_per_iteration", "eigen_solver")}}
+                           if k in ("n_iter", "max_iter", "converged", "n_shards", "partition", "partition_seconds",
+                                    "inside_fraction", "bytes_per_iteration", "eigen_solver", "solve_seconds")}}
 
 
 def compare(x_path: Path, runs: dict, stores: dict) -> dict:

@@ -59,6 +59,18 @@ def test_sharded_flow_matches_the_single_process_flow(prefect_harness, data, fou
     assert manifest.results["sharded"] is True and stages["knn"]["method"] == "sharded"
     assert stages["knn"]["n_shards"] == 4 and stages["eigensolve"]["eigen_solver"] == "distributed-lobpcg"
     assert list(manifest.stage_seconds()) == ["ingest", "cluster", "knn", "eigensolve", "embed-points"]
+    # the shards are the parts of the bisection partition, the same for the kNN build and the Laplacian: most
+    # edges inside a shard (measured 0.952 of the directed kNN edges, 0.950 of the symmetrized weights; contiguous
+    # row ranges of this shuffled data keep about 0.25), so the block preconditioner is strong (measured: 25
+    # iterations, cap 1000)
+    eig = stages["eigensolve"]
+    print(f"partition: kNN edges inside {stages['knn']['knn_inside_fraction']:.4f}, weights inside "
+          f"{eig['inside_fraction']:.4f}, shard sizes {stages['knn']['shard_sizes']}, {eig['n_iter']} iterations "
+          f"(cap {eig['max_iter']}), {eig['bytes_per_iteration'] / 1e6:.2f} MB per iteration")
+    assert stages["knn"]["partition"] == eig["partition"] == "bisection"
+    assert stages["knn"]["shard_sizes"] == [N_POINTS // 4] * 4
+    assert stages["knn"]["knn_inside_fraction"] > 0.9 and eig["inside_fraction"] > 0.9
+    assert eig["converged"] and eig["n_iter"] <= 40 < eig["max_iter"] and eig["bytes_per_iteration"] > 0
 
     exact_idx, _ = read_knn(str(d / "single.zarr"))
     sharded_idx, _ = read_knn(str(d / "sharded.zarr"))
@@ -72,8 +84,10 @@ def test_sharded_flow_matches_the_single_process_flow(prefect_harness, data, fou
     print(f"sharded: recall {recall:.4f}, eigenvalues {values_sharded} vs {values_single}, angles {angles} deg, "
           f"1-NN {acc_sharded:.3f} vs {acc_single:.3f}, flow process peak "
           f"{manifest.results['peak_rss_flow_process_gb']} GB")
-    assert recall > 0.99
-    np.testing.assert_allclose(values_sharded, values_single, rtol=0.02)
+    # measured: recall 1.0000, eigenvalues within 0.11 % (the solver's tolerance), angles 0.14 / 0.01 deg; without
+    # the reverse pairs of the kNN merge the bisection shards gave recall 0.9988 and eigenvalues 0.47 % off
+    assert recall > 0.999
+    np.testing.assert_allclose(values_sharded, values_single, rtol=0.005)
     assert angles.max() < 1.0
     assert acc_single > 0.9 and acc_sharded >= acc_single - 0.01
 

@@ -37,6 +37,26 @@ def test_knn_roundtrip(store):
     assert storage.open_store(store)[layout.KNN_INDICES].chunks == (CHUNK, 5)
 
 
+def test_knn_rows_of_a_row_set(store):
+    from storage.graph_io import read_knn_rows
+
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, N, size=(N, 5))
+    dist = rng.random((N, 5))
+    storage.write_knn(store, idx, dist)
+    for rows in (np.array([0, 3, 15, 16, 17, 40, 49]), np.arange(N), np.array([33]), np.array([], np.int64)):
+        i2, d2 = read_knn_rows(store, rows)  # crosses chunk boundaries (CHUNK = 16)
+        np.testing.assert_array_equal(i2, idx[rows])
+        np.testing.assert_array_equal(d2, dist[rows].astype(np.float32))
+        assert i2.dtype == np.int64 and d2.dtype == np.float32 and i2.shape == (rows.size, 5)
+    with pytest.raises(StorageError, match=r"rows must be ascending, distinct and in \[0, 49\]; got range \[3, 50\]"):
+        read_knn_rows(store, np.array([3, 50]))
+    with pytest.raises(StorageError, match=r"rows must be ascending, distinct and in \[0, 49\]; got range \[3, 7\]"):
+        read_knn_rows(store, np.array([7, 3]))
+    with pytest.raises(StorageError, match=r"rows must be a 1-D integer array; got float64 \(2,\)"):
+        read_knn_rows(store, np.array([1.0, 2.0]))
+
+
 def test_knn_block_writes_and_validation(store):
     idx = np.tile(np.arange(4), (N, 1))
     dist = np.ones((N, 4), np.float32)

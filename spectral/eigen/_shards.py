@@ -10,6 +10,8 @@ Partitions (driver side, on a symmetric ``W`` or on point coordinates):
   the principal ones: Dasgupta & Freund 2008 use random directions, Verma, Kpotufe & Dasgupta 2009 show
   that the principal direction adapts at least as well); each part is then renumbered by RCM of its own
   subgraph (locality of the per-shard products). Coordinates are the data ``X`` or an initial embedding.
+  The bisection is :func:`spectral.partition.bisection_partition_array` (the one the sharded flow computes
+  over row blocks on the workers, :func:`spectral.partition.bisection_partition_dask`).
 - ``"none"``: the given order, cut into equal runs.
 
 Worker side: the other functions run on the worker that holds a shard (its rows of W or kNN lists, then its
@@ -27,12 +29,10 @@ import scipy.sparse as sp
 
 from .._sparse import row_of_entries
 from ..graph_laplacian import laplacian_rows
+from ..partition import bisection_partition_array
 from . import _reorder
 
 PARTITIONS = ("rcm", "coordinates", "none")
-# Power iterations for the principal direction of a part's coordinates (a direction, not an eigenvector to
-# precision: the split only needs a long axis of the point cloud).
-PCA_POWER_ITERATIONS = 20
 
 
 def equal_bounds(n: int, n_blocks: int) -> np.ndarray:
@@ -47,32 +47,14 @@ def row_partition(W: sp.csr_matrix, n_blocks: int, method: str, coordinates=None
         return np.arange(n, dtype=np.int64), equal_bounds(n, n_blocks)
     if method == "rcm":
         return _reorder.rcm_permutation(W), equal_bounds(n, n_blocks)
-    parts = _bisect(np.asarray(coordinates, dtype=np.float64), np.arange(n, dtype=np.int64), n_blocks)
+    parts = bisection_partition_array(coordinates, n_blocks)
+    perm, bounds = parts.perm, parts.bounds
     ordered = []
-    for nodes in parts:  # RCM inside each part: neighbouring rows next to each other in the shard
+    for nodes in (perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])):  # RCM inside each part: neighbouring
+        # rows next to each other in the shard
         local = _reorder.rcm_permutation(W[nodes][:, nodes]) if nodes.size > 1 else np.zeros(1, dtype=np.int64)
         ordered.append(nodes[local])
-    bounds = np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(np.int64)
     return np.concatenate(ordered), bounds
-
-
-def _bisect(Y: np.ndarray, nodes: np.ndarray, parts: int) -> list[np.ndarray]:
-    """Split ``nodes`` into ``parts`` groups (sizes within one of ``len / parts``) by recursive bisection
-    at the quantile ``floor(parts / 2) / parts`` of the projection on the principal direction."""
-    if parts == 1:
-        return [nodes]
-    Z = Y[nodes] - Y[nodes].mean(axis=0)
-    v = np.ones(Z.shape[1]) / np.sqrt(Z.shape[1])  # fixed start: deterministic split
-    for _ in range(PCA_POWER_ITERATIONS):
-        w = Z.T @ (Z @ v)
-        norm = np.linalg.norm(w)
-        if norm == 0:
-            break
-        v = w / norm
-    left_parts = parts // 2
-    cut = (nodes.size * left_parts) // parts
-    order = np.argsort(Z @ v, kind="stable")
-    return _bisect(Y, nodes[order[:cut]], left_parts) + _bisect(Y, nodes[order[cut:]], parts - left_parts)
 
 
 def inside_fraction(W: sp.csr_matrix, perm: np.ndarray, bounds: np.ndarray) -> float:
@@ -270,6 +252,18 @@ def knn_scales(dist: np.ndarray, params) -> np.ndarray:
     from ..weights import scales_of
 
     return scales_of(dist, params)
+
+
+def renumber(idx: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+    """Neighbour indices ``(m, k)`` in original row numbers renumbered to the operator's order (``inverse``
+    (n,): the operator row of each original row)."""
+    from ..errors import InputDataError
+
+    idx, inverse = np.asarray(idx), np.asarray(inverse)
+    if idx.size and (idx.min() < 0 or idx.max() >= inverse.size):
+        raise InputDataError(f"kNN indices must lie in [0, {inverse.size - 1}]; got a block with range "
+                             f"[{idx.min()}, {idx.max()}]")
+    return inverse[idx.astype(np.int64)]
 
 
 def knn_columns(idx: np.ndarray, start: int) -> np.ndarray:

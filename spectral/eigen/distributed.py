@@ -129,14 +129,15 @@ class DistributedLaplacian(LinearOperator):
 
     @classmethod
     def from_blocks(cls, blocks, *, symmetrize: str | None = None, check_symmetric: bool = True,
-                    normalization: str = "symmetric", client=None) -> DistributedLaplacian:
+                    normalization: str = "symmetric", perm=None, client=None) -> DistributedLaplacian:
         """Build from row blocks ``W[b_i:b_{i+1}]`` (each (n_i, n), CSR or futures of CSR on the workers).
 
         ``symmetrize`` ("or", "and", "mean"; None = W is already symmetric) symmetrizes directed kNN
         weights by the shard-pair transpose exchange: shard ``j`` sends shard ``i`` the columns of its rows
         that fall in shard ``i`` (only those), and shard ``i`` assembles its rows of ``W^T``.
         ``check_symmetric`` (with ``symmetrize=None``) checks ``W = W^T`` by the same exchange.
-        The row order of the blocks is the operator's order (``perm`` is the identity).
+        The row order of the blocks is the operator's order; ``perm`` (n,) gives the original node of each
+        of its rows (None: the identity), for :meth:`to_original_order`.
         """
         client = active_client(client)
         blocks = list(blocks)
@@ -157,16 +158,17 @@ class DistributedLaplacian(LinearOperator):
         bounds = np.concatenate([[0], np.cumsum([s[0] for s in shapes])]).astype(np.int64)
         if symmetrize is not None:
             symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZE)
+        perm = np.arange(n, dtype=np.int64) if perm is None else _check_perm(perm, n)
         if symmetrize is not None or check_symmetric:
             futures = transpose_exchange(client, futures, bounds, symmetrize)
-        op = cls._build(futures, bounds, np.arange(n), normalization, client)
+        op = cls._build(futures, bounds, perm, normalization, client)
         op.stats.update(partition="given", symmetrize=symmetrize)
         return op
 
     @classmethod
     def from_knn_blocks(cls, indices, distances, *, weighting: str = "local_scaling", symmetrize: str = "or",
                         sigma: float | None = None, scale_k: int | None = None, normalization: str = "symmetric",
-                        client=None) -> DistributedLaplacian:
+                        perm=None, client=None) -> DistributedLaplacian:
         """Build from per-shard kNN lists: weights, symmetrization and Laplacian all on the workers.
 
         ``indices[i]`` / ``distances[i]`` (arrays or futures, (n_i, k)) are the neighbours (global row numbers)
@@ -176,6 +178,12 @@ class DistributedLaplacian(LinearOperator):
         and each shard receives those of its columns only (like the degrees); the directed weight rows are
         symmetrized by the shard-pair transpose exchange of :meth:`from_blocks`. Same result as
         ``from_blocks`` on the row blocks of ``knn_weights``.
+
+        ``perm`` (n,) (a permutation; None: the identity) says which rows the shards hold: shard ``i`` holds the
+        original rows ``perm[s_i:s_i + n_i]`` (``s_i`` the rows of the shards before it) and its neighbour
+        indices are original row numbers. They are renumbered into the operator's order on the workers (each
+        receives the (n,) inverse permutation once); ``op.perm = perm`` and :meth:`to_original_order` map the
+        operator's rows back. Use the shards of a locality partition (:mod:`spectral.partition`).
         """
         from ..weights import resolve_weight_params
 
@@ -192,6 +200,12 @@ class DistributedLaplacian(LinearOperator):
                 for b, w in zip(distances, workers)]
         rows = client.gather([client.submit(shape_of, f, pure=False) for f in idx])
         n = sum(r[0] for r in rows)
+        if perm is not None:
+            perm = _check_perm(perm, n)
+            inverse = np.empty(n, dtype=np.int64)
+            inverse[perm] = np.arange(n, dtype=np.int64)
+            inverse = client.scatter(inverse, broadcast=True, hash=False)
+            idx = [client.submit(_shards.renumber, a, inverse, workers=[w], pure=False) for a, w in zip(idx, workers)]
         starts = np.concatenate([[0], np.cumsum([r[0] for r in rows])]).astype(np.int64)
         summaries = client.gather([client.submit(_shards.knn_summary, a, d, int(s), n, workers=[w], pure=False)
                                    for a, d, s, w in zip(idx, dist, starts, workers)])
@@ -210,7 +224,8 @@ class DistributedLaplacian(LinearOperator):
         directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, scatter_to(client, cc, w),
                                   scatter_to(client, scales[cc], w), n, workers=[w], pure=False)
                     for a, d, s, cc, w in zip(idx, dist, starts, cols, workers)]
-        op = cls.from_blocks(directed, symmetrize=params.symmetrize, normalization=normalization, client=client)
+        op = cls.from_blocks(directed, symmetrize=params.symmetrize, normalization=normalization, perm=perm,
+                             client=client)
         op.stats.update(weight_params=params.to_attrs())
         return op
 
@@ -405,6 +420,17 @@ def _traffic(op, before, n_iter) -> dict:
     return {**delta, "total_bytes": moved, "start_bytes": now.get("start_bytes", 0),
             "bytes_per_iteration": moved / max(n_iter, 1),
             "products_per_iteration": delta["products"] / max(n_iter, 1)}
+
+
+def _check_perm(perm, n: int) -> np.ndarray:
+    """``perm`` as int64 (n,), refused unless it is a permutation of ``0 .. n - 1``."""
+    p = np.asarray(perm)
+    if p.shape != (n,) or not np.issubdtype(p.dtype, np.integer):
+        raise InputDataError(f"perm must be an integer array of shape ({n},); got {p.dtype} {p.shape}")
+    p = p.astype(np.int64)
+    if not np.array_equal(np.sort(p), np.arange(n)):
+        raise InputDataError(f"perm must be a permutation of 0 .. {n - 1} (every row once)")
+    return p
 
 
 def _check_coordinates(coordinates, n: int) -> np.ndarray:

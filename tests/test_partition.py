@@ -1,0 +1,187 @@
+"""The locality row partition (spectral.partition) and the sharded kNN graph on its parts (spectral.knn_sharded).
+
+Oracles: the partition's contract (every row in exactly one part, part sizes floor(n / P) or ceil(n / P),
+the same parts from one block, several blocks or a dask array on workers, the same parts on every call), the
+exact kNN graph (fraction of its edges inside a part; the sharded graph on bisection shards equals it), and
+the error messages of bad parameters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spectral.datasets import make_swiss_roll_lifted
+from spectral.errors import InputDataError, ParameterError
+from spectral.knn import knn_graph
+from spectral.knn_sharded import add_candidates, reverse_candidates, sharded_knn_graph
+from spectral.partition import (bisection_partition, bisection_partition_array, bisection_partition_dask,
+                                inside_counts)
+
+from conftest import local_cluster
+
+
+@pytest.fixture(scope="module")
+def roll():
+    """A 3000-point lifted Swiss roll (32-D) and its exact kNN graph (k = 10)."""
+    X = make_swiss_roll_lifted(3000, n_features=32, random_state=0)[0]
+    return X, knn_graph(X, 10, method="exact")[0]
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client
+
+    with local_cluster(2) as address, Client(address) as c:
+        yield c
+
+
+def _labels(perm, bounds):
+    labels = np.empty(perm.size, dtype=np.int64)
+    labels[perm] = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
+    return labels
+
+
+@pytest.mark.parametrize("n, n_parts", [(1, 1), (2, 2), (7, 3), (1000, 1), (1001, 2), (1003, 3), (999, 5), (1000, 8),
+                                        (1000, 13)])
+def test_every_row_in_one_part_of_near_equal_size(n, n_parts):
+    Y = np.random.default_rng(n).normal(size=(n, 4))
+    parts = bisection_partition_array(Y, n_parts)
+    perm, bounds = parts.perm, parts.bounds
+    assert len(parts.splits) == n_parts - 1
+    np.testing.assert_array_equal(np.sort(perm), np.arange(n))  # a permutation: every row exactly once
+    sizes = np.diff(bounds)
+    assert bounds[0] == 0 and bounds[-1] == n and sizes.size == n_parts
+    assert np.all((sizes == n // n_parts) | (sizes == -(-n // n_parts))), sizes
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        assert np.all(np.diff(perm[a:b]) > 0)  # ascending inside each part
+
+
+def test_parts_keep_the_neighbours_together(roll):
+    X, idx = roll
+    measured = {}
+    for P in (2, 4, 8):
+        parts = bisection_partition_array(X, P)
+        perm, bounds = parts.perm, parts.bounds
+        labels = _labels(perm, bounds)
+        measured[P] = float(np.mean(labels[idx] == labels[:, None]))
+        inside = [inside_counts(idx[perm[a:b]], perm[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        assert sum(i for i, _ in inside) / sum(t for _, t in inside) == pytest.approx(measured[P])
+    # measured 0.981 / 0.950 / 0.913; contiguous row ranges of this (shuffled) data keep about 1 / P (0.248 at P = 4)
+    assert measured[2] > 0.97 and measured[4] > 0.93 and measured[8] > 0.89, measured
+    contiguous = np.arange(X.shape[0]) * 4 // X.shape[0]
+    assert np.mean(contiguous[idx] == contiguous[:, None]) < 0.3
+
+
+def test_deterministic_and_independent_of_the_blocks(roll):
+    X = roll[0]
+    parts = bisection_partition_array(X, 5)
+    perm, bounds = parts.perm, parts.bounds
+    again = bisection_partition_array(X.copy(), 5)
+    np.testing.assert_array_equal(perm, again.perm)
+    np.testing.assert_array_equal(bounds, again.bounds)
+    cuts = np.array([0, 700, 1400, 1401, 2500, 3000])
+    calls = []
+
+    def map_blocks(fn, args):
+        calls.append(fn.__name__)
+        return [fn(X[a:b], *arg) for a, b, arg in zip(cuts[:-1], cuts[1:], args)]
+
+    blocked = bisection_partition(map_blocks, cuts, 5)
+    np.testing.assert_array_equal(blocked.perm, perm)
+    np.testing.assert_array_equal(blocked.bounds, bounds)
+    assert calls == ["block_moments", "block_projections"] * 3  # ceil(log2 5) levels, two passes each
+
+
+def test_dask_partition_on_workers_equals_the_in_memory_one(client, roll):
+    import dask.array as da
+
+    X = roll[0]
+    got = bisection_partition_dask(da.from_array(X, chunks=(512, 16)), 4, client)
+    expected = bisection_partition_array(X, 4)
+    np.testing.assert_array_equal(got.perm, expected.perm)
+    np.testing.assert_array_equal(got.bounds, expected.bounds)
+
+
+def test_cut_gaps_bound_the_distances_and_prune_the_queries(roll):
+    """Split.gap is a lower bound of the distance to every row of the other side; the shard-pair queries search
+    only the rows that can have a neighbour across the cut (the graph stays exact, see the test below)."""
+    from spectral.knn import KNNIndex
+    from spectral.knn_sharded import _kth_distance, _own_graph, _query_shard
+
+    X, idx = roll
+    parts = bisection_partition_array(X, 4)
+    rows = [parts.perm[a:b] for a, b in zip(parts.bounds[:-1], parts.bounds[1:])]
+    for p, q in [(0, 1), (1, 0), (0, 3), (3, 2)]:
+        cut, q_left = parts.separating(p, q)
+        other = np.concatenate(rows[cut.mid:cut.hi] if q_left else rows[cut.lo:cut.mid])
+        nearest = np.min(np.linalg.norm(X[rows[q]][:, None, :] - X[other][None, :, :], axis=2), axis=1)
+        assert np.all(cut.gap(X[rows[q]], q_left) <= nearest + 1e-9)
+    with pytest.raises(ParameterError, match=r"parts p and q must be two different parts in \[0, 3\]; got p=2, q=2"):
+        parts.separating(2, 2)
+    index = KNNIndex.build(X[rows[1]], 10, method="exact")
+    own = _own_graph(KNNIndex.build(X[rows[0]], 10, method="exact"), rows[0])
+    found, dist = _query_shard(index, X[rows[0]], 10, rows[1], _kth_distance(own, 10), parts.separating(1, 0))
+    searched = found[:, 0] >= 0
+    label = np.empty(X.shape[0], dtype=np.int64)
+    label[parts.perm] = np.repeat(np.arange(4), np.diff(parts.bounds))
+    has_neighbour_in_1 = np.any(label[idx[rows[0]]] == 1, axis=1)
+    assert np.all(searched[has_neighbour_in_1]) and searched.mean() < 0.35  # measured 0.155 (0 for shards 2, 3)
+    assert np.all(dist[~searched] == np.inf) and np.all(found[~searched] == -1)
+
+
+def test_bad_parameters_name_parameter_range_and_value(roll):
+    X = roll[0][:10]
+    for bad, shown in [(0, "0"), (11, "11"), (2.0, r"2\.0"), ("2", "'2'"), (True, "True")]:
+        with pytest.raises(ParameterError, match=rf"n_parts must be an integer in \[1, 10\]; got {shown}$"):
+            bisection_partition_array(X, bad)
+    with pytest.raises(InputDataError, match=r"Y must be a 2-D array with at least one row; got shape \(10,\)"):
+        bisection_partition_array(X[:, 0], 2)
+    with pytest.raises(ParameterError, match=r"block_bounds must be \(B \+ 1,\) increasing from 0; got \[0, 5, 5, 10\]"):
+        bisection_partition(lambda fn, args: [], np.array([0, 5, 5, 10]), 2)
+    Xn = X.copy()
+    Xn[6, 3] = np.nan
+    with pytest.raises(InputDataError, match="X must be finite; row 6 holds NaN or infinity"):
+        bisection_partition_array(Xn, 2)
+
+
+def test_sharded_graph_on_bisection_shards(client, roll):
+    """Exact search per shard: the sharded graph on the bisection parts is the exact graph, in the original row
+    order; the shards are the partition's parts."""
+    from spectral.knn_sharded import sharded_knn_graph_futures
+
+    X = roll[0]
+    indices, distances = sharded_knn_graph(X, 10, n_shards=4, shard_method="exact", partition="bisection")
+    ie, de = knn_graph(X, 10, method="exact")
+    np.testing.assert_array_equal(indices, ie)
+    np.testing.assert_array_equal(distances, de)
+    futures, perm, bounds = sharded_knn_graph_futures(X, 10, n_shards=4, shard_method="exact",
+                                                      partition="bisection", client=client)
+    expected = bisection_partition_array(X, 4)
+    np.testing.assert_array_equal(perm, expected.perm)
+    block = futures[2].result()
+    np.testing.assert_array_equal(block[0], ie[perm[bounds[2]:bounds[3]]])
+    with pytest.raises(ParameterError, match=r"partition must be one of \['contiguous', 'bisection'\]; got 'metis'"):
+        sharded_knn_graph(X, 10, n_shards=4, partition="metis")
+
+
+def test_reverse_candidates_complete_the_merged_lists():
+    # shard p = rows [10, 11, 12], shard q = rows [20, 21]; q's rows found 10 and 12 (row 21 found 12 at 0.5)
+    answer = (np.array([[10, 11], [12, 10]]), np.array([[1.0, 3.0], [0.5, 2.0]], np.float32))
+    radius_p = np.array([1.5, 1.0, 0.6])
+    pos, rows, dist = reverse_candidates(answer, np.array([20, 21]), np.array([10, 11, 12]), radius_p)
+    np.testing.assert_array_equal(pos, [0, 2])  # 11 at 3.0 > 1.0 and 10 at 2.0 > 1.5 are dropped
+    np.testing.assert_array_equal(rows, [20, 21])
+    np.testing.assert_array_equal(dist, np.array([1.0, 0.5], np.float32))
+    merged = (np.array([[11, 12], [10, 12], [11, 10]]), np.array([[0.2, 1.0], [0.3, 0.4], [0.1, 0.2]], np.float32))
+    # row 0 gains 20 at 1.0 (tie with 12: the smaller index first); a repeated candidate counts once
+    indices, distances = add_candidates(2, merged, (pos, rows, dist), (np.array([2, 2]), np.array([11, 21]),
+                                                                       np.array([0.1, 0.5], np.float32)))
+    np.testing.assert_array_equal(indices, [[11, 12], [10, 12], [11, 10]])
+    wide = (np.column_stack([merged[0], [[99], [98], [97]]]),
+            np.column_stack([merged[1], [[9.0], [9.0], [9.0]]]).astype(np.float32))
+    indices, distances = add_candidates(3, wide, (pos, rows, dist), (np.array([2, 2]), np.array([11, 21]),
+                                                                     np.array([0.1, 0.5], np.float32)))
+    np.testing.assert_array_equal(indices, [[11, 12, 20], [10, 12, 98], [11, 10, 21]])  # 21 twice, 11 again: once
+    np.testing.assert_array_equal(distances, np.array([[0.2, 1.0, 1.0], [0.3, 0.4, 9.0], [0.1, 0.2, 0.5]], np.float32))
+    assert indices.dtype == np.int64 and distances.dtype == np.float32
