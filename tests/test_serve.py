@@ -8,19 +8,16 @@ artifacts are readable through the Prefect client. The server and the serving pr
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import numpy as np
-from prefect import flow
 import pytest
 
 from spectral.datasets import make_swiss_roll_lifted
@@ -119,49 +116,68 @@ def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_pa
         assert {"markdown", "table", "image"} <= {a.type for a in artifacts}
 
 
+_RUNNER_SCRIPT = r"""
+import contextvars, json, threading, time
+
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.states import Cancelling
+
+from flows._in_process_runner import InProcessRunner
+
+
 @flow(name="eigenflow-test-sleeper")
-def _sleeper(seconds: float = 0.0) -> float:
-    """A flow that sleeps in short steps (so a cancellation stops it within a step)."""
+def sleeper(seconds: float = 0.0) -> float:
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end:  # short steps: a cancellation stops it within one
         time.sleep(0.1)
     return seconds
 
 
-def test_in_process_runner_runs_and_cancels(prefect_server):
-    """The in-process runner executes a claimed run in this process (Completed) and stops a running one when it
-    is cancelled (Cancelled within seconds, not after the flow's 60 s); the runner keeps serving afterwards."""
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-    from prefect.states import Cancelling
+with get_client(sync_client=True) as client:
+    runner = InProcessRunner(poll_seconds=0.5)
+    deployment_id = sleeper.to_deployment(name="cancel-test").apply()
+    runner._flows[deployment_id] = sleeper  # registered as run() does, without its polling loop
+    quick = client.create_flow_run_from_deployment(deployment_id, parameters={"seconds": 0.2})
+    executed_quick = runner.run_once(client)
+    quick_state = client.read_flow_run(quick.id).state.type.value
+    slow = client.create_flow_run_from_deployment(deployment_id, parameters={"seconds": 60.0})
 
-    from flows._in_process_runner import InProcessRunner
+    def cancel_when_running():
+        with get_client(sync_client=True) as c:
+            while not c.read_flow_run(slow.id).state.is_running():
+                time.sleep(0.2)
+            c.set_flow_run_state(slow.id, Cancelling(), force=True)
 
-    api_url, _ = prefect_server
-    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
-        runner = InProcessRunner(poll_seconds=0.5)
-        deployment_id = _sleeper.to_deployment(name="cancel-test").apply()
-        runner._flows[deployment_id] = _sleeper  # registered as run() does, without its polling loop
+    threading.Thread(target=contextvars.copy_context().run, args=(cancel_when_running,), daemon=True).start()
+    t0 = time.time()
+    executed_slow = runner.run_once(client)
+    elapsed = time.time() - t0
+    slow_state = client.read_flow_run(slow.id).state.type.value
+    executed_after = runner.run_once(client)
+print(json.dumps({"executed": [executed_quick, executed_slow, executed_after], "quick": quick_state,
+                  "slow": slow_state, "elapsed": elapsed}))
+"""
 
-        quick = client.create_flow_run_from_deployment(deployment_id, parameters={"seconds": 0.2})
-        assert runner.run_once(client) == 1
-        assert client.read_flow_run(quick.id).state.is_completed()
 
-        slow = client.create_flow_run_from_deployment(deployment_id, parameters={"seconds": 60.0})
+def test_in_process_runner_runs_and_cancels(prefect_server, tmp_path):
+    """The in-process runner executes a claimed run in its process (Completed) and stops a running one when it
+    is cancelled (Cancelled within seconds, not after the flow's 60 s); the runner keeps serving afterwards.
 
-        def cancel_when_running():
-            with get_client(sync_client=True) as c:
-                while not c.read_flow_run(slow.id).state.is_running():
-                    time.sleep(0.2)
-                c.set_flow_run_state(slow.id, Cancelling(), force=True)
+    Run in a subprocess: executing flows in this process would leave Prefect's log and event workers bound to
+    this module's server, which is stopped before the next module's harness drains them.
+    """
+    import json
 
-        canceller = threading.Thread(target=contextvars.copy_context().run, args=(cancel_when_running,), daemon=True)
-        canceller.start()
-        t0 = time.time()
-        assert runner.run_once(client) == 1
-        elapsed = time.time() - t0
-        canceller.join(timeout=10)
-        state = client.read_flow_run(slow.id).state
-        assert state.is_cancelled(), state
-        assert elapsed < 30, elapsed
-        assert runner.run_once(client) == 0  # nothing left to run, and the runner still works
+    api_url, home = prefect_server
+    script = tmp_path / "runner_check.py"
+    script.write_text(_RUNNER_SCRIPT)
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print("in-process runner:", result)
+    assert result["executed"] == [1, 1, 0]
+    assert result["quick"] == "COMPLETED" and result["slow"] == "CANCELLED"
+    assert result["elapsed"] < 30
