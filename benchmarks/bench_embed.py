@@ -18,9 +18,9 @@ also writes the figures. Run: ``python benchmarks/bench_embed.py [--n 10000 1000
 ``--served`` (issue 15's benchmark) replaces step 4 by the way the flow runs in production:
 
 - **served**: a real ``prefect server`` on loopback and ``eigenflow serve X.npy STORE --interval I --poll 1`` in
-  its own process (a warm Dask cluster kept up between runs), once per ``--serve-modes``: ``in-process`` (the
-  default runner: flow runs execute in the serving process) and ``isolated`` (``--isolate-runs``: Prefect's
-  runner starts a flow subprocess per run). The first ``--runs`` scheduled runs are timed from the Prefect state
+  its own process (a warm Dask cluster kept up between runs), once per ``--serve-modes``: ``in-process`` (``--runner
+  in-process``: flow runs execute in the serving process) and ``isolated`` (``--runner prefect``, the default:
+  Prefect's runner starts a flow subprocess per run). The first ``--runs`` scheduled runs are timed from the Prefect state
   history: from *Pending* (the serving process claimed the run) to *Completed*, from *Running* (the flow body
   starts) to *Completed*, and from the run's scheduled start time to *Completed* (adds the poll latency), with
   the stages of each run's manifest. Target: the 2nd and 3rd runs <= 1.3 x (pynndescent + eigensolver).
@@ -150,11 +150,11 @@ def _flow_run_times(api_url: str, deployment: str) -> list[dict]:
 
 def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: str = "in-process") -> dict:
     """Time the first ``n_runs`` scheduled runs of ``eigenflow serve`` against a real Prefect server; ``mode``
-    "in-process" (the default runner) or "isolated" (``--isolate-runs``)."""
+    "in-process" (``--runner in-process``) or "isolated" (``--runner prefect``, the default)."""
     import signal
 
     store, home = work / f"served-{mode}.zarr", work / f"prefect-served-{mode}"
-    isolate = ["--isolate-runs"] if mode == "isolated" else []
+    isolate = ["--runner", "prefect" if mode == "isolated" else "in-process"]
     with prefect_server(home) as api_url:
         env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home),
                "PREFECT_RUNNER_POLL_FREQUENCY": "1"}

@@ -28,7 +28,8 @@ replaced:
 
 What the subprocess isolation gave and this mode does not: a run that corrupts the interpreter (a segfault in
 a native library) takes the serving process with it; memory a run leaks stays in the serving process. Use
-``eigenflow serve --isolate-runs`` (``prefect.serve``) when that matters more than the start-up time.
+``eigenflow serve --runner prefect`` (``prefect.serve``, the default) when that matters more than the start-up
+time.
 """
 
 from __future__ import annotations

@@ -197,8 +197,8 @@ def serve(
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
-    isolate_runs: bool = typer.Option(False, help="run each flow run in a fresh subprocess (prefect.serve) instead "
-                                                  "of inside this process (9-11 s more per run at 1e6)"),
+    runner: str = typer.Option("prefect", help="prefect: Prefect's runner, a subprocess per run (started early "
+                                               "for scheduled runs); in-process: runs execute in this process"),
     poll: float = typer.Option(DEFAULT_POLL_SECONDS, help="seconds between polls for scheduled runs (in-process runner)"),
 ) -> None:
     """Serve the embed (on a schedule) and extend (on demand) flows as Prefect deployments (PREFECT_API_URL)."""
@@ -207,7 +207,7 @@ def serve(
     params = _run(lambda: _with_k(parse_params(param), n_components))
     _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
                              interval=interval, cron=cron, scheduler=scheduler, n_workers=workers,
-                             keep_cluster=keep_cluster, isolate_runs=isolate_runs, poll_seconds=poll))
+                             keep_cluster=keep_cluster, runner=runner, poll_seconds=poll))
 
 
 def _with_k(params: dict[str, Any], n_components: int | None) -> dict[str, Any]:

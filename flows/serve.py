@@ -12,10 +12,18 @@ With ``keep_cluster`` (the default) the serving process also keeps one local Das
 passes its address to every run: the runs skip the cluster start, and the workers, warmed once
 (:func:`tasks.common.warm_nndescent`), keep pynndescent's compiled kernels. Every heavy stage (kNN build,
 weights, eigensolve, write-back) runs on those workers (:func:`tasks.common.run_on_worker`), so a scheduled run
-pays neither the compile nor the cluster start. The runs execute inside the serving process
-(:class:`flows._in_process_runner.InProcessRunner`), so they do not pay the imports either; with
-``isolate_runs`` Prefect's own runner (``prefect.serve``) starts each run in a fresh subprocess instead
-(9-11 s more per run at 1e6, measured). ``prefect deploy`` with the repository's ``prefect.yaml`` serves the same flows from a
+pays neither the compile nor the cluster start. ``runner`` chooses how each run executes:
+
+- ``"prefect"`` (default): Prefect's runner (``prefect.serve``) starts each run in a fresh subprocess. It
+  claims scheduled runs up to 10 s early, so for a scheduled run the subprocess start (9-11 s at 1e6, mostly
+  imports) is hidden; a run started on demand (``prefect deployment run``) waits for it.
+- ``"in-process"``: :class:`flows._in_process_runner.InProcessRunner` executes each run inside the serving
+  process at its scheduled time: no subprocess start, so an on-demand run starts at once. In
+  ``benchmarks/bench_embed.py --served`` at 1e6 its scheduled runs were nevertheless 3-8 s slower than Prefect's
+  runner's (their stages on the workers took longer; not explained, README "Served runs"), hence not the
+  default.
+
+``prefect deploy`` with the repository's ``prefect.yaml`` serves the same flows from a
 work pool instead (README, "Scheduled runs").
 """
 
@@ -28,6 +36,8 @@ from typing import Any
 from flows._in_process_runner import DEFAULT_POLL_SECONDS, InProcessRunner
 from flows.embed import check_embed_arguments, embed, extend
 
+#: How the served runs execute (module docstring).
+RUNNERS = ("prefect", "in-process")
 #: Deployment names: ``embed/<name>`` and ``extend/<name>-extend``.
 EXTEND_SUFFIX = "-extend"
 
@@ -68,19 +78,22 @@ def warm_cluster(n_workers: int) -> Iterator[str]:
 def serve(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None = None,
           holdout: float = 0.0, interval: float | None = None, cron: str | None = None,
           scheduler: str | None = None, n_workers: int = 2, keep_cluster: bool = True,
-          isolate_runs: bool = False, poll_seconds: float = DEFAULT_POLL_SECONDS) -> None:
+          runner: str = "prefect", poll_seconds: float = DEFAULT_POLL_SECONDS) -> None:
     """Serve the deployments until SIGTERM / Ctrl-C (see the module docstring)."""
     import prefect
 
     options = dict(name=name, method=method, params=params, labels=labels, holdout=holdout, interval=interval,
                    cron=cron, n_workers=n_workers)
     deployments(source, store, scheduler=scheduler, **options)  # the arguments are checked before a cluster starts
-    runner = None if isolate_runs else InProcessRunner(poll_seconds=poll_seconds)
+    from spectral._validation import check_choice
+
+    in_process = InProcessRunner(poll_seconds=poll_seconds) if check_choice("runner", runner, RUNNERS) == "in-process" \
+        else None
     with contextlib.ExitStack() as stack:
         if keep_cluster and scheduler is None:
             scheduler = stack.enter_context(warm_cluster(n_workers))
         served = deployments(source, store, scheduler=scheduler, **options)
-        if runner is None:
+        if in_process is None:
             prefect.serve(*served)
         else:
-            runner.run(list(zip(served, (embed, extend))))
+            in_process.run(list(zip(served, (embed, extend))))
