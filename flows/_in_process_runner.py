@@ -19,7 +19,8 @@ replaced:
 - executes it with Prefect's engine in this process (``prefect.flow_engine.run_flow`` with the flow run, the
   same call the runner's subprocess makes), so states, logs and artifacts are the usual ones;
 - cancellation: while a run executes, a watcher thread polls its state every ``poll_seconds``; when the UI or
-  ``prefect flow-run cancel`` moves it to *Cancelling*, the watcher interrupts the main thread (the run stops at
+  ``prefect flow-run cancel`` moves it to *Cancelling*, the watcher interrupts the main thread with SIGUSR1 (the
+  run executes in the main thread; it stops at
   its next Python bytecode; Dask tasks already sent finish on the workers and are released) and the run is
   marked *Cancelled*;
 - SIGTERM / Ctrl-C: the run in progress stops (Prefect's engine marks it *Crashed*; eigenflow's store manifest
@@ -45,6 +46,8 @@ from uuid import UUID
 
 logger = logging.getLogger("eigenflow.serve")
 
+#: The signal the cancellation watcher sends to the main thread (handled only while a run executes).
+CANCEL_SIGNAL = signal.SIGUSR1
 #: Seconds between two polls of the server for scheduled runs (and between two cancellation checks).
 DEFAULT_POLL_SECONDS = 2.0
 
@@ -138,18 +141,21 @@ class InProcessRunner:
         flow = self._flows[flow_run.deployment_id]
         logger.info("flow run %s (%s) starts in process", flow_run.name, flow.name)
         watcher = _CancelWatcher(flow_run_id, self.poll_seconds)
+        # the watcher interrupts this (main) thread with CANCEL_SIGNAL; its own handler, so that it works even
+        # where SIGINT is ignored (a background job of a non-interactive shell inherits SIGINT ignored)
+        previous = signal.signal(CANCEL_SIGNAL, _raise_cancelled)
         watcher.start()
         try:
             state = run_flow(flow, flow_run=flow_run, return_type="state")
             logger.info("flow run %s finished: %s", flow_run.name, state.type.value)
-        except KeyboardInterrupt:
-            if not watcher.cancel_requested:
-                raise
+        except RunCancelled:
+            pass
         except Exception:  # the engine itself failed (its flow's errors come back as a Failed state)
             logger.exception("flow run %s: the engine failed", flow_run.name)
             _force_state(client, flow_run_id, "crashed", "the in-process engine raised; see the serve log")
         finally:
             watcher.finish()
+            signal.signal(CANCEL_SIGNAL, previous)
         if watcher.cancel_requested:
             _force_state(client, flow_run_id, "cancelled", "cancelled while running in the serving process")
             logger.info("flow run %s cancelled", flow_run.name)
@@ -181,8 +187,8 @@ class _CancelWatcher(threading.Thread):
                         if self._done.is_set():
                             return
                         self.cancel_requested = True
-                        # a real SIGINT to the main thread: it also wakes a blocking wait (a future's result)
-                        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                        # a real signal to the main thread: it also wakes a blocking wait (a future's result)
+                        signal.pthread_kill(threading.main_thread().ident, CANCEL_SIGNAL)
                     return
 
     def finish(self) -> None:
@@ -200,6 +206,15 @@ def _force_state(client: Any, flow_run_id: UUID, kind: str, message: str) -> Non
 
 def _start_time(flow_run: Any) -> datetime:
     return flow_run.next_scheduled_start_time or flow_run.expected_start_time or datetime.now(timezone.utc)
+
+
+class RunCancelled(BaseException):
+    """Raised in the main thread when the running flow run was cancelled (a BaseException, like
+    KeyboardInterrupt, so that the flow's own ``except Exception`` blocks do not swallow it)."""
+
+
+def _raise_cancelled(signum: int, frame: Any) -> None:
+    raise RunCancelled(f"the flow run was cancelled (signal {signum})")
 
 
 def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
