@@ -182,7 +182,8 @@ def _split_rows(block: tuple[np.ndarray, np.ndarray], cuts: np.ndarray) -> list[
     return [(block[0][a:b], block[1][a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-def _item(items: list, j: int) -> Any:
+def _item(items: list | tuple, j: int) -> Any:
+    """Task: ``items[j]`` (a piece of another task's result, left on its worker)."""
     return items[j]
 
 
@@ -198,14 +199,6 @@ def read_knn_shard(store_url: str, rows: np.ndarray) -> tuple[np.ndarray, np.nda
     a worker."""
     indices, distances = read_knn_rows(store_url, rows)
     return indices, distances.astype(np.float64)
-
-
-def _first(pair: tuple) -> Any:
-    return pair[0]
-
-
-def _second(pair: tuple) -> Any:
-    return pair[1]
 
 
 def _shard_scales(distances: np.ndarray, params: dict) -> np.ndarray:
@@ -239,8 +232,8 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
                              f"the one graph/knn was built with ({built_with}); rerun the knn stage")
     rows = client.scatter([perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
     blocks = [client.submit(read_knn_shard, store_url, r, pure=False) for r in rows]
-    indices = [client.submit(_first, b, pure=False) for b in blocks]
-    distances = [client.submit(_second, b, pure=False) for b in blocks]
+    indices = [client.submit(_item, b, 0, pure=False) for b in blocks]
+    distances = [client.submit(_item, b, 1, pure=False) for b in blocks]
     op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
                                               normalization="symmetric", perm=perm, client=client)
     Z, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng)
