@@ -184,18 +184,19 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...] | list[str]) ->
 
 def check_array_2d(X: Any, name: str = "X", *, min_rows: int = 1, dtype=np.float64) -> np.ndarray:
     """scikit-learn's ``check_array`` for the functional API (no estimator): a dense, finite, 2-D ``dtype``
-    array (a copy only when needed), at least ``min_rows`` rows and 1 column.
+    array (a copy only when needed), at least ``min_rows`` rows and 1 column. ``dtype`` may be a tuple of
+    accepted dtypes: an array of one of them is kept as it is, anything else is converted to the first.
 
     Raises :class:`InputDataError` / :class:`InputTypeError` with scikit-learn's message (``input_name=name``);
     for NaN / inf the message adds the index of the first bad row.
     """
     try:
         with sklearn_errors():
-            return check_array(X, dtype=dtype, ensure_min_samples=min_rows, input_name=name)
+            return check_array(X, dtype=list(dtype) if isinstance(dtype, tuple) else dtype, ensure_min_samples=min_rows, input_name=name)
     except InputDataError as exc:
         if "NaN" not in str(exc) and "infinity" not in str(exc):
             raise
-        arr = np.asarray(X, dtype=dtype)
+        arr = np.asarray(X, dtype=dtype[0] if isinstance(dtype, tuple) else dtype)
         first = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
         raise InputDataError(f"{exc} (first bad row index is {first})") from exc.__cause__
 

@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import json
 import posixpath
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import layout
@@ -62,15 +63,24 @@ def _array_meta(fs: Any, root: str, array: str) -> dict | None:
     return meta if meta and meta.get("node_type") == "array" else None
 
 
+#: Threads that read and hash chunks at once (BLAKE2b releases the GIL: at 1e6 points the weights' 360 MB
+#: took 0.36 s on one thread)
+HASH_THREADS = 4
+
+
 def _current(fs: Any, root: str, array: str, meta: dict) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for key in chunk_keys(meta):
-        path = posixpath.join(root, array, key)
+    """``{chunk key: digest, or None when the chunk file is absent}`` of every chunk of ``array``."""
+    def digest(key: str) -> str | None:
         try:
-            out[key] = _digest(fs.cat_file(path))
+            return _digest(fs.cat_file(posixpath.join(root, array, key)))
         except FileNotFoundError:
-            out[key] = None
-    return out
+            return None
+
+    keys = chunk_keys(meta)
+    if len(keys) == 1:
+        return {keys[0]: digest(keys[0])}
+    with ThreadPoolExecutor(max_workers=min(HASH_THREADS, len(keys))) as pool:
+        return dict(zip(keys, pool.map(digest, keys)))
 
 
 def record_checksums(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
