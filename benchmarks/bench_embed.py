@@ -24,6 +24,10 @@ also writes the figures. Run: ``python benchmarks/bench_embed.py [--n 10000 1000
   history: from *Pending* (the serving process claimed the run) to *Completed*, from *Running* (the flow body
   starts) to *Completed*, and from the run's scheduled start time to *Completed* (adds the poll latency), with
   the stages of each run's manifest. Target: the 2nd and 3rd runs <= 1.3 x (pynndescent + eigensolver).
+  This machine's speed drifts by 10-20 % over minutes (the same eigensolve took 17.6 and 21.4 s in two runs
+  of this script 15 minutes apart), so after each served run completes, pynndescent + eigensolver alone are
+  timed again in this process while the serving process waits for its next start, and each run is also
+  compared with that reference (``--no-interleave`` turns it off; the interval must leave room: ~120 s at 1e6).
 - **cold CLI**: one ``eigenflow embed X.npy STORE`` in a fresh process (ephemeral Prefect, a new local
   cluster), wall time split into its stages, the cluster start, the workers' pynndescent compile and the rest
   (interpreter and imports, Prefect's ephemeral server, teardown).
@@ -148,9 +152,13 @@ def _flow_run_times(api_url: str, deployment: str) -> list[dict]:
     return asyncio.run(read())
 
 
-def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: str = "in-process") -> dict:
+def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: str = "in-process",
+                between_runs=None) -> dict:
     """Time the first ``n_runs`` scheduled runs of ``eigenflow serve`` against a real Prefect server; ``mode``
-    "in-process" (``--runner in-process``) or "isolated" (``--runner prefect``, the default)."""
+    "in-process" (``--runner in-process``) or "isolated" (``--runner prefect``, the default).
+
+    ``between_runs()``, if given, is called as soon as each run has completed (while the serving process waits
+    for the next scheduled start) and its result is kept with that run (the interleaved reference timing)."""
     import signal
 
     store, home = work / f"served-{mode}.zarr", work / f"prefect-served-{mode}"
@@ -166,7 +174,14 @@ def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: st
             try:
                 with PeakMemory(pid=serve.pid) as mem:
                     deadline = time.time() + 600 + n_runs * (interval + 600)
-                    while len(times := _flow_run_times(api_url, "bench")) < n_runs:
+                    references: list = []
+                    while len(times := _flow_run_times(api_url, "bench")) < n_runs or len(references) < len(times):
+                        if between_runs is not None and len(references) < len(times):
+                            references.append(between_runs())
+                            continue
+                        if between_runs is None and len(references) < len(times):
+                            references.append(None)
+                            continue
                         if serve.poll() is not None or time.time() > deadline:
                             raise RuntimeError(f"served runs did not complete; see {work / 'serve.log'}:\n"
                                                + (work / "serve.log").read_text()[-3000:])
@@ -175,11 +190,16 @@ def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: st
                 os.killpg(serve.pid, signal.SIGTERM)
                 serve.wait(timeout=120)
     manifests = _manifests(store)[:n_runs]
+    starts = [t["start"].timestamp() for t in times]
+    for i, ref in enumerate(references[:n_runs]):  # did the reference overlap the next run?
+        if ref is not None:
+            ref["overlaps_next_run"] = i + 1 < len(starts) and ref["end"] > starts[i + 1]
     return {"runs": [{**{k: v for k, v in t.items() if k != "start"}, "stages": m.stage_seconds(),
+                      "reference_after": ref,
                       "peak_rss_flow_process_gb": m.results.get("peak_rss_flow_process_gb"),
                       "worker_peak_rss_gb": max((s.info.get("worker_peak_rss_gb") or 0) for s in m.stages),
                       "nndescent_compile_seconds": m.results.get("nndescent_compile_seconds")}
-                     for t, m in zip(times[:n_runs], manifests)],
+                     for t, m, ref in zip(times[:n_runs], manifests, references)],
             "peak_rss_tree": mem.peak_bytes}
 
 
@@ -232,15 +252,30 @@ def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: di
     res["eigensolver"] = eigensolver_alone(W)
     w_path = work / f"W_{n}.npz"
     sp.save_npz(w_path, W)
+    kept = {"X": X, "W": W} if served is not None and served.get("interleave") else {}
     del X, idx, dist, W
     gc.collect()
     if served is not None:
         alone = res["pynndescent"] + res["eigensolver"]
-        res["served"] = {mode: served_runs(x_path, work, served["runs"], served["interval"], mode)
+
+        def reference() -> dict:
+            """pynndescent + eigensolver alone again, right after a served run (same machine state)."""
+            start = time.time()
+            knn_s, _, _ = pynndescent_alone(kept["X"])
+            eig_s = eigensolver_alone(kept["W"])
+            return {"pynndescent": knn_s, "eigensolver": eig_s, "start": start, "end": time.time()}
+
+        res["served"] = {mode: served_runs(x_path, work, served["runs"], served["interval"], mode,
+                                           reference if served.get("interleave") else None)
                          for mode in served["modes"]}
         for runs in res["served"].values():
             for r in runs["runs"]:
                 r["ratio"], r["ratio_from_scheduled"] = r["pending"] / alone, r["scheduled"] / alone
+                ref = r["reference_after"]
+                if ref is not None:
+                    r["ratio_to_reference_after"] = r["scheduled"] / (ref["pynndescent"] + ref["eigensolver"])
+        kept.clear()
+        gc.collect()
         res["cold_cli"] = cold_cli_run(x_path, work)
         res["amg"] = res["arpack"] = res["umap"] = "skipped"
         return res
@@ -269,6 +304,12 @@ def report_served(res: dict) -> None:
                   f"running->completed {r['running']:6.1f} s; flow process peak {r['peak_rss_flow_process_gb']} GB, "
                   f"worker peak {r['worker_peak_rss_gb']} GB, compile {r['nndescent_compile_seconds']}")
             print(f"         stages: {stages}")
+            ref = r["reference_after"]
+            if ref is not None:
+                print(f"         pynndescent + eigensolver alone right after it: {ref['pynndescent']:.1f} + "
+                      f"{ref['eigensolver']:.1f} s -> scheduled start->completed / that = "
+                      f"{r['ratio_to_reference_after']:.2f}"
+                      + (" (OVERLAPPED the next run: use a longer --interval)" if ref["overlaps_next_run"] else ""))
     c = res["cold_cli"]
     print(f"cold CLI `eigenflow embed`: {c['wall']:.1f} s wall (ratio {c['wall'] / alone:.2f}), peak RSS (tree) "
           f"{gb(c['peak_rss_tree'])}, flow process {c['peak_rss_flow_process_gb']} GB")
@@ -307,8 +348,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=120.0, help="served mode: schedule interval, seconds")
     parser.add_argument("--serve-modes", nargs="+", choices=["in-process", "isolated"],
                         default=["in-process", "isolated"], help="served mode: the runners to time")
+    parser.add_argument("--no-interleave", action="store_true",
+                        help="served mode: do not time pynndescent + eigensolver again after each served run")
     args = parser.parse_args(argv)
-    served = {"runs": args.runs, "interval": args.interval, "modes": args.serve_modes} if args.served else None
+    served = ({"runs": args.runs, "interval": args.interval, "modes": args.serve_modes,
+               "interleave": not args.no_interleave} if args.served else None)
     results = []
     with tempfile.TemporaryDirectory(prefix="eigenflow-bench-") as tmp:
         for n in args.n:
