@@ -63,19 +63,18 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
     if sharded is not None and not isinstance(sharded, bool):
         raise ParameterError(f"sharded must be True, False or None (auto); got {sharded!r}")
     if sharded:
-        check_sharded(method, full, holdout)
+        check_sharded(method, full)
     return full
 
 
-def resolve_sharded(sharded: bool | None, method: str, params: dict, holdout: float, n: int, d: int,
-                    client: Any) -> bool:
+def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
     """Whether the run takes the sharded path (:mod:`tasks.sharded_eigenmaps`): as asked, or with ``None``
     (auto) when it can and the single-process kNN stage would need more than half the memory of the smallest
     worker (:func:`tasks.sharded_eigenmaps.single_process_knn_bytes`)."""
     if sharded is not None:
         return sharded
     try:
-        check_sharded(method, params, holdout)
+        check_sharded(method, params)
     except ParameterError:
         return False
     limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
@@ -147,8 +146,8 @@ def embed(
     sharded : bool or None
         Laplacian eigenmaps only: build the kNN graph, the weights and the Laplacian split by rows over the
         workers and solve with the distributed eigensolver (:mod:`tasks.sharded_eigenmaps`; needs
-        ``holdout=0`` and ``normalization="symmetric"``). None (default): sharded when the single-process kNN
-        stage would need more than half of the smallest worker's memory.
+        ``normalization="symmetric"``; held-out rows are searched in every shard's index). None (default):
+        sharded when the single-process kNN stage would need more than half of the smallest worker's memory.
 
     Returns
     -------
@@ -174,7 +173,7 @@ def embed(
             raise StoreFormatError(f"method {method!r} needs labels; store {store} has none (pass labels=...)")
         n_fit = ingested["n"] - round(holdout * ingested["n"])
         client = ctx.require_cluster()  # every stage runs its body on the cluster
-        use_shards = resolve_sharded(sharded, method, full, holdout, ingested["n"], ingested["d"], client)
+        use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
         ctx.manifest.results["sharded"] = use_shards
         warm = _warm_workers(client) if use_shards or _uses_nndescent(full, n_fit) else []
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,

@@ -29,7 +29,7 @@ from ._validation import (check_choice, check_fitted_X, check_int, check_random_
 from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
 from .errors import DisconnectedGraphError, InputDataError, ParameterError
 from .knn import METHODS as KNN_METHODS
-from .knn import KNNIndex
+from .knn import KNNIndex, check_knn_graph
 from .graph_laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
 from .weights import SYMMETRIZATIONS, WEIGHTINGS, WeightParams, fit_weight_params, query_weights
 from .weights import weights_from_params
@@ -46,6 +46,13 @@ ESTIMATOR_STATE_KIND = "LaplacianEigenmaps"
 #: A new point is weighted against its CANDIDATE_FACTOR * k nearest training points: its own k neighbours
 #: plus the training points whose k-th-neighbour radius it falls into (see spectral.weights.query_weights).
 CANDIDATE_FACTOR = 3
+
+
+def candidate_count(n_train: int, n_neighbors: int) -> int:
+    """Candidate training neighbours the out-of-sample map weighs a new point against:
+    ``min(n_train, CANDIDATE_FACTOR * n_neighbors)`` (what :meth:`LaplacianEigenmapsModel.transform` queries, and
+    what a caller that finds the candidates itself must pass to :meth:`~LaplacianEigenmapsModel.transform_candidates`)."""
+    return min(int(n_train), CANDIDATE_FACTOR * int(n_neighbors))
 
 #: In "per_component" mode, components of at most this many nodes are solved densely whatever
 #: ``eigen_solver`` is (iterative solvers need n >> k); the solver of each component is in ``info``.
@@ -231,13 +238,40 @@ class LaplacianEigenmapsModel:
         """Rebuild the kNN index from the training X (the same rows, in the same order, as at fit)."""
         self.attach_index(KNNIndex.rebuild(X_train, self.knn_params))
 
+    @property
+    def n_candidates(self) -> int:
+        """Candidate training neighbours per new point (:func:`candidate_count`)."""
+        return candidate_count(self.embedding.shape[0], self.weight_params.n_neighbors)
+
     def transform(self, X: Any, *, return_info: bool = False):
-        """Embed new points ``X`` (m, d) -> (m, k) (see the class docstring)."""
+        """Embed new points ``X`` (m, d) -> (m, k) (see the class docstring): their :attr:`n_candidates` nearest
+        training points from the index, then :meth:`transform_candidates`."""
         if self.index is None:
             raise ParameterError("the model has no kNN index: call rebuild_index(X_train) first")
-        n = self.embedding.shape[0]
-        kc = min(n, CANDIDATE_FACTOR * self.weight_params.n_neighbors)
-        idx, dist = self.index.query(X, kc)
+        idx, dist = self.index.query(X, self.n_candidates)
+        return self.transform_candidates(idx, dist, return_info=return_info)
+
+    def transform_candidates(self, indices: Any, distances: Any, *, return_info: bool = False):
+        """Embed new points known by their candidate training neighbours -> (m, k) (the Nystrom map of the class
+        docstring; :meth:`transform` finds the candidates with the index, a sharded fit finds them per shard).
+
+        Parameters
+        ----------
+        indices : array of int, shape (m, kc)
+            Training points (rows of :attr:`embedding`) nearest to each new point, sorted by distance; ``kc``
+            should be :attr:`n_candidates` (at least ``n_neighbors``; fewer candidates miss reverse neighbours).
+        distances : array of float, shape (m, kc)
+            Their distances, as :meth:`spectral.knn.KNNIndex.query` returns them (computed in float64 from the
+            coordinates, :func:`spectral._refine.refine`); 0 in the first column marks an exact match.
+
+        Returns
+        -------
+        ndarray, shape (m, n_components); with ``return_info`` also ``{"n_exact", "n_isolated"}``
+        """
+        idx, dist = check_knn_graph(indices, distances, n_samples=self.embedding.shape[0])
+        if idx.shape[1] < self.weight_params.n_neighbors:
+            raise InputDataError(f"indices must hold at least n_neighbors={self.weight_params.n_neighbors} candidates "
+                                 f"per row (n_candidates={self.n_candidates}); got {idx.shape[1]}")
         out = np.zeros((idx.shape[0], self.embedding.shape[1]))
         exact = dist[:, 0] == 0.0
         out[exact] = self.embedding[idx[exact, 0]]

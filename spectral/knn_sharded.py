@@ -5,7 +5,7 @@ The rows of ``X`` (n, d) are split into ``P`` shards of near-equal size: shard `
 identity); ``partition="bisection"`` groups nearby points (:mod:`spectral.partition`: recursive bisection along
 principal directions, computed from row blocks where they live), so that most of a point's neighbours are in
 its own shard (the distributed Laplacian built on the same shards then has a strong block preconditioner).
-Three kinds of Dask tasks run on the workers:
+These Dask tasks run on the workers:
 
 1. **build** (P tasks): a :class:`~spectral.knn.KNNIndex` of shard ``p`` (pynndescent NN-descent, or the exact
    search), seeded with the ``p``-th child of ``SeedSequence(seed).spawn(P)``. Its own graph gives every
@@ -23,6 +23,13 @@ Three kinds of Dask tasks run on the workers:
    the merged lists take them in (:func:`add_candidates`). A point on the edge of its shard's cloud can be
    missed by its own search in the neighbouring shard's index (the search starts from that index's tree,
    which sends a query from outside the cloud to a far region) while the neighbours' searches find it.
+5. **held-out queries** (:func:`query_shard_indexes`, B P tasks + B merges for B blocks of query points that
+   are not indexed): each block is searched in every shard's index and the P answers are merged as in step 3
+   (:func:`merge_candidates`). No cut bound prunes these searches (a query point has no own-shard radius) and
+   no reverse pairs complete them (the indexed rows never searched for the query points).
+
+Steps 1 and 2-4 are also separate calls (:func:`build_shard_indexes`, :func:`shard_graph_futures`), so that
+the indexes built for the graph answer the held-out queries of step 5.
 
 Only ``(n_q, k)`` blocks move between tasks besides the indexes; a numpy ``X`` is scattered shard by shard,
 a dask ``X`` has its row chunks computed on the workers and each shard's rows taken from them there (never
@@ -54,6 +61,7 @@ single-thread NN-descent for P = 2-8), so P should be as small as the workers' m
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -157,6 +165,48 @@ def sharded_knn_graph_futures(X: Any, n_neighbors: int, *, n_shards: int | None 
     those rows in that order (global row numbers). ``client`` defaults to the active one (looked up after the
     parameters are checked); other parameters as :func:`sharded_knn_graph`.
     """
+    sharded = build_shard_indexes(X, n_neighbors, n_shards=n_shards, metric=metric, random_state=random_state,
+                                  shard_method=shard_method, n_jobs=n_jobs, partition=partition, client=client)
+    return shard_graph_futures(sharded), sharded.partition.perm, sharded.partition.bounds
+
+
+@dataclass(frozen=True)
+class ShardIndexes:
+    """The per-shard indexes of :func:`build_shard_indexes`, left on the workers of ``client``.
+
+    Shard ``p`` holds the rows ``partition.perm[partition.bounds[p]:partition.bounds[p + 1]]`` of X (ascending):
+    ``indexes[p]`` is the future of their :class:`~spectral.knn.KNNIndex` (``n_neighbors`` neighbours, its own
+    graph included), ``shards[p]`` of their coordinates (n_p, d), ``rows[p]`` of their row numbers (n_p,).
+    """
+
+    indexes: list
+    shards: list
+    rows: list
+    partition: RowPartition
+    n_neighbors: int
+    n_features: int
+    client: Any
+
+    @property
+    def n_samples(self) -> int:
+        """Rows indexed over all shards."""
+        return int(self.partition.perm.size)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """``(P,)`` rows per shard."""
+        return np.diff(self.partition.bounds)
+
+
+def build_shard_indexes(X: Any, n_neighbors: int, *, n_shards: int | None = None, metric: str = "euclidean",
+                        random_state: Any = None, shard_method: str = "nndescent", n_jobs: int | None = 1,
+                        partition: str = "contiguous", queried: bool = False, client=None) -> ShardIndexes:
+    """Step 1 of the module docstring: one index per shard, built on the workers (nothing comes back).
+
+    Parameters as :func:`sharded_knn_graph`; ``queried``: other points than X's rows will be searched in the
+    indexes (:func:`query_shard_indexes`), so even a single shard's index is prepared for queries
+    (:meth:`~spectral.knn.KNNIndex.prepare`).
+    """
     X, n, lazy = _check_X(X)
     k = check_int("n_neighbors", n_neighbors, low=1, high=n - 1)
     metric = check_choice("metric", metric, METRICS)
@@ -179,9 +229,17 @@ def sharded_knn_graph_futures(X: Any, n_neighbors: int, *, n_shards: int | None 
     shards = _put_shards(client, X, perm, bounds, lazy)
     rows = client.scatter([perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
     seeds = np.random.SeedSequence(seed_int(check_random_state(random_state))).spawn(P)
-
     indexes = [client.submit(_build_shard, shards[p], min(k, int(sizes[p]) - 1), shard_method, metric, seeds[p],
-                             n_jobs, P > 1, pure=False) for p in range(P)]
+                             n_jobs, P > 1 or bool(queried), pure=False) for p in range(P)]
+    return ShardIndexes(indexes, shards, rows, parts, k, int(X.shape[1]), client)
+
+
+def shard_graph_futures(sharded: ShardIndexes) -> list:
+    """Steps 2-4 of the module docstring: the kNN graph of the indexed rows, one future per shard resolving to
+    ``(indices int64 (n_p, k), distances float32 (n_p, k))`` of its rows (global row numbers)."""
+    client, parts, k = sharded.client, sharded.partition, sharded.n_neighbors
+    indexes, shards, rows, sizes = sharded.indexes, sharded.shards, sharded.rows, sharded.sizes
+    P = len(indexes)
     own = [client.submit(_own_graph, indexes[q], rows[q], pure=False) for q in range(P)]
     radius = [client.submit(_kth_distance, g, k, pure=False) for g in own]
     answers = {(q, p): client.submit(_query_shard, indexes[p], shards[q], min(k, int(sizes[p])), rows[p], radius[q],
@@ -194,7 +252,52 @@ def sharded_knn_graph_futures(X: Any, n_neighbors: int, *, n_shards: int | None 
         reverse = [client.submit(reverse_candidates, answers[p, q], rows[p], rows[q], radius[q], pure=False)
                    for p in range(P) if p != q]
         out.append(client.submit(add_candidates, k, merged, *reverse, pure=False) if reverse else merged)
-    return out, perm, bounds
+    return out
+
+
+def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int) -> list:
+    """The ``n_neighbors`` nearest indexed rows of query points that are not indexed (held-out points), from
+    every shard's index (step 5 of the module docstring).
+
+    Parameters
+    ----------
+    sharded : ShardIndexes
+        From :func:`build_shard_indexes` (with ``queried=True`` when it has one shard).
+    Q_blocks : list of ndarray (m_b, d) or of futures of them
+        Row blocks of query points; arrays are validated here (finite, ``d`` columns) and scattered, futures
+        on the workers (:meth:`~spectral.knn.KNNIndex.query`'s errors).
+    n_neighbors : int in [1, sharded.n_samples]
+
+    Returns
+    -------
+    list of futures, one per block, resolving to ``(indices int64 (m_b, k), distances float32 (m_b, k))``
+        Indexed rows in the numbering of the indexed X, sorted by (distance, index); the distances recomputed
+        in float64 from the coordinates (:func:`spectral._refine.refine`) by each shard's query, so a row found
+        in any shard has the distance a single index would give it.
+    """
+    from .eigen._cluster import is_future
+
+    if not isinstance(sharded, ShardIndexes):
+        raise ParameterError(f"sharded must be the ShardIndexes of build_shard_indexes; got {type(sharded).__name__}")
+    k = check_int("n_neighbors", n_neighbors, low=1, high=sharded.n_samples)
+    if not isinstance(Q_blocks, (list, tuple)):
+        raise ParameterError(f"Q_blocks must be a list of row blocks (arrays or futures); got {type(Q_blocks).__name__}")
+    client, sizes = sharded.client, sharded.sizes
+    blocks = []
+    for b, Q in enumerate(Q_blocks):
+        if not is_future(Q):
+            Q = check_array_2d(Q, f"Q_blocks[{b}]", min_rows=1)
+            if Q.shape[1] != sharded.n_features:
+                raise InputDataError(f"Q_blocks[{b}] must have {sharded.n_features} columns like the indexed X; got "
+                                     f"{Q.shape[1]}")
+            Q = client.scatter(Q, hash=False)
+        blocks.append(Q)
+    out = []
+    for Q in blocks:
+        answers = [client.submit(_query_shard, index, Q, min(k, int(size)), rows, None, None, pure=False)
+                   for index, rows, size in zip(sharded.indexes, sharded.rows, sizes)]
+        out.append(client.submit(merge_candidates, k, *answers, pure=False))
+    return out
 
 
 def merge_candidates(k: int, *lists: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -378,7 +481,8 @@ def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, c
     (:meth:`~spectral.partition.Split.gap`) is within their own-shard ``k``-th distance ``radius_q`` (n_q,) are
     searched (no other row can have a neighbour in shard p); the others get the padding ``(-1, inf)``. A query
     far from the index's points is the expensive kind for NN-descent's search (its ``(1 + epsilon)`` bound then
-    admits much of the index), and with locality shards most rows are far from the other shards."""
+    admits much of the index), and with locality shards most rows are far from the other shards. ``cut=None``:
+    every row is searched (``radius_q`` unused)."""
     X_q = np.asarray(X_q)
     if cut is None:
         sel = np.arange(X_q.shape[0])

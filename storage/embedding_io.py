@@ -188,6 +188,11 @@ def write_output_block(store: StoreRef, run: str, name: str, start: int, block: 
     write_point_block(store, layout.output_path(run, name), start, block, storage_options)
 
 
+def has_output(store: StoreRef, run: str, name: str, storage_options: dict | None = None) -> bool:
+    """Whether ``outputs/<run>/<name>`` exists."""
+    return has_node(as_group(store, "r", storage_options), layout.output_path(run, name))
+
+
 def read_output(store: StoreRef, run: str, name: str, start: int | None = None, stop: int | None = None,
                 storage_options: dict | None = None) -> np.ndarray:
     """Rows ``start:stop`` of ``outputs/<run>/<name>``."""

@@ -7,7 +7,8 @@ model needs it). Method authors: put your per-chunk transform in a module that d
 The write-back of a run is three kinds of Dask task (:func:`tasks.points.write_point_outputs` submits them):
 
 1. :func:`prepare_points` (one task): restore the model, attach its kNN index if some rows are mapped
-   out-of-sample; its result (:class:`PreparedPoints`) stays on the cluster and is sent to the workers that
+   out-of-sample (not for a sharded run's held-out rows: their candidate fit points are in the store,
+   :mod:`tasks.sharded_eigenmaps`); its result (:class:`PreparedPoints`) stays on the cluster and is sent to the workers that
    need it (and computed again by the scheduler if the worker holding it dies);
 2. :func:`start_point_outputs` (one task): create the output arrays (and the fit masks of an ``embed`` run);
 3. :func:`write_points_chunk` (one task per row chunk): write every output of that chunk.
@@ -27,7 +28,9 @@ class PreparedPoints:
 
     ``rows`` (f,) sorted: the rows of the store that have fitted results ``fitted`` (``{"embedding": (f, k),
     ...}``), or an empty array and None when every row is mapped by ``model`` (``extend``, or a model without
-    fitted results). ``fit_rows``: the rows of the model's store it was fitted on.
+    fitted results). ``fit_rows``: the rows of the model's store it was fitted on. ``stored_candidates``: the
+    other rows are mapped from their candidate fit points stored by the run's kNN stage (a sharded run,
+    :func:`tasks.sharded_eigenmaps.read_candidates`), not by ``model.transform`` (the model has no index).
     """
 
     method: str
@@ -35,6 +38,7 @@ class PreparedPoints:
     rows: np.ndarray
     fitted: dict[str, np.ndarray] | None
     fit_rows: np.ndarray
+    stored_candidates: bool = False
 
 
 def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: bool) -> PreparedPoints:
@@ -42,12 +46,14 @@ def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: 
 
     ``fitted_rows`` (``embed``): the fit rows get the model's fitted (transductive) results when it has them,
     and the index is attached only if some rows are mapped; otherwise (``extend``) every row is mapped.
-    ``index``: the run's :class:`tasks.laplacian_eigenmaps.FitIndex` left on the cluster, or None (rebuilt).
+    ``index``: the run's :class:`tasks.laplacian_eigenmaps.FitIndex` left on the cluster, or None (rebuilt). A
+    sharded run's held-out rows are mapped from their stored candidates instead (no index is built).
     """
     from storage.arrays import x_shape
     from storage.errors import StoreFormatError
     from tasks.fitted_model import attach_index, load_fitted
     from tasks.registry import fitted_outputs
+    from tasks.sharded_eigenmaps import has_candidates
 
     entry, model, rows = load_fitted(store_url, run, with_index=False)
     fitted = None
@@ -58,12 +64,13 @@ def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: 
             fitted = {EMBEDDING: np.asarray(model.embedding, dtype=np.float64)}
         else:
             fitted = fitted_outputs(entry, model)
-    if fitted is None or rows.size < x_shape(store_url)[0]:  # some rows are mapped out-of-sample
+    stored = fitted is not None and has_candidates(store_url, run)
+    if (fitted is None or rows.size < x_shape(store_url)[0]) and not stored:  # some rows are mapped out-of-sample
         attach_index(model, store_url, rows, index)
         if fitted is None and not any(hasattr(model, name) for name in ("transform", "kernel_features")):
             raise StoreFormatError(f"method {entry.name!r} with these parameters has no out-of-sample map")
     with_fitted = rows if fitted is not None else np.zeros(0, dtype=np.int64)
-    return PreparedPoints(entry.name, model, with_fitted, fitted, rows)
+    return PreparedPoints(entry.name, model, with_fitted, fitted, rows, stored)
 
 
 def start_point_outputs(store_url: str, run: str, prepared: PreparedPoints, attrs: dict, *,
@@ -102,7 +109,8 @@ def start_point_outputs(store_url: str, run: str, prepared: PreparedPoints, attr
 
 def write_points_chunk(store_url: str, run: str, prepared: PreparedPoints, start: int, stop: int) -> dict:
     """Write rows ``start:stop`` of every output of ``run``: rows with fitted results as given, the others mapped
-    by the model (:func:`tasks.registry.point_outputs` on the chunk's rows of X).
+    by the model (:func:`tasks.registry.point_outputs` on the chunk's rows of X, or, for a sharded run's held-out
+    rows, the model's map of their stored candidates: :meth:`LaplacianEigenmapsModel.transform_candidates`).
 
     Returns ``n_fitted`` and ``n_extended``. Each output chunk's digest is recorded once it is written
     (:func:`storage.checksums.record_chunk`): a resumed run rewrites only the chunks without an intact record.
@@ -118,7 +126,15 @@ def write_points_chunk(store_url: str, run: str, prepared: PreparedPoints, start
     in_fit = np.zeros(n_rows, dtype=bool)
     in_fit[prepared.rows[lo:hi] - start] = True
     fitted = {k: v[lo:hi] for k, v in prepared.fitted.items()} if hi > lo else {}
-    mapped = point_outputs(entry, prepared.model, read_X(store_url, start, stop)[~in_fit]) if not in_fit.all() else {}
+    if in_fit.all():
+        mapped = {}
+    elif prepared.stored_candidates:
+        from tasks.sharded_eigenmaps import read_candidates
+
+        indices, distances = read_candidates(store_url, run, start, stop)
+        mapped = {EMBEDDING: prepared.model.transform_candidates(indices[~in_fit], distances[~in_fit])}
+    else:
+        mapped = point_outputs(entry, prepared.model, read_X(store_url, start, stop)[~in_fit])
     for name in entry.outputs:
         parts = [v for v in (fitted.get(name), mapped.get(name)) if v is not None]
         block = np.empty((n_rows, *parts[0].shape[1:]), dtype=parts[0].dtype)

@@ -167,8 +167,8 @@ def _sharded_stages(req: FitRequest) -> list[Stage]:
     args = (req.store, req.run, req.token)
     return [
         Stage("knn", lambda: sharded_knn_task(*args, n_neighbors=p["n_neighbors"], metric=p.get("metric", "euclidean"),
-                                              random_state=req.random_state),
-              lambda: le.graph_belongs_to(req.store, req.run, "knn")),
+                                              holdout=req.holdout, random_state=req.random_state),
+              lambda: le.graph_belongs_to(req.store, req.run, "knn") and _candidates_intact(req)),
         Stage("eigensolve", lambda: sharded_eigensolve_task(
             *args, n_components=p["n_components"], weighting=p["weighting"], symmetrize=p["symmetrize"],
             tol=p.get("tol"), random_state=req.random_state), lambda: _has_model(req)),
@@ -176,15 +176,22 @@ def _sharded_stages(req: FitRequest) -> list[Stage]:
 
 
 @task(name="knn-graph-sharded", **COMPUTE_TASK)
-def sharded_knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, metric: str,
+def sharded_knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, metric: str, holdout: float,
                      random_state: int | None) -> dict[str, Any]:
-    """The sharded kNN graph, built and written by the workers (:func:`tasks.sharded_eigenmaps.sharded_knn`)."""
+    """The sharded kNN graph of the fit rows and the held-out rows' candidates, built and written by the workers
+    (:func:`tasks.sharded_eigenmaps.sharded_knn`)."""
     from distributed import get_client
 
     from tasks.sharded_eigenmaps import sharded_knn
 
     return sharded_knn(store_url, run, get_client(), n_neighbors=n_neighbors, metric=metric, n_shards=None,
-                       random_state=random_state)
+                       holdout=holdout, random_state=random_state)
+
+
+def _candidates_intact(req: FitRequest) -> bool:
+    from tasks.sharded_eigenmaps import candidates_intact
+
+    return candidates_intact(req.store, req.run)
 
 
 @task(name="eigensolve-sharded", **COMPUTE_TASK)

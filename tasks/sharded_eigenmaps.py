@@ -1,44 +1,63 @@
 """The sharded fit of Laplacian eigenmaps (``embed(..., sharded=True)``, issue 16): no process holds X, the kNN
-graph or the Laplacian; every heavy object is split by rows over the Dask workers.
+graph, the Laplacian or one index of all fit rows; every heavy object is split by rows over the Dask workers.
 
-The shards are the ``P`` parts of a locality partition of the rows (:data:`PARTITION`,
+The shards are the ``P`` parts of a locality partition of the fit rows (:data:`PARTITION`,
 :func:`spectral.partition.bisection_partition_dask`: recursive bisection along principal directions,
 computed from the store's row chunks on the workers; the flow process receives one projection per row and
 per level, never a row of X), the same parts for the kNN build and for the Laplacian, so that most edges lie
 inside a shard and the per-shard preconditioner is strong. The partition draws nothing from ``random_state``.
+The fit rows are those of the single-process stages (:func:`tasks._fit_rows.fit_rows_for`: all rows with
+``holdout=0``); the partition numbers them by their position in the fit set.
 
 Two stages (:func:`tasks.fitting.fit_stages`), with the random sequence of the single-process stages (the kNN
 build draws one seed from ``random_state`` first, the eigensolver uses what follows):
 
-- ``knn``: :func:`spectral.knn_sharded.sharded_knn_graph_futures` (``partition="bisection"``) on the store's X
-  as a Dask array (row chunks read on the workers): one pynndescent index per part, shard-pair queries,
-  multi-way merge. Every row chunk of ``graph/knn`` is then written by a worker, in the original row order,
-  from the pieces of the shard blocks that hold its rows (:func:`write_knn_chunk`; each shard block is split
-  by chunk on its own worker first). ``graph/knn`` records the partition (:func:`partition_record`: sizes and
-  a digest). :func:`sharded_knn` runs in the flow process and holds futures and the (n,) partition.
+- ``knn``: :func:`spectral.knn_sharded.build_shard_indexes` (``partition="bisection"``) on the fit rows of the
+  store's X as a Dask array (:func:`fit_X`; row chunks read on the workers): one pynndescent index per part,
+  then :func:`~spectral.knn_sharded.shard_graph_futures`: shard-pair queries, multi-way merge. The held-out
+  rows, read per row chunk by the workers, are searched in every shard index and the answers merged
+  (:func:`spectral.knn_sharded.query_shard_indexes`) into their
+  :func:`~spectral.embedding.candidate_count` nearest fit points, which the workers write to the candidate
+  arrays (:data:`CANDIDATE_OUTPUTS`). Every row chunk of ``graph/knn`` is then written by a worker, in the
+  original row order, from the pieces of the shard blocks that hold its fit rows and the ``k`` first
+  candidates of its held-out rows (their nearest fit points, as in the single-process stage)
+  (:func:`write_knn_chunk`; each shard block is split by chunk on its own worker first). ``graph/knn``
+  records the partition (:func:`partition_record`: sizes and a digest); ``outputs/<run>/in_fit`` marks the
+  fit rows. :func:`sharded_knn` runs in the flow process and holds futures, the (n_fit,) partition and the
+  fit rows.
 - ``eigensolve`` (weights included): :func:`solve_sharded_eigenmaps` drives the distributed solver from the flow
-  process: it recomputes the partition (deterministic; refused if its digest differs from the kNN stage's),
-  each part's kNN rows are read from the store by a task on a worker, the weights, their symmetrization and
-  the normalized Laplacian are built per shard on the workers
+  process: it recomputes the partition of the fit rows of ``outputs/<run>/in_fit`` (deterministic; refused
+  if its digest differs from the kNN stage's), each part's kNN rows are read from the store by a task on a
+  worker (neighbours renumbered as fit positions), the weights, their symmetrization and the normalized
+  Laplacian are built per shard on the workers
   (:meth:`spectral.eigen.distributed.DistributedLaplacian.from_knn_blocks` with ``perm``), and LOBPCG with
   the per-shard two-level AMG preconditioner finds the eigenvectors
-  (:func:`spectral.eigen.distributed.laplacian_eigenmaps_distributed`), returned in the original row order.
-  The driver holds the (n, k + 1) LOBPCG blocks and the n degrees, not the graph. It is not a worker task: a
+  (:func:`spectral.eigen.distributed.laplacian_eigenmaps_distributed`), returned in the fit rows' order.
+  The driver holds the (n_fit, k + 1) LOBPCG blocks and the degrees, not the graph. It is not a worker task: a
   driver on a worker whose memory crossed Dask's pause threshold (80 % of its limit) waits forever for the
   tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points hung in the preconditioner). It
-  writes the same model as the single-process stages (:class:`spectral.embedding.LaplacianEigenmapsModel`),
-  so ``embed-points`` and ``extend`` are unchanged.
+  writes the same model as the single-process stages (:class:`spectral.embedding.LaplacianEigenmapsModel`).
+
+``embed-points`` (:mod:`tasks._chunks`) gives the fit rows their fitted values and maps the held-out rows from
+their stored candidates (:meth:`spectral.embedding.LaplacianEigenmapsModel.transform_candidates`, the Nystrom
+map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
 
 Measured (``benchmarks/results/sharded_partition.md``, 1e6 x 32 lifted Swiss roll, 4 workers x 1.5 GB on 2
-cores, 2026-12-01): 99.5 % of the kNN edges inside a shard, eigensolve 44.4 s in 18 LOBPCG iterations (58.7 MB
-per iteration), kNN stage 156.0 s, wall 213.2 s, workers' peaks 1.28-1.42 GB, recall 0.9998, 0.17 degree
-from the single-process embedding. With contiguous row ranges as shards (before) 25 % of the edges were
-inside a shard and the eigensolve stopped at its 300-iteration cap after 261.6 s (wall 392.0 s).
+cores, 2026-12-01, ``holdout=0``): 99.5 % of the kNN edges inside a shard, eigensolve 44.4 s in 18 LOBPCG
+iterations (58.7 MB per iteration), kNN stage 156.0 s, wall 213.2 s, workers' peaks 1.28-1.42 GB, recall
+0.9998, 0.17 degree from the single-process embedding. With contiguous row ranges as shards (before) 25 % of
+the edges were inside a shard and the eigensolve stopped at its 300-iteration cap after 261.6 s (wall 392.0 s).
+Held-out points are measured only on the 4,000-point test (``tests/test_sharded_flow.py``), not at scale.
 
-Scope (refused or stated, not silently changed): every point is fitted (``holdout`` must be 0: the held-out
-queries against a sharded index are not written); exact duplicate rows are not collapsed; the graph must be
-connected (several components are refused, naming the remedy); ``extend`` of a sharded model rebuilds one
-NN-descent index of the fit rows (one process must hold it).
+Scope (refused or stated, not silently changed): Laplacian eigenmaps with ``affinity="knn"`` and
+``normalization="symmetric"`` only (:func:`check_sharded` refuses the rest); any ``holdout`` in [0, 1). Each
+held-out point is searched in every shard's index: no cut bound prunes those searches and no reverse pairs
+complete them (unlike the fit rows' shard-pair queries), so their cost grows with ``P``; the candidate arrays
+take n x kc x 12 bytes of the store before compression (their fit rows hold fill values). Exact duplicate
+rows are not collapsed (a held-out copy of a fit row gets that row's value through the distance-0 rule); the
+graph must be connected (several components are refused, naming the remedy); ``knn_method`` is not used
+(NN-descent per shard); ``extend`` of a sharded model rebuilds one NN-descent index of the fit rows (one
+process must hold it).
 """
 
 from __future__ import annotations
@@ -54,24 +73,25 @@ from spectral.embedding import LaplacianEigenmapsModel
 from spectral.errors import InputDataError
 from spectral.weights import WeightParams, scales_of
 from storage import layout
-from storage.arrays import X_as_dask, row_chunks, x_shape
-from storage.checksums import record_checksums
-from storage.embedding_io import write_point_array
+from storage.arrays import X_as_dask, read_X, row_chunks, x_shape
+from storage.checksums import check_intact, record_checksums, record_chunk
+from storage.embedding_io import create_output, has_output, read_output, write_output_block, write_point_array
+from storage.errors import StoreFormatError
 from storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
 from storage.models import write_model
 
-from tasks._fit_rows import FIT_ROWS, IN_FIT
+from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_rows_for
 from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
 
 
-
 #: What the sharded path supports (:func:`check_sharded`): Laplacian eigenmaps of a kNN graph, symmetric
-#: normalization, every point fitted.
+#: normalization (any ``holdout``).
 SHARDED_METHOD = METHOD
 
 
-def check_sharded(method: str, params: dict, holdout: float) -> None:
-    """Refuse a sharded run the sharded path cannot do, naming the parameter (before any work)."""
+def check_sharded(method: str, params: dict) -> None:
+    """Refuse a sharded run the sharded path cannot do, naming the parameter, the value it needs and the value
+    received (before any work)."""
     from spectral.errors import ParameterError
 
     if method != SHARDED_METHOD:
@@ -81,9 +101,6 @@ def check_sharded(method: str, params: dict, holdout: float) -> None:
     if params.get("normalization") != "symmetric":
         raise ParameterError("sharded=True needs normalization='symmetric' (the distributed solver's); got "
                              f"normalization={params.get('normalization')!r}")
-    if holdout != 0:
-        raise ParameterError(f"sharded=True needs holdout=0 (held-out queries against a sharded index are not "
-                             f"written); got holdout={holdout}")
 
 
 def single_process_knn_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
@@ -108,60 +125,119 @@ def partition_record(perm: np.ndarray, bounds: np.ndarray) -> dict[str, Any]:
     return {"method": PARTITION, "sizes": [int(s) for s in np.diff(bounds)], "digest": digest.hexdigest()}
 
 
+def fit_X(store_url: str, fit_rows: np.ndarray) -> Any:
+    """The fit rows ``fit_rows`` (sorted) of the store's X as a Dask array (row chunks read on the workers): the
+    same array for the kNN stage and the eigensolve stage, so that both compute the same row partition."""
+    X = X_as_dask(store_url)
+    return X if fit_rows.size == X.shape[0] else X[fit_rows]
+
+
 def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metric: str, n_shards: int | None,
-                random_state: int | None) -> dict[str, Any]:
+                holdout: float, random_state: int | None) -> dict[str, Any]:
     """The ``knn`` stage: the sharded kNN graph of every row of X, written chunk by chunk by the workers.
 
-    The shards are the parts of the row partition (:data:`PARTITION`); the graph is written in the original row
-    order. Runs in the flow process and holds only futures and the partition (perm (n,) int64). Returns the
-    number of shards, sizes, the partition record and the fraction of the directed kNN edges inside a shard.
+    The shard indexes cover the fit rows (:func:`tasks._fit_rows.fit_rows_for`); the shards are the parts of
+    their row partition (:data:`PARTITION`). Held-out rows are searched in every shard index
+    (:func:`spectral.knn_sharded.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest fit
+    points, and their :func:`~spectral.embedding.candidate_count` nearest go to the candidate arrays
+    (:data:`CANDIDATE_OUTPUTS`) for the out-of-sample map. The graph is written in the original row order.
+    Runs in the flow process and holds only futures, the partition and the fit rows ((n,) int64 each).
+    Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
+    the fit rows inside a shard.
     """
-    from spectral.knn_sharded import sharded_knn_graph_futures
+    from spectral.knn_sharded import build_shard_indexes, shard_graph_futures
 
     n, _ = x_shape(store_url)
+    fit_rows = fit_rows_for(n, holdout, random_state)
+    held = np.setdiff1d(np.arange(n, dtype=np.int64), fit_rows, assume_unique=True)
     t0 = time.perf_counter()
-    blocks, perm, bounds = sharded_knn_graph_futures(
-        X_as_dask(store_url), n_neighbors, n_shards=n_shards, metric=metric,
-        random_state=check_random_state(random_state), partition=PARTITION, client=client)
+    sharded = build_shard_indexes(fit_X(store_url, fit_rows), n_neighbors, n_shards=n_shards, metric=metric,
+                                  random_state=check_random_state(random_state), partition=PARTITION,
+                                  queried=held.size > 0, client=client)
+    blocks = shard_graph_futures(sharded)  # per shard, neighbours as fit positions
+    perm, bounds = sharded.partition.perm, sharded.partition.bounds
     record = partition_record(perm, bounds)
     index_params = {"method": "nndescent", "metric": metric, "n_neighbors": n_neighbors,
                     "seed": seed_int(check_random_state(random_state))}
-    create_knn(store_url, n_neighbors, {"run": run, "metric": metric, "n_fit": n, "sharded": True,
+    create_knn(store_url, n_neighbors, {"run": run, "metric": metric, "n_fit": int(fit_rows.size), "sharded": True,
                                         "n_shards": len(blocks), "partition": record,
                                         "index_params": index_params}, overwrite=True)
-    shard_rows = [perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])]  # ascending inside each shard
+    to_rows = client.scatter(fit_rows, broadcast=True, hash=False) if held.size else None  # fit position -> row
+    shard_rows = [fit_rows[perm[a:b]] for a, b in zip(bounds[:-1], bounds[1:])]  # ascending inside each shard
     chunks = row_chunks(store_url)
     chunk_bounds = np.array([start for start, _ in chunks] + [n], dtype=np.int64)
     pieces = []  # per shard: its rows of every row chunk, split on the shard's worker (only those move)
     for block, rows in zip(blocks, shard_rows):
-        split = client.submit(_split_rows, block, np.searchsorted(rows, chunk_bounds), pure=False)
+        split = client.submit(_split_rows, block, np.searchsorted(rows, chunk_bounds), to_rows, pure=False)
         pieces.append([client.submit(_item, split, j, pure=False) for j in range(len(chunks))])
-    writes = []
+    held_parts, writes, kc = _query_held_out(store_url, run, client, sharded, held, fit_rows, chunks, to_rows)
     for j, (start, stop) in enumerate(chunks):
-        parts = []
+        parts = list(held_parts.get(j, []))
         for p, rows in enumerate(shard_rows):
             lo, hi = (int(i) for i in np.searchsorted(rows, [start, stop]))
             if hi > lo:
                 parts.append((pieces[p][j], rows[lo:hi] - start))
         writes.append(client.submit(write_knn_chunk, store_url, start, stop - start, parts, pure=False))
-    inside = client.gather([client.submit(_inside_counts, block, rows, pure=False)
-                            for block, rows in zip(blocks, shard_rows)])
+    inside = client.gather([client.submit(_inside_counts, block, sharded.partition.perm[a:b], pure=False)
+                            for block, a, b in zip(blocks, bounds[:-1], bounds[1:])])
     client.gather(writes)
     build_seconds = time.perf_counter() - t0
-    del blocks, pieces, writes
+    del blocks, pieces, writes, held_parts, sharded
     client.submit(record_checksums, store_url, KNN_ARRAYS, pure=False).result()
-    write_point_array(store_url, layout.output_path(run, IN_FIT), np.ones(n, dtype=bool), overwrite=True)
-    return {"k": n_neighbors, "method": "sharded", "n_shards": int(bounds.size - 1), "n_fit": n, "n_heldout": 0,
-            "n_duplicates": 0, "build_seconds": build_seconds, "partition": record["method"],
-            "shard_sizes": record["sizes"],
+    in_fit = np.zeros(n, dtype=bool)
+    in_fit[fit_rows] = True
+    write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
+    return {"k": n_neighbors, "method": "sharded", "n_shards": int(bounds.size - 1), "n_fit": int(fit_rows.size),
+            "n_heldout": int(held.size), "n_candidates": kc, "n_duplicates": 0, "build_seconds": build_seconds,
+            "partition": record["method"], "shard_sizes": record["sizes"],
             "knn_inside_fraction": sum(i for i, _ in inside) / max(sum(t for _, t in inside), 1)}
+
+
+def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, held: np.ndarray, fit_rows: np.ndarray,
+                    chunks: list, to_rows: Any) -> tuple[dict[int, list], list, int]:
+    """Search the held-out rows ``held`` in every shard index, one query block per row chunk of X (read on a
+    worker), and write their candidates (:func:`write_candidates_chunk`, by the workers). Returns, per row
+    chunk ``j`` with held-out rows, the ``graph/knn`` part of those rows (as :func:`write_knn_chunk` takes
+    it: their ``k`` nearest fit points), the futures of the candidate writes, and the number of candidates
+    ``kc`` (0 without held-out rows)."""
+    from spectral.embedding import candidate_count
+    from spectral.knn_sharded import query_shard_indexes
+
+    if not held.size:
+        return {}, [], 0
+    kc = candidate_count(fit_rows.size, sharded.n_neighbors)
+    create_candidates(store_url, run, kc)
+    local = {}
+    for j, (start, stop) in enumerate(chunks):
+        lo, hi = np.searchsorted(held, [start, stop])
+        if hi > lo:
+            local[j] = held[lo:hi] - start
+    queries = [client.submit(read_X_rows, store_url, chunks[j][0], positions, pure=False)
+               for j, positions in local.items()]
+    answers = dict(zip(local, query_shard_indexes(sharded, queries, kc)))
+    writes = [client.submit(write_candidates_chunk, store_url, run, chunks[j][0], chunks[j][1] - chunks[j][0],
+                            answers[j], local[j], pure=False) for j in local]
+    parts = {j: [(client.submit(_nearest_rows, answers[j], to_rows, sharded.n_neighbors, pure=False), local[j])]
+             for j in local}
+    return parts, writes, kc
+
+
+def read_X_rows(store_url: str, start: int, positions: np.ndarray) -> np.ndarray:
+    """Task: the rows ``start + positions`` of X (positions (m,) ascending inside one row chunk), ``(m, d)``."""
+    return read_X(store_url, start + int(positions[0]), start + int(positions[-1]) + 1)[positions - positions[0]]
+
+
+def _nearest_rows(answer: tuple[np.ndarray, np.ndarray], to_rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Task: the ``k`` first candidates of held-out rows (fit positions, (m, kc)) as rows of X, ``(m, k)``."""
+    return to_rows[answer[0][:, :k]], np.ascontiguousarray(answer[1][:, :k])
 
 
 def write_knn_chunk(store_url: str, start: int, size: int,
                     parts: list[tuple[tuple[np.ndarray, np.ndarray], np.ndarray]]) -> int:
     """Write the kNN rows of the row chunk ``start:start + size`` from ``parts``: ``((indices, distances) (m, k)
-    of one shard's rows in the chunk, positions (m,))``, those rows going to the chunk's rows ``positions``. The
-    parts must cover every row of the chunk once. Runs on a worker; returns the rows written."""
+    of one shard's rows in the chunk, or of its held-out rows, positions (m,))``, those rows going to the
+    chunk's rows ``positions``. The parts must cover every row of the chunk once. Runs on a worker; returns the
+    rows written."""
     k = parts[0][0][0].shape[1]
     indices = np.empty((size, k), dtype=np.int64)
     distances = np.empty((size, k), dtype=np.float32)
@@ -171,15 +247,70 @@ def write_knn_chunk(store_url: str, start: int, size: int,
         distances[positions] = dist
         np.add.at(covered, positions, 1)
     if not np.all(covered == 1):
-        raise RuntimeError(f"the shards must cover every row of the chunk at {start} once; got cover counts in "
-                           f"[{covered.min()}, {covered.max()}]")
+        raise RuntimeError(f"the shards and the held-out rows must cover every row of the chunk at {start} once; got "
+                           f"cover counts in [{covered.min()}, {covered.max()}]")
     write_knn_block(store_url, start, indices, distances)
     return size
 
 
-def _split_rows(block: tuple[np.ndarray, np.ndarray], cuts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Task: a shard's kNN block ``(indices, distances)`` (n_p, k) cut into the runs ``cuts[j]:cuts[j + 1]``."""
-    return [(block[0][a:b], block[1][a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+# ---- the held-out rows' candidates (outputs/<run>/<name>, row chunks aligned with X) -------------------------
+#: ``outputs/<run>/<name>`` (n, kc) of a sharded run with held-out rows: the ``kc``
+#: (:func:`spectral.embedding.candidate_count`) nearest fit points of each held-out row as positions in the fit
+#: set (int64, sorted by distance; -1 on fit rows) and their distances (float32; 0 on fit rows). The
+#: ``embed-points`` stage maps held-out rows from them (:meth:`LaplacianEigenmapsModel.transform_candidates`).
+CANDIDATE_INDICES = "heldout_candidates"
+CANDIDATE_DISTANCES = "heldout_candidate_distances"
+CANDIDATE_OUTPUTS = (CANDIDATE_INDICES, CANDIDATE_DISTANCES)
+
+
+def create_candidates(store_url: str, run: str, n_candidates: int) -> None:
+    """Create the empty candidate arrays of ``run`` ((n, n_candidates); replacing those of an earlier attempt)."""
+    create_output(store_url, run, CANDIDATE_INDICES, n_candidates, dtype="int64", fill_value=-1, overwrite=True)
+    create_output(store_url, run, CANDIDATE_DISTANCES, n_candidates, dtype="float32", fill_value=0.0,
+                  overwrite=True)
+
+
+def write_candidates_chunk(store_url: str, run: str, start: int, size: int, answer: tuple[np.ndarray, np.ndarray],
+                           positions: np.ndarray) -> int:
+    """Task: write the candidate arrays' row chunk ``start:start + size``, its held-out rows ``positions`` (m,)
+    taking ``answer`` ``(indices (m, kc) fit positions, distances (m, kc))``, and record its checksums."""
+    for name, values, fill in ((CANDIDATE_INDICES, answer[0], -1), (CANDIDATE_DISTANCES, answer[1], 0)):
+        block = np.full((size, values.shape[1]), fill, dtype=values.dtype)
+        block[positions] = values
+        write_output_block(store_url, run, name, start, block)
+        record_chunk(store_url, layout.output_path(run, name), start)
+    return int(positions.size)
+
+
+def has_candidates(store_url: str, run: str) -> bool:
+    """Whether ``run`` stored candidates for its held-out rows (a sharded run with a hold-out)."""
+    return has_output(store_url, run, CANDIDATE_INDICES)
+
+
+def read_candidates(store_url: str, run: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start:stop`` of the candidate arrays: ``(indices int64 (m, kc), distances float32 (m, kc))``."""
+    return (read_output(store_url, run, CANDIDATE_INDICES, start, stop),
+            read_output(store_url, run, CANDIDATE_DISTANCES, start, stop))
+
+
+def candidates_intact(store_url: str, run: str) -> bool:
+    """Whether the candidate arrays of ``run`` are there and match their chunk checksums when the run has held-out
+    rows (``outputs/<run>/in_fit``), or it has none."""
+    try:
+        if read_output(store_url, run, IN_FIT).all():
+            return True
+        check_intact(store_url, tuple(layout.output_path(run, name) for name in CANDIDATE_OUTPUTS))
+    except StoreFormatError:
+        return False
+    return has_candidates(store_url, run)
+
+
+def _split_rows(block: tuple[np.ndarray, np.ndarray], cuts: np.ndarray,
+                to_rows: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Task: a shard's kNN block ``(indices, distances)`` (n_p, k) cut into the runs ``cuts[j]:cuts[j + 1]``, its
+    neighbours (fit positions) as rows of X (``to_rows[i]``; None: every row is a fit point, positions are rows)."""
+    indices = block[0] if to_rows is None else to_rows[block[0]]
+    return [(indices[a:b], block[1][a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def _item(items: list | tuple, j: int) -> Any:
@@ -194,10 +325,17 @@ def _inside_counts(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tu
     return inside_counts(block[0], rows)
 
 
-def read_knn_shard(store_url: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def read_knn_shard(store_url: str, rows: np.ndarray, fit_rows: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """The kNN lists of the rows ``rows`` (ascending) of ``graph/knn`` (indices int64, distances float64), read on
-    a worker."""
+    a worker; with ``fit_rows`` (sorted (n_fit,)) the neighbours, all fit rows, as positions in it."""
     indices, distances = read_knn_rows(store_url, rows)
+    if fit_rows is not None:
+        rows_of = indices
+        indices = np.minimum(np.searchsorted(fit_rows, rows_of), fit_rows.size - 1)
+        if not np.array_equal(fit_rows[indices], rows_of):
+            raise StoreFormatError(f"graph/knn of {store_url} lists neighbours of fit rows that are not fit rows; "
+                                   "rerun the knn stage")
     return indices, distances.astype(np.float64)
 
 
@@ -215,8 +353,12 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
 
     from spectral.partition import bisection_partition_dask
 
-    n, _ = x_shape(store_url)
     knn_attrs = read_knn_attrs(store_url)
+    if knn_attrs.get("run") != run:
+        raise StoreFormatError(f"graph/knn of {store_url} belongs to run {knn_attrs.get('run')!r}, not {run!r}; "
+                               "run the flow again with a new run name")
+    fit_rows = np.flatnonzero(read_output(store_url, run, IN_FIT)).astype(np.int64)  # the kNN stage's
+    n_fit = fit_rows.size
     built_with = knn_attrs.get("partition")
     if not built_with or built_with.get("method") != PARTITION:
         raise InputDataError(f"graph/knn records no {PARTITION!r} row partition (partition={built_with!r}): it was "
@@ -224,14 +366,15 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
-    parts = bisection_partition_dask(X_as_dask(store_url), n_shards, client)  # no random draws
+    parts = bisection_partition_dask(fit_X(store_url, fit_rows), n_shards, client)  # no random draws
     perm, bounds = parts.perm, parts.bounds
     partition_seconds = time.perf_counter() - t0
     if partition_record(perm, bounds) != built_with:
         raise InputDataError(f"the row partition recomputed from X ({partition_record(perm, bounds)}) differs from "
                              f"the one graph/knn was built with ({built_with}); rerun the knn stage")
-    rows = client.scatter([perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
-    blocks = [client.submit(read_knn_shard, store_url, r, pure=False) for r in rows]
+    rows = client.scatter([fit_rows[perm[a:b]] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
+    to_positions = client.scatter(fit_rows, broadcast=True, hash=False) if n_fit < x_shape(store_url)[0] else None
+    blocks = [client.submit(read_knn_shard, store_url, r, to_positions, pure=False) for r in rows]
     indices = [client.submit(_item, b, 0, pure=False) for b in blocks]
     distances = [client.submit(_item, b, 1, pure=False) for b in blocks]
     op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
@@ -243,11 +386,11 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     degrees = op.to_original_order(op.degrees[:, None]).ravel()
     stats = dict(op.stats)
     solve_seconds = time.perf_counter() - t0
-    model = LaplacianEigenmapsModel(Z, values[None, :], np.zeros(n, dtype=np.int64), degrees, per_point[:, 0],
+    model = LaplacianEigenmapsModel(Z, values[None, :], np.zeros(n_fit, dtype=np.int64), degrees, per_point[:, 0],
                                     per_point[:, 1], WeightParams.from_attrs(wparams), "symmetric",
                                     knn_attrs["index_params"])
     arrays, model_attrs = model.to_state()
-    write_model(store_url, run, {**arrays, FIT_ROWS: np.arange(n, dtype=np.int64)},
+    write_model(store_url, run, {**arrays, FIT_ROWS: fit_rows},
                 {"method": METHOD, "state": MODEL_STATE, "state_attrs": model_attrs})
     traffic = res.info["traffic"]
     return {"eigen_solver": "distributed-lobpcg", "eigenvalues": [float(v) for v in values],

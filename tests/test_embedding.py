@@ -92,6 +92,22 @@ def test_transform_of_training_points(roll, normalization):
     np.testing.assert_allclose(Z[covered], est.embedding_[covered], atol=1e-9 * scale)
 
 
+def test_transform_is_transform_candidates_of_the_index_candidates(fitted):
+    """transform = the index's n_candidates nearest training points, then transform_candidates (a sharded fit
+    passes candidates found per shard)."""
+    model = fitted.model_
+    X_new, _ = make_swiss_roll(40, random_state=5)
+    assert model.n_candidates == 30  # CANDIDATE_FACTOR * n_neighbors
+    idx, dist = model.index.query(X_new, model.n_candidates)
+    np.testing.assert_array_equal(model.transform_candidates(idx, dist), fitted.transform(X_new))
+    with pytest.raises(InputDataError, match=r"at least n_neighbors=10 candidates per row \(n_candidates=30\); got 9"):
+        model.transform_candidates(idx[:, :9], dist[:, :9])
+    with pytest.raises(InputDataError, match=r"indices must lie in \[0, 299\]; got values in \[-1, "):
+        model.transform_candidates(np.where(idx == idx[0, 0], -1, idx), dist)
+    with pytest.raises(InputDataError, match=r"same shape; got \(40, 30\) and \(40, 29\)"):
+        model.transform_candidates(idx, dist[:, 1:])
+
+
 def test_held_out_points_land_near_their_neighbours():
     X, y = load_dataset("usps")
     perm = np.random.default_rng(0).permutation(X.shape[0])[:1600]

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
 
-from spectral.errors import ParameterError
-from spectral.knn import knn_graph
-from spectral.knn_sharded import ROWS_PER_SHARD, default_n_shards, merge_candidates, sharded_knn_graph
+from spectral.errors import InputDataError, ParameterError
+from spectral.knn import KNNIndex, knn_graph
+from spectral.knn_sharded import (ROWS_PER_SHARD, build_shard_indexes, default_n_shards, merge_candidates,
+                                  query_shard_indexes, sharded_knn_graph)
 from spectral.metrics import knn_recall
 from test_knn import check_contract
 
@@ -112,6 +113,68 @@ def test_bad_shard_method(client):
         sharded_knn_graph(_data(50), 3, shard_method="annoy")
 
 
+def _held_out_split(n=1500, d=8, n_held=300, seed=0):
+    """``(X_fit (n - n_held, d), Q (n_held, d))``: a random split of :func:`_data`."""
+    X = _data(n, d, seed)
+    held = np.random.default_rng(seed + 1).permutation(n)[:n_held]
+    fit = np.setdiff1d(np.arange(n), held)
+    return X[fit], X[held]
+
+
+def _query_all(sharded, blocks, k):
+    futures = query_shard_indexes(sharded, blocks, k)
+    answers = futures[0].client.gather(futures) if futures else []
+    return np.vstack([a[0] for a in answers]), np.vstack([a[1] for a in answers])
+
+
+@pytest.mark.parametrize("n_shards", [1, 3])
+def test_held_out_queries_merge_every_shard_into_the_nearest_fit_points(client, n_shards):
+    """Held-out points searched in every shard's index (exact shards: no numba compile in the workers): the merged
+    candidates are the brute-force nearest fit points, with the distances of one index over all fit rows (the
+    float64 refinement of every shard's answer), in blocks given as arrays and as futures."""
+    X_fit, Q = _held_out_split()
+    kc = 3 * K  # the out-of-sample map's candidates (spectral.embedding.candidate_count)
+    sharded = build_shard_indexes(X_fit, K, n_shards=n_shards, shard_method="exact", random_state=0, queried=True)
+    blocks = [Q[:120], client.scatter(Q[120:], hash=False)]
+    indices, distances = _query_all(sharded, blocks, kc)
+    assert indices.shape == distances.shape == (Q.shape[0], kc)
+    assert indices.dtype == np.int64 and distances.dtype == np.float32
+    oracle = NearestNeighbors(n_neighbors=kc, algorithm="brute").fit(X_fit).kneighbors(Q, return_distance=False)
+    assert knn_recall(indices, oracle) >= 0.99  # measured: 1.0
+    ie, de = KNNIndex.build(X_fit, K, method="exact").query(Q, kc)  # one index of all fit rows
+    np.testing.assert_array_equal(indices, ie)
+    np.testing.assert_array_equal(distances, de)
+
+
+def test_held_out_queries_take_every_candidate_of_shards_smaller_than_the_candidate_count(client):
+    X_fit, Q = _held_out_split(n=80, n_held=20)  # 5 shards of 12 fit rows, 30 candidates: <= 12 from each
+    sharded = build_shard_indexes(X_fit, 5, n_shards=5, shard_method="exact", queried=True)
+    indices, distances = _query_all(sharded, [Q], 30)
+    np.testing.assert_array_equal(indices, KNNIndex.build(X_fit, 5, method="exact").query(Q, 30)[0])
+    assert np.all(np.diff(distances, axis=1) >= 0)
+
+
+def test_held_out_queries_refuse_bad_input_naming_it(client):
+    X_fit, Q = _held_out_split(n=200, n_held=40)
+    sharded = build_shard_indexes(X_fit, 5, n_shards=2, shard_method="exact", queried=True)
+    with pytest.raises(InputDataError, match=r"Q_blocks\[1\] must have 8 columns like the indexed X; got 5"):
+        query_shard_indexes(sharded, [Q, Q[:, :5]], 10)
+    with pytest.raises(ParameterError, match=r"n_neighbors must be an integer in \[1, 160\]; got 161"):
+        query_shard_indexes(sharded, [Q], 161)
+    bad = Q.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(InputDataError, match="NaN"):
+        query_shard_indexes(sharded, [bad], 10)
+    with pytest.raises(ParameterError, match=r"Q_blocks must be a list of row blocks .*; got ndarray"):
+        query_shard_indexes(sharded, Q, 10)
+    with pytest.raises(ParameterError, match=r"sharded must be the ShardIndexes of build_shard_indexes; got tuple"):
+        query_shard_indexes((sharded.indexes, sharded.rows), [Q], 10)
+    future = query_shard_indexes(sharded, [client.scatter(Q[:, :5], hash=False)], 10)[0]
+    with pytest.raises(InputDataError, match="X_new must have 8 columns like the training data; got 5"):
+        future.result()  # a future's block is checked on the worker, by the shard indexes' query
+    assert query_shard_indexes(sharded, [], 10) == []
+
+
 @pytest.mark.slow
 def test_nndescent_shards_recall_reproducible_and_dask_equal(client):
     """NN-descent per shard: recall within 0.01 of single-process NN-descent; same seed, same graph;
@@ -132,3 +195,19 @@ def test_nndescent_shards_recall_reproducible_and_dask_equal(client):
     for a, b, c in zip(sharded, again, lazy):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.slow
+def test_nndescent_held_out_queries_recall(client):
+    """NN-descent shards of the fit rows of the lifted Swiss roll, held-out points searched in every shard's
+    index: recall of the merged candidates against brute force."""
+    from spectral.datasets import make_swiss_roll_lifted
+
+    X = make_swiss_roll_lifted(4000, random_state=0)[0]
+    held = np.random.default_rng(1).random(X.shape[0]) < 0.2
+    kc = 3 * K
+    sharded = build_shard_indexes(X[~held], K, n_shards=4, partition="bisection", random_state=0, queried=True)
+    indices, _ = _query_all(sharded, [X[held][:400], X[held][400:]], kc)
+    oracle = NearestNeighbors(n_neighbors=kc, algorithm="brute").fit(X[~held]).kneighbors(X[held],
+                                                                                         return_distance=False)
+    assert knn_recall(indices, oracle) >= 0.99
