@@ -18,6 +18,7 @@ def row_of_entries(W: sp.csr_matrix) -> np.ndarray:
 
 def drop_diagonal(W: sp.csr_matrix) -> sp.csr_matrix:
     """``W`` (CSR, modified in place and returned) without its stored diagonal entries (and without zeros)."""
-    W.data[row_of_entries(W) == W.indices] = 0.0
+    if W.diagonal().any():  # else only zeros are stored there: no (nnz,) row numbers (1.6 GB at 2e8 entries)
+        W.data[row_of_entries(W) == W.indices] = 0.0
     W.eliminate_zeros()
     return W

@@ -24,7 +24,7 @@ from spectral._arrays import distinct_rows
 from spectral._validation import check_random_state, seed_int
 from spectral.embedding import LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
 from spectral.knn import KNNIndex
-from spectral.weights import WeightParams, fit_knn_weights
+from spectral.weights import WeightParams, fit_directed_knn_weights, symmetrize_weights
 from storage import layout
 from storage.arrays import read_X, x_shape
 from storage.checksums import check_intact, record_checksums
@@ -149,7 +149,10 @@ def compute_weights(store_url: str, run: str, *, weighting: str, symmetrize: str
     """Weight matrix W (n_fit, n_fit) of the fit graph, written to ``graph/weights`` (CSR), with the resolved
     weighting parameters (CSR attrs) and the per-point scales (``outputs/<run>/weight_scales``)."""
     rows, idx, dist = fit_graph(store_url, run)
-    W, wparams, scales, radii = fit_knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
+    A, wparams, scales, radii = fit_directed_knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
+    del idx, dist  # not held through the symmetrization's peak (2.4 GB at 1e7 x 15)
+    W = symmetrize_weights(A, symmetrize)
+    del A
     per_point = np.zeros((x_shape(store_url)[0], 2))
     per_point[rows, 0], per_point[rows, 1] = scales, radii
     write_point_array(store_url, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
