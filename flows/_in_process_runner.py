@@ -76,6 +76,7 @@ class InProcessRunner:
 
         if not deployments:
             raise ValueError("InProcessRunner.run needs at least one (deployment, flow) pair; got none")
+        _check_main_thread("run")
         previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         try:
             with get_client(sync_client=True) as client:
@@ -101,7 +102,9 @@ class InProcessRunner:
 
     def run_once(self, client: Any) -> int:
         """Claim and execute every run of the deployments scheduled before the next poll, oldest first, each at
-        its scheduled start time (not before it, and without a poll's delay); returns how many were executed."""
+        its scheduled start time (not before it, and without a poll's delay); returns how many were executed.
+        Must be called from the main thread (it installs the cancellation signal handler)."""
+        _check_main_thread("run_once")
         runs = client.get_scheduled_flow_runs_for_deployments(
             deployment_ids=list(self._flows),
             scheduled_before=datetime.now(timezone.utc) + timedelta(seconds=self.poll_seconds))
@@ -219,3 +222,10 @@ def _raise_cancelled(signum: int, frame: Any) -> None:
 
 def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _check_main_thread(method: str) -> None:
+    """Refuse a call from another thread by name (signal handlers can only be installed from the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(f"InProcessRunner.{method} must be called from the main thread (it installs signal "
+                           f"handlers for cancellation and SIGTERM); got thread {threading.current_thread().name!r}")

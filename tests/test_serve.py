@@ -181,3 +181,23 @@ def test_in_process_runner_runs_and_cancels(prefect_server, tmp_path):
     assert result["executed"] == [1, 1, 0]
     assert result["quick"] == "COMPLETED" and result["slow"] == "CANCELLED"
     assert result["elapsed"] < 30
+
+
+def test_in_process_runner_refuses_other_threads():
+    """Signal handlers can only be installed from the main thread: say so by name, before any server call."""
+    import threading
+
+    from flows._in_process_runner import InProcessRunner
+
+    errors = []
+
+    def call():
+        try:
+            InProcessRunner(poll_seconds=1).run_once(client=None)
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    worker = threading.Thread(target=call, name="not-main")
+    worker.start()
+    worker.join()
+    assert len(errors) == 1 and "run_once must be called from the main thread" in errors[0] and "not-main" in errors[0]
