@@ -22,3 +22,24 @@ def drop_diagonal(W: sp.csr_matrix) -> sp.csr_matrix:
         W.data[row_of_entries(W) == W.indices] = 0.0
     W.eliminate_zeros()
     return W
+
+
+#: Rows per block of :func:`diagonal_positions` (bounds its (entries of the block,) temporaries)
+DIAGONAL_BLOCK_ROWS = 1 << 18
+
+
+def diagonal_positions(A: sp.csr_matrix) -> np.ndarray | None:
+    """Position in ``A.data`` of each row's diagonal entry ``(n,)`` int64, or None when some row of the square
+    CSR matrix ``A`` stores none (or stores it twice). Computed by row blocks, so the temporaries stay at
+    :data:`DIAGONAL_BLOCK_ROWS` rows' entries rather than ``(nnz,)``."""
+    n = A.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    for r0 in range(0, n, DIAGONAL_BLOCK_ROWS):
+        r1 = min(n, r0 + DIAGONAL_BLOCK_ROWS)
+        lo, hi = int(A.indptr[r0]), int(A.indptr[r1])
+        rows = np.repeat(np.arange(r0, r1), np.diff(A.indptr[r0:r1 + 1]))
+        hits = np.flatnonzero(A.indices[lo:hi] == rows)
+        if hits.size != r1 - r0 or np.any(np.diff(rows[hits]) != 1):
+            return None
+        out[r0:r1] = lo + hits
+    return out

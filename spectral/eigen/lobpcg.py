@@ -42,6 +42,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, lobpcg
 from threadpoolctl import threadpool_limits
 
+from .._sparse import diagonal_positions
 from ..errors import ParameterError
 from . import _multilevel, _reorder
 from ._block_amg import BlockVCycle
@@ -64,15 +65,30 @@ _OPTIONS = {"preconditioner", "X0", "amg_shift", "extra_vectors", "dtype", "amg_
 
 
 def amg_hierarchy(A, shift: float = AMG_SHIFT, amg_options=None):
-    """pyamg smoothed-aggregation hierarchy of ``A + shift I`` (``amg_options`` replace the defaults)."""
+    """pyamg smoothed-aggregation hierarchy of ``A + shift I`` (``amg_options`` replace the defaults).
+
+    When the CSR ``A`` stores every diagonal entry (a Laplacian does), the shift is added to them in place for
+    the setup and the original values are written back afterwards, bit for bit: the hierarchy's level 0 is then
+    ``A`` itself (its coarse levels are those of ``A + shift I``), not a shifted copy (one copy of the Laplacian
+    less: 0.24 GB at 1e6 nodes, ~2.7 GB at 1e7). Otherwise the shifted copy is built. ``A`` must not be read
+    by another thread during the setup.
+    """
     from pyamg import smoothed_aggregation_solver
 
     if not sp.issparse(A):
         raise ParameterError("preconditioner='amg' / 'block_amg' needs an explicit sparse A; got an operator "
                              "or a dense array")
-    shifted = sp.csr_matrix(A + shift * sp.identity(A.shape[0], format="csr", dtype=A.dtype))
     options = DEFAULT_AMG_OPTIONS if amg_options is None else dict(amg_options)
-    return smoothed_aggregation_solver(shifted, **options)
+    positions = diagonal_positions(A) if sp.isspmatrix_csr(A) and A.has_sorted_indices else None
+    if positions is None:
+        shifted = sp.csr_matrix(A + shift * sp.identity(A.shape[0], format="csr", dtype=A.dtype))
+        return smoothed_aggregation_solver(shifted, **options)
+    original = A.data[positions]
+    A.data[positions] = original + shift
+    try:
+        return smoothed_aggregation_solver(A, **options)
+    finally:
+        A.data[positions] = original
 
 
 def solve_lobpcg(problem, **options) -> RawPairs:
