@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
 from .._state import StateMixin
