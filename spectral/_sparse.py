@@ -11,9 +11,11 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def row_of_entries(W: sp.csr_matrix) -> np.ndarray:
-    """Row index of every stored entry of a CSR matrix, ``(nnz,)``."""
-    return np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
+def row_of_entries(W: sp.csr_matrix, r0: int = 0, r1: int | None = None) -> np.ndarray:
+    """Row index of every stored entry of the rows ``r0:r1`` (default all) of a CSR matrix,
+    ``(indptr[r1] - indptr[r0],)``."""
+    r1 = W.shape[0] if r1 is None else r1
+    return np.repeat(np.arange(r0, r1), np.diff(W.indptr[r0:r1 + 1]))
 
 
 def drop_diagonal(W: sp.csr_matrix) -> sp.csr_matrix:
@@ -37,7 +39,7 @@ def diagonal_positions(A: sp.csr_matrix) -> np.ndarray | None:
     for r0 in range(0, n, DIAGONAL_BLOCK_ROWS):
         r1 = min(n, r0 + DIAGONAL_BLOCK_ROWS)
         lo, hi = int(A.indptr[r0]), int(A.indptr[r1])
-        rows = np.repeat(np.arange(r0, r1), np.diff(A.indptr[r0:r1 + 1]))
+        rows = row_of_entries(A, r0, r1)
         hits = np.flatnonzero(A.indices[lo:hi] == rows)
         if hits.size != r1 - r0 or np.any(np.diff(rows[hits]) != 1):
             return None

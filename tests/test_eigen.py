@@ -378,3 +378,30 @@ def test_solver_registry_subsets_are_derived_from_one_registry():
     assert "nystrom" in SOLVERS and "nystrom" not in MATRIX_SOLVERS
     assert set(OPERATOR_SOLVERS) < set(MATRIX_SOLVERS) < set(SOLVERS)
     assert "dense" not in OPERATOR_SOLVERS and "auto" not in OPERATOR_SOLVERS
+
+
+def test_amg_setup_restores_the_matrix_bit_for_bit_and_shares_level_0():
+    """The AMG setup shifts a Laplacian's stored diagonal in place and writes the original values back: the
+    matrix is unchanged bit for bit and is the hierarchy's level 0 (no shifted copy); a matrix without a stored
+    diagonal entry in some row gets the shifted copy instead."""
+    import scipy.sparse as sp
+
+    import spectral._sparse as sparse_helpers
+    from spectral.eigen.lobpcg import amg_hierarchy
+    from spectral.graph_laplacian import laplacian
+
+    W = sp.random(400, 400, density=0.03, random_state=1, format="csr")
+    W = (W + W.T + sp.diags(np.ones(399), 1) + sp.diags(np.ones(399), -1)).tocsr()
+    W.setdiag(0)
+    W.eliminate_zeros()
+    L = sp.csr_matrix(laplacian(W, normalization="symmetric")[0])
+    L.sort_indices()
+    before = L.data.copy()
+    ml = amg_hierarchy(L)
+    assert ml.levels[0].A is L and np.array_equal(L.data, before)
+    positions = sparse_helpers.diagonal_positions(L)
+    assert np.array_equal(L.data[positions], L.diagonal())
+    no_diagonal = sp.csr_matrix(W)
+    assert sparse_helpers.diagonal_positions(no_diagonal) is None
+    ml2 = amg_hierarchy(no_diagonal)
+    assert ml2.levels[0].A is not no_diagonal
