@@ -120,14 +120,20 @@ def laplacian_eigenmaps_from_graph(
             "disconnected graph mixes the components' indicator vectors. Use on_disconnected='per_component' "
             "(CLI: -p on_disconnected=per_component), more n_neighbors or symmetrize='or'"
         )
+    degrees = np.asarray(W.sum(axis=1)).ravel()
     embedding = np.zeros((n, k))
     comp_values = np.zeros((n_comp, k))
     solvers, first = [], None
     groups = np.split(np.argsort(labels, kind="stable"), np.cumsum(np.bincount(labels))[:-1])
     for c, nodes in enumerate(groups):
         solver = eigen_solver if (n_comp == 1 or nodes.size > SMALL_COMPONENT_DENSE_MAX) else "dense"
-        Wc = W if n_comp == 1 else W[nodes][:, nodes]  # one component: no (n, n) reindexing copy
-        emb, vals, res = _embed_component(Wc, k, normalization, solver, tol, rng)
+        if n_comp == 1:  # one component: no (n, n) reindexing copy, and W is not needed after its Laplacian
+            L, comp_degrees = _component_laplacian(W, normalization)
+            del W  # freed here unless the caller holds it (the flow's eigensolve stage does not: 2.4 GB at 1e7)
+        else:
+            L, comp_degrees = _component_laplacian(W[nodes][:, nodes], normalization)
+        emb, vals, res = _embed_component(L, comp_degrees, k, normalization, solver, tol, rng)
+        del L
         embedding[nodes, : emb.shape[1]] = emb
         comp_values[c, : vals.shape[0]] = vals
         solvers.append(res.solver if res is not None else "none")
@@ -137,7 +143,7 @@ def laplacian_eigenmaps_from_graph(
         "component_labels": labels,
         "component_eigenvalues": comp_values,
         "component_solvers": solvers,
-        "degrees": np.asarray(W.sum(axis=1)).ravel(),
+        "degrees": degrees,
         "residuals": None if first is None else first.residuals[1:],
         "converged": bool(first is None or first.converged),
         "n_iter": 0 if first is None else int(first.n_iter),
@@ -145,13 +151,17 @@ def laplacian_eigenmaps_from_graph(
     return embedding, comp_values[0].copy(), info
 
 
-def _embed_component(Wc: sp.csr_matrix, k: int, normalization: str, solver: str, tol, rng):
-    """Embedding (n_c, <=k) and eigenvalues of one connected component (see module docstring)."""
-    n_c = Wc.shape[0]
+def _component_laplacian(Wc: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The Laplacian solved for one component (L_sym for both normalized forms, module docstring) and its degrees."""
+    return _laplacian(Wc, "symmetric" if normalization != "unnormalized" else "unnormalized")
+
+
+def _embed_component(L: sp.csr_matrix, degrees: np.ndarray, k: int, normalization: str, solver: str, tol, rng):
+    """Embedding (n_c, <=k) and eigenvalues of one connected component from its Laplacian (module docstring)."""
+    n_c = L.shape[0]
     if n_c == 1:
         return np.zeros((1, 0)), np.zeros(0), None
     sym = normalization != "unnormalized"
-    L, degrees = _laplacian(Wc, "symmetric" if sym else "unnormalized")
     m = min(k + 1, n_c)
     res = eigensolve(L, m, which="smallest", solver=solver, tol=tol, random_state=rng)
     vectors = res.vectors / np.sqrt(degrees)[:, None] if sym else res.vectors

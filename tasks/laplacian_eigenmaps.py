@@ -171,15 +171,15 @@ def solve_eigenmaps(store_url: str, run: str, *, n_components: int, normalizatio
     if attrs.get("run") != run:
         raise StoreFormatError(f"graph/weights of {store_url} does not belong to run {run!r}; run the flow again")
     check_intact(store_url, WEIGHT_ARRAYS)
-    W = read_csr(store_url, layout.WEIGHTS)
     rows = np.flatnonzero(read_output(store_url, run, IN_FIT)).astype(np.int64)
     per_point = read_output(store_url, run, WEIGHT_SCALES)[rows]
     wparams = WeightParams.from_attrs(attrs["weight_params"])
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
+    # W is passed without a name here, so that the solve frees it once its Laplacian is built
     Z, values, info = laplacian_eigenmaps_from_graph(
-        W, n_components, normalization=normalization, eigen_solver=eigen_solver,
+        read_csr(store_url, layout.WEIGHTS), n_components, normalization=normalization, eigen_solver=eigen_solver,
         on_disconnected=on_disconnected, tol=tol, random_state=rng)
     solve_seconds = time.perf_counter() - t0
     knn_attrs = read_knn_attrs(store_url)

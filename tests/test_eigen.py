@@ -405,3 +405,70 @@ def test_amg_setup_restores_the_matrix_bit_for_bit_and_shares_level_0():
     assert sparse_helpers.diagonal_positions(no_diagonal) is None
     ml2 = amg_hierarchy(no_diagonal)
     assert ml2.levels[0].A is not no_diagonal
+
+
+def test_in_place_reordering_restores_the_matrix_and_matches_the_copy_path():
+    """RCM reordering in place (one copy of A during the solve): the result equals the permuted-copy path's, the
+    caller's matrix is unchanged bit for bit afterwards, and a read-only matrix takes the copy path."""
+    from spectral.eigen import _reorder
+
+    W = kneighbors_graph(_data(5, n=2500), 10, include_self=False)
+    L = sp.csr_matrix(csgraph_laplacian(((W + W.T) > 0).astype(float), normed=True))
+    L.sort_indices()
+    before = (L.data.copy(), L.indices.copy(), L.indptr.copy())
+    res = eigensolve(L, 3, solver="lobpcg", random_state=0, reorder="rcm")
+    assert res.info["reorder_in_place"] and res.converged
+    assert all(np.array_equal(a, b) for a, b in zip((L.data, L.indices, L.indptr), before))
+    frozen = L.copy()
+    for a in (frozen.data, frozen.indices, frozen.indptr):
+        a.flags.writeable = False
+    copied = eigensolve(frozen, 3, solver="lobpcg", random_state=0, reorder="rcm")
+    assert not copied.info["reorder_in_place"]
+    np.testing.assert_array_equal(copied.values, res.values)
+    np.testing.assert_array_equal(copied.vectors, res.vectors)
+    perm = np.random.default_rng(0).permutation(L.shape[0])
+    _reorder.IN_PLACE_BLOCK_ROWS, block = 333, _reorder.IN_PLACE_BLOCK_ROWS  # several row blocks
+    try:
+        moved = L.copy()
+        _reorder.permute_symmetric_in_place(moved, perm)
+    finally:
+        _reorder.IN_PLACE_BLOCK_ROWS = block
+    reference = _reorder.permute_symmetric(L, perm)
+    for name in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(moved, name), getattr(reference, name))
+    _reorder.permute_symmetric_in_place(moved, _reorder.inverse_permutation(perm))
+    assert all(np.array_equal(a, b) for a, b in zip((moved.data, moved.indices, moved.indptr), before))
+
+
+def test_shared_transfer_operators_give_the_same_v_cycle(multilevel_case):
+    """CSR P and its CSC transpose view as R (no BSR pair, no CSR copies): the same preconditioner output."""
+    from spectral.eigen._block_amg import BlockVCycle, share_transfer_operators
+    from spectral.eigen.lobpcg import amg_hierarchy
+
+    L = multilevel_case[0].copy()
+    ml = amg_hierarchy(L)
+    B = np.random.default_rng(0).standard_normal((L.shape[0], 3))
+    expected = BlockVCycle(ml) @ B
+    share_transfer_operators(ml)
+    for lvl in ml.levels[:-1]:
+        assert lvl.P.format == "csr" and lvl.R.format == "csc" and np.shares_memory(lvl.R.data, lvl.P.data)
+    np.testing.assert_allclose(BlockVCycle(ml) @ B, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_default_amg_strength_gives_pyamg_default_hierarchy(multilevel_case):
+    """strength=None (A as its own strength graph) builds the hierarchy of pyamg's default symmetric strength
+    with theta = 0, level by level."""
+    from pyamg import smoothed_aggregation_solver
+
+    from spectral.eigen.lobpcg import DEFAULT_AMG_OPTIONS, amg_hierarchy
+
+    L = multilevel_case[0].copy()
+    ours = amg_hierarchy(L)
+    options = {k: v for k, v in DEFAULT_AMG_OPTIONS.items() if k != "strength"}
+    theirs = smoothed_aggregation_solver(L + 1e-5 * sp.identity(L.shape[0], format="csr"), **options)
+    assert len(ours.levels) == len(theirs.levels) > 2
+    for level, (a, b) in enumerate(zip(ours.levels, theirs.levels)):
+        shift = 1e-5 * sp.identity(L.shape[0], format="csr") if level == 0 else 0  # level 0 is L, shifted back
+        assert abs(sp.csr_matrix(a.A) + shift - sp.csr_matrix(b.A)).max() <= 1e-14
+        if hasattr(b, "P"):
+            assert abs(sp.csr_matrix(a.P) - sp.csr_matrix(b.P)).max() <= 1e-14

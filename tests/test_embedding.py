@@ -298,3 +298,32 @@ def test_metrics_helpers():
     assert knn_recall(np.array([[1, 2], [0, 3]]), np.array([[2, 1], [0, 2]])) == 0.75
     with pytest.raises(InputDataError, match="same number of columns"):
         one_nn_accuracy(Z_train, [0, 0, 1], np.zeros((2, 2)), [0, 1])
+
+
+def test_one_component_graph_is_freed_before_the_eigensolve(roll, monkeypatch):
+    """A W passed without another reference (as the flow's eigensolve stage does) is released once its
+    Laplacian exists: the eigensolve runs without it (one graph less at the stage's peak)."""
+    import weakref
+
+    import spectral.embedding as emb
+
+    refs = []
+
+    def make_graph():
+        idx, dist = knn_graph(roll[0], 10, method="exact")
+        from spectral.weights import knn_weights
+
+        W = knn_weights(idx, dist)
+        refs.append(weakref.ref(W.data))
+        return W
+
+    alive_at_solve = []
+    solve = emb.eigensolve
+
+    def watching(*args, **kwargs):
+        alive_at_solve.append(refs[0]() is not None)
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(emb, "eigensolve", watching)
+    Z, values, info = laplacian_eigenmaps_from_graph(make_graph(), 2, eigen_solver="lobpcg", random_state=0)
+    assert alive_at_solve == [False] and info["converged"] and Z.shape == (N, 2)

@@ -105,3 +105,36 @@ def test_dense_and_signed_laplacians_match_csgraph_and_the_sparse_builder():
         laplacian(sp.csr_matrix(S), "symmetric", signed=True)
     with pytest.raises(InputDataError, match="symmetric"):
         dense_laplacian(np.triu(A))
+
+
+@pytest.mark.parametrize("normalization", ["unnormalized", "symmetric", "random_walk"])
+def test_row_block_assembly_matches_csgraph_with_self_loops_isolated_nodes_and_unsorted_input(normalization,
+                                                                                                monkeypatch):
+    """The Laplacian is written by row blocks: across several blocks, with self-loops, an isolated node and
+    unsorted input indices it equals csgraph's, has sorted indices and leaves W untouched."""
+    import spectral.graph_laplacian as gl
+
+    monkeypatch.setattr(gl, "ASSEMBLY_BLOCK_ROWS", 7)
+    W = _graph(60).tolil()
+    W[9, :] = 0
+    W[:, 9] = 0
+    W = (W.tocsr() + sp.diags(np.linspace(0.0, 1.0, 60))).tocsr()
+    W.indices, W.data = W.indices.copy(), W.data.copy()
+    for r in range(60):  # reverse each row: unsorted indices
+        lo, hi = W.indptr[r], W.indptr[r + 1]
+        W.indices[lo:hi], W.data[lo:hi] = W.indices[lo:hi][::-1].copy(), W.data[lo:hi][::-1].copy()
+    W.has_sorted_indices = False
+    snapshot = (W.data.copy(), W.indices.copy())
+    L, deg = laplacian(W, normalization)
+    A = W.toarray()
+    np.fill_diagonal(A, 0.0)
+    if normalization == "random_walk":
+        inv = np.divide(1.0, A.sum(1), out=np.zeros(60), where=A.sum(1) > 0)
+        expected = np.diag((A.sum(1) > 0).astype(float)) - inv[:, None] * A
+    else:
+        expected = csgraph.laplacian(A, normed=normalization == "symmetric")
+        expected[9, 9] = 0.0  # csgraph puts 1 on an isolated node's diagonal (module docstring)
+    np.testing.assert_allclose(L.toarray(), expected, atol=1e-14)
+    assert all(np.all(np.diff(L.indices[L.indptr[r]:L.indptr[r + 1]]) > 0) for r in range(60))
+    assert L[9].nnz == 0 and deg[9] == 0
+    assert np.array_equal(W.data, snapshot[0]) and np.array_equal(W.indices, snapshot[1])

@@ -34,8 +34,7 @@ class BlockVCycle(LinearOperator):
             A = sp.csr_matrix(lvl.A, dtype=dtype)
             dinv = (1.0 / A.diagonal()).astype(dtype)
             omega = 4.0 / (3.0 * _jacobi_radius(A, dinv))
-            self.levels.append((A, sp.csr_matrix(lvl.P, dtype=dtype), sp.csr_matrix(lvl.R, dtype=dtype),
-                                (omega * dinv)[:, None]))
+            self.levels.append((A, _compressed(lvl.P, dtype), _compressed(lvl.R, dtype), (omega * dinv)[:, None]))
         coarse = ml.levels[-1].A
         coarse = coarse.toarray() if sp.issparse(coarse) else np.asarray(coarse)
         self.coarse_inv = np.linalg.pinv(coarse).astype(dtype)
@@ -59,6 +58,28 @@ class BlockVCycle(LinearOperator):
         for _ in range(JACOBI_SWEEPS):
             x += wdinv * (b - A @ x)
         return x
+
+
+def share_transfer_operators(ml) -> None:
+    """Store each level's ``P`` of a symmetric pyamg hierarchy as CSR and its ``R = P^T`` as the CSC view of that
+    CSR matrix (no copy), in place of pyamg's BSR pair.
+
+    The V-cycles of this module and of :mod:`._multilevel` then use them as they are: one array set per level
+    instead of four (BSR ``P``, BSR ``R`` and their CSR conversions: 0.18 GB at 1e6 nodes, ~1.8 GB at 1e7), and
+    the CSC product ``R @ x`` is as fast as the CSR one (13 vs 15 ms for a (1e6, 3) block). Only for
+    hierarchies built with pyamg's default ``symmetry="hermitian"`` (``R = P^T``); pyamg's own cycle
+    (``ml.aspreconditioner()``) accepts CSR/CSC operators as well.
+    """
+    for lvl in ml.levels[:-1]:
+        lvl.P = sp.csr_matrix(lvl.P)
+        lvl.R = lvl.P.T
+
+
+def _compressed(M, dtype):
+    """``M`` itself when it is a CSR or CSC matrix of ``dtype``, else its CSR conversion."""
+    if sp.issparse(M) and M.format in ("csr", "csc") and M.dtype == dtype:
+        return M
+    return sp.csr_matrix(M, dtype=dtype)
 
 
 def _jacobi_radius(A, dinv: np.ndarray, n_iter: int = 15) -> float:
