@@ -45,3 +45,32 @@ def diagonal_positions(A: sp.csr_matrix) -> np.ndarray | None:
             return None
         out[r0:r1] = lo + hits
     return out
+
+
+#: Entries per block of :func:`max_asymmetry`'s value comparison (bounds its temporaries)
+ASYMMETRY_BLOCK = 1 << 22
+
+
+def max_asymmetry(M) -> float:
+    """``max |M - M^T|`` of a square sparse matrix (0.0 when empty).
+
+    One transposed copy of ``M`` (``csr -> csc``, a linear-time conversion) and, when the two share their
+    sparsity pattern (a symmetric pattern: every kNN graph and Laplacian here), a blockwise comparison of the
+    values; only a structurally asymmetric ``M`` goes through the sparse difference ``M - M^T``, which builds
+    the transpose, the difference and its absolute value (at 2e8 entries: ~30 s and three copies, against ~3 s
+    and one).
+    """
+    C = sp.csr_matrix(M)
+    if not C.has_canonical_format:
+        C = C.copy()
+        C.sum_duplicates()
+    T = C.T.tocsr()  # sorted indices, no duplicates
+    if C.nnz == 0:
+        return 0.0
+    if not (np.array_equal(C.indptr, T.indptr) and np.array_equal(C.indices, T.indices)):
+        return float(abs(C - T).max())
+    worst = 0.0
+    for lo in range(0, C.nnz, ASYMMETRY_BLOCK):
+        hi = min(C.nnz, lo + ASYMMETRY_BLOCK)
+        worst = max(worst, float(np.max(np.abs(C.data[lo:hi] - T.data[lo:hi]))))
+    return worst

@@ -138,3 +138,22 @@ def test_row_block_assembly_matches_csgraph_with_self_loops_isolated_nodes_and_u
     assert all(np.all(np.diff(L.indices[L.indptr[r]:L.indptr[r + 1]]) > 0) for r in range(60))
     assert L[9].nnz == 0 and deg[9] == 0
     assert np.array_equal(W.data, snapshot[0]) and np.array_equal(W.indices, snapshot[1])
+
+
+def test_max_asymmetry_matches_the_sparse_difference():
+    """The pattern-sharing comparison and the structurally asymmetric path both give max |M - M^T|."""
+    from spectral._sparse import max_asymmetry
+
+    W = _graph(80)
+    assert max_asymmetry(W) == 0.0
+    bumped = W.copy()
+    bumped.data[5] *= 1.5  # same pattern, one value off
+    assert max_asymmetry(bumped) == pytest.approx(abs(bumped - bumped.T).max())
+    lil = W.tolil()
+    lil[0, 79] = 0.25  # an entry without its mirror
+    structural = lil.tocsr()
+    assert max_asymmetry(structural) == pytest.approx(abs(structural - structural.T).max())
+    duplicated = sp.csr_matrix((np.r_[W.data, 1.0], np.r_[W.indices, 3], np.r_[W.indptr[:-1], W.nnz + 1]),
+                               shape=W.shape)  # one duplicate entry (0.0 + 1.0 at the end of the last row)
+    assert max_asymmetry(duplicated) == pytest.approx(abs(duplicated - duplicated.T).max())
+    assert max_asymmetry(sp.csr_matrix((4, 4))) == 0.0

@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from .._sparse import max_asymmetry
 from ..errors import InputDataError, ParameterError
 
 # Relative asymmetry ||A - A^T||_max / ||A||_max tolerated in explicit matrices (round-off of products).
@@ -69,9 +70,12 @@ def check_matrix(A, name: str):
 
 
 def _check_symmetric(M, name: str) -> None:
-    diff = abs(M - M.T)
-    worst = float(diff.max()) if diff.shape[0] else 0.0
-    scale = float(abs(M).max()) if M.shape[0] else 0.0
+    if sp.issparse(M):
+        worst = max_asymmetry(M)
+        scale = float(np.abs(M.data).max()) if M.nnz else 0.0
+    else:
+        worst = float(np.abs(M - M.T).max()) if M.shape[0] else 0.0
+        scale = float(np.abs(M).max()) if M.shape[0] else 0.0
     if worst > SYMMETRY_RTOL * max(scale, np.finfo(float).tiny):
         raise InputDataError(
             f"{name} must be symmetric; max |{name} - {name}^T| = {worst:.3g} exceeds "

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
+from .._sparse import max_asymmetry
 from .._validation import check_choice, check_float, check_int
 from ..errors import InputDataError, ParameterError
 from ..knn import METRICS as KNN_METRICS
@@ -118,11 +119,11 @@ def check_user_graph(A, n: int, name: str = "graph"):
         raise InputDataError(f"{name} contains NaN or inf weights")
     if A.nnz and A.data.min() < 0:
         raise InputDataError(f"{name} weights must be >= 0; got minimum {A.data.min():.6g}")
-    asym = abs(A - A.T)
+    asym = max_asymmetry(A)
     scale = max(float(abs(A).max()) if A.nnz else 0.0, 1.0)
-    if asym.nnz and asym.max() > _SYMMETRY_RTOL * scale:
+    if asym > _SYMMETRY_RTOL * scale:
         raise InputDataError(
-            f"{name} must be symmetric (undirected); max |A - A^T| = {asym.max():.3g} "
+            f"{name} must be symmetric (undirected); max |A - A^T| = {asym:.3g} "
             f"exceeds {_SYMMETRY_RTOL * scale:.3g}"
         )
     A = ((A + A.T) * 0.5).tocsr()
