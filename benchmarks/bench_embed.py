@@ -12,7 +12,9 @@ For each N (default 1e4 and 1e5; ``--n 1000000`` for the million-point run) on t
 5. scikit-learn ``spectral_embedding`` (amg, arpack) and ``umap.spectral.spectral_layout`` on the same W, each
    in a subprocess with a time limit (their load time excluded: the child times the call itself).
 
-Printed: a table per N and the ratio ``flow / (pynndescent + eigensolver)`` (target <= 1.5). ``--json PATH``
+Printed: a table per N and the ratio ``flow / (pynndescent + eigensolver)`` (target <= 1.5). ``--flow-only``
+runs step 4 alone (issue 16's 1e6 / 3e6 / 1e7 growth figures: stages, peak RSS of the tree, of the flow process
+and of the busiest worker). ``--json PATH``
 also writes the figures. Run: ``python benchmarks/bench_embed.py [--n 10000 100000] [--time-limit 300]``.
 
 ``--served`` (issue 15's benchmark) replaces step 4 by the way the flow runs in production:
@@ -236,15 +238,26 @@ def baseline(which: str, w_path: Path, limit: float) -> str:
     return f"{out['seconds']:.1f}s" + ("" if out["finite"] else " (non-finite output)")
 
 
-def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: dict | None = None) -> dict:
-    """Every figure for one N (module docstring); ``served``: ``{"runs", "interval", "modes"}`` or None."""
+def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: dict | None = None,
+              flow_only: bool = False) -> dict:
+    """Every figure for one N (module docstring); ``served``: ``{"runs", "interval", "modes"}`` or None;
+    ``flow_only``: only the embed flow (step 4), for sizes where the references would double the run."""
     import scipy.sparse as sp
 
     from spectral.weights import knn_weights
 
     x_path, _ = manifold_npy(n)
-    X = np.load(x_path)
     res: dict = {"n": n}
+    if flow_only:
+        store = work / f"bench_{n}.zarr"
+        res["flow"], summary, res["peak_rss"] = run_flow(x_path, store)
+        res["stages"], res["flow_body"] = summary["stages"], summary["total_seconds"]
+        [m] = _manifests(store)
+        res["peak_rss_flow_process_gb"] = m.results.get("peak_rss_flow_process_gb")
+        res["stage_worker_peak_rss_gb"] = {s.name: s.info.get("worker_peak_rss_gb") for s in m.stages}
+        res["worker_peak_rss_gb"] = max((v or 0) for v in res["stage_worker_peak_rss_gb"].values())
+        return res
+    X = np.load(x_path)
     with timed(res, "warmup"):
         warm_up()
     res["pynndescent"], idx, dist = pynndescent_alone(X)
@@ -323,6 +336,14 @@ def report(res: dict) -> None:
         report_served(res)
         return
     print(f"\n=== N = {res['n']:,} (k = {N_NEIGHBORS}, d_out = {N_COMPONENTS}, 32-D lifted Swiss roll) ===")
+    if "pynndescent" not in res:  # --flow-only
+        print(f"embed flow, whole call            {res['flow']:8.1f} s   peak RSS (tree) {gb(res['peak_rss'])}, "
+              f"flow process {res['peak_rss_flow_process_gb']} GB, busiest worker {res['worker_peak_rss_gb']} GB")
+        for name, seconds in res["stages"].items():
+            peak = res["stage_worker_peak_rss_gb"].get(name)
+            print(f"    {name:<28}  {seconds:8.1f} s" + ("" if peak is None else f"   worker peak so far {peak} GB"))
+        print(f"    {'outside the stages':<28}  {res['flow_body'] - sum(res['stages'].values()):8.1f} s")
+        return
     print(f"numba warm-up (excluded)          {res['warmup']:8.1f} s")
     print(f"pynndescent alone                 {res['pynndescent']:8.1f} s")
     print(f"eigensolver alone (same graph)    {res['eigensolver']:8.1f} s")
@@ -350,13 +371,15 @@ def main(argv: list[str] | None = None) -> None:
                         default=["in-process", "isolated"], help="served mode: the runners to time")
     parser.add_argument("--no-interleave", action="store_true",
                         help="served mode: do not time pynndescent + eigensolver again after each served run")
+    parser.add_argument("--flow-only", action="store_true",
+                        help="only the embed flow with its stages and peak RSS (no references, no baselines)")
     args = parser.parse_args(argv)
     served = ({"runs": args.runs, "interval": args.interval, "modes": args.serve_modes,
                "interleave": not args.no_interleave} if args.served else None)
     results = []
     with tempfile.TemporaryDirectory(prefix="eigenflow-bench-") as tmp:
         for n in args.n:
-            results.append(bench_one(n, args.time_limit, Path(tmp), args.skip_baselines, served))
+            results.append(bench_one(n, args.time_limit, Path(tmp), args.skip_baselines, served, args.flow_only))
             report(results[-1])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
