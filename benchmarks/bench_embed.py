@@ -256,6 +256,7 @@ def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: di
         res["peak_rss_flow_process_gb"] = m.results.get("peak_rss_flow_process_gb")
         res["stage_worker_peak_rss_gb"] = {s.name: s.info.get("worker_peak_rss_gb") for s in m.stages}
         res["worker_peak_rss_gb"] = max((v or 0) for v in res["stage_worker_peak_rss_gb"].values())
+        res["nndescent_compile_seconds"] = m.results.get("nndescent_compile_seconds")  # per worker, from its start
         return res
     X = np.load(x_path)
     with timed(res, "warmup"):
@@ -342,6 +343,9 @@ def report(res: dict) -> None:
         for name, seconds in res["stages"].items():
             peak = res["stage_worker_peak_rss_gb"].get(name)
             print(f"    {name:<28}  {seconds:8.1f} s" + ("" if peak is None else f"   worker peak so far {peak} GB"))
+            if name == "knn" and res.get("nndescent_compile_seconds"):
+                print(f"      the workers' pynndescent compile (from the cluster start, per worker): "
+                      f"{res['nndescent_compile_seconds']} s")
         print(f"    {'outside the stages':<28}  {res['flow_body'] - sum(res['stages'].values()):8.1f} s")
         return
     print(f"numba warm-up (excluded)          {res['warmup']:8.1f} s")

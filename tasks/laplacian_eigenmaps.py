@@ -33,7 +33,7 @@ from storage.errors import StoreFormatError
 from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
 from storage.models import write_model
 
-from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_rows_for
+from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
 
 METHOD = "laplacian_eigenmaps"
 #: The graph arrays, checksummed when written and checked before they are read (:mod:`storage.checksums`).
@@ -134,9 +134,8 @@ def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndar
     indices, distances = read_knn(store_url)
     if rows.size == in_fit.shape[0]:  # every row is a fit point: rows are positions
         return rows, indices, distances
-    position = np.full(in_fit.shape[0], -1, dtype=np.int64)
-    position[rows] = np.arange(rows.size)
-    return rows, position[indices[rows]], distances[rows]
+    return rows, fit_positions(rows, indices[rows], n_rows=in_fit.shape[0], source=f"graph/knn of {store_url}"), \
+        distances[rows]
 
 
 # ---- weights ------------------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ from storage.errors import StoreFormatError
 from storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
 from storage.models import write_model
 
-from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_rows_for
+from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
 from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
 
 
@@ -330,12 +330,8 @@ def read_knn_shard(store_url: str, rows: np.ndarray, fit_rows: np.ndarray | None
     """The kNN lists of the rows ``rows`` (ascending) of ``graph/knn`` (indices int64, distances float64), read on
     a worker; with ``fit_rows`` (sorted (n_fit,)) the neighbours, all fit rows, as positions in it."""
     indices, distances = read_knn_rows(store_url, rows)
-    if fit_rows is not None:
-        rows_of = indices
-        indices = np.minimum(np.searchsorted(fit_rows, rows_of), fit_rows.size - 1)
-        if not np.array_equal(fit_rows[indices], rows_of):
-            raise StoreFormatError(f"graph/knn of {store_url} lists neighbours of fit rows that are not fit rows; "
-                                   "rerun the knn stage")
+    if fit_rows is not None:  # no (n,) position table on a worker holding one shard
+        indices = fit_positions(fit_rows, indices, source=f"graph/knn of {store_url}")
     return indices, distances.astype(np.float64)
 
 

@@ -49,3 +49,19 @@ def test_stratified_subset_keeps_class_shares_and_at_least_two():
     np.testing.assert_array_equal(stratified_subset(y, 5000, 0, rows), rows[y >= 0])  # all when fewer
     with pytest.raises(InputDataError, match="no labeled points"):
         stratified_subset(np.full(4, -1), 2, 0, np.arange(4))
+
+
+@pytest.mark.parametrize("n_rows", [None, 12])
+def test_fit_positions_by_table_and_by_search_agree_and_refuse_non_fit_rows(n_rows):
+    """Rows -> positions in the sorted fit rows, by a position table (one process) or a binary search (a shard's
+    worker): the same positions, and a neighbour that is not a fit row is a store error, not a wrong position."""
+    from storage.errors import StoreFormatError
+    from tasks._fit_rows import fit_positions
+
+    fit_rows = np.array([0, 2, 3, 7, 11])
+    neighbours = np.array([[2, 11, 0], [7, 3, 2]])
+    np.testing.assert_array_equal(fit_positions(fit_rows, neighbours, n_rows=n_rows), [[1, 4, 0], [3, 2, 1]])
+    with pytest.raises(StoreFormatError, match="not fit rows"):
+        fit_positions(fit_rows, np.array([[2, 5]]), n_rows=n_rows)
+    with pytest.raises(StoreFormatError, match="not fit rows"):
+        fit_positions(fit_rows, np.array([[2, 12]]), n_rows=n_rows)

@@ -14,7 +14,10 @@ For ``which="smallest"`` on an explicit sparse ``A`` the default pipeline is:
    strength-of-connection graph. pyamg's default, symmetric strength with ``theta=0``, keeps every stored
    entry, so its pattern is A's and standard aggregation reads only the pattern: the same hierarchy
    (checked level by level on the 1e6-node Laplacian: identical A_l and P_l) without building a copy of A
-   (3.6 -> 2.7 s of setup at 1e6 nodes, one matrix less at the setup's peak);
+   (3.6 -> 2.7 s of setup at 1e6 nodes, one matrix less at the setup's peak), and ``keep=False`` (no
+   aggregation and tentative operators kept). With exactly these options the finest level is built by row
+   blocks (:mod:`._amg_setup`: the same level, without pyamg's whole-matrix temporaries, 5.9 GB at 1e7 nodes)
+   and pyamg builds the coarser ones;
 3. **preconditioner** ``"block_amg"``: the block Jacobi V-cycle of :mod:`._block_amg` on that hierarchy
    (``"amg"`` is pyamg's own column-by-column V-cycle, scikit-learn's choice);
 4. **start** ``"multilevel"`` (:mod:`._multilevel`): eigenvectors of the coarsest usable level,
@@ -52,13 +55,14 @@ from threadpoolctl import threadpool_limits
 from .._sparse import diagonal_positions
 from ..errors import ParameterError
 from . import _multilevel, _reorder
+from ._amg_setup import LEAN_OPTIONS, lean_hierarchy
 from ._block_amg import BlockVCycle, share_transfer_operators
 from ._result import DEFAULT_RTOL, RawPairs
 
 # scikit-learn's diagonal shift before building the AMG hierarchy (see sklearn/manifold/_spectral_embedding.py).
 AMG_SHIFT = 1e-5
 # pyamg options of the default hierarchy (see module docstring, step 2).
-DEFAULT_AMG_OPTIONS = {"smooth": ("jacobi", {"weighting": "local"}), "strength": None}
+DEFAULT_AMG_OPTIONS = LEAN_OPTIONS
 # Iteration cap when the caller gives none (scipy's default of 20 rarely reaches 1e-6 on graphs).
 DEFAULT_MAX_ITER = 1000
 # Below this size a sparse problem is not reordered (it fits in cache; the reordering would not pay).
@@ -87,15 +91,16 @@ def amg_hierarchy(A, shift: float = AMG_SHIFT, amg_options=None):
         raise ParameterError("preconditioner='amg' / 'block_amg' needs an explicit sparse A; got an operator "
                              "or a dense array")
     options = DEFAULT_AMG_OPTIONS if amg_options is None else dict(amg_options)
+    build = lean_hierarchy if options == DEFAULT_AMG_OPTIONS else (lambda M: smoothed_aggregation_solver(M, **options))
     in_place = sp.isspmatrix_csr(A) and A.has_sorted_indices and A.data.flags.writeable
     positions = diagonal_positions(A) if in_place else None
     if positions is None:
         shifted = sp.csr_matrix(A + shift * sp.identity(A.shape[0], format="csr", dtype=A.dtype))
-        return smoothed_aggregation_solver(shifted, **options)
+        return build(shifted)
     original = A.data[positions]
     A.data[positions] = original + shift
     try:
-        return smoothed_aggregation_solver(A, **options)
+        return build(A)
     finally:
         A.data[positions] = original
 
