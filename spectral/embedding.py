@@ -3,8 +3,9 @@
 Three layers, so that the flows can run each stage on stored arrays:
 
 - :func:`laplacian_eigenmaps_from_graph` (W -> embedding, eigenvalues, info): the eigenproblem.
-- :class:`LaplacianEigenmapsModel`: the out-of-sample map, storable without pickle (``to_state`` /
-  ``from_state``, the model_state protocol of ARCHITECTURE.md), applied chunk by chunk with ``.transform``.
+- :class:`~spectral.embedding_model.LaplacianEigenmapsModel` (its own module): the out-of-sample map, storable
+  without pickle (``to_state`` / ``from_state``, the model_state protocol of ARCHITECTURE.md), applied chunk by
+  chunk with ``.transform``.
 - :class:`LaplacianEigenmaps`: the scikit-learn estimator that chains kNN graph, weights, eigenproblem and
   model.
 
@@ -27,11 +28,12 @@ from sklearn.utils.validation import check_is_fitted
 from ._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
                           validate_X)
 from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
-from .errors import DisconnectedGraphError, InputDataError, ParameterError
+from .errors import DisconnectedGraphError, ParameterError
 from .knn import METHODS as KNN_METHODS
-from .knn import KNNIndex, check_knn_graph
+from .knn import KNNIndex
+from .embedding_model import STATE_VERSION, LaplacianEigenmapsModel
 from .graph_laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
-from .weights import SYMMETRIZATIONS, WEIGHTINGS, WeightParams, fit_weight_params, query_weights
+from .weights import SYMMETRIZATIONS, WEIGHTINGS, fit_weight_params
 from .weights import weights_from_params
 
 #: eigen_solver choices of the estimator: every solver of spectral.eigen (the registry, not a copy)
@@ -43,26 +45,9 @@ AFFINITIES = ("knn", "rbf")
 AFFINITY_SOLVERS = {"knn": MATRIX_SOLVERS, "rbf": ("auto", "nystrom")}
 ESTIMATOR_STATE_KIND = "LaplacianEigenmaps"
 
-#: A new point is weighted against its CANDIDATE_FACTOR * k nearest training points: its own k neighbours
-#: plus the training points whose k-th-neighbour radius it falls into (see spectral.weights.query_weights).
-CANDIDATE_FACTOR = 3
-
-
-def candidate_count(n_train: int, n_neighbors: int) -> int:
-    """Candidate training neighbours the out-of-sample map weighs a new point against:
-    ``min(n_train, CANDIDATE_FACTOR * n_neighbors)`` (what :meth:`LaplacianEigenmapsModel.transform` queries, and
-    what a caller that finds the candidates itself must pass to :meth:`~LaplacianEigenmapsModel.transform_candidates`)."""
-    return min(int(n_train), CANDIDATE_FACTOR * int(n_neighbors))
-
 #: In "per_component" mode, components of at most this many nodes are solved densely whatever
 #: ``eigen_solver`` is (iterative solvers need n >> k); the solver of each component is in ``info``.
 SMALL_COMPONENT_DENSE_MAX = 200
-
-#: Nystrom divides by mu_j = 1 - lambda_j (normalized) or d_x - lambda_j (unnormalized): refuse below this.
-NYSTROM_DENOMINATOR_MIN = 1e-10
-
-STATE_KIND = "laplacian_eigenmaps"
-STATE_VERSION = 1
 
 
 def laplacian_eigenmaps_from_graph(
@@ -167,170 +152,6 @@ def _embed_component(L: sp.csr_matrix, degrees: np.ndarray, k: int, normalizatio
     vectors = res.vectors / np.sqrt(degrees)[:, None] if sym else res.vectors
     vectors = sign_flip(vectors)
     return vectors[:, 1:], res.values[1:], res
-
-
-class LaplacianEigenmapsModel:
-    """Out-of-sample map of a fitted Laplacian eigenmap (Nystrom, Bengio et al. 2004).
-
-    For a new point ``x`` with weight row ``W(x, .)`` against the training points (the row it would get if
-    added to the graph, :func:`spectral.weights.query_weights`) and degree ``d_x = sum_i W(x, x_i)``:
-
-    - normalized (symmetric / random walk): with ``M = D^-1/2 W D^-1/2``, ``M u_j = mu_j u_j``,
-      ``mu_j = 1 - lambda_j``, Nystrom gives ``u_j(x) = (1/mu_j) sum_i W(x, x_i) / sqrt(d_x d_i) u_ij``; dividing
-      by ``sqrt(d_x)`` as in the fit (``f_ij = u_ij / sqrt(d_i)``):
-      ``f_j(x) = (1 / (mu_j d_x)) sum_i W(x, x_i) f_ij`` (paper 002 eq. 17-19 in this convention). It needs only
-      row ratios, computed without underflow (:func:`query_weights` with ``return_log_scale``).
-    - unnormalized: from ``(D - W) f_j = lambda_j f_j``: ``f_j(x) = sum_i W(x, x_i) f_ij / (d_x - lambda_j)``.
-
-    For a training point with its training row both give back ``f_ij`` (``D^-1 W f = mu f``), up to the
-    eigensolver's residual. Rule for exact matches: a query at distance exactly 0 (float32 kNN distance)
-    from a training point IS that training point and gets its stored embedding row (so ``transform(X_train) == embedding_`` bitwise; with duplicated training
-    points, the row of the first duplicate the kNN query returns). With several graph components, a new
-    point is extended within the component that carries most of its weight. A new point with no edge (all
-    weights 0, possible with ``symmetrize="and"``) is isolated and gets zeros, like isolated training
-    points; ``transform(..., return_info=True)`` counts them.
-
-    The state (``to_state``) holds embedding, eigenvalues, component labels, degrees, per-point scales and
-    radii, and parameters; the kNN index is not stored: :meth:`rebuild_index` recreates it from the stored
-    training X (one index construction, see :class:`spectral.knn.KNNIndex`).
-    """
-
-    def __init__(self, embedding, component_eigenvalues, component_labels, degrees, scales, radii,
-                 weight_params: WeightParams, normalization: str, knn_params: dict, index=None):
-        self.embedding = embedding
-        self.component_eigenvalues = component_eigenvalues
-        self.component_labels = component_labels
-        self.degrees = degrees
-        self.scales = scales
-        self.radii = radii
-        self.weight_params = weight_params
-        self.normalization = normalization
-        self.knn_params = dict(knn_params)
-        self.index = index
-
-    def to_state(self) -> tuple[dict, dict]:
-        """``(arrays, attrs)``: numeric arrays and JSON-able attributes (no pickle needed)."""
-        arrays = {
-            "embedding": self.embedding,
-            "component_eigenvalues": self.component_eigenvalues,
-            "component_labels": self.component_labels,
-            "degrees": self.degrees,
-            "scales": self.scales,
-            "radii": self.radii,
-        }
-        attrs = {
-            "kind": STATE_KIND,
-            "version": STATE_VERSION,
-            "normalization": self.normalization,
-            "weight_params": self.weight_params.to_attrs(),
-            "knn_params": dict(self.knn_params),
-        }
-        return {k: np.asarray(v) for k, v in arrays.items()}, attrs
-
-    @classmethod
-    def from_state(cls, arrays: dict, attrs: dict) -> LaplacianEigenmapsModel:
-        """Inverse of :meth:`to_state`; call :meth:`rebuild_index` (or :meth:`attach_index`) before use."""
-        check_state_kind(attrs, STATE_KIND, STATE_VERSION)
-        a = {k: np.asarray(v) for k, v in arrays.items()}
-        return cls(a["embedding"], a["component_eigenvalues"], a["component_labels"].astype(np.int64),
-                   a["degrees"], a["scales"], a["radii"], WeightParams.from_attrs(attrs["weight_params"]),
-                   attrs["normalization"], attrs["knn_params"])
-
-    def attach_index(self, index: KNNIndex) -> None:
-        """Use an already built index of the training points."""
-        if index.n_samples != self.embedding.shape[0]:
-            raise InputDataError(
-                f"the index has {index.n_samples} points; the model was fitted on {self.embedding.shape[0]}"
-            )
-        self.index = index
-
-    def rebuild_index(self, X_train: Any) -> None:
-        """Rebuild the kNN index from the training X (the same rows, in the same order, as at fit)."""
-        self.attach_index(KNNIndex.rebuild(X_train, self.knn_params))
-
-    @property
-    def n_candidates(self) -> int:
-        """Candidate training neighbours per new point (:func:`candidate_count`)."""
-        return candidate_count(self.embedding.shape[0], self.weight_params.n_neighbors)
-
-    def transform(self, X: Any, *, return_info: bool = False):
-        """Embed new points ``X`` (m, d) -> (m, k) (see the class docstring): their :attr:`n_candidates` nearest
-        training points from the index, then :meth:`transform_candidates`."""
-        if self.index is None:
-            raise ParameterError("the model has no kNN index: call rebuild_index(X_train) first")
-        idx, dist = self.index.query(X, self.n_candidates)
-        return self.transform_candidates(idx, dist, return_info=return_info)
-
-    def transform_candidates(self, indices: Any, distances: Any, *, return_info: bool = False):
-        """Embed new points known by their candidate training neighbours -> (m, k) (the Nystrom map of the class
-        docstring; :meth:`transform` finds the candidates with the index, a sharded fit finds them per shard).
-
-        Parameters
-        ----------
-        indices : array of int, shape (m, kc)
-            Training points (rows of :attr:`embedding`) nearest to each new point, sorted by distance; ``kc``
-            should be :attr:`n_candidates` (at least ``n_neighbors``; fewer candidates miss reverse neighbours).
-        distances : array of float, shape (m, kc)
-            Their distances, as :meth:`spectral.knn.KNNIndex.query` returns them (computed in float64 from the
-            coordinates, :func:`spectral._refine.refine`); 0 in the first column marks an exact match.
-
-        Returns
-        -------
-        ndarray, shape (m, n_components); with ``return_info`` also ``{"n_exact", "n_isolated"}``
-        """
-        idx, dist = check_knn_graph(indices, distances, n_samples=self.embedding.shape[0])
-        if idx.shape[1] < self.weight_params.n_neighbors:
-            raise InputDataError(f"indices must hold at least n_neighbors={self.weight_params.n_neighbors} candidates "
-                                 f"per row (n_candidates={self.n_candidates}); got {idx.shape[1]}")
-        out = np.zeros((idx.shape[0], self.embedding.shape[1]))
-        exact = dist[:, 0] == 0.0
-        out[exact] = self.embedding[idx[exact, 0]]
-        rest = np.flatnonzero(~exact)
-        n_isolated = 0
-        if rest.size:
-            out[rest], n_isolated = self._extend(idx[rest], dist[rest])
-        if return_info:
-            return out, {"n_exact": int(exact.sum()), "n_isolated": n_isolated}
-        return out
-
-    def _extend(self, idx: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, int]:
-        sym = self.normalization != "unnormalized"
-        Wq, shift = query_weights(idx, dist, self.weight_params, self.scales, self.radii,
-                                  return_log_scale=True)
-        comp = self._assign_components(Wq)
-        Wq = Wq.tocoo()
-        same = self.component_labels[Wq.col] == comp[Wq.row]
-        Wq = sp.csr_matrix((Wq.data * same, (Wq.row, Wq.col)), shape=Wq.shape)
-        row_sum = np.asarray(Wq.sum(axis=1)).ravel()
-        isolated = row_sum == 0
-        lam = self.component_eigenvalues[comp]  # (m, k)
-        if sym:
-            denom = row_sum[:, None] * (1.0 - lam)  # d_x * mu_j, both in the shifted scale
-            bad = (1.0 - lam) < NYSTROM_DENOMINATOR_MIN
-        else:
-            d_x = row_sum * np.exp(shift)
-            Wq = sp.diags(np.exp(shift)) @ Wq
-            denom = d_x[:, None] - lam
-            bad = denom < NYSTROM_DENOMINATOR_MIN
-        bad &= ~isolated[:, None] & np.any(self.embedding != 0, axis=0)[None, :]
-        if bad.any():
-            raise InputDataError(
-                f"Nystrom extension undefined for {int(bad.any(axis=1).sum())} points: a denominator "
-                f"({'1 - lambda_j' if sym else 'd_x - lambda_j'}) is below {NYSTROM_DENOMINATOR_MIN}"
-            )
-        numer = np.asarray(Wq @ self.embedding)
-        out = np.where(isolated[:, None], 0.0, numer / np.where(isolated[:, None], 1.0, denom))
-        return out, int(isolated.sum())
-
-    def _assign_components(self, Wq: sp.csr_matrix) -> np.ndarray:
-        n_comp = self.component_eigenvalues.shape[0]
-        if n_comp == 1:
-            return np.zeros(Wq.shape[0], dtype=np.int64)
-        onehot = sp.csr_matrix(
-            (np.ones(self.component_labels.size), (np.arange(self.component_labels.size), self.component_labels)),
-            shape=(self.component_labels.size, n_comp),
-        )
-        return np.asarray((Wq @ onehot).toarray().argmax(axis=1)).ravel().astype(np.int64)
 
 
 class LaplacianEigenmaps(TransformerMixin, BaseEstimator):

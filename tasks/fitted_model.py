@@ -43,7 +43,7 @@ def load_fitted(store_url: str, run: str, *, index: Any = None, with_index: bool
         raise StoreFormatError(f"model {run!r} was fitted on rows up to {int(rows.max())} but X of {store_url} has "
                                f"{x_shape(store_url)[0]} rows: the store was re-ingested; fit again")
     if attrs["state"] == le.MODEL_STATE:
-        from spectral.embedding import LaplacianEigenmapsModel
+        from spectral.embedding_model import LaplacianEigenmapsModel
 
         model = LaplacianEigenmapsModel.from_state(arrays, attrs["state_attrs"])
     elif attrs["state"] == ESTIMATOR_STATE:

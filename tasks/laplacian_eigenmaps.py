@@ -22,7 +22,8 @@ import numpy as np
 
 from spectral._arrays import distinct_rows
 from spectral._validation import check_random_state, seed_int
-from spectral.embedding import LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
+from spectral.embedding import laplacian_eigenmaps_from_graph
+from spectral.embedding_model import LaplacianEigenmapsModel
 from spectral.knn import KNNIndex
 from spectral.weights import WeightParams, fit_directed_knn_weights, symmetrize_weights
 from storage import layout

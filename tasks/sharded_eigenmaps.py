@@ -36,10 +36,10 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   The driver holds the (n_fit, k + 1) LOBPCG blocks and the degrees, not the graph. It is not a worker task: a
   driver on a worker whose memory crossed Dask's pause threshold (80 % of its limit) waits forever for the
   tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points hung in the preconditioner). It
-  writes the same model as the single-process stages (:class:`spectral.embedding.LaplacianEigenmapsModel`).
+  writes the same model as the single-process stages (:class:`spectral.embedding_model.LaplacianEigenmapsModel`).
 
 ``embed-points`` (:mod:`tasks._chunks`) gives the fit rows their fitted values and maps the held-out rows from
-their stored candidates (:meth:`spectral.embedding.LaplacianEigenmapsModel.transform_candidates`, the Nystrom
+their stored candidates (:meth:`spectral.embedding_model.LaplacianEigenmapsModel.transform_candidates`, the Nystrom
 map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
 
 Measured (``benchmarks/results/sharded_partition.md``, 1e6 x 32 lifted Swiss roll, 4 workers x 1.5 GB on 2
@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from spectral._validation import check_random_state, seed_int
-from spectral.embedding import LaplacianEigenmapsModel
+from spectral.embedding_model import LaplacianEigenmapsModel
 from spectral.errors import InputDataError
 from spectral.weights import WeightParams, scales_of
 from storage import layout
@@ -200,7 +200,7 @@ def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, held: n
     chunk ``j`` with held-out rows, the ``graph/knn`` part of those rows (as :func:`write_knn_chunk` takes
     it: their ``k`` nearest fit points), the futures of the candidate writes, and the number of candidates
     ``kc`` (0 without held-out rows)."""
-    from spectral.embedding import candidate_count
+    from spectral.embedding_model import candidate_count
     from spectral.knn_sharded import query_shard_indexes
 
     if not held.size:

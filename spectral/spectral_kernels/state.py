@@ -5,7 +5,7 @@ A fitted :class:`~spectral.spectral_kernels.TSK` / :class:`~spectral.spectral_ke
 matrix ``P = U V_l^T C`` (m, c), the classes and labeled rows, and what the eq. 17-18 extension needs of the
 training graph (:class:`GraphParams`: the eq. 2 weight parameters, per-point scales ``h_i`` and k-th
 neighbour radii, the kNN index parameters). The kNN index itself is not stored (as for
-:class:`spectral.embedding.LaplacianEigenmapsModel`): ``rebuild_index(X_train)`` recreates it from the
+:class:`spectral.embedding_model.LaplacianEigenmapsModel`): ``rebuild_index(X_train)`` recreates it from the
 training points (the same rows in the same order as at fit), or ``attach_index(index)`` reuses one.
 """
 
