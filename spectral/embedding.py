@@ -28,10 +28,10 @@ from sklearn.utils.validation import check_is_fitted
 from ._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
                           validate_X)
 from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
+from .embedding_model import STATE_VERSION, LaplacianEigenmapsModel
 from .errors import DisconnectedGraphError, ParameterError
 from .knn import METHODS as KNN_METHODS
 from .knn import KNNIndex
-from .embedding_model import STATE_VERSION, LaplacianEigenmapsModel
 from .graph_laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
 from .weights import SYMMETRIZATIONS, WEIGHTINGS, fit_weight_params
 from .weights import weights_from_params
