@@ -26,18 +26,25 @@ def drop_diagonal(W: sp.csr_matrix) -> sp.csr_matrix:
     return W
 
 
-#: Rows per block of :func:`diagonal_positions` (bounds its (entries of the block,) temporaries)
-DIAGONAL_BLOCK_ROWS = 1 << 18
+#: Rows per block of the row-block loops over large CSR matrices (:func:`row_blocks`): bounds their (entries of
+#: the block,) temporaries (~5e6 entries of a kNN graph) instead of ``(nnz,)`` ones.
+ROW_BLOCK = 1 << 18
+
+
+def row_blocks(n_rows: int):
+    """``(r0, r1)`` row ranges of :data:`ROW_BLOCK` rows covering ``[0, n_rows)``, the one blocking of the
+    graph, Laplacian, reordering and AMG-setup loops."""
+    for r0 in range(0, n_rows, ROW_BLOCK):
+        yield r0, min(n_rows, r0 + ROW_BLOCK)
 
 
 def diagonal_positions(A: sp.csr_matrix) -> np.ndarray | None:
     """Position in ``A.data`` of each row's diagonal entry ``(n,)`` int64, or None when some row of the square
     CSR matrix ``A`` stores none (or stores it twice). Computed by row blocks, so the temporaries stay at
-    :data:`DIAGONAL_BLOCK_ROWS` rows' entries rather than ``(nnz,)``."""
+    :data:`ROW_BLOCK` rows' entries rather than ``(nnz,)``."""
     n = A.shape[0]
     out = np.empty(n, dtype=np.int64)
-    for r0 in range(0, n, DIAGONAL_BLOCK_ROWS):
-        r1 = min(n, r0 + DIAGONAL_BLOCK_ROWS)
+    for r0, r1 in row_blocks(n):
         lo, hi = int(A.indptr[r0]), int(A.indptr[r1])
         rows = row_of_entries(A, r0, r1)
         hits = np.flatnonzero(A.indices[lo:hi] == rows)

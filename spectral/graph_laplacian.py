@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
-from ._sparse import drop_diagonal, max_asymmetry, row_of_entries
+from ._sparse import drop_diagonal, max_asymmetry, row_blocks, row_of_entries
 from ._validation import check_choice
 from .errors import DisconnectedGraphError, InputDataError, ParameterError
 
@@ -188,10 +188,6 @@ def _normalized_rows(W: sp.csr_matrix, degrees: np.ndarray, row_offset: int, nor
                           inv[row_offset:row_offset + m], column_scale)
 
 
-#: Rows per block of :func:`_assemble_rows` (bounds its (entries of the block,) temporaries)
-ASSEMBLY_BLOCK_ROWS = 1 << 18
-
-
 def _assemble_rows(W: sp.csr_matrix, row_offset: int, diagonal: np.ndarray, row_scale: np.ndarray | None,
                    column_scale: np.ndarray | None) -> sp.csr_matrix:
     """``diag(diagonal) - diag(row_scale) W diag(column_scale)`` on the rows of ``W`` (m, n): a CSR matrix with
@@ -199,7 +195,7 @@ def _assemble_rows(W: sp.csr_matrix, row_offset: int, diagonal: np.ndarray, row_
 
     ``W`` must have sorted indices and no entry on that diagonal (:func:`_without_self_loops`); a scale of None
     is 1. The arrays of the result are written by row blocks, so the temporaries stay at
-    :data:`ASSEMBLY_BLOCK_ROWS` rows' entries (at 1e7 nodes the build needs W, L and ~0.2 GB, not the ~6 GB
+    :data:`spectral._sparse.ROW_BLOCK` rows' entries (at 1e7 nodes the build needs W, L and ~0.2 GB, not the ~6 GB
     of a copy of W plus ``(nnz,)`` row numbers, scaled values and the ``eye - S`` sum).
     """
     m, n = W.shape
@@ -211,8 +207,7 @@ def _assemble_rows(W: sp.csr_matrix, row_offset: int, diagonal: np.ndarray, row_
     indptr = (W.indptr + inserted).astype(index_dtype)
     indices = np.empty(nnz, dtype=index_dtype)
     data = np.empty(nnz)
-    for r0 in range(0, m, ASSEMBLY_BLOCK_ROWS):
-        r1 = min(m, r0 + ASSEMBLY_BLOCK_ROWS)
+    for r0, r1 in row_blocks(m):
         lo, hi = int(W.indptr[r0]), int(W.indptr[r1])
         rows = row_of_entries(W, r0, r1)
         cols = W.indices[lo:hi]

@@ -410,6 +410,7 @@ def test_amg_setup_restores_the_matrix_bit_for_bit_and_shares_level_0():
 def test_in_place_reordering_restores_the_matrix_and_matches_the_copy_path():
     """RCM reordering in place (one copy of A during the solve): the result equals the permuted-copy path's, the
     caller's matrix is unchanged bit for bit afterwards, and a read-only matrix takes the copy path."""
+    import spectral._sparse as sparse_helpers
     from spectral.eigen import _reorder
 
     W = kneighbors_graph(_data(5, n=2500), 10, include_self=False)
@@ -427,12 +428,12 @@ def test_in_place_reordering_restores_the_matrix_and_matches_the_copy_path():
     np.testing.assert_array_equal(copied.values, res.values)
     np.testing.assert_array_equal(copied.vectors, res.vectors)
     perm = np.random.default_rng(0).permutation(L.shape[0])
-    _reorder.IN_PLACE_BLOCK_ROWS, block = 333, _reorder.IN_PLACE_BLOCK_ROWS  # several row blocks
+    sparse_helpers.ROW_BLOCK, block = 333, sparse_helpers.ROW_BLOCK  # several row blocks
     try:
         moved = L.copy()
         _reorder.permute_symmetric_in_place(moved, perm)
     finally:
-        _reorder.IN_PLACE_BLOCK_ROWS = block
+        sparse_helpers.ROW_BLOCK = block
     reference = _reorder.permute_symmetric(L, perm)
     for name in ("data", "indices", "indptr"):
         np.testing.assert_array_equal(getattr(moved, name), getattr(reference, name))
@@ -481,9 +482,10 @@ def test_lean_finest_level_matches_pyamg(multilevel_case, monkeypatch):
     eigenpairs in as many LOBPCG iterations (+-1) with either hierarchy."""
     from pyamg import smoothed_aggregation_solver
 
+    import spectral._sparse as sparse_helpers
     from spectral.eigen import _amg_setup, lobpcg
 
-    monkeypatch.setattr(_amg_setup, "BLOCK_ROWS", 700)
+    monkeypatch.setattr(sparse_helpers, "ROW_BLOCK", 700)
     L0 = multilevel_case[0]
     L = sp.csr_matrix(L0 + 1e-5 * sp.identity(L0.shape[0], format="csr"))
     L.sort_indices()

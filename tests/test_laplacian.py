@@ -112,9 +112,9 @@ def test_row_block_assembly_matches_csgraph_with_self_loops_isolated_nodes_and_u
                                                                                                 monkeypatch):
     """The Laplacian is written by row blocks: across several blocks, with self-loops, an isolated node and
     unsorted input indices it equals csgraph's, has sorted indices and leaves W untouched."""
-    import spectral.graph_laplacian as gl
+    import spectral._sparse as sparse_helpers
 
-    monkeypatch.setattr(gl, "ASSEMBLY_BLOCK_ROWS", 7)
+    monkeypatch.setattr(sparse_helpers, "ROW_BLOCK", 7)
     W = _graph(60).tolil()
     W[9, :] = 0
     W[:, 9] = 0

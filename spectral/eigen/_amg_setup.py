@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._sparse import row_of_entries
+from .._sparse import row_blocks, row_of_entries
 
 #: The pyamg options this module reproduces (those of ``lobpcg.DEFAULT_AMG_OPTIONS``).
 LEAN_OPTIONS = {"smooth": ("jacobi", {"weighting": "local"}), "strength": None, "keep": False}
@@ -36,8 +36,6 @@ IMPROVE_CANDIDATES = ("block_gauss_seidel", {"sweep": "symmetric", "iterations":
 OMEGA = 4.0 / 3.0
 #: pyamg's defaults for the number of levels and the coarsest size.
 MAX_LEVELS, MAX_COARSE = 10, 10
-#: Rows per block of the products (bounds their temporaries).
-BLOCK_ROWS = 1 << 18
 
 
 def lean_hierarchy(A: sp.csr_matrix):
@@ -73,8 +71,7 @@ def lean_hierarchy(A: sp.csr_matrix):
 def smoothed_prolongator(A: sp.csr_matrix, T: sp.csr_matrix) -> sp.csr_matrix:
     """``P = T - omega D^-1 A T`` (n, n_c), ``D = |A| 1``, by row blocks of ``A`` (step 3 of the module docstring)."""
     blocks = []
-    for r0 in range(0, A.shape[0], BLOCK_ROWS):
-        r1 = min(A.shape[0], r0 + BLOCK_ROWS)
+    for r0, r1 in row_blocks(A.shape[0]):
         A_b = A[r0:r1]
         row_sums = np.asarray(abs(A_b).sum(axis=1)).ravel()
         scale = np.zeros_like(row_sums)
@@ -88,8 +85,7 @@ def smoothed_prolongator(A: sp.csr_matrix, T: sp.csr_matrix) -> sp.csr_matrix:
 def galerkin_product(A: sp.csr_matrix, P: sp.csr_matrix) -> sp.csr_matrix:
     """``P^T A P`` (n_c, n_c) as a sum over row blocks ``P_b^T (A_b P)`` (step 4 of the module docstring)."""
     total = None
-    for r0 in range(0, A.shape[0], BLOCK_ROWS):
-        r1 = min(A.shape[0], r0 + BLOCK_ROWS)
+    for r0, r1 in row_blocks(A.shape[0]):
         part = sp.csr_matrix(P[r0:r1].T @ (A[r0:r1] @ P))
         total = part if total is None else total + part
     total = sp.csr_matrix(total)

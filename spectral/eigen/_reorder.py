@@ -14,6 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
+from .._sparse import row_blocks
+
 
 def rcm_permutation(A: sp.spmatrix) -> np.ndarray:
     """Node order ``(n,)`` of reverse Cuthill-McKee on the symmetric sparsity pattern of ``A`` (n, n)."""
@@ -29,10 +31,6 @@ def permute_symmetric(M, perm: np.ndarray):
         out.sort_indices()
         return out
     return np.asarray(M)[np.ix_(perm, perm)]
-
-
-#: Rows per block of :func:`permute_symmetric_in_place` (bounds its (entries of the block,) int64 temporaries)
-IN_PLACE_BLOCK_ROWS = 1 << 18
 
 
 def can_permute_in_place(M) -> bool:
@@ -66,8 +64,7 @@ def permute_symmetric_in_place(M: sp.csr_matrix, perm: np.ndarray) -> None:
     np.cumsum(lengths, out=new_indptr[1:])
     for values, mapping in ((M.indices, inverse), (M.data, None)):
         out = np.empty_like(values)
-        for r0 in range(0, n, IN_PLACE_BLOCK_ROWS):
-            r1 = min(n, r0 + IN_PLACE_BLOCK_ROWS)
+        for r0, r1 in row_blocks(n):
             lo, hi = int(new_indptr[r0]), int(new_indptr[r1])
             source = np.repeat(M.indptr[perm[r0:r1]].astype(np.int64) - new_indptr[r0:r1], lengths[r0:r1])
             source += np.arange(lo, hi)
