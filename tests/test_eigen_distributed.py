@@ -86,15 +86,16 @@ def test_distributed_product_equals_the_single_process_product(client, graph, n_
     assert N * 3 * 8 <= op.traffic["product_bytes_out"] < 1.5 * N * 3 * 8  # own rows + halo
 
 
-@pytest.mark.parametrize("n_blocks, partition, preconditioner, start", [
-    (3, "rcm", "two_level", "coarse"), (2, "coordinates", "block_amg", "random")])
+@pytest.mark.parametrize("n_blocks, partition, preconditioner, start, dense_work", [
+    (3, "rcm", "two_level", "coarse", "row_blocks"), (3, "rcm", "two_level", "coarse", "driver"),
+    (2, "coordinates", "block_amg", "random", "row_blocks"), (2, "coordinates", "block_amg", "random", "driver")])
 def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, single, n_blocks, partition,
-                                                             preconditioner, start):
+                                                             preconditioner, start, dense_work):
     X, _, W, L, _, (ref_values, ref_vectors) = graph
     op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,
                                            coordinates=X if partition == "coordinates" else None)
     res = distributed_eigensolve(op, K_PAIRS, random_state=0, preconditioner=preconditioner, start=start,
-                                 max_iter=3000)
+                                 max_iter=3000, dense_work=dense_work)
     tol = 1e-6 * abs(L).sum(axis=1).max()  # the single-process default: DEFAULT_RTOL * ||L||_inf
     assert res.converged and res.solver == "lobpcg"
     np.testing.assert_allclose(res.values, ref_values, atol=tol)
@@ -108,10 +109,28 @@ def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, sing
     assert traffic["bytes_per_iteration"] > 0 and traffic["products"] >= res.n_iter
     assert traffic["preconditioner_calls"] >= (res.n_iter - 1 if preconditioner else 0)
     info = res.info["distributed"]
-    assert info["n_blocks"] == n_blocks and info["start"] == start
+    assert info["n_blocks"] == n_blocks and info["start"] == start and info["dense_work"] == dense_work
     assert info["preconditioner"] == (preconditioner or "none")
     if start == "coarse":
         assert info["coarse"]["coarse_n"] >= K_PAIRS
+    if dense_work == "row_blocks":  # no (n, b) block through the driver during the iteration: halo rows only;
+        # the one driver product is the final residual check of the gathered (n, k) vectors
+        assert traffic["product_bytes_back"] == N * K_PAIRS * 8
+        assert traffic["halo_bytes"] > 0 and res.info["gathered_bytes"] == N * K_PAIRS * 8
+        coarse_bytes = 2 * info["coarse"]["coarse_n"] * K_PAIRS * 8 if preconditioner == "two_level" else 0
+        assert traffic["preconditioner_bytes"] <= traffic["preconditioner_calls"] * coarse_bytes
+
+
+def test_row_block_lobpcg_takes_the_iterations_of_scipys_lobpcg(client, graph):
+    """Same start, preconditioner and tolerance: the row-block iteration is scipy's (+-2 iterations), and the
+    converged subspaces agree to round-off of the tolerance."""
+    op = DistributedLaplacian.from_weights(graph[2], 3)
+    rows = distributed_eigensolve(op, 4, random_state=1, preconditioner="block_amg", start="random")
+    driver = distributed_eigensolve(op, 4, random_state=1, preconditioner="block_amg", start="random",
+                                    dense_work="driver")
+    assert abs(rows.n_iter - driver.n_iter) <= 2, (rows.n_iter, driver.n_iter)
+    assert _angle_degrees(rows.vectors, driver.vectors) < 0.1
+    np.testing.assert_allclose(rows.values, driver.values, atol=1e-6 * 2)
 
 
 def test_the_operator_can_be_solved_again_with_another_preconditioner(client, graph):
@@ -266,5 +285,7 @@ def test_bad_parameters_name_parameter_range_and_value(client, graph):
         distributed_eigensolve(op, 3, preconditioner=None, start="coarse")
     with pytest.raises(ParameterError, match=r"coarse_size must be an integer in \[1, inf\); got 0"):
         distributed_eigensolve(op, 3, coarse_size=0)
+    with pytest.raises(ParameterError, match=r"dense_work must be one of \['row_blocks', 'driver'\]; got 'gpu'"):
+        distributed_eigensolve(op, 3, dense_work="gpu")
     with pytest.raises(ParameterError, match="op must be a DistributedLaplacian; got csr_matrix"):
         distributed_eigensolve(W, 3)

@@ -141,6 +141,17 @@ def shard_product(shard: Shard, V_cols: np.ndarray) -> np.ndarray:
     return np.asarray(shard.L @ V_cols)
 
 
+def shard_product_pieces(shard: Shard, pieces: list) -> np.ndarray:
+    """``L[start:stop] @ V`` from the rows of ``V`` at the shard's columns, given per source shard in shard
+    order (the halo pieces of the other shards and the shard's own rows): ``(m, b)``."""
+    return np.asarray(shard.L @ np.vstack(pieces))
+
+
+def take_rows(block: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``block[rows]``: the rows of a shard's block that another shard's columns touch."""
+    return block[rows]
+
+
 def shard_with_preconditioner(shard: Shard, shift: float, amg_options) -> Shard:
     """The shard plus the block V-cycle of pyamg's hierarchy of its diagonal block ``L_ii + shift I`` (and the
     hierarchy's aggregation operators, for :func:`shard_coarse_basis`)."""

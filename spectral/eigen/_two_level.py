@@ -31,45 +31,44 @@ def add_coarse_correction(op, shift: float) -> None:
     op._coarse_lu = (splu(sp.csc_matrix(A_c + shift * B_c)), offsets)
 
 
-def precondition_two_level(op, R):
-    """``M R`` for the two-level preconditioner: per shard ``M_ii R_i`` and ``T_i^T R_i`` in one task, the
-    coarse solve in the driver, then ``+ T_i Z_i`` on the shard (two round trips)."""
+def precondition_two_level_parts(op, parts: list) -> list:
+    """``M R`` for the two-level preconditioner on a block held as row parts (futures of (n_i, b), shard
+    order, on the shards' workers): per shard ``M_ii R_i`` and ``T_i^T R_i`` in one task, the coarse solve in
+    the driver (``(c_i, b)`` back and out per shard), then ``+ T_i Z_i`` on the shard. Returns the futures of
+    the ``(n_i, b)`` rows of ``M R`` on the same workers."""
     c = op.client
     lu, offsets = op._coarse_lu
-    pairs = [c.submit(_shards.shard_precondition_two_level, shard, scatter_to(c, R[lo:hi], worker),
-                      workers=[worker], pure=False)
-             for shard, worker, lo, hi in zip(op.shards, op.workers, op.bounds[:-1], op.bounds[1:])]
+    pairs = [c.submit(_shards.shard_precondition_two_level, shard, part, workers=[worker], pure=False)
+             for shard, worker, part in zip(op.shards, op.workers, parts)]
     Y = np.vstack(c.gather([c.submit(_shards.coarse_part, p, workers=[w], pure=False)
                             for p, w in zip(pairs, op.workers)]))
     Z = lu.solve(Y)
-    futures = [c.submit(_shards.shard_add_coarse, p, shard, scatter_to(c, Z[lo:hi], worker), workers=[worker],
-                        pure=False)
-               for p, shard, worker, lo, hi in zip(pairs, op.shards, op.workers, offsets[:-1], offsets[1:])]
-    out = np.vstack(c.gather(futures))
-    op.traffic["preconditioner_calls"] += 1
-    op.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes + Y.nbytes + Z.nbytes
-    return out
+    op.traffic["preconditioner_bytes"] += Y.nbytes + Z.nbytes
+    return [c.submit(_shards.shard_add_coarse, p, shard, scatter_to(c, Z[lo:hi], worker), workers=[worker],
+                     pure=False)
+            for p, shard, worker, lo, hi in zip(pairs, op.shards, op.workers, offsets[:-1], offsets[1:])]
 
 
-def random_start(op, b: int, random_state=None) -> np.ndarray:
-    """An orthonormal ``(n, b)`` start block: standard normal rows drawn per shard on the workers (seeds
-    spawned from ``random_state``), orthonormalized by ``dask.array.linalg.tsqr`` over the row blocks."""
+def random_start(op, b: int, random_state=None) -> list:
+    """An orthonormal ``(n, b)`` start block as row parts (futures of (n_i, b) on the shards' workers):
+    standard normal rows drawn per shard on the workers (seeds spawned from ``random_state``),
+    orthonormalized by ``dask.array.linalg.tsqr`` over the row blocks (:func:`orthonormal`)."""
     rng = check_random_state(random_state)
     seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(op.n_blocks)
     parts = [op.client.submit(_shards.shard_random_block, int(m), b, s, workers=[w], pure=False)
              for m, s, w in zip(np.diff(op.bounds), seeds, op.workers)]
-    return orthonormal(op, parts, b)
+    return orthonormal(op.client, parts, np.diff(op.bounds), b)[0]
 
 
-def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[np.ndarray, dict]:
-    """A two-level start block ``(n, b)``: the smallest eigenvectors of the Galerkin pencil
+def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[list, dict]:
+    """A two-level start block ``(n, b)`` as row parts (futures of (n_i, b) on the shards' workers): the smallest eigenvectors of the Galerkin pencil
     ``(T^T L T, T^T T)`` on the block-diagonal coarse space ``T = blockdiag(T_i)`` of the aggregates of the
     shards' AMG hierarchies (:func:`._shards.shard_coarse_basis`, each ``T_i`` at the deepest level with at
     least ``coarse_size / P`` nodes), prolongated on the workers and orthonormalized by tsqr. The
     single-process solver's multilevel start (:mod:`._multilevel`) with one coarse level instead of a
     cascade; the coarse pencil (about
     ``coarse_size`` nodes, sparse) is solved in the driver by :func:`spectral.eigen.eigensolve`.
-    Needs :meth:`block_preconditioner` first. Returns ``(X, report)``."""
+    Needs :meth:`block_preconditioner` first. Returns ``(parts, report)``."""
     if not op._preconditioned:
         raise ParameterError("start='coarse' needs the block AMG preconditioner (preconditioner='block_amg')")
     c = op.client
@@ -93,18 +92,24 @@ def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -
               "coarse_iterations": coarse.n_iter,
               "setup_bytes": int(sum(p[0].data.nbytes + p[0].indices.nbytes + p[0].indptr.nbytes
                                      for p in pieces) + X_c.nbytes)}
-    return orthonormal(op, parts, b), report
+    return orthonormal(c, parts, np.diff(op.bounds), b)[0], report
 
 
-def orthonormal(op, parts, b: int) -> np.ndarray:
-    """Orthonormal basis ``(n, b)`` of the row blocks ``parts`` (futures of (n_i, b), in shard order) by
-    ``dask.array.linalg.tsqr`` on the cluster; only Q comes back to the driver."""
+def orthonormal(client, parts: list, rows, b: int) -> tuple[list, np.ndarray]:
+    """Tall-skinny QR over row blocks: ``parts`` (futures of (n_i, b), ``rows`` (n_i,) in order) ``= Q R`` by
+    ``dask.array.linalg.tsqr`` on the cluster. Returns ``(Q parts (futures of (n_i, b), same row blocks),
+    R (b, b))``; only ``R`` and the per-block ``(b, b)`` factors of the reduction pass through the scheduler's
+    tree, never an (n, b) block."""
     import dask
     import dask.array as da
 
     X = da.concatenate([da.from_delayed(dask.delayed(p), shape=(int(m), b), dtype=np.float64)
-                        for p, m in zip(parts, np.diff(op.bounds))])
-    Q, _ = da.linalg.tsqr(X)
-    Q = np.asarray(op.client.compute(Q, sync=True))
-    op.traffic["start_bytes"] = Q.nbytes
-    return Q
+                        for p, m in zip(parts, rows)])
+    Q, R = da.linalg.tsqr(X)
+    futures = client.compute([*Q.to_delayed().ravel(), R])
+    return futures[:-1], np.asarray(futures[-1].result())
+
+
+def gather_rows(client, parts: list) -> np.ndarray:
+    """The ``(n, b)`` block of row parts, gathered in the driver (for a caller that needs it whole)."""
+    return np.vstack(client.gather(list(parts)))

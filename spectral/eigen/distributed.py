@@ -6,26 +6,28 @@ every shard builds its rows of ``L_sym = I - D^-1/2 W D^-1/2`` (the formula of
 them there. :class:`DistributedLaplacian` is a ``LinearOperator`` whose product ``L @ V`` (n, b) sends each
 shard only ``V[cols_i]`` (the rows its columns touch) and receives its ``(n_i, b)`` rows back.
 
-:func:`distributed_eigensolve` hands that operator to the existing LOBPCG solver
-(:func:`spectral.eigen.eigensolve` with ``solver="lobpcg"``: same tolerance ``1e-6 ||L||_inf``, iteration cap,
-convergence check, residuals and sign rule) with
+:func:`distributed_eigensolve` runs LOBPCG on that operator (same tolerance ``1e-6 ||L||_inf`` as the
+single-process solver, iteration cap, convergence check, residuals and sign rule) with
 
 - a **block-diagonal preconditioner** (``"block_amg"``: block Jacobi / additive Schwarz without overlap):
   each shard builds pyamg's smoothed-aggregation hierarchy of its diagonal block ``L_ii`` (+ the AMG shift)
-  and applies the block V-cycle of :mod:`._block_amg` to its own rows, on its worker; traffic ``(n_i, b)``
-  out and back. ``"two_level"`` (default) adds the coarse correction ``T A_c^-1 T^T`` (two-level additive
-  Schwarz) on the coarse space below: block Jacobi alone loses the global smooth modes across the cuts
-  (1e5-node Swiss roll, 10 pairs: 28 iterations at P = 2 and 36 at P = 4; two-level: 22 and 24; the
-  single-process solver: 13 after its multilevel start);
+  and applies the block V-cycle of :mod:`._block_amg` to its own rows, on its worker. ``"two_level"``
+  (default) adds the coarse correction ``T A_c^-1 T^T`` (two-level additive Schwarz) on the coarse space
+  below: block Jacobi alone loses the global smooth modes across the cuts (1e5-node Swiss roll, 10 pairs: 28
+  iterations at P = 2 and 36 at P = 4; two-level: 22 and 24; the single-process solver: 13 after its
+  multilevel start);
 - a **start block**: ``"coarse"`` (default) the smallest eigenvectors of the Galerkin pencil on
   ``T = blockdiag(T_i)``, ``T_i`` the ``D^1/2``-weighted aggregates of shard ``i``'s hierarchy (the pencil,
   ``~coarse_size`` nodes, is assembled from per-shard rows and solved in the driver), or ``"random"``
   (drawn per shard); either is prolongated / drawn on the workers and orthonormalized by
-  ``dask.array.linalg.tsqr`` over the row blocks, then gathered once.
+  ``dask.array.linalg.tsqr`` over the row blocks, and stays there as row parts.
 
-What stays in the driver: scipy's LOBPCG keeps ``X, R, P`` (n, b) and does its Rayleigh-Ritz and
-orthogonalizations (Gram matrices of (n, 3b) blocks) in the driver process; the products with ``L`` and
-``M`` are the only work and the only traffic on the cluster. ``info["traffic"]`` counts the bytes moved.
+Where the dense work happens (``dense_work``): ``"row_blocks"`` (default, :mod:`._row_lobpcg`) keeps every
+``(n, b)`` block of LOBPCG as row parts on the shards' workers: products by halo exchange between workers,
+orthogonalizations by tsqr, Gram matrices as sums of per-shard ``(3b, 3b)`` pieces; only the converged
+``(n, k)`` vectors are gathered at the end. ``"driver"`` runs scipy's LOBPCG in the driver, which keeps
+``X, R, P`` (n, b) and their products there and sends each shard ``V[cols_i]`` per product.
+``info["traffic"]`` counts the bytes moved.
 
 The shards should keep most edges inside a shard (block Jacobi then approximates ``L^-1`` well): build
 with ``partition="rcm"`` (graph only) or ``"coordinates"`` (principal-direction bisection of ``X`` or of an
@@ -55,6 +57,8 @@ from .signs import sign_flip
 PARTITIONS = _shards.PARTITIONS
 NORMALIZATIONS = ("symmetric", "random_walk")
 SYMMETRIZE = ("or", "and", "mean")
+#: Where LOBPCG's dense (n, b) blocks live: as row parts on the workers, or in the driver (scipy's lobpcg).
+DENSE_WORK = ("row_blocks", "driver")
 #: A shard needs at least this many rows: enough for a useful AMG hierarchy of its diagonal block and for
 #: its (rows, b) blocks to outweigh the per-task overhead of the scheduler (~1 ms).
 MIN_SHARD_ROWS = 64
@@ -91,10 +95,11 @@ class DistributedLaplacian(LinearOperator):
                                    for s, w in zip(self.shards, self.workers)])
         self.stats = dict(stats)
         self.traffic = {"products": 0, "product_bytes_out": 0, "product_bytes_back": 0,
-                        "preconditioner_calls": 0, "preconditioner_bytes": 0}
+                        "preconditioner_calls": 0, "preconditioner_bytes": 0, "halo_bytes": 0}
         self._preconditioned = False
         self._coarse = None
         self._coarse_lu = None
+        self._halo_rows = None
         n = int(self.bounds[-1])
         super().__init__(np.dtype(np.float64), (n, n))
 
@@ -296,27 +301,67 @@ class DistributedLaplacian(LinearOperator):
         """Turn the block preconditioner into two-level additive Schwarz (:func:`._two_level.add_coarse_correction`)."""
         _two_level.add_coarse_correction(self, shift)
 
-    def random_start(self, b: int, random_state=None) -> np.ndarray:
-        """Orthonormal random ``(n, b)`` start block, drawn on the workers (:func:`._two_level.random_start`)."""
+    def random_start(self, b: int, random_state=None) -> list:
+        """Orthonormal random ``(n, b)`` start block as row parts on the workers (:func:`._two_level.random_start`)."""
         return _two_level.random_start(self, b, random_state)
 
-    def coarse_start(self, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[np.ndarray, dict]:
-        """Two-level start block ``(n, b)`` and a report (:func:`._two_level.coarse_start`)."""
+    def coarse_start(self, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[list, dict]:
+        """Two-level start block ``(n, b)`` as row parts, and a report (:func:`._two_level.coarse_start`)."""
         return _two_level.coarse_start(self, b, coarse_size, tol=tol, random_state=random_state)
 
     def _precondition(self, R):
+        """``M R`` for a block ``R`` (n, b) in the driver: its rows sent to the shards, the result gathered."""
         R = np.ascontiguousarray(np.asarray(R).reshape(self.shape[0], -1), dtype=np.float64)
         c = self.client
-        if self._coarse_lu is not None:
-            return _two_level.precondition_two_level(self, R)
-        futures = []
-        for shard, worker, lo, hi in zip(self.shards, self.workers, self.bounds[:-1], self.bounds[1:]):
-            piece = scatter_to(c, R[lo:hi], worker)
-            futures.append(c.submit(_shards.shard_precondition, shard, piece, workers=[worker], pure=False))
-        out = np.vstack(c.gather(futures))
-        self.traffic["preconditioner_calls"] += 1
+        parts = [scatter_to(c, R[lo:hi], w) for w, lo, hi in zip(self.workers, self.bounds[:-1], self.bounds[1:])]
+        out = np.vstack(c.gather(self.precondition_parts(parts)))
         self.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes
         return out
+
+    def precondition_parts(self, parts: list) -> list:
+        """``M R`` for a block held as row parts (futures of (n_i, b), shard order, on the shards' workers):
+        each shard applies its V-cycle to its own rows (block Jacobi: no traffic), plus the coarse correction
+        of the two-level preconditioner (``(c_i, b)`` to the driver and back). Futures of ``(n_i, b)``."""
+        self.traffic["preconditioner_calls"] += 1
+        if self._coarse_lu is not None:
+            return _two_level.precondition_two_level_parts(self, parts)
+        c = self.client
+        return [c.submit(_shards.shard_precondition, shard, part, workers=[worker], pure=False)
+                for shard, worker, part in zip(self.shards, self.workers, parts)]
+
+    def product_parts(self, parts: list, width: int) -> list:
+        """``L @ V`` for ``V`` (n, width) held as row parts (futures of (n_i, width), shard order, on the shards'
+        workers): shard ``j`` sends shard ``i`` only its rows at shard ``i``'s columns (a halo exchange between
+        workers; nothing passes through the driver). Futures of the ``(n_i, width)`` rows of the product."""
+        c = self.client
+        out = []
+        for i, (shard, worker) in enumerate(zip(self.shards, self.workers)):
+            pieces = [parts[j] if j == i else
+                      c.submit(_shards.take_rows, parts[j], rows, workers=[self.workers[j]], pure=False)
+                      for j, rows in self._halo()[i]]
+            out.append(c.submit(_shards.shard_product_pieces, shard, pieces, workers=[worker], pure=False))
+        self.traffic["products"] += 1
+        self.traffic["halo_bytes"] += self.stats["halo_rows"] * width * FLOAT_BYTES
+        return out
+
+    def _halo(self) -> list:
+        """Per shard ``i``: ``[(j, rows of shard j at shard i's columns (future on j's worker, or None for i))]``
+        in shard order, scattered once."""
+        if self._halo_rows is None:
+            halo, count = [], 0
+            for i, cols in enumerate(self.cols):
+                sources = []
+                for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:])):
+                    if j == i:
+                        sources.append((j, None))
+                        continue
+                    a, b = np.searchsorted(cols, [lo, hi])
+                    if a < b:
+                        sources.append((j, scatter_to(self.client, cols[a:b] - lo, self.workers[j])))
+                        count += int(b - a)
+                halo.append(sources)
+            self._halo_rows, self.stats["halo_rows"] = halo, count
+        return self._halo_rows
 
     def to_original_order(self, V: np.ndarray) -> np.ndarray:
         """Rows of ``V`` (n, k), in the operator's order, put back in the original node order."""
@@ -328,24 +373,30 @@ class DistributedLaplacian(LinearOperator):
 def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=None, max_iter=None,
                            random_state=None, preconditioner: str | None = "two_level", start: str = "auto",
                            coarse_size: int = DEFAULT_COARSE_SIZE, amg_shift: float = AMG_SHIFT, amg_options=None,
-                           raise_on_failure: bool = True):
+                           dense_work: str = "row_blocks", raise_on_failure: bool = True):
     """The ``n_components`` smallest eigenpairs of a :class:`DistributedLaplacian` by LOBPCG.
 
-    Runs :func:`spectral.eigen.eigensolve` (``solver="lobpcg"``) on the distributed operator with the
-    per-shard block preconditioner (``preconditioner="block_amg"``: block Jacobi with an AMG V-cycle per
-    shard; ``"two_level"``: that plus the coarse-space correction of
-    :meth:`DistributedLaplacian.add_coarse_correction`, needs ``start="coarse"``; or None) and a start block:
-    ``start="coarse"`` (:meth:`DistributedLaplacian.coarse_start` with ``coarse_size`` coarse nodes; needs the
-    preconditioner), ``"random"`` (:meth:`DistributedLaplacian.random_start`) or ``"auto"`` (coarse with the
-    preconditioner, else random). ``tol``, ``max_iter``, ``random_state``, ``raise_on_failure`` mean what they
-    mean there.
+    ``dense_work="row_blocks"`` (default): LOBPCG's blocks stay on the workers as row parts of the shards
+    (:func:`._row_lobpcg.row_block_lobpcg`: tsqr orthogonalizations, per-shard Gram pieces, halo products); the
+    driver holds ``(3b, 3b)`` matrices only, until the converged ``(n, k)`` vectors are gathered at the end.
+    ``"driver"``: scipy's ``lobpcg`` in the driver (:func:`spectral.eigen.eigensolve` with ``solver="lobpcg"``)
+    on the distributed operator; its ``(n, 3b)`` blocks live in the driver. Both use the same tolerance
+    (``1e-6 ||L||_inf`` absolute on every residual), iteration cap, preconditioner, start and sign rule.
+
+    Preconditioner: ``"block_amg"`` (block Jacobi with an AMG V-cycle per shard), ``"two_level"`` (that plus
+    the coarse-space correction of :meth:`DistributedLaplacian.add_coarse_correction`, needs
+    ``start="coarse"``) or None. Start block: ``"coarse"`` (:meth:`DistributedLaplacian.coarse_start` with
+    ``coarse_size`` coarse nodes; needs the preconditioner), ``"random"``
+    (:meth:`DistributedLaplacian.random_start`) or ``"auto"`` (coarse with the preconditioner, else random).
+    ``tol``, ``max_iter``, ``random_state``, ``raise_on_failure`` mean what they mean in
+    :func:`spectral.eigen.eigensolve`.
 
     Returns
     -------
     EigenResult
         ``values (k,)``, ``vectors (n, k)`` in the ORIGINAL node order (unit norm, sign-fixed), residuals
         ``||L v - lambda v||`` computed with the distributed product; ``info["traffic"]`` (bytes moved,
-        total and per iteration), ``info["distributed"]`` (shards, inside fraction, timings).
+        total and per iteration), ``info["distributed"]`` (shards, inside fraction, timings, ``dense_work``).
     """
     if not isinstance(op, DistributedLaplacian):
         raise ParameterError(f"op must be a DistributedLaplacian; got {type(op).__name__}")
@@ -353,6 +404,7 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
         preconditioner = check_choice("preconditioner", preconditioner, ("block_amg", "two_level"))
     k = check_int("n_components", n_components, low=1, high=op.shape[0] - 1)
     start = check_choice("start", start, ("auto", "coarse", "random"))
+    dense_work = check_choice("dense_work", dense_work, DENSE_WORK)
     if start == "auto":
         start = "coarse" if preconditioner else "random"
     if start == "coarse" and not preconditioner:
@@ -378,14 +430,43 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
     timings["start"] = time.perf_counter() - t
     before = dict(op.traffic)
     t = time.perf_counter()
-    res = eigensolve(op, k, solver="lobpcg", tol=tol, max_iter=max_iter, random_state=rng,
-                     raise_on_failure=raise_on_failure, preconditioner=M, X0=X0)
+    if dense_work == "driver":
+        X0 = _two_level.gather_rows(op.client, X0)
+        op.traffic["start_bytes"] = X0.nbytes
+        res = eigensolve(op, k, solver="lobpcg", tol=tol, max_iter=max_iter, random_state=rng,
+                         raise_on_failure=raise_on_failure, preconditioner=M, X0=X0)
+    else:
+        res = _row_block_solve(op, k, X0, tol=tol, max_iter=max_iter, preconditioned=M is not None,
+                               raise_on_failure=raise_on_failure)
     timings["solve"] = time.perf_counter() - t
     info = dict(res.info)
     info["traffic"] = _traffic(op, before, res.n_iter)
     info["distributed"] = {**op.stats, "seconds": timings, "preconditioner": preconditioner or "none",
-                           "start": start, "coarse": coarse_report}
+                           "start": start, "coarse": coarse_report, "dense_work": dense_work}
     return dataclasses.replace(res, vectors=sign_flip(op.to_original_order(res.vectors)), info=info)
+
+
+def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: bool, raise_on_failure: bool):
+    """:func:`._row_lobpcg.row_block_lobpcg` on ``op`` from the row parts ``X0``, its ``k`` pairs gathered and
+    finalized (normalized, sorted, sign-fixed, residuals, convergence) as every solver's by ``_result.finalize``."""
+    from ._problem import Problem
+    from ._result import DEFAULT_RTOL, RawPairs, finalize
+    from ._row_lobpcg import row_block_lobpcg
+    from .lobpcg import DEFAULT_MAX_ITER
+
+    norm = op.norm_bound()
+    tol = None if tol is None else check_float("tol", tol, low=0.0, low_inclusive=False)
+    max_iter = DEFAULT_MAX_ITER if max_iter is None else check_int("max_iter", max_iter, low=1)
+    lobpcg_tol = DEFAULT_RTOL * (norm or 1.0) if tol is None else tol
+    pairs = row_block_lobpcg(op, X0, k, tol=lobpcg_tol, max_iter=max_iter, precondition=preconditioned)
+    vectors = _two_level.gather_rows(op.client, pairs.parts)
+    final = pairs.residual_history[-1]
+    info = {"block_size": k, "lobpcg_tol": lobpcg_tol, "max_iter": max_iter, "restarts": pairs.restarts,
+            "dropped_columns": pairs.dropped_columns, "gathered_bytes": vectors.nbytes}
+    raw = RawPairs(pairs.values, vectors, n_iter=pairs.n_iter, solver_converged=bool(np.all(final <= lobpcg_tol)),
+                   info=info)
+    problem = Problem(op, None, op.shape[0], k, "smallest", tol, max_iter, None, bool(raise_on_failure), norm, None)
+    return finalize(raw, problem, "lobpcg")
 
 
 def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int, **solver_options):
