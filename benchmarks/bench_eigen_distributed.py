@@ -4,8 +4,10 @@ vs the single-process LOBPCG + AMG solver, on the kNN graph (k = 15, local scali
 
 For every n, P (shards) and preconditioner it prints: LOBPCG iterations, wall times (build = partition +
 scatter + per-shard Laplacian; setup = per-shard AMG + coarse start; LOBPCG), the bytes moved per iteration
-(measured by the operator's counters, and the model for a full block of b columns: products
-``(sum_i |cols_i| + n) b 8``, two-level preconditioner ``2 (n + N_c) b 8``), the fraction of edges inside the
+(measured by the operator's counters, and the model for a full block of b columns; ``--dense-work driver``:
+products ``(sum_i |cols_i| + n) b 8``, two-level preconditioner ``2 (n + N_c) b 8``; ``row_blocks``: the halo
+rows ``(sum_i |cols_i| - n) b 8`` between workers and the coarse block ``2 N_c b 8``), of which the bytes that
+pass through the driver (``driver MB/iter``), the fraction of edges inside the
 shards, the largest residual ``||L v - lambda v||`` (recomputed on the single-process L) and the largest
 principal angle to the single-process subspace. Writes ``benchmarks/results/eigen_distributed.md`` with the
 machine state (the machine is shared: wall times move with its load; iterations and bytes do not).
@@ -34,8 +36,9 @@ import psutil  # noqa: E402
 import scipy.linalg  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "eigen_distributed.md"
-COLUMNS = ["n", "P", "partition", "precond", "iters", "build s", "setup s", "LOBPCG s", "total s",
-           "MB/iter measured", "MB/iter model", "edges inside", "coarse n", "max residual", "max angle deg"]
+COLUMNS = ["n", "P", "partition", "precond", "dense work", "iters", "build s", "setup s", "LOBPCG s", "total s",
+           "MB/iter measured", "MB/iter model", "driver MB/iter", "edges inside", "coarse n", "max residual",
+           "max angle deg"]
 
 
 def machine_state() -> str:
@@ -59,7 +62,8 @@ def single_process(L, pairs: int, tol, seed: int):
     return res, time.perf_counter() - t
 
 
-def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, pairs: int, tol, seed: int, client):
+def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, pairs: int, tol, seed: int, client,
+                    dense_work: str = "row_blocks"):
     from spectral.eigen.distributed import FLOAT_BYTES, DistributedLaplacian, distributed_eigensolve
 
     t = time.perf_counter()
@@ -69,7 +73,7 @@ def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, p
     start = "coarse" if precond == "two_level" else "random"
     t = time.perf_counter()
     res = distributed_eigensolve(op, pairs, tol=tol, random_state=seed, preconditioner=precond, start=start,
-                                 raise_on_failure=False)
+                                 raise_on_failure=False, dense_work=dense_work)
     wall = time.perf_counter() - t
     seconds = res.info["distributed"]["seconds"]
     resid = np.linalg.norm(L @ res.vectors - res.vectors * res.values, axis=0)
@@ -77,12 +81,18 @@ def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, p
     n, b = W.shape[0], pairs
     coarse = res.info["distributed"].get("coarse") or {}
     n_c = coarse.get("coarse_n", 0)
-    model = (sum(c.size for c in op.cols) + n) * b * FLOAT_BYTES
-    model += 2 * (n + n_c) * b * FLOAT_BYTES if precond == "two_level" else 2 * n * b * FLOAT_BYTES
-    row = {"n": n, "P": n_blocks, "partition": partition, "precond": precond, "iters": res.n_iter,
+    if dense_work == "driver":  # V[cols_i] out and (n_i, b) back per product; R out and M R back per preconditioning
+        model = (sum(c.size for c in op.cols) + n) * b * FLOAT_BYTES
+        model += 2 * (n + n_c) * b * FLOAT_BYTES if precond == "two_level" else 2 * n * b * FLOAT_BYTES
+    else:  # halo rows between workers per product; the coarse block to the driver and back per preconditioning
+        model = (sum(c.size for c in op.cols) - n) * b * FLOAT_BYTES
+        model += 2 * n_c * b * FLOAT_BYTES if precond == "two_level" else 0
+    row = {"n": n, "P": n_blocks, "partition": partition, "precond": precond, "dense work": dense_work,
+           "iters": res.n_iter,
            "build s": build, "setup s": seconds["preconditioner_setup"] + seconds["start"],
            "LOBPCG s": seconds["solve"], "total s": build + wall,
            "MB/iter measured": res.info["traffic"]["bytes_per_iteration"] / 1e6, "MB/iter model": model / 1e6,
+           "driver MB/iter": res.info["traffic"]["driver_bytes_per_iteration"] / 1e6,
            "edges inside": op.stats["inside_fraction"], "coarse n": n_c, "max residual": float(resid.max()),
            "max angle deg": angle, "converged": res.converged}
     del op
@@ -114,6 +124,8 @@ def main() -> None:
     parser.add_argument("--partition", nargs="+", default=["rcm"], choices=["rcm", "coordinates", "none"])
     parser.add_argument("--precond", nargs="+", default=["two_level", "block_amg"],
                         choices=["two_level", "block_amg"])
+    parser.add_argument("--dense-work", nargs="+", default=["row_blocks", "driver"], choices=["row_blocks", "driver"],
+                        help="where LOBPCG's (n, b) blocks live")
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--tol", type=float, default=None, help="absolute residual tolerance (default: 1e-6 ||L||)")
     parser.add_argument("--workers", type=int, default=2)
@@ -147,11 +159,12 @@ def main() -> None:
             for n_blocks in args.blocks:
                 for partition in args.partition:
                     for precond in args.precond:
-                        row = distributed_run(W, X, L, ref, n_blocks, partition, precond, args.pairs, args.tol,
-                                              args.seed, client)
-                        line = fmt(row) + ("" if row["converged"] else " (not converged)")
-                        print(line, flush=True)
-                        lines.append(line)
+                        for dense_work in args.dense_work:
+                            row = distributed_run(W, X, L, ref, n_blocks, partition, precond, args.pairs, args.tol,
+                                                  args.seed, client, dense_work)
+                            line = fmt(row) + ("" if row["converged"] else " (not converged)")
+                            print(line, flush=True)
+                            lines.append(line)
     state_after = machine_state()
     write_results(args, lines, singles, state_before, state_after)
 

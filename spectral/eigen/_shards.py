@@ -223,11 +223,6 @@ def shard_precondition_two_level(shard: Shard, R_rows: np.ndarray) -> tuple[np.n
     return np.asarray(shard.M @ R), np.asarray(shard.T.T @ R)
 
 
-def coarse_part(pair):
-    """The coarse restriction ``T_i^T R_i`` of :func:`shard_precondition_two_level`'s result."""
-    return pair[1]
-
-
 def shard_add_coarse(pair, shard: Shard, Z_coarse: np.ndarray) -> np.ndarray:
     """``M_ii R_i + T_i Z_i``: the two-level additive Schwarz preconditioner on the shard's rows."""
     return pair[0] + np.asarray(shard.T @ Z_coarse)
@@ -236,6 +231,25 @@ def shard_add_coarse(pair, shard: Shard, Z_coarse: np.ndarray) -> np.ndarray:
 def shard_random_block(m: int, b: int, seed: np.random.SeedSequence) -> np.ndarray:
     """A standard normal ``(m, b)`` block drawn from the shard's own seed."""
     return np.random.default_rng(seed).standard_normal((m, b))
+
+
+def local_qr(blocks: list, columns=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(Q_i, R_i)``: the reduced QR of a shard's row blocks side by side (the local step of TSQR), of their
+    ``columns`` only if given."""
+    A = np.hstack(blocks) if len(blocks) > 1 else np.asarray(blocks[0])
+    if columns is not None:
+        A = A[:, columns]
+    return np.linalg.qr(np.asarray(A, dtype=np.float64))
+
+
+def second(pair):
+    """The second item of a pair kept on a worker (e.g. ``R_i`` of :func:`local_qr`)."""
+    return pair[1]
+
+
+def combine_qr(pair, Q2_piece: np.ndarray) -> np.ndarray:
+    """``Q_i Q'_i``: the shard's rows of TSQR's ``Q`` from its local ``Q_i`` and its piece of the reduction's ``Q'``."""
+    return pair[0] @ Q2_piece
 
 
 def knn_summary(idx: np.ndarray, dist: np.ndarray, start: int, n: int) -> dict:

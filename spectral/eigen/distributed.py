@@ -20,11 +20,11 @@ single-process solver, iteration cap, convergence check, residuals and sign rule
   ``T = blockdiag(T_i)``, ``T_i`` the ``D^1/2``-weighted aggregates of shard ``i``'s hierarchy (the pencil,
   ``~coarse_size`` nodes, is assembled from per-shard rows and solved in the driver), or ``"random"``
   (drawn per shard); either is prolongated / drawn on the workers and orthonormalized by
-  ``dask.array.linalg.tsqr`` over the row blocks, and stays there as row parts.
+  tall-skinny QR over the row blocks (:func:`._two_level.orthonormal`), and stays there as row parts.
 
 Where the dense work happens (``dense_work``): ``"row_blocks"`` (default, :mod:`._row_lobpcg`) keeps every
 ``(n, b)`` block of LOBPCG as row parts on the shards' workers: products by halo exchange between workers,
-orthogonalizations by tsqr, Gram matrices as sums of per-shard ``(3b, 3b)`` pieces; only the converged
+orthogonalizations by TSQR, Gram matrices as sums of per-shard ``(3b, 3b)`` pieces; only the converged
 ``(n, k)`` vectors are gathered at the end. ``"driver"`` runs scipy's LOBPCG in the driver, which keeps
 ``X, R, P`` (n, b) and their products there and sends each shard ``V[cols_i]`` per product.
 ``info["traffic"]`` counts the bytes moved.
@@ -462,7 +462,8 @@ def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: boo
     vectors = _two_level.gather_rows(op.client, pairs.parts)
     final = pairs.residual_history[-1]
     info = {"block_size": k, "lobpcg_tol": lobpcg_tol, "max_iter": max_iter, "restarts": pairs.restarts,
-            "dropped_columns": pairs.dropped_columns, "gathered_bytes": vectors.nbytes}
+            "dropped_columns": pairs.dropped_columns, "householder_fallbacks": pairs.householder_fallbacks,
+            "gathered_bytes": vectors.nbytes}
     raw = RawPairs(pairs.values, vectors, n_iter=pairs.n_iter, solver_converged=bool(np.all(final <= lobpcg_tol)),
                    info=info)
     problem = Problem(op, None, op.shape[0], k, "smallest", tol, max_iter, None, bool(raise_on_failure), norm, None)
@@ -495,11 +496,17 @@ def check_n_blocks(n_blocks, n: int) -> int:
 
 
 def _traffic(op, before, n_iter) -> dict:
+    """Traffic of one solve: the counters' increments, ``driver_bytes`` (blocks between the driver and the
+    workers: products and preconditioner calls with driver-held blocks, the coarse blocks of the two-level
+    preconditioner), ``halo_bytes`` (rows between workers in the row-block products), their sum
+    ``total_bytes`` and per iteration."""
     now = op.traffic
     delta = {key: now[key] - before.get(key, 0) for key in now if key != "start_bytes"}
-    moved = delta["product_bytes_out"] + delta["product_bytes_back"] + delta["preconditioner_bytes"]
-    return {**delta, "total_bytes": moved, "start_bytes": now.get("start_bytes", 0),
+    driver = delta["product_bytes_out"] + delta["product_bytes_back"] + delta["preconditioner_bytes"]
+    moved = driver + delta["halo_bytes"]
+    return {**delta, "driver_bytes": driver, "total_bytes": moved, "start_bytes": now.get("start_bytes", 0),
             "bytes_per_iteration": moved / max(n_iter, 1),
+            "driver_bytes_per_iteration": driver / max(n_iter, 1),
             "products_per_iteration": delta["products"] / max(n_iter, 1)}
 
 
