@@ -261,13 +261,15 @@ def extend(
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     overwrite: bool = typer.Option(False, help="re-ingest NEW over an existing OUT"),
+    sharded: Optional[bool] = typer.Option(None, "--sharded/--no-sharded", help="laplacian_eigenmaps: search the new "
+                                           "points in per-shard indexes on the workers (default: as the model was fitted)"),
 ) -> None:
     """Embed the points of NEW with the model stored in STORE; write them to OUT."""
     from flows.embed import extend as extend_flow
 
     summary = _run(lambda: _with_progress(lambda: extend_flow(
         store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
-        overwrite=overwrite)))
+        overwrite=overwrite, sharded=sharded)))
     results = summary["results"]
     out.print(_summary_table(summary, {"model": results.get("model_run"), **_result_rows(out_store, results)}))
 

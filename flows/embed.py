@@ -30,9 +30,10 @@ from storage.models import list_models
 from tasks.common import store_token, warm_nndescent
 from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, ingest_task
-from tasks.points import embed_points_task, extend_points_task
+from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
-from tasks.sharded_eigenmaps import check_sharded, single_process_knn_bytes
+from tasks.sharded_eigenmaps import SHARDED_METHOD, check_sharded, single_process_knn_bytes
+from tasks.sharded_extend import candidates_complete, sharded_fit_record
 
 from flows._ingested_run import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
@@ -310,6 +311,7 @@ def extend(
     n_workers: int = 2,
     run_name: str | None = None,
     overwrite: bool = False,
+    sharded: bool | None = None,
 ) -> dict[str, Any]:
     """Map the points of ``new_source`` with the model of ``run`` stored in ``store``, into ``out_store``.
 
@@ -317,14 +319,25 @@ def extend(
     ``new_source`` is ingested into ``out_store`` (skipped if it is that store); the outputs are written to
     ``embeddings/<extend run>`` (and ``outputs/<extend run>/labels|scores`` for classifiers) of ``out_store``,
     with a manifest naming the model store and run.
+
+    ``sharded`` (Laplacian eigenmaps models): True searches the new points in per-shard indexes of the fit rows
+    on the workers and maps them from their stored candidates (:mod:`tasks.sharded_extend`: no process holds an
+    index of all fit rows; a ``knn`` stage before ``extend-points``); False rebuilds one index of the fit rows
+    (in the worker that restores the model); None (default): as the model's run was fitted.
     """
     t_flow = time.perf_counter()
     n_workers = check_int("n_workers", n_workers, low=1)
+    if sharded is not None and not isinstance(sharded, bool):
+        raise ParameterError(f"sharded must be True, False or None (as the model was fitted); got {sharded!r}")
     model_run = run if run is not None else latest_model_run(store)
     if model_run not in list_models(store):
         raise StoreFormatError(f"store {store} has no model for run {model_run!r}; runs with models: "
                                f"{list_models(store)}")
     method = read_manifest(store, model_run).parameters.get("method", DEFAULT_METHOD)
+    fit_record = sharded_fit_record(store, model_run)
+    use_shards = fit_record is not None if sharded is None else sharded
+    if use_shards and method != SHARDED_METHOD:
+        raise ParameterError(f"sharded=True extends {SHARDED_METHOD!r} models; run {model_run!r} is method {method!r}")
     _check_new_points_header(store, new_source)
     check_intact(store)  # the model store's X (a kNN index may be rebuilt from it)
     out_run = new_run_id("extend", run_name)
@@ -340,14 +353,22 @@ def extend(
             raise StoreFormatError(f"new points must have {x_shape(store)[1]} features like the model's training "
                                    f"data; got {ingested['d']}")
         parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
-                      "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler}
+                      "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards}
         with store_lock(out_store, out_run), \
                 run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
                             pending_client=pending, token=store_token(out_store),
                             stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
             ctx.require_cluster()
+            if use_shards:
+                with ctx.stage("knn") as rec:
+                    if candidates_complete(ctx.store, ctx.run):  # a resumed run keeps them
+                        rec.info.update(reused=True)
+                    else:
+                        rec.info.update(extend_candidates_task(store, model_run, ctx.store, ctx.run,
+                                                               n_shards=(fit_record or {}).get("n_shards")))
             with ctx.stage("extend-points") as rec:
-                rec.info.update(extend_points_task(store, model_run, store_token(store), ctx.store, ctx.run))
+                rec.info.update(extend_points_task(store, model_run, store_token(store), ctx.store, ctx.run,
+                                                   stored_candidates=use_shards))
             ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
                                          "method": method})

@@ -41,13 +41,16 @@ class PreparedPoints:
     stored_candidates: bool = False
 
 
-def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: bool) -> PreparedPoints:
+def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: bool,
+                   stored_candidates: bool = False) -> PreparedPoints:
     """Restore the model of ``run`` of ``store_url`` for the write-back.
 
     ``fitted_rows`` (``embed``): the fit rows get the model's fitted (transductive) results when it has them,
     and the index is attached only if some rows are mapped; otherwise (``extend``) every row is mapped.
     ``index``: the run's :class:`tasks.laplacian_eigenmaps.FitIndex` left on the cluster, or None (rebuilt). A
-    sharded run's held-out rows are mapped from their stored candidates instead (no index is built).
+    sharded run's held-out rows are mapped from their stored candidates instead (no index is built), and so are
+    all rows of an ``extend`` with ``stored_candidates`` (the extend run's own candidate arrays,
+    :mod:`tasks.sharded_extend`).
     """
     from storage.arrays import x_shape
     from storage.errors import StoreFormatError
@@ -64,7 +67,7 @@ def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: 
             fitted = {EMBEDDING: np.asarray(model.embedding, dtype=np.float64)}
         else:
             fitted = fitted_outputs(entry, model)
-    stored = fitted is not None and has_candidates(store_url, run)
+    stored = stored_candidates or (fitted is not None and has_candidates(store_url, run))
     if (fitted is None or rows.size < x_shape(store_url)[0]) and not stored:  # some rows are mapped out-of-sample
         attach_index(model, store_url, rows, index)
         if fitted is None and not any(hasattr(model, name) for name in ("transform", "kernel_features")):
@@ -89,6 +92,10 @@ def start_point_outputs(store_url: str, run: str, prepared: PreparedPoints, attr
     fitted = prepared.fitted
     if fitted is not None and all(name in fitted for name in entry.outputs):
         probe = {name: values[:1] for name, values in fitted.items()}
+    elif prepared.stored_candidates:  # an extend from stored candidates: the model has no index
+        from tasks.sharded_eigenmaps import read_candidates
+
+        probe = {EMBEDDING: prepared.model.transform_candidates(*read_candidates(store_url, run, 0, 1))}
     else:
         probe = point_outputs(entry, prepared.model, read_X(store_url, 0, 1))
     for name, values in probe.items():

@@ -197,8 +197,8 @@ def _candidates_intact(req: FitRequest) -> bool:
 @task(name="eigensolve-sharded", **COMPUTE_TASK)
 def sharded_eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, weighting: str,
                             symmetrize: str, tol: float | None, random_state: int | None) -> dict[str, Any]:
-    """Weights, Laplacian and eigensolve per shard on the workers, driven from this process (it holds the
-    (n, k + 1) LOBPCG blocks; :func:`tasks.sharded_eigenmaps.solve_sharded_eigenmaps`); the shards are those of
+    """Weights, Laplacian and eigensolve per shard on the workers, driven from this process (LOBPCG's blocks stay on
+    the workers as row parts; :func:`tasks.sharded_eigenmaps.solve_sharded_eigenmaps`); the shards are those of
     the kNN stage."""
     from distributed import get_client
 

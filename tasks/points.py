@@ -21,7 +21,7 @@ from storage.embedding_io import read_output
 
 from tasks import laplacian_eigenmaps as le
 from tasks._chunks import output_array, prepare_points, start_point_outputs, write_points_chunk
-from tasks.common import IO_TASK, fit_rows_for, map_row_chunks, published_future, run_on_worker, submit_to_worker
+from tasks.common import COMPUTE_TASK, IO_TASK, fit_rows_for, map_row_chunks, published_future, run_on_worker, submit_to_worker
 from tasks.registry import LABELS
 
 
@@ -42,12 +42,26 @@ def embed_points_task(store_url: str, run: str, store_token: str, *, holdout: fl
 
 @task(name="extend-points", **IO_TASK)
 def extend_points_task(model_store: str, model_run: str, model_token: str, out_store: str,
-                       out_run: str) -> dict[str, Any]:
-    """Write the outputs of every row of ``out_store`` with the model of ``model_run`` stored in ``model_store``."""
+                       out_run: str, *, stored_candidates: bool = False) -> dict[str, Any]:
+    """Write the outputs of every row of ``out_store`` with the model of ``model_run`` stored in ``model_store``;
+    ``stored_candidates``: from the candidate fit points the extend run stored (:mod:`tasks.sharded_extend`), not
+    from a rebuilt index of all fit rows."""
     prepared = submit_to_worker(prepare_points, model_store, model_run, fitted_rows=False,
-                                name=f"load-model-{model_run}")
+                                stored_candidates=stored_candidates, name=f"load-model-{model_run}")
     attrs = {"model_store": str(model_store), "model_run": model_run}
     return write_point_outputs(out_store, out_run, prepared, attrs, "extend-points")
+
+
+@task(name="knn-candidates-sharded", **COMPUTE_TASK)
+def extend_candidates_task(model_store: str, model_run: str, out_store: str, out_run: str, *,
+                           n_shards: int | None) -> dict[str, Any]:
+    """The candidate fit points of every row of ``out_store``, searched in per-shard indexes of the model's fit rows
+    on the workers and written by them (:func:`tasks.sharded_extend.write_extend_candidates`)."""
+    from distributed import get_client
+
+    from tasks.sharded_extend import write_extend_candidates
+
+    return write_extend_candidates(model_store, model_run, out_store, out_run, get_client(), n_shards=n_shards)
 
 
 def write_point_outputs(store_url: str, run: str, prepared: Any, attrs: dict, name: str, *,

@@ -33,7 +33,9 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   (:meth:`spectral.eigen.distributed.DistributedLaplacian.from_knn_blocks` with ``perm``), and LOBPCG with
   the per-shard two-level AMG preconditioner finds the eigenvectors
   (:func:`spectral.eigen.distributed.laplacian_eigenmaps_distributed`), returned in the fit rows' order.
-  The driver holds the (n_fit, k + 1) LOBPCG blocks and the degrees, not the graph. It is not a worker task: a
+  LOBPCG's (n_fit, k + 1) blocks stay on the workers as row parts of the shards
+  (:mod:`spectral.eigen._row_lobpcg`); the driver holds the degrees, the partition and, at the end, the
+  gathered (n_fit, k) embedding, not the graph. It is not a worker task: a
   driver on a worker whose memory crossed Dask's pause threshold (80 % of its limit) waits forever for the
   tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points hung in the preconditioner). It
   writes the same model as the single-process stages (:class:`spectral.embedding_model.LaplacianEigenmapsModel`).
@@ -56,8 +58,8 @@ complete them (unlike the fit rows' shard-pair queries), so their cost grows wit
 take n x kc x 12 bytes of the store before compression (their fit rows hold fill values). Exact duplicate
 rows are not collapsed (a held-out copy of a fit row gets that row's value through the distance-0 rule); the
 graph must be connected (several components are refused, naming the remedy); ``knn_method`` is not used
-(NN-descent per shard); ``extend`` of a sharded model rebuilds one NN-descent index of the fit rows (one
-process must hold it).
+(NN-descent per shard). ``extend`` of a sharded model searches the new points in per-shard indexes on the
+workers (:mod:`tasks.sharded_extend`); with ``sharded=False`` it rebuilds one index of the fit rows instead.
 """
 
 from __future__ import annotations

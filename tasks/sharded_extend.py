@@ -1,0 +1,90 @@
+"""``extend`` of a Laplacian eigenmaps model without one kNN index of all its fit rows (issue 16).
+
+The fit rows of the model's store are indexed per shard on the workers (:func:`spectral.knn_sharded.build_shard_indexes`
+with the partition of the sharded path, :data:`tasks.sharded_eigenmaps.PARTITION`, and the embed run's number of
+shards); every row of the new store is searched in every shard's index by tasks on the workers
+(:func:`spectral.knn_sharded.query_shard_indexes`, the search of the embed run's held-out rows), and its
+:attr:`~spectral.embedding_model.LaplacianEigenmapsModel.n_candidates` nearest fit points are written to the new
+store's candidate arrays (:func:`tasks.sharded_eigenmaps.write_candidates_chunk`, one task per row chunk). The
+``extend-points`` stage then maps every row by the model's Nystrom map of its stored candidates
+(:meth:`~spectral.embedding_model.LaplacianEigenmapsModel.transform_candidates`), as the embed run maps its held-out
+rows: no process holds the fit rows' X or an index of all of them, only its shard.
+
+Like the embed run's held-out rows, each new point is searched in all P shard indexes (no pruning).
+:func:`write_extend_candidates` runs in the flow process and holds futures and the model's fit rows ((n_fit,) int64).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from spectral._validation import check_random_state
+from storage.arrays import read_X, row_chunks
+from storage.checksums import completed_row_chunks
+from storage.embedding_io import has_output
+from storage.errors import StoreFormatError
+from storage.manifest import read_manifest
+from storage import layout
+
+from tasks.sharded_eigenmaps import (CANDIDATE_OUTPUTS, PARTITION, create_candidates, fit_X,
+                                     write_candidates_chunk)
+
+
+def sharded_fit_record(store_url: str, run: str) -> dict | None:
+    """The kNN stage record of ``run`` of ``store_url`` when that run took the sharded path (``n_shards``, ...), else
+    None."""
+    for stage in read_manifest(store_url, run).stages:
+        if stage.name == "knn" and stage.info.get("method") == "sharded":
+            return dict(stage.info)
+    return None
+
+
+def extend_plan(model_store: str, model_run: str) -> dict[str, Any]:
+    """Task (on a worker): what the shard indexes of the model need: its fit rows (n_fit,), the kNN parameters it
+    was fitted with and its number of candidates. Refuses a model without a candidates map."""
+    from tasks.fitted_model import load_fitted
+
+    _, model, rows = load_fitted(model_store, model_run, with_index=False)
+    if not hasattr(model, "transform_candidates"):
+        raise StoreFormatError(f"model {model_run!r} of {model_store} ({type(model).__name__}) has no map from candidate "
+                               "neighbours: extend it with sharded=False")
+    return {"fit_rows": rows, "knn_params": dict(model.knn_params), "n_candidates": int(model.n_candidates)}
+
+
+def candidates_complete(out_store: str, out_run: str) -> bool:
+    """Whether every row chunk of the candidate arrays of ``out_run`` was written and matches its checksum."""
+    if not has_output(out_store, out_run, CANDIDATE_OUTPUTS[0]):
+        return False
+    starts = [start for start, _ in row_chunks(out_store)]
+    paths = [layout.output_path(out_run, name) for name in CANDIDATE_OUTPUTS]
+    return set(completed_row_chunks(out_store, paths, starts)) == set(starts)
+
+
+def write_extend_candidates(model_store: str, model_run: str, out_store: str, out_run: str, client: Any, *,
+                            n_shards: int | None) -> dict[str, Any]:
+    """Write the candidate fit points of every row of ``out_store`` (see the module docstring); ``n_shards``: the
+    embed run's (None: from the cluster and the data size). Returns sizes and timings."""
+    from spectral.knn_sharded import build_shard_indexes, query_shard_indexes
+
+    t0 = time.perf_counter()
+    plan = client.submit(extend_plan, model_store, model_run, pure=False).result()
+    fit_rows, params, kc = plan["fit_rows"], plan["knn_params"], plan["n_candidates"]
+    sharded = build_shard_indexes(fit_X(model_store, fit_rows), int(params["n_neighbors"]), n_shards=n_shards,
+                                  metric=params.get("metric", "euclidean"),
+                                  random_state=check_random_state(params.get("seed")), partition=PARTITION,
+                                  queried=True, client=client)
+    build_seconds = time.perf_counter() - t0
+    create_candidates(out_store, out_run, kc)
+    chunks = row_chunks(out_store)
+    queries = [client.submit(read_X, out_store, start, stop, pure=False) for start, stop in chunks]
+    answers = query_shard_indexes(sharded, queries, kc)
+    writes = [client.submit(write_candidates_chunk, out_store, out_run, start, stop - start, answer,
+                            np.arange(stop - start), pure=False) for (start, stop), answer in zip(chunks, answers)]
+    n_rows = sum(client.gather(writes))
+    n_used = len(sharded.partition.bounds) - 1
+    del sharded, answers, writes, queries
+    return {"method": "sharded", "n_shards": int(n_used), "n_fit": int(fit_rows.size), "n_rows": int(n_rows),
+            "n_candidates": kc, "index_build_seconds": build_seconds, "seconds": time.perf_counter() - t0}
