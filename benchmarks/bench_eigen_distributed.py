@@ -174,7 +174,7 @@ def write_results(args, lines, singles, before: str, after: str) -> None:
     text += [
         f"## `python benchmarks/bench_eigen_distributed.py --n {' '.join(map(str, args.n))} --blocks "
         f"{' '.join(map(str, args.blocks))} --partition {' '.join(args.partition)} "
-        f"--precond {' '.join(args.precond)}`",
+        f"--precond {' '.join(args.precond)} --dense-work {' '.join(args.dense_work)}`",
         "",
         f"({args.pairs} smallest pairs of L_sym, kNN k = 15 of the lifted Swiss roll, LocalCluster of "
         f"{args.workers} single-threaded workers, tol "
@@ -191,10 +191,13 @@ def write_results(args, lines, singles, before: str, after: str) -> None:
         *singles,
         "",
         "Distributed (`DistributedLaplacian.from_weights` + `distributed_eigensolve`); `two_level` = block AMG "
-        "per shard + coarse correction, coarse start; `block_amg` = block Jacobi only, random tsqr start. "
-        "MB/iter measured: the operator's byte counters over the LOBPCG run / iterations (scipy's LOBPCG applies "
-        "L and M to the still-active columns only); model: a full block of b = pairs columns. Residuals are "
-        "recomputed on the single-process L; angles are to the single-process eigenvectors.",
+        "per shard + coarse correction, coarse start; `block_amg` = block Jacobi only, random TSQR start. "
+        "`dense work`: `row_blocks` = LOBPCG's blocks as row parts on the workers (halo products, Cholesky-QR2 / "
+        "TSQR, per-shard Gram pieces), `driver` = scipy's lobpcg in the driver. MB/iter measured: the operator's "
+        "byte counters (driver <-> workers and halo rows between workers) over the solve / iterations, including "
+        "the final residual check and gather of the vectors; driver MB/iter: the part through the driver. Both "
+        "solvers apply L and M to the still-active columns only; model: a full block of b = pairs columns. "
+        "Residuals are recomputed on the single-process L; angles are to the single-process eigenvectors.",
         "",
         *lines,
         "",

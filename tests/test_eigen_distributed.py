@@ -88,7 +88,7 @@ def test_distributed_product_equals_the_single_process_product(client, graph, n_
 
 @pytest.mark.parametrize("n_blocks, partition, preconditioner, start, dense_work", [
     (3, "rcm", "two_level", "coarse", "row_blocks"), (3, "rcm", "two_level", "coarse", "driver"),
-    (2, "coordinates", "block_amg", "random", "row_blocks"), (2, "coordinates", "block_amg", "random", "driver")])
+    (2, "coordinates", "block_amg", "random", "row_blocks")])
 def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, single, n_blocks, partition,
                                                              preconditioner, start, dense_work):
     X, _, W, L, _, (ref_values, ref_vectors) = graph

@@ -43,19 +43,29 @@ def four_workers():
         yield cluster.scheduler_address
 
 
+@pytest.fixture(scope="module")
+def sharded_run(prefect_harness, data, four_workers):
+    """The sharded embed of the module's data (4 shards), shared by the tests that read it: ``(store, result)``."""
+    from flows.embed import embed
+
+    d, _ = data
+    store = str(d / "sharded.zarr")
+    return store, embed(str(d / "X.npy"), store, params=PARAMS, random_state=0, scheduler=four_workers, sharded=True,
+                        chunk_rows=700)
+
+
 def _split_accuracy(Z: np.ndarray, y: np.ndarray) -> float:
     test = np.random.default_rng(2024).random(y.size) < 0.2  # not seed 0: the data's own draws (t) come from it
     return one_nn_accuracy(Z[~test], y[~test], Z[test], y[test])
 
 
-def test_sharded_flow_matches_the_single_process_flow(prefect_harness, data, four_workers):
+def test_sharded_flow_matches_the_single_process_flow(prefect_harness, data, four_workers, sharded_run):
     from flows.embed import embed
 
     d, y = data
     single = embed(str(d / "X.npy"), str(d / "single.zarr"), params={**PARAMS, "knn_method": "exact"},
                    random_state=0, scheduler=four_workers, sharded=False)
-    sharded = embed(str(d / "X.npy"), str(d / "sharded.zarr"), params=PARAMS, random_state=0,
-                    scheduler=four_workers, sharded=True, chunk_rows=700)
+    sharded = sharded_run[1]
     manifest = read_manifest(str(d / "sharded.zarr"), sharded["run"])
     stages = {s.name: s.info for s in manifest.stages}
     assert manifest.results["sharded"] is True and stages["knn"]["method"] == "sharded"
@@ -160,13 +170,13 @@ def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefe
     assert acc_single > 0.9 and abs(acc_sharded - acc_single) <= 0.01
 
 
-def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, data, four_workers):
+def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, data, four_workers, sharded_run):
     """extend of a sharded model (default: as fitted) searches the new points in per-shard indexes of the fit rows
     on the workers and maps them from their stored candidates; against extend with one rebuilt index of the fit
     rows (sharded=False) and against brute-force candidates."""
     from sklearn.neighbors import NearestNeighbors
 
-    from flows.embed import embed, extend
+    from flows.embed import extend
     from spectral.metrics import knn_recall
     from storage.embedding_io import read_output
     from tasks.sharded_eigenmaps import CANDIDATE_INDICES
@@ -177,12 +187,11 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, d
     pick = rng.choice(N_POINTS, 600, replace=False)
     new, y_new = X[pick] + rng.normal(scale=0.05, size=(600, X.shape[1])).astype(np.float32), y[pick]
     np.save(d / "new.npy", new.astype(np.float32))
-    model = embed(str(d / "X.npy"), str(d / "sharded_m.zarr"), params=PARAMS, random_state=0,
-                  scheduler=four_workers, sharded=True, chunk_rows=1000)
-    by_shards = extend(str(d / "sharded_m.zarr"), str(d / "new.npy"), str(d / "ext_shards.zarr"),
-                       scheduler=four_workers, chunk_rows=250)
-    one_index = extend(str(d / "sharded_m.zarr"), str(d / "new.npy"), str(d / "ext_one.zarr"),
-                       scheduler=four_workers, sharded=False)
+    model_store, model = sharded_run
+    by_shards = extend(model_store, str(d / "new.npy"), str(d / "ext_shards.zarr"), scheduler=four_workers,
+                       chunk_rows=250)
+    one_index = extend(model_store, str(d / "new.npy"), str(d / "ext_one.zarr"), scheduler=four_workers,
+                       sharded=False)
     manifest = read_manifest(str(d / "ext_shards.zarr"), by_shards["run"])
     stages = {s.name: s.info for s in manifest.stages}
     assert manifest.parameters["sharded"] is True and list(stages) == ["ingest", "cluster", "knn", "extend-points"]
@@ -192,7 +201,7 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, d
     candidates = read_output(str(d / "ext_shards.zarr"), by_shards["run"], CANDIDATE_INDICES)
     oracle = NearestNeighbors(n_neighbors=kc, algorithm="brute").fit(X).kneighbors(new, return_distance=False)
     recall = knn_recall(candidates, oracle)
-    Z_fit = read_embedding(str(d / "sharded_m.zarr"), model["run"]).astype(np.float64)
+    Z_fit = read_embedding(model_store, model["run"]).astype(np.float64)
     Z_shards = read_embedding(str(d / "ext_shards.zarr"), by_shards["run"]).astype(np.float64)
     Z_one = read_embedding(str(d / "ext_one.zarr"), one_index["run"]).astype(np.float64)
     scale = np.abs(Z_fit).max()
