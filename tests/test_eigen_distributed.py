@@ -289,3 +289,36 @@ def test_bad_parameters_name_parameter_range_and_value(client, graph):
         distributed_eigensolve(op, 3, dense_work="gpu")
     with pytest.raises(ParameterError, match="op must be a DistributedLaplacian; got csr_matrix"):
         distributed_eigensolve(W, 3)
+
+
+def test_row_block_orthonormalization_falls_back_to_tsqr_and_drops_dependent_columns(client):
+    """[X, W] with a column of W inside span(X): Cholesky-QR refuses it, Householder TSQR runs and drops that
+    column; the rest of W comes back orthonormal and orthogonal to X. Independent columns: Cholesky-QR2, no drop."""
+    from spectral.eigen._cluster import scatter_to
+    from spectral.eigen._row_lobpcg import _Blocks, _orthonormal_complement
+
+    rng = np.random.default_rng(0)
+    workers = sorted(client.scheduler_info()["workers"])
+    X = np.linalg.qr(rng.standard_normal((600, 3)))[0]
+    W = rng.standard_normal((600, 3))
+    blocks = _Blocks(client, workers)
+
+    def solve(W):
+        parts = lambda A: [scatter_to(client, A[:300], workers[0]), scatter_to(client, A[300:], workers[1])]
+        Xp, Wp = parts(X), parts(W)
+        gram = np.hstack([X, W]).T @ np.hstack([X, W])
+        Q, dropped, fallback = _orthonormal_complement(blocks, Xp, Wp, 3, gram)
+        return np.vstack(client.gather(Q)), dropped, fallback
+
+    Q, dropped, fallback = solve(W)
+    assert (dropped, fallback) == (0, 0) and Q.shape == (600, 3)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(3), atol=1e-12)
+    assert np.abs(X.T @ Q).max() < 1e-12
+    W[:, 1] = 2.0 * X[:, 0] - X[:, 2] + 1e-15 * rng.standard_normal(600)  # inside span(X) up to round-off
+    Q, dropped, fallback = solve(W)
+    assert (dropped, fallback) == (1, 1) and Q.shape == (600, 2)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(2), atol=1e-12)
+    assert np.abs(X.T @ Q).max() < 1e-12
+    # the kept columns span W's independent part
+    rest = W[:, [0, 2]] - X @ (X.T @ W[:, [0, 2]])
+    assert np.degrees(scipy.linalg.subspace_angles(Q, rest)).max() < 1e-6
