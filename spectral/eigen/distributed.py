@@ -24,8 +24,8 @@ single-process solver, iteration cap, convergence check, residuals and sign rule
 
 Where the dense work happens (``dense_work``): ``"row_blocks"`` (default, :mod:`._row_lobpcg`) keeps every
 ``(n, b)`` block of LOBPCG as row parts on the shards' workers: products by halo exchange between workers,
-orthogonalizations by TSQR, Gram matrices as sums of per-shard ``(3b, 3b)`` pieces; only the converged
-``(n, k)`` vectors are gathered at the end. ``"driver"`` runs scipy's LOBPCG in the driver, which keeps
+orthonormalization by Cholesky-QR2 with a TSQR fallback, Gram matrices as sums of per-shard pieces; only the
+converged ``(n, k)`` vectors are gathered at the end. ``"driver"`` runs scipy's LOBPCG in the driver, which keeps
 ``X, R, P`` (n, b) and their products there and sends each shard ``V[cols_i]`` per product.
 ``info["traffic"]`` counts the bytes moved.
 
