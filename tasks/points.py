@@ -21,7 +21,8 @@ from storage.embedding_io import read_output
 
 from tasks import laplacian_eigenmaps as le
 from tasks._chunks import output_array, prepare_points, start_point_outputs, write_points_chunk
-from tasks.common import COMPUTE_TASK, IO_TASK, fit_rows_for, map_row_chunks, published_future, run_on_worker, submit_to_worker
+from tasks.common import (COMPUTE_TASK, IO_TASK, fit_rows_for, map_row_chunks, published_future, run_on_worker,
+                          submit_to_worker)
 from tasks.registry import LABELS
 
 

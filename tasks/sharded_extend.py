@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from spectral._validation import check_random_state
+from storage import layout
 from storage.arrays import read_X, row_chunks
 from storage.checksums import completed_row_chunks
 from storage.embedding_io import has_output
 from storage.errors import StoreFormatError
 from storage.manifest import read_manifest
-from storage import layout
 
 from tasks.sharded_eigenmaps import (CANDIDATE_OUTPUTS, PARTITION, create_candidates, fit_X,
                                      write_candidates_chunk)
@@ -49,8 +49,8 @@ def extend_plan(model_store: str, model_run: str) -> dict[str, Any]:
 
     _, model, rows = load_fitted(model_store, model_run, with_index=False)
     if not hasattr(model, "transform_candidates"):
-        raise StoreFormatError(f"model {model_run!r} of {model_store} ({type(model).__name__}) has no map from candidate "
-                               "neighbours: extend it with sharded=False")
+        raise StoreFormatError(f"model {model_run!r} of {model_store} ({type(model).__name__}) has no map from "
+                               "candidate neighbours: extend it with sharded=False")
     return {"fit_rows": rows, "knn_params": dict(model.knn_params), "n_candidates": int(model.n_candidates)}
 
 

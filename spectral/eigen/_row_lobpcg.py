@@ -93,7 +93,8 @@ def row_block_lobpcg(op, X_parts: list, b: int, *, tol: float, max_iter: int, k:
         if P is not None:
             R_p = _cholesky_factor(grams[1])
             if R_p is not None:
-                Pa, APa = blocks.map(_right_solve, P, const=(cols, R_p)), blocks.map(_right_solve, AP, const=(cols, R_p))
+                Pa = blocks.map(_right_solve, P, const=(cols, R_p))
+                APa = blocks.map(_right_solve, AP, const=(cols, R_p))
             else:
                 restarts += 1
         theta, C, Pa, APa, restarted = _rayleigh_ritz(blocks, b, [X, W, Pa], [AX, AW, APa])

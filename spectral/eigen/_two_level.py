@@ -61,13 +61,13 @@ def random_start(op, b: int, random_state=None) -> list:
 
 
 def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[list, dict]:
-    """A two-level start block ``(n, b)`` as row parts (futures of (n_i, b) on the shards' workers): the smallest eigenvectors of the Galerkin pencil
-    ``(T^T L T, T^T T)`` on the block-diagonal coarse space ``T = blockdiag(T_i)`` of the aggregates of the
-    shards' AMG hierarchies (:func:`._shards.shard_coarse_basis`, each ``T_i`` at the deepest level with at
-    least ``coarse_size / P`` nodes), prolongated on the workers and orthonormalized by TSQR (:func:`orthonormal`). The
-    single-process solver's multilevel start (:mod:`._multilevel`) with one coarse level instead of a
-    cascade; the coarse pencil (about
-    ``coarse_size`` nodes, sparse) is solved in the driver by :func:`spectral.eigen.eigensolve`.
+    """A two-level start block ``(n, b)`` as row parts (futures of (n_i, b) on the shards' workers): the
+    smallest eigenvectors of the Galerkin pencil ``(T^T L T, T^T T)`` on the block-diagonal coarse space
+    ``T = blockdiag(T_i)`` of the aggregates of the shards' AMG hierarchies (:func:`._shards.shard_coarse_basis`,
+    each ``T_i`` at the deepest level with at least ``coarse_size / P`` nodes), prolongated on the workers and
+    orthonormalized by TSQR (:func:`orthonormal`). The single-process solver's multilevel start
+    (:mod:`._multilevel`) with one coarse level instead of a cascade; the coarse pencil (about ``coarse_size``
+    nodes, sparse) is solved in the driver by :func:`spectral.eigen.eigensolve`.
     Needs :meth:`block_preconditioner` first. Returns ``(parts, report)``."""
     if not op._preconditioned:
         raise ParameterError("start='coarse' needs the block AMG preconditioner (preconditioner='block_amg')")
