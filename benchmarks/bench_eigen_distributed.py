@@ -64,7 +64,8 @@ def single_process(L, pairs: int, tol, seed: int):
 
 def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, pairs: int, tol, seed: int, client,
                     dense_work: str = "row_blocks"):
-    from spectral.eigen.distributed import FLOAT_BYTES, DistributedLaplacian, distributed_eigensolve
+    from spectral.eigen.distributed import FLOAT_BYTES, DistributedLaplacian
+    from spectral.eigen.distributed_solve import distributed_eigensolve
 
     t = time.perf_counter()
     op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,

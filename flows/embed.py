@@ -32,8 +32,8 @@ from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, ingest_task
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
-from tasks.sharded_eigenmaps import SHARDED_METHOD, check_sharded, single_process_knn_bytes
-from tasks.sharded_extend import candidates_complete, sharded_fit_record
+from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, single_process_knn_bytes
+from tasks.sharded_extend import sharded_fit_record
 
 from flows._ingested_run import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed

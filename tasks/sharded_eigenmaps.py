@@ -32,7 +32,7 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   Laplacian are built per shard on the workers
   (:meth:`spectral.eigen.distributed.DistributedLaplacian.from_knn_blocks` with ``perm``), and LOBPCG with
   the per-shard two-level AMG preconditioner finds the eigenvectors
-  (:func:`spectral.eigen.distributed.laplacian_eigenmaps_distributed`), returned in the fit rows' order.
+  (:func:`spectral.eigen.distributed_solve.laplacian_eigenmaps_distributed`), returned in the fit rows' order.
   LOBPCG's (n_fit, k + 1) blocks stay on the workers as row parts of the shards
   (:mod:`spectral.eigen._row_lobpcg`); the driver holds the degrees, the partition and, at the end, the
   gathered (n_fit, k) embedding, not the graph. It is not a worker task: a
@@ -76,7 +76,7 @@ from spectral.errors import InputDataError
 from spectral.weights import WeightParams, scales_of
 from storage import layout
 from storage.arrays import X_as_dask, read_X, row_chunks, x_shape
-from storage.checksums import check_intact, record_checksums, record_chunk
+from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
 from storage.embedding_io import create_output, has_output, read_output, write_output_block, write_point_array
 from storage.errors import StoreFormatError
 from storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
@@ -307,6 +307,17 @@ def candidates_intact(store_url: str, run: str) -> bool:
     return has_candidates(store_url, run)
 
 
+def candidates_complete(out_store: str, out_run: str) -> bool:
+    """Whether every row chunk of the candidate arrays of ``out_run`` was written and matches its checksum (an
+    ``extend`` run, :mod:`tasks.sharded_extend`, where every row has candidates; :func:`candidates_intact` is the
+    embed run's check, where only held-out rows have them)."""
+    if not has_output(out_store, out_run, CANDIDATE_OUTPUTS[0]):
+        return False
+    starts = [start for start, _ in row_chunks(out_store)]
+    paths = [layout.output_path(out_run, name) for name in CANDIDATE_OUTPUTS]
+    return set(completed_row_chunks(out_store, paths, starts)) == set(starts)
+
+
 def _split_rows(block: tuple[np.ndarray, np.ndarray], cuts: np.ndarray,
                 to_rows: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Task: a shard's kNN block ``(indices, distances)`` (n_p, k) cut into the runs ``cuts[j]:cuts[j + 1]``, its
@@ -347,7 +358,8 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
                             random_state: int | None) -> dict[str, Any]:
     """The ``eigensolve`` stage of the sharded path (weights included), driven from the calling process with
     ``client`` (see the module docstring). Writes ``models/<run>``."""
-    from spectral.eigen.distributed import DistributedLaplacian, laplacian_eigenmaps_distributed
+    from spectral.eigen.distributed import DistributedLaplacian
+    from spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
 
     from spectral.partition import bisection_partition_dask
 

@@ -22,15 +22,11 @@ from typing import Any
 import numpy as np
 
 from spectral._validation import check_random_state
-from storage import layout
 from storage.arrays import read_X, row_chunks
-from storage.checksums import completed_row_chunks
-from storage.embedding_io import has_output
 from storage.errors import StoreFormatError
 from storage.manifest import read_manifest
 
-from tasks.sharded_eigenmaps import (CANDIDATE_OUTPUTS, PARTITION, create_candidates, fit_X,
-                                     write_candidates_chunk)
+from tasks.sharded_eigenmaps import PARTITION, create_candidates, fit_X, write_candidates_chunk
 
 
 def sharded_fit_record(store_url: str, run: str) -> dict | None:
@@ -52,15 +48,6 @@ def extend_plan(model_store: str, model_run: str) -> dict[str, Any]:
         raise StoreFormatError(f"model {model_run!r} of {model_store} ({type(model).__name__}) has no map from "
                                "candidate neighbours: extend it with sharded=False")
     return {"fit_rows": rows, "knn_params": dict(model.knn_params), "n_candidates": int(model.n_candidates)}
-
-
-def candidates_complete(out_store: str, out_run: str) -> bool:
-    """Whether every row chunk of the candidate arrays of ``out_run`` was written and matches its checksum."""
-    if not has_output(out_store, out_run, CANDIDATE_OUTPUTS[0]):
-        return False
-    starts = [start for start, _ in row_chunks(out_store)]
-    paths = [layout.output_path(out_run, name) for name in CANDIDATE_OUTPUTS]
-    return set(completed_row_chunks(out_store, paths, starts)) == set(starts)
 
 
 def write_extend_candidates(model_store: str, model_run: str, out_store: str, out_run: str, client: Any, *,

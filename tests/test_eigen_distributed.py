@@ -13,8 +13,8 @@ import scipy.sparse as sp
 
 from spectral.datasets import make_swiss_roll_lifted
 from spectral.eigen import eigensolve
-from spectral.eigen.distributed import (MIN_SHARD_ROWS, DistributedLaplacian, distributed_eigensolve,
-                                        laplacian_eigenmaps_distributed)
+from spectral.eigen.distributed import MIN_SHARD_ROWS, DistributedLaplacian
+from spectral.eigen.distributed_solve import distributed_eigensolve, laplacian_eigenmaps_distributed
 from spectral.errors import InputDataError, ParameterError
 from spectral.graph_laplacian import laplacian, laplacian_rows
 from spectral.knn import knn_graph

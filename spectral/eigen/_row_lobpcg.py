@@ -8,10 +8,12 @@ the shard's worker. Per iteration:
 1. ``R = AX - X diag(theta)`` and its column norms (``(b,)`` per shard to the driver); converged columns are
    locked (soft locking, as scipy);
 2. ``W = M R_active`` (:meth:`~.distributed.DistributedLaplacian.precondition_parts`), projected off ``X``
-   and orthonormalized in one tall-skinny QR of ``[X, W]`` over the row parts (:func:`._two_level.orthonormal`;
-   ``W <- Q[:, b:]``, rank-deficient columns dropped), and ``AW = L W``
+   and orthonormalized together as the QR of ``[X, W]`` (``W <- Q[:, b:]``): CholeskyQR2 from the Gram pieces
+   of the row parts, Householder TSQR (:func:`._tsqr.orthonormal`) with rank-deficient columns dropped when
+   Cholesky is not accurate (:func:`_orthonormal_complement`); then ``AW = L W``
    (:meth:`~.distributed.DistributedLaplacian.product_parts`, a halo exchange between workers);
-3. ``P`` (the previous update direction) orthonormalized by TSQR as well, ``AP <- AP R^-1`` without a product;
+3. ``P`` (the previous update direction) orthonormalized by Cholesky-QR from the same reduction (as scipy),
+   ``AP <- AP R^-1`` without a product; ``P`` is dropped when its Gram matrix is not accurately factorable;
 4. Rayleigh-Ritz on ``S = [X, W, P]``: the Gram matrices ``S^T L S`` and ``S^T S`` are sums of per-shard
    ``(m, m)`` pieces (``m <= 3b``); the ``(m, m)`` pencil is solved in the driver (``scipy.linalg.eigh``); if
    ``S^T S`` is not positive definite, ``P`` is dropped and the step is repeated without it (scipy's restart);
@@ -32,7 +34,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..errors import ConvergenceError
-from ._two_level import orthonormal
+from ._tsqr import orthonormal
 
 #: TSQR columns of the search block with ``|R_jj|`` at most this fraction of its largest are dropped
 #: (a rank-deficient block) ...
@@ -139,7 +141,7 @@ def _orthonormal_complement(blocks, X: list, W: list, b: int, gram: np.ndarray) 
     ``cond([X, W]) < ~1e8``. scipy's ``lobpcg`` orthonormalizes by Cholesky too. A Cholesky factorization of
     pass 1 or 2 that fails, or a column whose part independent of the columns before it is at most
     ``CHOLESKY_QR_RTOL`` of its norm (:func:`_cholesky_factor`), falls back to Householder TSQR
-    (:func:`._two_level.orthonormal`), which drops columns with ``|R_jj|`` at most ``RANK_RTOL`` times the
+    (:func:`._tsqr.orthonormal`), which drops columns with ``|R_jj|`` at most ``RANK_RTOL`` times the
     largest of ``W``'s, or ``SPAN_ATOL`` times ``X``'s (``W`` dependent on itself or inside ``span(X)``), and is
     repeated without them (so the basis spans exactly the kept columns' part orthogonal to ``X``).
     Cost per shard: two ``(n_i, b + a)`` Gram products (1.5 ms each at n_i = 5e4, b + a = 20) against 41 ms
