@@ -113,9 +113,9 @@ def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, sing
     assert info["preconditioner"] == (preconditioner or "none")
     if start == "coarse":
         assert info["coarse"]["coarse_n"] >= K_PAIRS
-    if dense_work == "row_blocks":  # no (n, b) block through the driver during the iteration: halo rows only;
-        # the one driver product is the final residual check of the gathered (n, k) vectors
-        assert traffic["product_bytes_back"] == N * K_PAIRS * 8
+    if dense_work == "row_blocks":  # no (n, b) block through the driver: halo rows only, the final residuals
+        # too (computed on the workers); the (n, k) vectors are gathered once, at the end, because asked
+        assert traffic["product_bytes_out"] == traffic["product_bytes_back"] == 0
         assert traffic["halo_bytes"] > 0 and res.info["gathered_bytes"] == N * K_PAIRS * 8
         coarse_bytes = 2 * info["coarse"]["coarse_n"] * K_PAIRS * 8 if preconditioner == "two_level" else 0
         assert traffic["preconditioner_bytes"] <= traffic["preconditioner_calls"] * coarse_bytes
@@ -159,6 +159,44 @@ def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, gra
     ref_emb = ref_vectors[:, 1:4] / np.sqrt(degrees)[:, None]
     assert emb.shape == (N, 3) and _angle_degrees(emb, ref_emb) < 1.0
     assert np.all(np.abs(emb).max(axis=0) == emb.max(axis=0))  # sign rule: largest-|.| entry positive
+
+
+def test_embedding_left_on_the_workers_is_the_gathered_one(client, graph):
+    """gather=False: the embedding stays as row parts on the shards' workers; put back in the original order it is
+    the gathered embedding bit for bit (same solve), with the sign rule applied in the original order."""
+    from spectral.eigen._row_parts import gather_original_order
+
+    W = graph[2]
+    op = DistributedLaplacian.from_weights(W, 3, partition="rcm")
+    emb, values, res = laplacian_eigenmaps_distributed(op, 3, random_state=1)
+    parts, values_kept, res_kept = laplacian_eigenmaps_distributed(op, 3, random_state=1, gather=False)
+    assert res_kept.vectors is None and len(parts) == 3
+    assert [f.result().shape for f in parts] == [(hi - lo, 3) for lo, hi in zip(op.bounds[:-1], op.bounds[1:])]
+    np.testing.assert_array_equal(values_kept, values)
+    np.testing.assert_array_equal(gather_original_order(op, parts), emb)
+    np.testing.assert_array_equal(res_kept.residuals, res.residuals)
+    with pytest.raises(ParameterError, match="gather must be True, or False with dense_work='row_blocks'"):
+        distributed_eigensolve(op, 3, gather=False, dense_work="driver")
+
+
+def test_sign_rule_on_row_parts_is_sign_flip_in_the_original_order(client, graph):
+    """Ties of |.| across shards go to the smallest original row, as np.argmax on the gathered columns."""
+    from spectral.eigen._row_parts import gather_original_order, signed_parts
+    from spectral.eigen.signs import sign_flip
+
+    op = DistributedLaplacian.from_weights(graph[2], 3, partition="rcm")
+    rng = np.random.default_rng(0)
+    V = rng.uniform(-1, 1, (N, 4))
+    last, first = op.perm[op.bounds[1]], op.perm[op.bounds[2]]  # rows of shards 1 and 2
+    lo, hi = sorted((last, first))
+    V[lo, 0], V[hi, 0] = -2.0, 2.0  # tie: the smaller original row's value (-2) decides
+    V[lo, 1], V[hi, 1] = 2.0, -2.0
+    V[:, 2] = 0.0  # all-zero column kept
+    parts = [client.scatter(V[op.perm[a:b]], workers=[w]) for a, b, w in zip(op.bounds[:-1], op.bounds[1:],
+                                                                            op.workers)]
+    signed = gather_original_order(op, signed_parts(op, parts))
+    np.testing.assert_array_equal(signed, sign_flip(V))
+    assert signed[lo, 0] == 2.0 and signed[lo, 1] == 2.0
 
 
 def _directed_blocks(idx, bounds):

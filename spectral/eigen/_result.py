@@ -96,13 +96,26 @@ def finalize(raw: RawPairs, problem, solver: str) -> EigenResult:
     """Normalize, sort, sign-fix, compute residuals and check convergence (see module docstring)."""
     values = np.asarray(raw.values, dtype=np.float64).copy()
     vectors = normalize(np.asarray(raw.vectors, dtype=np.float64), problem.B)
-    order = np.argsort(values, kind="stable")
-    if problem.which == "largest":
-        order = order[::-1]
-    order = order[np.isfinite(values[order])].tolist() + order[~np.isfinite(values[order])].tolist()
+    order = pair_order(values, problem.which)
     values, vectors = values[order][: problem.k], vectors[:, order][:, : problem.k]
     vectors = sign_flip(vectors)
     residuals = residual_norms(problem.A, problem.B, values, vectors)
+    return conclude(values, vectors, residuals, raw, problem, solver)
+
+
+def pair_order(values: np.ndarray, which: str) -> np.ndarray:
+    """Order of the pairs ``(k,)``: ascending (``"smallest"``) or descending (``"largest"``), non-finite last."""
+    order = np.argsort(values, kind="stable")
+    if which == "largest":
+        order = order[::-1]
+    return np.array(order[np.isfinite(values[order])].tolist() + order[~np.isfinite(values[order])].tolist(),
+                    dtype=np.int64)
+
+
+def conclude(values: np.ndarray, vectors: Any, residuals: np.ndarray, raw: RawPairs, problem, solver: str):
+    """Steps (5) of :func:`finalize` for pairs already normalized, sorted and sign-fixed: the tolerance per pair,
+    the convergence flag, the info and the failure (``ConvergenceError`` when asked). ``vectors`` is the
+    ``(n, k)`` array, or what the caller holds instead (row parts on workers, :mod:`._row_parts`)."""
     norm_A = problem.norm_A if problem.norm_A is not None else max(1.0, float(np.nanmax(np.abs(values))))
     norm_B = 1.0 if problem.B is None else problem.norm_B
     denom = norm_A + np.abs(values) * norm_B

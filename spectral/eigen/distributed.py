@@ -85,6 +85,7 @@ class DistributedLaplacian(LinearOperator):
         self._coarse = None
         self._coarse_lu = None
         self._halo_rows = None
+        self._original_rows = None
         n = int(self.bounds[-1])
         super().__init__(np.dtype(np.float64), (n, n))
 
@@ -347,6 +348,14 @@ class DistributedLaplacian(LinearOperator):
                 halo.append(sources)
             self._halo_rows, self.stats["halo_rows"] = halo, count
         return self._halo_rows
+
+    def original_rows(self) -> list:
+        """Per shard, the original node numbers ``(n_i,)`` of its rows (slices of ``perm``), futures on the shard's
+        worker, scattered once."""
+        if self._original_rows is None:
+            self._original_rows = [scatter_to(self.client, self.perm[lo:hi], w)
+                                   for w, lo, hi in zip(self.workers, self.bounds[:-1], self.bounds[1:])]
+        return self._original_rows
 
     def to_original_order(self, V: np.ndarray) -> np.ndarray:
         """Rows of ``V`` (n, k), in the operator's order, put back in the original node order."""

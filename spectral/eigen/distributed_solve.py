@@ -16,6 +16,7 @@ import numpy as np
 from .._validation import check_choice, check_float, check_int, check_random_state
 from ..errors import DisconnectedGraphError, ParameterError
 from . import _tsqr
+from ._row_parts import embedding_parts, finalize_row_parts, gather_original_order
 from .dispatch import eigensolve
 from .distributed import DistributedLaplacian
 from .lobpcg import AMG_SHIFT
@@ -35,7 +36,7 @@ CONNECTED_EIGENVALUE = 1e-9
 def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=None, max_iter=None,
                            random_state=None, preconditioner: str | None = "two_level", start: str = "auto",
                            coarse_size: int = DEFAULT_COARSE_SIZE, amg_shift: float = AMG_SHIFT, amg_options=None,
-                           dense_work: str = "row_blocks", raise_on_failure: bool = True):
+                           dense_work: str = "row_blocks", raise_on_failure: bool = True, gather: bool = True):
     """The ``n_components`` smallest eigenpairs of a :class:`DistributedLaplacian` by LOBPCG.
 
     ``dense_work="row_blocks"`` (default): LOBPCG's blocks stay on the workers as row parts of the shards
@@ -53,12 +54,16 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
     ``tol``, ``max_iter``, ``random_state``, ``raise_on_failure`` mean what they mean in
     :func:`spectral.eigen.eigensolve`.
 
+    ``gather=False`` (row blocks only) leaves the vectors on the workers: see Returns.
+
     Returns
     -------
     EigenResult
         ``values (k,)``, ``vectors (n, k)`` in the ORIGINAL node order (unit norm, sign-fixed), residuals
         ``||L v - lambda v||`` computed with the distributed product; ``info["traffic"]`` (bytes moved,
         total and per iteration), ``info["distributed"]`` (shards, inside fraction, timings, ``dense_work``).
+        With ``gather=False``: ``(EigenResult with vectors=None, row parts)``, the vectors as futures of
+        ``(n_i, k)`` in shard order on the shards' workers (their rows are ``op.original_rows()``).
     """
     if not isinstance(op, DistributedLaplacian):
         raise ParameterError(f"op must be a DistributedLaplacian; got {type(op).__name__}")
@@ -67,6 +72,9 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
     k = check_int("n_components", n_components, low=1, high=op.shape[0] - 1)
     start = check_choice("start", start, ("auto", "coarse", "random"))
     dense_work = check_choice("dense_work", dense_work, DENSE_WORK)
+    if not isinstance(gather, bool) or (not gather and dense_work == "driver"):
+        raise ParameterError(f"gather must be True, or False with dense_work='row_blocks' (the driver path holds "
+                             f"the vectors in the driver); got gather={gather!r}, dense_work={dense_work!r}")
     if start == "auto":
         start = "coarse" if preconditioner else "random"
     if start == "coarse" and not preconditioner:
@@ -97,22 +105,32 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
         op.traffic["start_bytes"] = X0.nbytes
         res = eigensolve(op, k, solver="lobpcg", tol=tol, max_iter=max_iter, random_state=rng,
                          raise_on_failure=raise_on_failure, preconditioner=M, X0=X0)
+        res = dataclasses.replace(res, vectors=sign_flip(op.to_original_order(res.vectors)))
+        parts = None
     else:
-        res = _row_block_solve(op, k, X0, tol=tol, max_iter=max_iter, preconditioned=M is not None,
-                               raise_on_failure=raise_on_failure)
+        res, parts = _row_block_solve(op, k, X0, tol=tol, max_iter=max_iter, preconditioned=M is not None,
+                                      raise_on_failure=raise_on_failure)
     timings["solve"] = time.perf_counter() - t
     info = dict(res.info)
     info["traffic"] = _traffic(op, before, res.n_iter)
     info["distributed"] = {**op.stats, "seconds": timings, "preconditioner": preconditioner or "none",
                            "start": start, "coarse": coarse_report, "dense_work": dense_work}
-    return dataclasses.replace(res, vectors=sign_flip(op.to_original_order(res.vectors)), info=info)
+    res = dataclasses.replace(res, info=info)
+    if parts is None:
+        return res
+    if not gather:
+        return res, parts
+    vectors = gather_original_order(op, parts)
+    res.info["gathered_bytes"] = vectors.nbytes
+    return dataclasses.replace(res, vectors=vectors)
 
 
 def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: bool, raise_on_failure: bool):
-    """:func:`._row_lobpcg.row_block_lobpcg` on ``op`` from the row parts ``X0``, its ``k`` pairs gathered and
-    finalized (normalized, sorted, sign-fixed, residuals, convergence) as every solver's by ``_result.finalize``."""
+    """:func:`._row_lobpcg.row_block_lobpcg` on ``op`` from the row parts ``X0``, its ``k`` pairs finalized on the
+    workers (normalized, sorted, sign-fixed, residuals, convergence: :func:`._row_parts.finalize_row_parts`, the
+    steps of ``_result.finalize``). Returns ``(EigenResult with vectors=None, row parts (n_i, k))``."""
     from ._problem import Problem
-    from ._result import DEFAULT_RTOL, RawPairs, finalize
+    from ._result import DEFAULT_RTOL, RawPairs
     from ._row_lobpcg import row_block_lobpcg
     from .lobpcg import DEFAULT_MAX_ITER
 
@@ -121,35 +139,45 @@ def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: boo
     max_iter = DEFAULT_MAX_ITER if max_iter is None else check_int("max_iter", max_iter, low=1)
     lobpcg_tol = DEFAULT_RTOL * (norm or 1.0) if tol is None else tol
     pairs = row_block_lobpcg(op, X0, k, tol=lobpcg_tol, max_iter=max_iter, precondition=preconditioned)
-    vectors = _tsqr.gather_rows(op.client, pairs.parts)
     final = pairs.residual_history[-1]
     info = {"block_size": k, "lobpcg_tol": lobpcg_tol, "max_iter": max_iter, "restarts": pairs.restarts,
             "dropped_columns": pairs.dropped_columns, "householder_fallbacks": pairs.householder_fallbacks,
-            "gathered_bytes": vectors.nbytes}
-    raw = RawPairs(pairs.values, vectors, n_iter=pairs.n_iter, solver_converged=bool(np.all(final <= lobpcg_tol)),
-                   info=info)
+            "gathered_bytes": 0}
+    raw = RawPairs(pairs.values, pairs.parts, n_iter=pairs.n_iter,
+                   solver_converged=bool(np.all(final <= lobpcg_tol)), info=info)
     problem = Problem(op, None, op.shape[0], k, "smallest", tol, max_iter, None, bool(raise_on_failure), norm, None)
-    return finalize(raw, problem, "lobpcg")
+    return finalize_row_parts(op, raw, problem, "lobpcg")
 
 
-def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int, **solver_options):
+def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int, *, gather: bool = True,
+                                    **solver_options):
     """Laplacian eigenmap on the distributed operator, as :func:`spectral.embedding.laplacian_eigenmaps_from_graph`
     (``normalization="symmetric"``): the ``k + 1`` smallest pairs, ``f_j = D^-1/2 u_j`` sign-fixed, the trivial
-    pair 0 dropped. Returns ``(embedding (n, k), eigenvalues (k,), EigenResult)`` in the original node order."""
+    pair 0 dropped. Returns ``(embedding (n, k), eigenvalues (k,), EigenResult)`` in the original node order;
+    with ``gather=False`` (row blocks) the embedding stays on the workers: row parts, futures of ``(n_i, k)``
+    in shard order (:func:`._row_parts.embedding_parts`), and the EigenResult has ``vectors=None``."""
     if op.stats.get("normalization") != "symmetric":
         raise ParameterError(f"the embedding needs normalization='symmetric'; got {op.stats.get('normalization')!r}")
     if op.stats.get("isolated_nodes"):
         raise ParameterError(f"the graph has {op.stats['isolated_nodes']} isolated nodes: embed per component")
     k = check_int("n_components", n_components, low=1, high=max(1, op.shape[0] - 2))
-    res = distributed_eigensolve(op, k + 1, **solver_options)
+    row_blocks = solver_options.get("dense_work", "row_blocks") == "row_blocks"
+    out = distributed_eigensolve(op, k + 1, gather=gather and not row_blocks, **solver_options)
+    res, parts = out if row_blocks else (out, None)
     if res.values[1] < CONNECTED_EIGENVALUE:
         raise DisconnectedGraphError(
             f"the graph has more than one connected component (second eigenvalue {res.values[1]:.2e} < "
             f"{CONNECTED_EIGENVALUE:g}); the distributed solver embeds connected graphs only: use more neighbours "
             "or embed per component with the single-process solver")
-    deg = op.to_original_order(op.degrees[:, None]).ravel()
-    vectors = sign_flip(res.vectors / np.sqrt(deg)[:, None])
-    return vectors[:, 1:], res.values[1:], res
+    if parts is None:
+        deg = op.to_original_order(op.degrees[:, None]).ravel()
+        return sign_flip(res.vectors / np.sqrt(deg)[:, None])[:, 1:], res.values[1:], res
+    embedding = embedding_parts(op, parts)
+    if not gather:
+        return embedding, res.values[1:], res
+    Z, vectors = gather_original_order(op, embedding), gather_original_order(op, parts)
+    res.info["gathered_bytes"] = Z.nbytes + vectors.nbytes
+    return Z, res.values[1:], dataclasses.replace(res, vectors=vectors)
 
 
 def _traffic(op, before, n_iter) -> dict:
