@@ -81,14 +81,18 @@ class LaplacianEigenmapsModel:
             "scales": self.scales,
             "radii": self.radii,
         }
-        attrs = {
-            "kind": STATE_KIND,
-            "version": STATE_VERSION,
-            "normalization": self.normalization,
-            "weight_params": self.weight_params.to_attrs(),
-            "knn_params": dict(self.knn_params),
-        }
+        attrs = self.state_attrs(self.normalization, self.weight_params, self.knn_params)
         return {k: np.asarray(v) for k, v in arrays.items()}, attrs
+
+    #: The arrays of :meth:`to_state` with one row per training point (a writer in row chunks, e.g. the sharded
+    #: fit's workers, writes these; ``component_eigenvalues`` (c, k) is the one other array).
+    ROW_ARRAYS = ("embedding", "component_labels", "degrees", "scales", "radii")
+
+    @staticmethod
+    def state_attrs(normalization: str, weight_params: WeightParams, knn_params: dict) -> dict:
+        """The attributes of :meth:`to_state` (for a writer that never holds the whole model)."""
+        return {"kind": STATE_KIND, "version": STATE_VERSION, "normalization": normalization,
+                "weight_params": weight_params.to_attrs(), "knn_params": dict(knn_params)}
 
     @classmethod
     def from_state(cls, arrays: dict, attrs: dict) -> LaplacianEigenmapsModel:

@@ -2,7 +2,9 @@
 
 Never pickle: every array must have a bool / integer / float dtype and every attribute must be JSON-able.
 ``write_model`` replaces an older model of the same run and sets a completion flag last, so a model whose
-write was interrupted is refused by ``read_model``.
+write was interrupted is refused by ``read_model``. A model too large for one process is written in pieces:
+``create_model`` (its row arrays, empty), ``write_model_rows`` per row chunk (e.g. from Dask workers), then
+``finish_model`` (the small arrays, the attributes, the flag).
 """
 
 from __future__ import annotations
@@ -52,20 +54,71 @@ def write_model(store: StoreRef, run: str, arrays: dict, attrs: dict | None = No
     str
         The group path ``models/<run>``.
     """
-    path = layout.model_path(run)
     arrays = _check_arrays(arrays)
-    attrs = check_attrs(attrs or {})
-    if layout.ATTR_MODEL_COMPLETE in attrs:
-        raise StorageError(f"attrs key {layout.ATTR_MODEL_COMPLETE!r} is reserved")
+    create_model(store, run, {}, storage_options=storage_options)
+    return finish_model(store, run, arrays, attrs, storage_options)
+
+
+def create_model(store: StoreRef, run: str, row_arrays: dict, chunk_rows: int | None = None,
+                 storage_options: dict | None = None) -> str:
+    """Start a model written in pieces (replacing an older model of ``run``): the empty arrays ``row_arrays``
+    (name -> ``(shape, dtype)``, first axis the rows) chunked by ``chunk_rows`` rows, so that writers of
+    different row chunks (:func:`write_model_rows`, e.g. Dask workers) never share a zarr chunk. The model is
+    incomplete (refused by :func:`read_model`) until :func:`finish_model`."""
+    path = layout.model_path(run)
     group = as_group(store, "r+", storage_options)
     delete_node(group, path)
     model = group.require_group(path)
+    for name, (shape, dtype) in row_arrays.items():
+        layout.check_name("model array name", name)
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "biuf" or not len(shape):
+            raise StorageError(f"model row array {name!r} must have rows and a bool / integer / float dtype; got "
+                               f"shape {shape}, dtype {dtype}")
+        chunks = (max(1, min(int(chunk_rows or shape[0]), shape[0])),) + tuple(shape[1:])
+        model.create_array(name, shape=tuple(shape), dtype=dtype, chunks=chunks, fill_value=0,
+                           compressors=layout.compressors())
+    return path
+
+
+def write_model_rows(store: StoreRef, run: str, start: int, blocks: dict,
+                     storage_options: dict | None = None) -> None:
+    """Rows ``start:start + m`` of the row arrays of an unfinished model (:func:`create_model`): ``blocks`` name ->
+    ``(m, ...)``; ``start`` and ``m`` on the arrays' chunk boundaries (the last chunk may be short)."""
+    model = get_node(as_group(store, "r+", storage_options), layout.model_path(run), kind="group")
+    for name, block in blocks.items():
+        node = model[name]
+        block = np.asarray(block)
+        chunk = node.chunks[0]
+        if start % chunk or (block.shape[0] % chunk and start + block.shape[0] != node.shape[0]):
+            raise StorageError(f"rows {start}:{start + block.shape[0]} of model array {name!r} are not whole chunks "
+                               f"of {chunk} rows (of {node.shape[0]})")
+        node[start:start + block.shape[0]] = block
+
+
+def finish_model(store: StoreRef, run: str, arrays: dict | None = None, attrs: dict | None = None,
+                 storage_options: dict | None = None) -> str:
+    """Complete the model of ``run`` started by :func:`create_model`: write the remaining ``arrays`` whole, then
+    ``attrs`` with the completion flag (last)."""
+    path = layout.model_path(run)
+    arrays = _check_arrays(arrays or {})
+    attrs = check_attrs(attrs or {})
+    if layout.ATTR_MODEL_COMPLETE in attrs:
+        raise StorageError(f"attrs key {layout.ATTR_MODEL_COMPLETE!r} is reserved")
+    model = get_node(as_group(store, "r+", storage_options), path, kind="group")
     for name, arr in arrays.items():
         node = model.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks="auto" if arr.ndim else (),
                                   fill_value=0, compressors=layout.compressors())
         node[...] = arr
     model.attrs.update({**attrs, layout.ATTR_MODEL_COMPLETE: True})  # written last
     return path
+
+
+def model_complete(store: StoreRef, run: str, storage_options: dict | None = None) -> bool:
+    """Whether ``models/<run>`` exists and its write finished (a resumed run redoes a model that did not)."""
+    group = as_group(store, "r", storage_options)
+    path = layout.model_path(run)
+    return has_node(group, path) and bool(get_node(group, path, kind="group").attrs.get(layout.ATTR_MODEL_COMPLETE))
 
 
 def read_model(store: StoreRef, run: str, storage_options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:

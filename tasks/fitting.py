@@ -79,9 +79,10 @@ def fit_stages(req: FitRequest) -> list[Stage]:
 
 
 def _has_model(req: FitRequest) -> bool:
-    from storage.models import list_models
+    """Whether the run's model is there and its write finished (an interrupted one is fitted again)."""
+    from storage.models import model_complete
 
-    return req.run in list_models(req.store)
+    return model_complete(req.store, req.run)
 
 
 # ---- the estimator's own fit, DNE / MFA / LFDA at scale ----------------------------------------------------

@@ -34,11 +34,13 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   the per-shard two-level AMG preconditioner finds the eigenvectors
   (:func:`spectral.eigen.distributed_solve.laplacian_eigenmaps_distributed`), returned in the fit rows' order.
   LOBPCG's (n_fit, k + 1) blocks stay on the workers as row parts of the shards
-  (:mod:`spectral.eigen._row_lobpcg`); the driver holds the degrees, the partition and, at the end, the
-  gathered (n_fit, k) embedding, not the graph. It is not a worker task: a
+  (:mod:`spectral.eigen._row_lobpcg`), and so does the embedding (``gather=False``): the workers write the
+  model's row chunks (:func:`write_model_from_shards`). The driver holds the degrees, the partition and the fit
+  rows ((n_fit,) each), not the graph and not the embedding. It is not a worker task: a
   driver on a worker whose memory crossed Dask's pause threshold (80 % of its limit) waits forever for the
   tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points hung in the preconditioner). It
-  writes the same model as the single-process stages (:class:`spectral.embedding_model.LaplacianEigenmapsModel`).
+  writes the same model as the single-process stages (:class:`spectral.embedding_model.LaplacianEigenmapsModel`),
+  in row chunks (:func:`storage.models.create_model` ... :func:`~storage.models.finish_model`).
 
 ``embed-points`` (:mod:`tasks._chunks`) gives the fit rows their fitted values and maps the held-out rows from
 their stored candidates (:meth:`spectral.embedding_model.LaplacianEigenmapsModel.transform_candidates`, the Nystrom
@@ -75,12 +77,12 @@ from spectral.embedding_model import LaplacianEigenmapsModel
 from spectral.errors import InputDataError
 from spectral.weights import WeightParams, scales_of
 from storage import layout
-from storage.arrays import X_as_dask, read_X, row_chunks, x_shape
+from storage.arrays import X_as_dask, chunk_rows, read_X, row_chunks, x_shape
 from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
 from storage.embedding_io import create_output, has_output, read_output, write_output_block, write_point_array
 from storage.errors import StoreFormatError
 from storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
-from storage.models import write_model
+from storage.models import create_model, finish_model, write_model_rows
 
 from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
 from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
@@ -348,9 +350,62 @@ def read_knn_shard(store_url: str, rows: np.ndarray, fit_rows: np.ndarray | None
     return indices, distances.astype(np.float64)
 
 
-def _shard_scales(distances: np.ndarray, params: dict) -> np.ndarray:
-    """``(m, 2)``: per point its weight scale and its k-th neighbour distance (the model's scales and radii)."""
-    return np.column_stack([scales_of(distances, WeightParams.from_attrs(params)), distances[:, -1]])
+def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embedding: list, distances: list,
+                            values: np.ndarray, fit_rows: np.ndarray, state_attrs: dict) -> None:
+    """Write ``models/<run>`` (the :class:`~spectral.embedding_model.LaplacianEigenmapsModel` of the single-process
+    stages) from the workers: each shard's rows of its row arrays (embedding ``embedding[p]`` (n_p, k), degrees,
+    scales and radii from its kNN ``distances[p]``) are made on the shard's worker and cut by the model's row
+    chunks (fit positions, ``chunk_rows`` of X); one task per chunk puts the pieces together and writes it
+    (:func:`write_model_chunk`). The driver writes the (1, k) eigenvalues, the fit rows it holds and the
+    attributes, with the completion flag last (:func:`storage.models.finish_model`)."""
+    n_fit, k = int(fit_rows.size), int(values.size)
+    size = chunk_rows(store_url)
+    create_model(store_url, run, {"embedding": ((n_fit, k), "float64"), "component_labels": ((n_fit,), "int64"),
+                                  **{name: ((n_fit,), "float64") for name in ("degrees", "scales", "radii")}},
+                 chunk_rows=size)
+    chunk_bounds = np.append(np.arange(0, n_fit, size, dtype=np.int64), n_fit)
+    params = state_attrs["weight_params"]
+    pieces, positions = [], []
+    for p, (z, shard, dist, worker) in enumerate(zip(embedding, op.shards, distances, op.workers)):
+        rows = op.perm[op.bounds[p]:op.bounds[p + 1]]  # fit positions, ascending inside the shard
+        cuts = np.searchsorted(rows, chunk_bounds)
+        split = client.submit(_model_rows_split, z, shard, dist, params, cuts, workers=[worker], pure=False)
+        pieces.append([client.submit(_item, split, j, workers=[worker], pure=False)
+                       for j in range(chunk_bounds.size - 1)])
+        positions.append([rows[a:b] for a, b in zip(cuts[:-1], cuts[1:])])
+    writes = []
+    for j, (start, stop) in enumerate(zip(chunk_bounds[:-1], chunk_bounds[1:])):
+        parts = [(pieces[p][j], positions[p][j] - start) for p in range(len(pieces)) if positions[p][j].size]
+        writes.append(client.submit(write_model_chunk, store_url, run, int(start), int(stop - start), k, parts,
+                                    pure=False))
+    client.gather(writes)
+    finish_model(store_url, run, {"component_eigenvalues": values[None, :], FIT_ROWS: fit_rows},
+                 {"method": METHOD, "state": MODEL_STATE, "state_attrs": state_attrs})
+
+
+def _model_rows_split(Z: np.ndarray, shard: Any, distances: np.ndarray, params: dict,
+                      cuts: np.ndarray) -> list[np.ndarray]:
+    """Task: the shard's model rows ``(n_p, k + 3)``: embedding, degree, weight scale, k-th neighbour distance
+    (the model's radius), cut into the runs ``cuts[j]:cuts[j + 1]``."""
+    M = np.column_stack([Z, shard.degrees, scales_of(distances, WeightParams.from_attrs(params)), distances[:, -1]])
+    return [M[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def write_model_chunk(store_url: str, run: str, start: int, size: int, k: int,
+                      parts: list[tuple[np.ndarray, np.ndarray]]) -> int:
+    """Task: the model's row chunk ``start:start + size`` (fit positions) from ``parts`` ``(rows (m, k + 3) of
+    :func:`_model_rows_split`, their positions in the chunk (m,))``, which must cover the chunk once."""
+    M = np.empty((size, k + 3))
+    covered = np.zeros(size, dtype=np.int64)
+    for rows, at in parts:
+        M[at] = rows
+        np.add.at(covered, at, 1)
+    if not np.all(covered == 1):
+        raise RuntimeError(f"the shards must cover every row of the model chunk at {start} once; got cover counts in "
+                           f"[{covered.min()}, {covered.max()}]")
+    write_model_rows(store_url, run, start, {"embedding": M[:, :k], "component_labels": np.zeros(size, np.int64),
+                                             "degrees": M[:, k], "scales": M[:, k + 1], "radii": M[:, k + 2]})
+    return size
 
 
 def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_components: int, weighting: str,
@@ -389,19 +444,14 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     distances = [client.submit(_item, b, 1, pure=False) for b in blocks]
     op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
                                               normalization="symmetric", perm=perm, client=client)
-    Z, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng)
-    wparams = op.stats["weight_params"]
-    per_point = op.to_original_order(np.vstack(client.gather([client.submit(_shard_scales, d, wparams, pure=False)
-                                                               for d in distances])))
-    degrees = op.to_original_order(op.degrees[:, None]).ravel()
-    stats = dict(op.stats)
+    embedding, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng,
+                                                             gather=False)
     solve_seconds = time.perf_counter() - t0
-    model = LaplacianEigenmapsModel(Z, values[None, :], np.zeros(n_fit, dtype=np.int64), degrees, per_point[:, 0],
-                                    per_point[:, 1], WeightParams.from_attrs(wparams), "symmetric",
-                                    knn_attrs["index_params"])
-    arrays, model_attrs = model.to_state()
-    write_model(store_url, run, {**arrays, FIT_ROWS: fit_rows},
-                {"method": METHOD, "state": MODEL_STATE, "state_attrs": model_attrs})
+    write_model_from_shards(store_url, run, client, op, embedding, distances, values, fit_rows,
+                            LaplacianEigenmapsModel.state_attrs("symmetric",
+                                                                WeightParams.from_attrs(op.stats["weight_params"]),
+                                                                knn_attrs["index_params"]))
+    stats = dict(op.stats)
     traffic = res.info["traffic"]
     return {"eigen_solver": "distributed-lobpcg", "eigenvalues": [float(v) for v in values],
             "converged": bool(res.info.get("converged", True)), "n_iter": int(res.n_iter),

@@ -219,6 +219,32 @@ def test_interrupted_model_refused(store):
         storage.read_model(store, "nope")
 
 
+def test_model_written_in_row_chunks(store):
+    """create_model -> write_model_rows per chunk (in any order, as Dask workers do) -> finish_model: the same
+    model as write_model; incomplete (refused, model_complete False) until finish_model; writes that would share
+    a zarr chunk are refused."""
+    from storage.models import create_model, finish_model, model_complete, write_model_rows
+
+    Z, labels = np.arange(2 * N, dtype=np.float64).reshape(N, 2), np.arange(N) % 3
+    create_model(store, "run1", {"Z": ((N, 2), "float64"), "labels": ((N,), "int64")}, chunk_rows=CHUNK)
+    assert not model_complete(store, "run1")
+    with pytest.raises(StoreFormatError, match="incomplete"):
+        storage.read_model(store, "run1")
+    for start in sorted(range(0, N, CHUNK), reverse=True):  # the last chunk (50 = 3 x 16 + 2) is short
+        write_model_rows(store, "run1", start, {"Z": Z[start:start + CHUNK], "labels": labels[start:start + CHUNK]})
+    with pytest.raises(StorageError, match=r"rows 8:24 of model array 'Z' are not whole chunks of 16 rows \(of 50\)"):
+        write_model_rows(store, "run1", 8, {"Z": Z[8:24]})
+    with pytest.raises(StorageError, match=r"model row array 'x' must have rows"):
+        create_model(store, "run2", {"x": ((), "float64")})
+    finish_model(store, "run1", {"values": np.array([[0.5, 0.7]])}, {"k": 2})
+    assert model_complete(store, "run1") and not model_complete(store, "nope")
+    out, attrs = storage.read_model(store, "run1")
+    np.testing.assert_array_equal(out["Z"], Z)
+    np.testing.assert_array_equal(out["labels"], labels)
+    np.testing.assert_array_equal(out["values"], [[0.5, 0.7]])
+    assert attrs == {"k": 2}
+
+
 # ---- manifests ----------------------------------------------------------------------------------------------------------
 def test_manifest_stages_and_failure(store):
     m = storage.RunManifest.start("embed-1", flow="embed", parameters={"n_neighbors": 15}, seed=0)
