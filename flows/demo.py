@@ -15,12 +15,11 @@ from typing import Any
 import numpy as np
 
 from spectral.datasets import make_swiss_roll_lifted
-from storage.arrays import read_labels
-from storage.embedding_io import read_embedding, read_output
+from storage.embedding_io import read_output
 from tasks.common import HELD_OUT
 
 from flows.embed import embed
-from flows.reporting import plot_embedding
+from flows.reporting import embedding_png
 
 DEFAULT_N_POINTS = 100_000
 DEFAULT_HOLDOUT = 0.1
@@ -59,7 +58,7 @@ def run_demo(
                     scheduler=scheduler, n_workers=n_workers, params={"knn_method": knn_method}, overwrite=True)
     held = read_output(store, summary["run"], HELD_OUT).astype(bool)
     plot = out_dir / "demo_embedding.png"
-    plot.write_bytes(plot_embedding(read_embedding(store, summary["run"]), read_labels(store), held,
-                                    "eigenflow demo: Laplacian eigenmap of a Swiss roll lifted to 32-D"))
+    plot.write_bytes(embedding_png(store, summary["run"],
+                                   "eigenflow demo: Laplacian eigenmap of a Swiss roll lifted to 32-D"))
     accuracy = summary["results"]["heldout_1nn_accuracy"]  # flows.reporting.quality, recorded in the manifest
     return {**summary, "accuracy": accuracy, "plot": str(plot), "n_heldout": int(held.sum())}

@@ -293,10 +293,12 @@ def _uses_nndescent(params: dict, n_fit: int) -> bool:
     return knn_method == "nndescent" or (knn_method == "auto" and n_fit >= EXACT_MAX_SAMPLES)
 
 
-def _warm_workers(client) -> list:
-    """Compile pynndescent on every worker now (one pinned task each; the fit stages queue behind it)."""
+def _warm_workers(client, warm=warm_nndescent) -> list:
+    """Compile pynndescent on every worker now (``warm``: one task per worker, placed on it; the fit stages
+    queue behind it). A worker that dies loses its task's result: the scheduler computes it again, on another
+    worker (``allow_other_workers``); pinned to the dead worker's address it would wait forever."""
     workers = list(client.scheduler_info(n_workers=-1)["workers"])
-    return [client.submit(warm_nndescent, workers=[w], allow_other_workers=False, pure=False) for w in workers]
+    return [client.submit(warm, workers=[w], allow_other_workers=True, pure=False) for w in workers]
 
 
 @flow(name="extend", validate_parameters=True)

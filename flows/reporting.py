@@ -85,8 +85,8 @@ def quality(store: str, run: str, method: str) -> dict[str, float]:
     :data:`QUALITY_QUERIES`) and, for classifiers, the accuracy of their labels on those held-out points."""
     from spectral.metrics import one_nn_accuracy
     from storage import layout
-    from storage.arrays import read_labels
-    from storage.embedding_io import read_embedding, read_output
+    from storage.arrays import read_labels, read_rows_at
+    from storage.embedding_io import read_output
     from storage.store import as_group, has_node
 
     y = read_labels(store)
@@ -101,8 +101,8 @@ def quality(store: str, run: str, method: str) -> dict[str, float]:
     rng = np.random.default_rng(0)
     queries = np.sort(rng.choice(queries, min(queries.size, QUALITY_QUERIES), replace=False))
     references = np.sort(rng.choice(references, min(references.size, QUALITY_REFERENCES), replace=False))
-    Z = read_embedding(store, run)
-    out = {"heldout_1nn_accuracy": one_nn_accuracy(Z[references], y[references], Z[queries], y[queries]),
+    Z_ref, Z_query = (read_rows_at(store, layout.embedding_path(run), rows) for rows in (references, queries))
+    out = {"heldout_1nn_accuracy": one_nn_accuracy(Z_ref, y[references], Z_query, y[queries]),
            "n_heldout_labeled": int(queries.size)}
     if has_node(group, layout.output_path(run, "labels")):
         labels = read_output(store, run, "labels")
@@ -110,24 +110,24 @@ def quality(store: str, run: str, method: str) -> dict[str, float]:
     return out
 
 
-def plot_embedding(Z: np.ndarray, labels: np.ndarray | None, held: np.ndarray | None, title: str) -> bytes:
-    """PNG of the first two components of ``Z`` (n, k) (a subsample above :data:`PLOT_POINTS`), coloured by
-    ``labels`` (n,) if given; with a hold-out mask ``held`` (n,) bool, fitted and held-out points side by side."""
+def plot_embedding(Z: np.ndarray, labels: np.ndarray | None, held: np.ndarray | None, title: str,
+                   n_points: int | None = None) -> bytes:
+    """PNG of the first two components of ``Z`` (m, k), coloured by ``labels`` (m,) if given; with a hold-out
+    mask ``held`` (m,) bool, fitted and held-out points side by side. ``Z`` may be a sample of ``n_points``
+    points (:func:`plot_rows`); the panel titles say so."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = np.arange(Z.shape[0])
-    if rows.size > PLOT_POINTS:
-        rows = np.sort(np.random.default_rng(0).choice(rows, PLOT_POINTS, replace=False))
-    xy = np.column_stack([Z[rows, 0], Z[rows, 1] if Z.shape[1] > 1 else np.zeros(rows.size)])
-    colours = None if labels is None else np.asarray(labels)[rows]
+    n_points = Z.shape[0] if n_points is None else n_points
+    xy = np.column_stack([Z[:, 0], Z[:, 1] if Z.shape[1] > 1 else np.zeros(Z.shape[0])])
+    colours = None if labels is None else np.asarray(labels)
     n_labels = 1 if colours is None else int(colours.max()) + 1
     cmap = plt.get_cmap("tab10", max(n_labels, 1))
-    panels = [(np.ones(rows.size, dtype=bool), f"all points ({rows.size} of {Z.shape[0]})")]
+    panels = [(np.ones(Z.shape[0], dtype=bool), f"all points ({Z.shape[0]} of {n_points})")]
     if held is not None and np.asarray(held).any():
-        mask = np.asarray(held)[rows]
+        mask = np.asarray(held)
         panels = [(~mask, f"fitted points ({int((~mask).sum())})"),
                   (mask, f"held-out points, out-of-sample ({int(mask.sum())})")]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), sharex=True, sharey=True,
@@ -147,16 +147,27 @@ def plot_embedding(Z: np.ndarray, labels: np.ndarray | None, held: np.ndarray | 
     return buf.getvalue()
 
 
-def embedding_png(store: str, run: str) -> bytes:
-    """:func:`plot_embedding` of ``embeddings/<run>`` with the store's labels and the run's hold-out."""
+def plot_rows(n: int) -> np.ndarray:
+    """The rows a plot of ``n`` points shows: all, or :data:`PLOT_POINTS` drawn with seed 0 (sorted)."""
+    rows = np.arange(n)
+    return rows if n <= PLOT_POINTS else np.sort(np.random.default_rng(0).choice(rows, PLOT_POINTS, replace=False))
+
+
+def embedding_png(store: str, run: str, title: str | None = None) -> bytes:
+    """:func:`plot_embedding` of the :func:`plot_rows` of ``embeddings/<run>`` (only those rows are read), with the
+    store's labels and the run's hold-out; ``title`` (default: the run)."""
     from storage import layout
-    from storage.arrays import read_labels
-    from storage.embedding_io import read_embedding, read_output
+    from storage.arrays import read_labels, read_rows_at, x_shape
     from storage.store import as_group, has_node
 
+    n = x_shape(store)[0]
+    rows = plot_rows(n)
     held_path = layout.output_path(run, "held_out")
-    held = read_output(store, run, "held_out").astype(bool) if has_node(as_group(store, "r"), held_path) else None
-    return plot_embedding(read_embedding(store, run), read_labels(store), held, f"run {run}: components 1-2")
+    held = read_rows_at(store, held_path, rows).astype(bool) if has_node(as_group(store, "r"), held_path) else None
+    labels = read_labels(store)
+    return plot_embedding(read_rows_at(store, layout.embedding_path(run), rows),
+                          None if labels is None else np.asarray(labels)[rows], held,
+                          title or f"run {run}: components 1-2", n_points=n)
 
 
 def publish_run(summary: dict[str, Any], store: str, method: str, params: dict, sizes: dict) -> dict[str, Any]:

@@ -44,6 +44,28 @@ def read_rows(store: StoreRef, path: str, start: int | None = None, stop: int | 
         return arr[start:stop]
 
 
+def read_rows_at(store: StoreRef, path: str, rows: Any, storage_options: dict | None = None) -> np.ndarray:
+    """The rows ``rows`` (r,) (ascending, distinct, in ``[0, n)``) of the per-point array at ``path``, ``(r, ...)``,
+    read row chunk by row chunk (one chunk's run of wanted rows in memory besides the result)."""
+    group = as_group(store, "r", storage_options)
+    node = get_node(group, path)
+    n, step = int(node.shape[0]), int(node.chunks[0])
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+        raise StorageError(f"rows must be a 1-D integer array; got {rows.dtype} {rows.shape}")
+    if rows.size and (rows[0] < 0 or rows[-1] >= n or np.any(np.diff(rows) <= 0)):
+        raise StorageError(f"rows must be ascending, distinct and in [0, {n - 1}]; got range "
+                           f"[{rows.min()}, {rows.max()}]")
+    out = np.empty((rows.size,) + tuple(node.shape[1:]), dtype=node.dtype)
+    with decoding(path, store):
+        for start, stop in layout.row_chunk_bounds(n, step):
+            lo, hi = (int(i) for i in np.searchsorted(rows, [start, stop]))
+            if hi > lo:
+                a, b = int(rows[lo]), int(rows[hi - 1]) + 1  # the run of the chunk that holds the wanted rows
+                out[lo:hi] = node[a:b][rows[lo:hi] - a]
+    return out
+
+
 def read_X(store: StoreRef, start: int | None = None, stop: int | None = None,
            storage_options: dict | None = None) -> np.ndarray:
     """Rows ``start:stop`` of X, shape ``(stop - start, d)``, in the stored dtype (float32 by default)."""

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from . import layout
 from ._jsonable import check_attrs
 from .embedding_io import create_point_array, write_all_rows, write_point_block
-from .arrays import read_rows
+from .arrays import read_rows, read_rows_at
 from .errors import StoreFormatError, StorageError
 from .store import StoreRef, as_group, decoding, delete_node, get_node, has_node
 
@@ -105,27 +105,9 @@ def read_knn(store: StoreRef, start: int | None = None, stop: int | None = None,
 
 def read_knn_rows(store: StoreRef, rows: Any, storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The kNN lists of the rows ``rows`` (r,) (ascending, distinct, in ``[0, n)``): ``(indices int64 (r, k),
-    distances float32 (r, k))``, read row chunk by row chunk (one chunk in memory besides the result)."""
+    distances float32 (r, k))``, read row chunk by row chunk (:func:`storage.arrays.read_rows_at`)."""
     group = as_group(store, "r", storage_options)
-    node = get_node(group, layout.KNN_INDICES)
-    n, step = int(node.shape[0]), int(node.chunks[0])
-    rows = np.asarray(rows)
-    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
-        raise StorageError(f"rows must be a 1-D integer array; got {rows.dtype} {rows.shape}")
-    if rows.size and (rows[0] < 0 or rows[-1] >= n or np.any(np.diff(rows) <= 0)):
-        raise StorageError(f"rows must be ascending, distinct and in [0, {n - 1}]; got range "
-                           f"[{rows.min()}, {rows.max()}]")
-    indices, distances = [], []
-    for start, stop in layout.row_chunk_bounds(n, step):
-        lo, hi = np.searchsorted(rows, [start, stop])
-        if hi > lo:
-            a, b = int(rows[lo]), int(rows[hi - 1]) + 1  # the run of the chunk that holds the wanted rows
-            idx, dist = read_knn(group, a, b)
-            indices.append(idx[rows[lo:hi] - a])
-            distances.append(dist[rows[lo:hi] - a])
-    k = int(node.shape[1])
-    return (np.concatenate(indices) if indices else np.empty((0, k), np.int64),
-            np.concatenate(distances) if distances else np.empty((0, k), np.float32))
+    return read_rows_at(group, layout.KNN_INDICES, rows), read_rows_at(group, layout.KNN_DISTANCES, rows)
 
 
 def read_knn_attrs(store: StoreRef, storage_options: dict | None = None) -> dict:

@@ -149,3 +149,22 @@ def test_worker_killed_during_the_knn_build(data):
     Z, infos, (worker, _), sent = _embed_killing(data, NNDESCENT, _stage_task("knn-index"), "knn")
     assert sent >= 2
     np.testing.assert_array_equal(Z, reference)
+
+
+def test_the_compile_results_survive_a_killed_worker():
+    """The per-worker compile tasks of the flow (``_warm_workers``) hold their result on their worker. When that
+    worker dies the scheduler computes the result again; pinned to the dead worker's address it would wait
+    forever, and the flow with it (the end of a sharded 1e6 run hung so). It runs on another worker. (The
+    placement is what is tested: ``os.getpid`` stands in for the compile.)"""
+    from distributed import Client, wait
+
+    from flows.embed import _warm_workers
+
+    with _cluster() as cluster, Client(cluster) as client:  # the default client: distributed.wait uses it
+        warm = _warm_workers(client, os.getpid)
+        first = client.gather(warm)
+        holder = next(iter(client.who_has(warm[0]).values()))[0]
+        os.kill(first[0], signal.SIGKILL)
+        done, pending = wait([client.submit(lambda s: s, f, pure=False) for f in warm], timeout=90)
+        assert not pending, "a compile task of the killed worker was never computed again"
+        assert len(set(client.gather(warm))) >= 1 and client.who_has(warm[0])[warm[0].key][0] != holder
