@@ -6,7 +6,8 @@ single sharded``) runs in its own fresh process (so the peak memory of the flow 
 single-process one; ``--single-at-limit`` also tries the single-process path at the sharded run's limit), then
 ``embed(X.npy, store, params={"n_neighbors": 15, "n_components": 2}, sharded=...)``. Reported per run: wall time and
 the time of each stage, the peak RSS of every worker process (sampled every 0.2 s) and of the flow process
-(``VmHWM``), whether a worker was restarted (killed for memory), the sharded run's partition (shard sizes, the
+(``VmHWM``; the cluster, scheduler included, runs in another process, :data:`CLUSTER_PROCESS`, as on a real
+cluster; the scheduler process's own peak RSS is reported beside it), whether a worker was restarted (killed for memory), the sharded run's partition (shard sizes, the
 fraction of kNN edges and of weight entries inside a shard), eigensolver iterations and bytes per iteration,
 and afterwards, from the stores: recall of each
 graph against exact brute force on 1,000 sampled rows, the eigenvalues, and the principal angles between the
@@ -37,33 +38,54 @@ import numpy as np  # noqa: E402
 PARAMS = {"n_neighbors": 15, "n_components": 2}
 
 
+#: The cluster of a run, in its own process (``python -c CLUSTER_PROCESS N_WORKERS MEMORY_LIMIT``): the Dask
+#: scheduler and the Nannies live there, as on a real cluster, so the flow process's memory is its own.
+CLUSTER_PROCESS = """
+import sys
+from distributed import LocalCluster
+with LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=True, dashboard_address=":0",
+                  memory_limit=sys.argv[2]) as cluster:
+    print(cluster.scheduler_address, flush=True)
+    sys.stdin.read()  # until the benchmark closes it
+"""
+
+
 def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: str) -> dict:
-    """One embed run in this (fresh) process; returns its figures."""
-    from distributed import Client, LocalCluster
+    """One embed run in this (fresh) process against a cluster in another process; returns its figures."""
+    from distributed import Client
 
     from benchmarks.common import PeakMemory
     from flows._runtime import quiet_prefect
     from flows.embed import embed
     from storage.manifest import read_manifest
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      memory_limit=memory_limit) as cluster, Client(cluster, set_as_default=False) as client:
-        pids = client.run(os.getpid)
-        samplers = {w: PeakMemory(pid=p) for w, p in pids.items()}
-        for s in samplers.values():
-            s.__enter__()
-        t0 = time.perf_counter()
-        with quiet_prefect():
-            summary = embed(x_path, store, params=PARAMS, random_state=0, scheduler=cluster.scheduler_address,
-                            sharded=(mode == "sharded"), overwrite=True)
-        wall = time.perf_counter() - t0
-        for s in samplers.values():
-            s.__exit__(None, None, None)
-        restarted = set(client.run(os.getpid).values()) != set(pids.values())
+    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER_PROCESS, str(n_workers), memory_limit],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        address = cluster.stdout.readline().strip()
+        with Client(address, set_as_default=False) as client:
+            client.wait_for_workers(n_workers)
+            pids = client.run(os.getpid)
+            samplers = {w: PeakMemory(pid=p) for w, p in pids.items()}
+            scheduler = PeakMemory(pid=cluster.pid, tree=False)
+            for s in [*samplers.values(), scheduler]:
+                s.__enter__()
+            t0 = time.perf_counter()
+            with quiet_prefect():
+                summary = embed(x_path, store, params=PARAMS, random_state=0, scheduler=address,
+                                sharded=(mode == "sharded"), overwrite=True)
+            wall = time.perf_counter() - t0
+            for s in [*samplers.values(), scheduler]:
+                s.__exit__(None, None, None)
+            restarted = set(client.run(os.getpid).values()) != set(pids.values())
+    finally:
+        cluster.stdin.close()
+        cluster.wait(timeout=120)
     manifest = read_manifest(store, summary["run"])
     return {"mode": mode, "wall": wall, "stages": manifest.stage_seconds(), "run": summary["run"],
             "worker_peaks_gb": sorted(round(s.peak_bytes / 1e9, 3) for s in samplers.values()),
-            "flow_peak_gb": manifest.results.get("peak_rss_flow_process_gb"), "worker_restarted": restarted,
+            "flow_peak_gb": manifest.results.get("peak_rss_flow_process_gb"),
+            "scheduler_peak_gb": round(scheduler.peak_bytes / 1e9, 3), "worker_restarted": restarted,
             "eigenvalues": manifest.results.get("eigenvalues"),
             "knn": {k: v for s in manifest.stages if s.name == "knn" for k, v in s.info.items()
                     if k in ("n_shards", "partition", "shard_sizes", "knn_inside_fraction", "build_seconds")},

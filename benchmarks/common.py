@@ -47,9 +47,10 @@ class PeakMemory:
     samples (0.2 s catches every stage longer than that).
     """
 
-    def __init__(self, interval: float = 0.2, pid: int | None = None):
+    def __init__(self, interval: float = 0.2, pid: int | None = None, tree: bool = True):
         self.interval = interval
         self.pid = pid  # whose process tree (default: this process)
+        self.tree = tree  # False: the process alone, without its descendants
         self.peak_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -69,7 +70,8 @@ class PeakMemory:
 
     def _sample(self) -> None:
         try:
-            self.peak_bytes = max(self.peak_bytes, tree_rss(self.pid))
+            rss = tree_rss(self.pid) if self.tree else psutil.Process(self.pid).memory_info().rss
+            self.peak_bytes = max(self.peak_bytes, rss)
         except psutil.NoSuchProcess:  # the watched process has ended
             pass
 
