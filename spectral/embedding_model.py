@@ -84,10 +84,6 @@ class LaplacianEigenmapsModel:
         attrs = self.state_attrs(self.normalization, self.weight_params, self.knn_params)
         return {k: np.asarray(v) for k, v in arrays.items()}, attrs
 
-    #: The arrays of :meth:`to_state` with one row per training point (a writer in row chunks, e.g. the sharded
-    #: fit's workers, writes these; ``component_eigenvalues`` (c, k) is the one other array).
-    ROW_ARRAYS = ("embedding", "component_labels", "degrees", "scales", "radii")
-
     @staticmethod
     def state_attrs(normalization: str, weight_params: WeightParams, knn_params: dict) -> dict:
         """The attributes of :meth:`to_state` (for a writer that never holds the whole model)."""

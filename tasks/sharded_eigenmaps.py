@@ -245,16 +245,23 @@ def write_knn_chunk(store_url: str, start: int, size: int,
     k = parts[0][0][0].shape[1]
     indices = np.empty((size, k), dtype=np.int64)
     distances = np.empty((size, k), dtype=np.float32)
-    covered = np.zeros(size, dtype=np.int64)
     for (idx, dist), positions in parts:
         indices[positions] = idx
         distances[positions] = dist
-        np.add.at(covered, positions, 1)
-    if not np.all(covered == 1):
-        raise RuntimeError(f"the shards and the held-out rows must cover every row of the chunk at {start} once; got "
-                           f"cover counts in [{covered.min()}, {covered.max()}]")
+    _check_cover(size, [positions for _, positions in parts], f"the kNN chunk at {start}",
+                 "the shards and the held-out rows")
     write_knn_block(store_url, start, indices, distances)
     return size
+
+
+def _check_cover(size: int, positions: list[np.ndarray], chunk: str, sources: str) -> None:
+    """Refuse pieces whose ``positions`` do not cover every row ``0..size-1`` of ``chunk`` exactly once."""
+    covered = np.zeros(size, dtype=np.int64)
+    for at in positions:
+        np.add.at(covered, at, 1)
+    if not np.all(covered == 1):
+        raise RuntimeError(f"{sources} must cover every row of {chunk} once; got cover counts in "
+                           f"[{covered.min()}, {covered.max()}]")
 
 
 # ---- the held-out rows' candidates (outputs/<run>/<name>, row chunks aligned with X) -------------------------
@@ -396,13 +403,9 @@ def write_model_chunk(store_url: str, run: str, start: int, size: int, k: int,
     """Task: the model's row chunk ``start:start + size`` (fit positions) from ``parts`` ``(rows (m, k + 3) of
     :func:`_model_rows_split`, their positions in the chunk (m,))``, which must cover the chunk once."""
     M = np.empty((size, k + 3))
-    covered = np.zeros(size, dtype=np.int64)
     for rows, at in parts:
         M[at] = rows
-        np.add.at(covered, at, 1)
-    if not np.all(covered == 1):
-        raise RuntimeError(f"the shards must cover every row of the model chunk at {start} once; got cover counts in "
-                           f"[{covered.min()}, {covered.max()}]")
+    _check_cover(size, [at for _, at in parts], f"the model chunk at {start}", "the shards")
     write_model_rows(store_url, run, start, {"embedding": M[:, :k], "component_labels": np.zeros(size, np.int64),
                                              "degrees": M[:, k], "scales": M[:, k + 1], "radii": M[:, k + 2]})
     return size
@@ -454,7 +457,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     stats = dict(op.stats)
     traffic = res.info["traffic"]
     return {"eigen_solver": "distributed-lobpcg", "eigenvalues": [float(v) for v in values],
-            "converged": bool(res.info.get("converged", True)), "n_iter": int(res.n_iter),
+            "converged": bool(res.converged), "n_iter": int(res.n_iter),
             "n_components_graph": 1, "n_shards": int(n_shards), "solve_seconds": solve_seconds,
             "partition": PARTITION, "partition_seconds": partition_seconds,
             "inside_fraction": float(stats["inside_fraction"]),
