@@ -12,14 +12,18 @@ cuts are kept (:class:`Split` in :attr:`RowPartition.splits`): the distance of a
 other side of a cut bounds its distance to every point there, which prunes the shard-pair kNN queries
 (:mod:`spectral.knn_sharded`).
 
-The computation is written over **row blocks** of ``X`` (n, d): :func:`bisection_partition` drives it with
-a ``map_blocks`` callable that applies a function to every block where the block lives (in this process for
+The computation is written over **row blocks** of ``X`` (n, d): :func:`bisection_blocks` drives it with a
+``map_blocks`` callable that applies a function to every block where the block lives and brings the (small)
+results back, and a ``keep`` callable that leaves them there (in this process for
 :func:`bisection_partition_array`, on the Dask workers that hold the blocks for
-:func:`bisection_partition_dask`). Per level and per block two small results come back: the per-part moments
-(counts (c,), means (c, d), centred scatter matrices (c, d, d); combined by the pairwise update of T. F.
-Chan, G. H. Golub, R. J. LeVeque, "Algorithms for computing the sample variance", 1983) and the projections
-(m,) of the block's rows on their part's direction. So the driver receives O(n) floats (one projection per
-row) and O(c d^2) per block per level, never a row of ``X``; it keeps the (n,) part labels.
+:func:`bisection_partition_blocks`). Per level: the per-part moments come back (counts (c,), means (c, d),
+centred scatter matrices (c, d, d) per block; combined by the pairwise update of T. F. Chan, G. H. Golub,
+R. J. LeVeque, "Algorithms for computing the sample variance", 1983); the projections (m,) of each block's rows
+on their part's direction stay with the block; each part's cut, the projection of a given rank, is found by a
+distributed selection over value histograms (:func:`select_ranks`); and the new labels are computed with the
+block and stay there. So the driver receives O(c d^2 + c * SELECT_BINS) numbers per block per round, never a
+row of ``X`` nor one number per row: the labels of the rows of ``X`` stay per block (:class:`BlockPartition`),
+and the parts' row lists can be assembled where they are used.
 
 No random draws: the power iteration for each direction starts from the fixed vector ``1 / sqrt(d)``
 (:func:`principal_direction`), and ties between equal projections go to the smaller row number, so the
@@ -29,6 +33,7 @@ to the rounding of the moments' summation order).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -65,15 +70,11 @@ class Split:
         return self.right_min - s if left else s - self.left_max
 
 
-@dataclass(frozen=True)
-class RowPartition:
-    """``perm`` (n,) int64: the rows part by part, ascending inside each part; ``bounds`` (P + 1,) int64: part
-    ``p`` holds ``perm[bounds[p]:bounds[p + 1]]``; ``splits``: the cuts of the tree (:class:`Split`), empty
-    for one part."""
+class _Cuts:
+    """What both partition forms share: ``bounds`` (P + 1,) and the cuts ``splits``."""
 
-    perm: np.ndarray
     bounds: np.ndarray
-    splits: tuple = field(default=())
+    splits: tuple
 
     def separating(self, p: int, q: int) -> tuple[Split, bool]:
         """The cut that separated parts ``p`` and ``q`` (p != q), and whether ``q`` is on its left side."""
@@ -82,6 +83,40 @@ class RowPartition:
                 return cut, q < cut.mid
         raise ParameterError(f"parts p and q must be two different parts in [0, {self.bounds.size - 2}]; got "
                              f"p={p}, q={q}")
+
+
+@dataclass(frozen=True)
+class RowPartition(_Cuts):
+    """``perm`` (n,) int64: the rows part by part, ascending inside each part; ``bounds`` (P + 1,) int64: part
+    ``p`` holds ``perm[bounds[p]:bounds[p + 1]]``; ``splits``: the cuts of the tree (:class:`Split`), empty
+    for one part."""
+
+    perm: np.ndarray
+    bounds: np.ndarray
+    splits: tuple = field(default=())
+
+
+@dataclass(frozen=True)
+class BlockPartition(_Cuts):
+    """The same partition with its labels left per row block (on the workers for a dask X: no (n,) array in the
+    process that drives it).
+
+    ``labels[j]``: the part of each row of block ``j`` ((m_j,) int32, or a future of it; rows
+    ``block_bounds[j]:block_bounds[j + 1]``); ``counts`` (B, P) int64: rows of block ``j`` in part ``p``;
+    ``bounds`` (P + 1,), ``splits`` as :class:`RowPartition`.
+    """
+
+    labels: list
+    block_bounds: np.ndarray
+    bounds: np.ndarray
+    splits: tuple
+    counts: np.ndarray
+
+    def to_row_partition(self) -> RowPartition:
+        """The :class:`RowPartition` (``perm`` (n,)), from labels that are arrays here."""
+        labels = np.concatenate([_labels_of(lab, int(b - a)) for lab, a, b in
+                                 zip(self.labels, self.block_bounds[:-1], self.block_bounds[1:])])
+        return RowPartition(np.argsort(labels, kind="stable").astype(np.int64), self.bounds, self.splits)
 
 
 def split_sizes(size: int, parts: int) -> tuple[int, int]:
@@ -105,15 +140,20 @@ def principal_direction(apply: Callable[[np.ndarray], np.ndarray], d: int) -> np
     return v
 
 
-def block_moments(block: np.ndarray, labels: np.ndarray, n_labels: int, start: int = 0):
+def _labels_of(labels, m: int) -> np.ndarray:
+    """``(m,)`` part labels of a block's rows (None: all in part 0)."""
+    return np.zeros(m, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
+
+
+def block_moments(block: np.ndarray, labels, n_labels: int, start: int = 0):
     """Per-part moments of a row block.
 
     Parameters
     ----------
     block : ndarray, shape (m, d)
         Rows ``start .. start + m - 1`` of X (checked finite; an error names the first bad global row).
-    labels : ndarray of int, shape (m,)
-        Part of each row, in ``[0, n_labels)``.
+    labels : ndarray of int, shape (m,), or None
+        Part of each row, in ``[0, n_labels)`` (None: all in part 0).
 
     Returns
     -------
@@ -127,7 +167,7 @@ def block_moments(block: np.ndarray, labels: np.ndarray, n_labels: int, start: i
     if not finite.all():
         raise InputDataError(f"X must be finite; row {start + int(np.flatnonzero(~finite)[0])} holds NaN or "
                              "infinity")
-    labels = np.asarray(labels, dtype=np.int64)
+    labels = _labels_of(labels, Y.shape[0])
     d = Y.shape[1]
     counts = np.bincount(labels, minlength=n_labels).astype(np.int64)
     means = np.zeros((n_labels, d))
@@ -154,73 +194,178 @@ def combine_moments(moments: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return counts.astype(np.int64), means, scatter
 
 
-def block_projections(block: np.ndarray, labels: np.ndarray, means: np.ndarray, directions: np.ndarray) -> np.ndarray:
+def block_projections(block: np.ndarray, labels, means: np.ndarray, directions: np.ndarray) -> np.ndarray:
     """``(m,)``: ``(x_i - means[l_i]) . directions[l_i]`` for the rows ``x_i`` (m, d) of a block with labels ``l_i``
     (``means``, ``directions`` (c, d))."""
     Y = np.asarray(block, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.int64)
+    labels = _labels_of(labels, Y.shape[0])
     return np.einsum("ij,ij->i", Y - means[labels], directions[labels])
 
 
-def bisection_partition(map_blocks: Callable[[Callable, list], list], block_bounds: np.ndarray,
-                        n_parts: int) -> RowPartition:
-    """Recursive principal-direction bisection of the rows of X given as row blocks (see the module docstring).
+def block_part_ranges(block, proj: np.ndarray, labels, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(minima, maxima)`` (c,) of the projections of each part's rows in the block (inf / -inf: none)."""
+    labels = _labels_of(labels, proj.size)
+    lo, hi = np.full(n_labels, np.inf), np.full(n_labels, -np.inf)
+    np.minimum.at(lo, labels, proj)
+    np.maximum.at(hi, labels, proj)
+    return lo, hi
+
+
+def _bin_index(v: np.ndarray, lo: float, hi: float, bins: int) -> np.ndarray:
+    """Bin of each value of ``v`` in ``[lo, hi]`` cut into ``bins`` equal bins: monotone non-decreasing in the
+    value (every step is), so a bin's rows are exactly those between its smallest and largest value."""
+    if not hi > lo:
+        return np.zeros(v.size, dtype=np.int64)
+    return np.clip(((v - lo) / (hi - lo) * bins).astype(np.int64), 0, bins - 1)
+
+
+def block_histograms(block, proj: np.ndarray, labels, parts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                     bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For part ``parts[t]``, the histogram of its rows' projections inside ``[lo[t], hi[t]]``: ``counts``,
+    ``minima``, ``maxima``, each (len(parts), bins) (inf / -inf in empty bins)."""
+    labels = _labels_of(labels, proj.size)
+    counts = np.zeros((parts.size, bins), dtype=np.int64)
+    mins, maxs = np.full((parts.size, bins), np.inf), np.full((parts.size, bins), -np.inf)
+    for t, i in enumerate(parts):
+        v = proj[labels == i]
+        v = v[(v >= lo[t]) & (v <= hi[t])]
+        b = _bin_index(v, lo[t], hi[t], bins)
+        counts[t] = np.bincount(b, minlength=bins)
+        np.minimum.at(mins[t], b, v)
+        np.maximum.at(maxs[t], b, v)
+    return counts, mins, maxs
+
+
+def block_interval_rows(block, proj: np.ndarray, labels, parts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                        start: int) -> list:
+    """For part ``parts[t]``, ``(projections, global rows)`` of its rows with a projection in ``[lo[t], hi[t]]``."""
+    labels = _labels_of(labels, proj.size)
+    out = []
+    for t, i in enumerate(parts):
+        sel = np.flatnonzero((labels == i) & (proj >= lo[t]) & (proj <= hi[t]))
+        out.append((proj[sel], start + sel))
+    return out
+
+
+def block_tie_rows(block, proj: np.ndarray, labels, requests: list, start: int) -> dict:
+    """``{part: global row}``: for each request ``(part, value, m)``, the ``m``-th (0-based, in row order) row of
+    the block in ``part`` whose projection equals ``value``."""
+    labels = _labels_of(labels, proj.size)
+    return {part: start + int(np.flatnonzero((labels == part) & (proj == value))[m]) for part, value, m in requests}
+
+
+def _goes_left(proj: np.ndarray, labels: np.ndarray, value: np.ndarray, row: np.ndarray, start: int) -> np.ndarray:
+    """``(m,)`` bool: the row's ``(projection, global row)`` is at most its part's ``(value, row)``."""
+    rows = start + np.arange(proj.size)
+    v = value[labels]
+    return (proj < v) | ((proj == v) & (rows <= row[labels]))
+
+
+def block_right_min(block, proj: np.ndarray, labels, value: np.ndarray, row: np.ndarray, start: int) -> np.ndarray:
+    """``(c,)`` smallest projection of each part's rows that go right of its cut (inf: none)."""
+    labels = _labels_of(labels, proj.size)
+    right = ~_goes_left(proj, labels, value, row, start)
+    out = np.full(value.size, np.inf)
+    np.minimum.at(out, labels[right], proj[right])
+    return out
+
+
+def block_assign(block, proj: np.ndarray, labels, value: np.ndarray, row: np.ndarray, left: np.ndarray,
+                 right: np.ndarray, start: int) -> np.ndarray:
+    """``(m,)`` int32: the rows' labels at the next level (part ``i`` sends its rows ``<= (value[i], row[i])`` to
+    ``left[i]``, the others to ``right[i]``)."""
+    labels = _labels_of(labels, proj.size)
+    return np.where(_goes_left(proj, labels, value, row, start), left[labels], right[labels]).astype(np.int32)
+
+
+def block_part_counts(block, labels, n_parts: int) -> np.ndarray:
+    """``(P,)`` rows of the block in each part."""
+    return np.bincount(_labels_of(labels, np.asarray(block).shape[0]), minlength=n_parts).astype(np.int64)
+
+
+def bisection_blocks(map_blocks: Callable[[Callable, list], list], keep: Callable[[Callable, list], list],
+                     block_bounds: np.ndarray, n_parts: int) -> BlockPartition:
+    """Recursive principal-direction bisection of the rows of X given as row blocks (see the module docstring),
+    with the part labels left where the blocks are.
 
     Parameters
     ----------
     map_blocks : callable
         ``map_blocks(fn, args)`` returns ``[fn(block_j, *args[j]) for every block j]`` (computed where the
-        blocks live); ``args`` has one tuple per block.
+        blocks live, results brought back: small ones only); ``args`` has one tuple per block, whose items may
+        be what ``keep`` returned for that block.
+    keep : callable
+        Like ``map_blocks`` but the results stay where they were computed (futures on the workers, or the arrays
+        themselves in memory): the projections and labels, (m_j,) per block.
     block_bounds : ndarray of int, shape (B + 1,)
         Block ``j`` holds rows ``block_bounds[j]:block_bounds[j + 1]``; ``block_bounds[0] = 0``, increasing.
     n_parts : int in [1, n]
 
     Returns
     -------
-    RowPartition
-        ``perm`` (n,) the rows part by part, ascending inside each part; ``bounds`` (P + 1,): part ``p`` holds
-        ``perm[bounds[p]:bounds[p + 1]]``; ``splits``: the ``P - 1`` cuts.
+    BlockPartition
+        Per block its rows' part labels (what ``keep`` returned), the (B, P) row counts per block and part,
+        the part boundaries and the ``P - 1`` cuts.
+
+    Each level costs two passes over the blocks (moments, projections kept) plus the rounds of
+    :func:`select_ranks` and one labelling pass; what comes back is O(c d^2) moments and O(c * SELECT_BINS)
+    histograms per block, never O(n).
     """
     block_bounds = np.asarray(block_bounds, dtype=np.int64)
     if block_bounds.ndim != 1 or block_bounds.size < 2 or block_bounds[0] != 0 or np.any(np.diff(block_bounds) <= 0):
         raise ParameterError(f"block_bounds must be (B + 1,) increasing from 0; got {block_bounds.tolist()[:8]}")
     n = int(block_bounds[-1])
     P = check_int("n_parts", n_parts, low=1, high=n)
-    labels = np.zeros(n, dtype=np.int64)
+    starts = [int(a) for a in block_bounds[:-1]]
+    labels: list = [None] * len(starts)  # None: every row in part 0
     targets = [P]  # final parts each current part must become
     splits = []
     for _ in range(math.ceil(math.log2(P)) if P > 1 else 0):
         c = len(targets)
-        slices = [labels[a:b] for a, b in zip(block_bounds[:-1], block_bounds[1:])]
         counts, means, scatter = combine_moments(map_blocks(block_moments, [
-            (s, c, int(a)) for s, a in zip(slices, block_bounds[:-1])]))
+            (lab, c, s) for lab, s in zip(labels, starts)]))
         d = means.shape[1]
         directions = np.zeros((c, d))
         for i in range(c):
             if targets[i] > 1:
                 directions[i] = principal_direction(lambda v, C=scatter[i]: C @ v, d)
-        proj = np.concatenate(map_blocks(block_projections, [(s, means, directions) for s in slices]))
-        new_labels = np.empty_like(labels)
-        new_targets: list[int] = []
+        proj = keep(block_projections, [(lab, means, directions) for lab in labels])
         first = np.concatenate([[0], np.cumsum(targets)])  # final parts of current part i: [first[i], first[i + 1])
+        ranks, cuts, new_targets, left, right = {}, {}, [], np.zeros(c, np.int32), np.zeros(c, np.int32)
         for i in range(c):
-            rows = np.flatnonzero(labels == i)  # ascending: ties go to the smaller row
+            left[i] = len(new_targets)
             if targets[i] == 1:
-                new_labels[rows] = len(new_targets)
+                right[i] = left[i]
                 new_targets.append(1)
                 continue
-            left, cut = split_sizes(rows.size, targets[i])
-            order = np.argsort(proj[rows], kind="stable")
-            splits.append(Split(int(first[i]), int(first[i] + left), int(first[i + 1]), means[i], directions[i],
-                                float(proj[rows[order[cut - 1]]]) if cut else -np.inf,
-                                float(proj[rows[order[cut]]]) if cut < rows.size else np.inf))
-            new_labels[rows[order[:cut]]] = len(new_targets)
-            new_labels[rows[order[cut:]]] = len(new_targets) + 1
-            new_targets += [left, targets[i] - left]
-        labels, targets = new_labels, new_targets
-    perm = np.argsort(labels, kind="stable").astype(np.int64)
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=P))]).astype(np.int64)
-    return RowPartition(perm, bounds, tuple(splits))
+            n_left, cuts[i] = split_sizes(int(counts[i]), targets[i])
+            right[i] = left[i] + 1
+            new_targets += [n_left, targets[i] - n_left]
+            if cuts[i]:
+                ranks[i] = cuts[i] - 1
+        chosen = select_ranks(map_blocks, list(zip(proj, labels, starts)), ranks, c)
+        value = np.full(c, np.inf)  # rows with (projection, row) <= (value, row) go left
+        row = np.full(c, -1, dtype=np.int64)
+        for i in cuts:
+            value[i], row[i] = chosen[i] if i in chosen else (-np.inf, -1)
+        right_min = np.min(map_blocks(block_right_min, [(p, lab, value, row, s) for p, lab, s in
+                                                        zip(proj, labels, starts)]), axis=0)
+        for i in cuts:
+            first_i = int(first[i])
+            splits.append(Split(first_i, first_i + new_targets[left[i]], int(first[i + 1]), means[i], directions[i],
+                                float(value[i]), float(right_min[i])))
+        labels = keep(block_assign, [(p, lab, value, row, left, right, s) for p, lab, s in zip(proj, labels, starts)])
+        targets = new_targets
+    counts = np.array(map_blocks(block_part_counts, [(lab, P) for lab in labels]), dtype=np.int64).reshape(-1, P)
+    bounds = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
+    return BlockPartition(labels, block_bounds, bounds, tuple(splits), counts)
+
+
+def bisection_partition(map_blocks: Callable[[Callable, list], list], block_bounds: np.ndarray,
+                        n_parts: int) -> RowPartition:
+    """:func:`bisection_blocks` with every result brought back (``keep = map_blocks``), as a :class:`RowPartition`:
+    ``perm`` (n,) the rows part by part, ascending inside each part; ``bounds`` (P + 1,); ``splits``."""
+    return bisection_blocks(map_blocks, map_blocks, block_bounds, n_parts).to_row_partition()
 
 
 def bisection_partition_array(Y: np.ndarray, n_parts: int) -> RowPartition:
@@ -231,24 +376,104 @@ def bisection_partition_array(Y: np.ndarray, n_parts: int) -> RowPartition:
     return bisection_partition(lambda fn, args: [fn(Y, *args[0])], np.array([0, Y.shape[0]]), n_parts)
 
 
-def bisection_partition_dask(X: Any, n_parts: int, client) -> RowPartition:
-    """:func:`bisection_partition` of a dask array ``X`` (n, d) with known row chunks, on the workers of
-    ``client``: the row chunks are computed there once (held as futures during the levels, released at the
-    end) and only moments and projections come back."""
+def bisection_partition_blocks(X: Any, n_parts: int, client) -> BlockPartition:
+    """:func:`bisection_blocks` of a dask array ``X`` (n, d) with known row chunks, on the workers of ``client``:
+    the row chunks are computed there once (held as futures during the levels, released at the end), the
+    projections and labels stay there (futures), and only moments, histograms and counts come back. The
+    labels' futures keep their lineage (the scheduler can recompute them if a worker is lost)."""
     if X.ndim != 2 or any(math.isnan(s) for s in X.shape) or X.shape[0] < 1:
         raise InputDataError(f"X must be a 2-D dask array with known row chunks; got shape {X.shape}")
     X = X.rechunk({1: X.shape[1]})
     block_bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
     blocks = client.compute(X.to_delayed().ravel().tolist())  # row chunks on the workers, never gathered here
 
+    def keep(fn, args):
+        return [client.submit(fn, b, *a, pure=False) for b, a in zip(blocks, args)]
+
     def map_blocks(fn, args):
-        return client.gather([client.submit(fn, b, *a, pure=False) for b, a in zip(blocks, args)])
+        return client.gather(keep(fn, args))
 
     try:
-        return bisection_partition(map_blocks, block_bounds, n_parts)
+        return bisection_blocks(map_blocks, keep, block_bounds, n_parts)
     finally:
         for future in blocks:  # drop this call's references (not cancel: other holders of the keys keep theirs)
             future.release()
+
+
+def bisection_partition_dask(X: Any, n_parts: int, client) -> RowPartition:
+    """:func:`bisection_partition_blocks` with the labels gathered into a :class:`RowPartition` (O(n) here: for
+    callers that need ``perm`` in this process)."""
+    parts = bisection_partition_blocks(X, n_parts, client)
+    return dataclasses.replace(parts, labels=client.gather(parts.labels)).to_row_partition()
+
+
+#: Bins of the value histograms of :func:`select_ranks` per round; a candidate interval holding at most
+#: :data:`SELECT_GATHER` rows is brought back and sorted.
+SELECT_BINS = 256
+SELECT_GATHER = 4096
+
+
+def select_ranks(map_blocks: Callable[[Callable, list], list], handles: list, ranks: dict, n_labels: int,
+                 max_rounds: int = 200) -> dict:
+    """Distributed selection: for each part ``i`` of ``ranks``, the ``(value, row)`` of rank ``ranks[i]`` (0-based)
+    in the (projection, global row) order of the rows labelled ``i``: the ``ranks[i] + 1`` smallest pairs are
+    exactly those ``<=`` it, so ties between equal projections go to the smaller row (a stable sort's order).
+
+    ``handles[j] = (projections (m_j,), labels (m_j,), first row)`` of block ``j`` (what ``keep`` returned). Each round
+    brings back per block a :data:`SELECT_BINS`-bin histogram of the projections inside each part's current
+    interval (counts, bin minima and maxima: the bins are monotone in the value, so the chosen bin's exact
+    minimum and maximum bound the next interval and every value between them is in the bin); an interval of at
+    most :data:`SELECT_GATHER` rows is brought back whole, and an interval of one value (ties) is resolved by
+    row order from the per-block counts. ``max_rounds`` bounds the rounds (the intervals shrink by about
+    ``SELECT_BINS`` per round, so float64 values need a handful).
+    """
+    if not ranks:
+        return {}
+    parts = np.array(sorted(ranks), dtype=np.int64)
+    ranges = map_blocks(block_part_ranges, [(p, lab, n_labels) for p, lab, _ in handles])
+    lo = np.min([r[0] for r in ranges], axis=0)[parts]
+    hi = np.max([r[1] for r in ranges], axis=0)[parts]
+    below = np.zeros(parts.size, dtype=np.int64)  # rows of the part with projection < lo
+    want = np.array([ranks[int(i)] for i in parts], dtype=np.int64)
+    out: dict = {}
+    active = np.ones(parts.size, dtype=bool)
+    for _ in range(max_rounds):
+        if not active.any():
+            return out
+        a = np.flatnonzero(active)
+        hists = map_blocks(block_histograms, [(p, lab, parts[a], lo[a], hi[a], SELECT_BINS) for p, lab, _ in handles])
+        counts = np.sum([h[0] for h in hists], axis=0)  # (len(a), bins)
+        mins = np.min([h[1] for h in hists], axis=0)
+        maxs = np.max([h[2] for h in hists], axis=0)
+        gather, ties = [], []
+        for t, i in enumerate(a):
+            cum = np.cumsum(counts[t])
+            b = int(np.searchsorted(cum, want[i] - below[i], side="right"))
+            below[i] += int(cum[b - 1]) if b else 0
+            lo[i], hi[i] = mins[t, b], maxs[t, b]
+            if lo[i] == hi[i]:
+                per_block = np.array([h[0][t, b] for h in hists], dtype=np.int64)  # ties per block, row order
+                j = int(np.searchsorted(np.cumsum(per_block), want[i] - below[i], side="right"))
+                ties.append((i, j, int(want[i] - below[i] - (per_block[:j].sum()))))
+            elif counts[t, b] <= SELECT_GATHER:
+                gather.append(i)
+        if gather:
+            g = np.array(gather)
+            found = map_blocks(block_interval_rows, [(p, lab, parts[g], lo[g], hi[g], s) for p, lab, s in handles])
+            for t, i in enumerate(g):
+                vals = np.concatenate([f[t][0] for f in found])
+                rows = np.concatenate([f[t][1] for f in found])
+                order = np.lexsort((rows, vals))
+                pick = order[want[i] - below[i]]
+                out[int(parts[i])] = (float(vals[pick]), int(rows[pick]))
+                active[i] = False
+        if ties:
+            requests = [[(int(parts[i]), float(lo[i]), m) for i, j, m in ties if j == jb] for jb in range(len(handles))]
+            found = map_blocks(block_tie_rows, [(p, lab, r, s) for (p, lab, s), r in zip(handles, requests)])
+            for i, j, _ in ties:
+                out[int(parts[i])] = (float(lo[i]), found[j][int(parts[i])])
+                active[i] = False
+    raise RuntimeError(f"select_ranks did not converge in {max_rounds} rounds")  # pragma: no cover - see docstring
 
 
 def inside_counts(indices: np.ndarray, rows: np.ndarray) -> tuple[int, int]:

@@ -15,8 +15,8 @@ from spectral.datasets import make_swiss_roll_lifted
 from spectral.errors import InputDataError, ParameterError
 from spectral.knn import knn_graph
 from spectral.knn_sharded import add_candidates, reverse_candidates, sharded_knn_graph
-from spectral.partition import (bisection_partition, bisection_partition_array, bisection_partition_dask,
-                                inside_counts)
+from spectral.partition import (bisection_blocks, bisection_partition, bisection_partition_array,
+                                bisection_partition_dask, inside_counts)
 
 from conftest import local_cluster
 
@@ -81,16 +81,84 @@ def test_deterministic_and_independent_of_the_blocks(roll):
     np.testing.assert_array_equal(perm, again.perm)
     np.testing.assert_array_equal(bounds, again.bounds)
     cuts = np.array([0, 700, 1400, 1401, 2500, 3000])
-    calls = []
+    brought = []  # what comes back to the driver: never O(n)
 
-    def map_blocks(fn, args):
-        calls.append(fn.__name__)
+    def keep(fn, args):
         return [fn(X[a:b], *arg) for a, b, arg in zip(cuts[:-1], cuts[1:], args)]
 
-    blocked = bisection_partition(map_blocks, cuts, 5)
-    np.testing.assert_array_equal(blocked.perm, perm)
+    def map_blocks(fn, args):
+        out = keep(fn, args)
+        brought.append((fn.__name__, max(_size(r) for r in out)))
+        return out
+
+    blocked = bisection_blocks(map_blocks, keep, cuts, 5)
+    np.testing.assert_array_equal(blocked.to_row_partition().perm, perm)
+    np.testing.assert_array_equal(perm, _reference_bisection(X, 5))
     np.testing.assert_array_equal(blocked.bounds, bounds)
-    assert calls == ["block_moments", "block_projections"] * 3  # ceil(log2 5) levels, two passes each
+    assert blocked.counts.shape == (5, 5) and blocked.counts.sum() == X.shape[0]
+    assert [(c.lo, c.mid, c.hi) for c in blocked.splits] == [(c.lo, c.mid, c.hi) for c in parts.splits]
+    np.testing.assert_allclose([(c.left_max, c.right_min) for c in blocked.splits],
+                               [(c.left_max, c.right_min) for c in parts.splits], rtol=1e-12)  # summation order
+    # moments are (c, d, d): 4 x 32 x 32 at the last level; histograms (c, 256); no block sends its rows
+    assert max(size for _, size in brought) <= 4 * 32 * 32 + 4 * 32 + 4, brought
+    assert "block_projections" not in {name for name, _ in brought}
+
+
+def _reference_bisection(X: np.ndarray, P: int) -> np.ndarray:
+    """``perm`` of the bisection computed the direct way (all labels and projections in memory, each part's rows
+    cut by a stable argsort of their projections): the oracle of the distributed selection."""
+    from spectral.partition import principal_direction, split_sizes
+
+    X = np.asarray(X, dtype=np.float64)
+    labels, targets = np.zeros(X.shape[0], dtype=np.int64), [P]
+    while any(t > 1 for t in targets):
+        new_labels, new_targets = np.empty_like(labels), []
+        for i, t in enumerate(targets):
+            rows = np.flatnonzero(labels == i)
+            if t == 1:
+                new_labels[rows] = len(new_targets)
+                new_targets.append(1)
+                continue
+            Z = X[rows] - X[rows].mean(axis=0)
+            direction = principal_direction(lambda v: Z.T @ (Z @ v), X.shape[1])
+            left, cut = split_sizes(rows.size, t)
+            order = np.argsort(Z @ direction, kind="stable")
+            new_labels[rows[order[:cut]]] = len(new_targets)
+            new_labels[rows[order[cut:]]] = len(new_targets) + 1
+            new_targets += [left, t - left]
+        labels, targets = new_labels, new_targets
+    return np.argsort(labels, kind="stable")
+
+
+def _size(result) -> int:
+    """Numbers in a (nested) task result."""
+    if isinstance(result, np.ndarray):
+        return result.size
+    if isinstance(result, dict):
+        return len(result)
+    if isinstance(result, (tuple, list)):
+        return sum(_size(r) for r in result)
+    return 1
+
+
+@pytest.mark.parametrize("ties", ["all", "many"])
+def test_ties_in_the_projections_go_to_the_smaller_row(ties):
+    """Equal projections (duplicate rows): the cut follows the stable sort's order, by row, whether the tied
+    rows are few enough to be brought back or decided from per-block counts."""
+    rng = np.random.default_rng(3)
+    X = np.repeat(rng.normal(size=(1, 3)), 9000, axis=0) if ties == "all" else \
+        np.repeat(rng.normal(size=(30, 3)), 300, axis=0)[rng.permutation(9000)]
+    cuts = np.array([0, 2000, 4500, 4501, 9000])
+
+    def keep(fn, args):
+        return [fn(X[a:b], *arg) for a, b, arg in zip(cuts[:-1], cuts[1:], args)]
+
+    got = bisection_blocks(keep, keep, cuts, 5).to_row_partition()
+    np.testing.assert_array_equal(got.perm, _reference_bisection(X, 5))
+    sizes = np.diff(got.bounds)
+    assert np.all((sizes == 1800)), sizes
+    if ties == "all":  # every projection equal: the parts are row ranges
+        np.testing.assert_array_equal(got.perm, np.arange(9000))
 
 
 def test_dask_partition_on_workers_equals_the_in_memory_one(client, roll):
