@@ -69,7 +69,8 @@ import numpy as np
 from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
 from .errors import InputDataError, ParameterError
 from .knn import METRICS, KNNIndex
-from .partition import RowPartition, bisection_partition_array, bisection_partition_dask
+from .partition import BlockPartition, RowPartition, bisection_partition_array, bisection_partition_blocks
+from .partition_parts import assemble_parts
 
 #: Per-shard index methods (``KNNIndex`` methods): "nndescent" (the default) or "exact" (scikit-learn; an
 #: oracle for tests and for shards small enough to search exhaustively).
@@ -167,22 +168,25 @@ def sharded_knn_graph_futures(X: Any, n_neighbors: int, *, n_shards: int | None 
     """
     sharded = build_shard_indexes(X, n_neighbors, n_shards=n_shards, metric=metric, random_state=random_state,
                                   shard_method=shard_method, n_jobs=n_jobs, partition=partition, client=client)
-    return shard_graph_futures(sharded), sharded.partition.perm, sharded.partition.bounds
+    parts = sharded.partition
+    perm = parts.perm if isinstance(parts, RowPartition) else np.concatenate(sharded.client.gather(sharded.rows))
+    return shard_graph_futures(sharded), perm, parts.bounds
 
 
 @dataclass(frozen=True)
 class ShardIndexes:
     """The per-shard indexes of :func:`build_shard_indexes`, left on the workers of ``client``.
 
-    Shard ``p`` holds the rows ``partition.perm[partition.bounds[p]:partition.bounds[p + 1]]`` of X (ascending):
-    ``indexes[p]`` is the future of their :class:`~spectral.knn.KNNIndex` (``n_neighbors`` neighbours, its own
+    Shard ``p`` holds ``sizes[p]`` rows of X (ascending; the part ``p`` of ``partition``, a
+    :class:`~spectral.partition.RowPartition` for an in-memory X, a :class:`~spectral.partition.BlockPartition`
+    whose labels stay on the workers for a dask X): ``indexes[p]`` is the future of their :class:`~spectral.knn.KNNIndex` (``n_neighbors`` neighbours, its own
     graph included), ``shards[p]`` of their coordinates (n_p, d), ``rows[p]`` of their row numbers (n_p,).
     """
 
     indexes: list
     shards: list
     rows: list
-    partition: RowPartition
+    partition: RowPartition | BlockPartition
     n_neighbors: int
     n_features: int
     client: Any
@@ -190,7 +194,7 @@ class ShardIndexes:
     @property
     def n_samples(self) -> int:
         """Rows indexed over all shards."""
-        return int(self.partition.perm.size)
+        return int(self.partition.bounds[-1])
 
     @property
     def sizes(self) -> np.ndarray:
@@ -218,16 +222,15 @@ def build_shard_indexes(X: Any, n_neighbors: int, *, n_shards: int | None = None
         n_shards = check_int("n_shards", n_shards, low=1, high=n // 2)
     client = _active_client() if client is None else client
     P = default_n_shards(n, sum(client.nthreads().values())) if n_shards is None else n_shards
-    if partition == "contiguous":
-        parts = RowPartition(np.arange(n, dtype=np.int64), (np.arange(P + 1, dtype=np.int64) * n) // P)
-    elif lazy:
-        parts = bisection_partition_dask(X, P, client)
+    if lazy:
+        parts, shards, rows = _put_shards_lazy(client, X, P, partition)
     else:
-        parts = bisection_partition_array(X, P)
-    perm, bounds = parts.perm, parts.bounds
-    sizes = np.diff(bounds)  # near-equal, each >= 2 rows (P <= n // 2)
-    shards = _put_shards(client, X, perm, bounds, lazy)
-    rows = client.scatter([perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
+        parts = (RowPartition(np.arange(n, dtype=np.int64), (np.arange(P + 1, dtype=np.int64) * n) // P)
+                 if partition == "contiguous" else bisection_partition_array(X, P))
+        perm, bounds = parts.perm, parts.bounds
+        shards = client.scatter([X[perm[a:b]] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
+        rows = client.scatter([perm[a:b] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
+    sizes = np.diff(parts.bounds)  # near-equal, each >= 2 rows (P <= n // 2)
     seeds = np.random.SeedSequence(seed_int(check_random_state(random_state))).spawn(P)
     indexes = [client.submit(_build_shard, shards[p], min(k, int(sizes[p]) - 1), shard_method, metric, seeds[p],
                              n_jobs, P > 1 or bool(queried), pure=False) for p in range(P)]
@@ -415,37 +418,31 @@ def _check_X(X: Any) -> tuple[Any, int, bool]:
     return X, X.shape[0], False
 
 
-def _put_shards(client, X: Any, perm: np.ndarray, bounds: np.ndarray, lazy: bool) -> list:
-    """One future per shard holding its rows ``X[perm[bounds[p]:bounds[p + 1]]]`` (n_p, d) on a worker.
-
-    A dask ``X``: its row chunks are computed on the workers and each shard takes its rows from them there
-    (:func:`_take_rows`); the chunk futures are released once the shards hold their rows."""
-    if not lazy:
-        return client.scatter([X[perm[a:b]] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
+def _put_shards_lazy(client, X: Any, P: int, partition: str) -> tuple[BlockPartition, list, list]:
+    """``(partition, shards, rows)`` of a dask ``X``: its row chunks are computed on the workers; the partition's
+    labels stay there (:func:`~spectral.partition.bisection_partition_blocks`; the contiguous one's labels are
+    made here, per chunk), and each shard's rows of X and row numbers are assembled there
+    (:func:`spectral.partition_parts.assemble_parts`: every row moves once). The chunk futures are released once
+    the shards hold their rows."""
     X = X.rechunk({1: X.shape[1]})
-    chunk_bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    block_bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    if partition == "bisection":
+        parts = bisection_partition_blocks(X, P, client)
+    else:
+        n = int(block_bounds[-1])
+        bounds = (np.arange(P + 1, dtype=np.int64) * n) // P
+        labels = [np.searchsorted(bounds, np.arange(a, b), side="right").astype(np.int32) - 1
+                  for a, b in zip(block_bounds[:-1], block_bounds[1:])]
+        counts = np.array([np.bincount(lab, minlength=P) for lab in labels], dtype=np.int64)
+        parts = BlockPartition(labels, block_bounds, bounds, (), counts)
     chunks = client.compute(X.to_delayed().ravel().tolist())  # computed on the workers, never gathered here
-    shards = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        rows = perm[a:b]  # ascending: the rows of chunk j are one run
-        cut = np.searchsorted(rows, chunk_bounds)
-        used = [j for j in range(len(chunks)) if cut[j + 1] > cut[j]]
-        shards.append(client.submit(_take_rows, [rows[cut[j]:cut[j + 1]] - chunk_bounds[j] for j in used],
-                                    *[chunks[j] for j in used], pure=False))
-    client.gather([client.submit(_n_rows, s, pure=False) for s in shards])  # the shards hold their rows
+    rows, shards = assemble_parts(client, parts, chunks)
+    from distributed import wait
+
+    wait(shards)  # the shards hold their rows
     for future in chunks:
         future.release()
-    return shards
-
-
-def _take_rows(local_rows: list, *chunks) -> np.ndarray:
-    """Task: ``(n_p, d)`` rows of a shard, from the row chunks of X that hold them (``local_rows[j]``: the rows of
-    ``chunks[j]``, numbered inside that chunk)."""
-    return np.concatenate([np.asarray(c)[r] for r, c in zip(local_rows, chunks)], axis=0)
-
-
-def _n_rows(block) -> int:
-    return int(np.asarray(block).shape[0])
+    return parts, shards, rows
 
 
 def _build_shard(X_p, k: int, method: str, metric: str, seed: np.random.SeedSequence, n_jobs, queried: bool):

@@ -2,9 +2,10 @@
 graph, the Laplacian or one index of all fit rows; every heavy object is split by rows over the Dask workers.
 
 The shards are the ``P`` parts of a locality partition of the fit rows (:data:`PARTITION`,
-:func:`spectral.partition.bisection_partition_dask`: recursive bisection along principal directions,
-computed from the store's row chunks on the workers; the flow process receives one projection per row and
-per level, never a row of X), the same parts for the kNN build and for the Laplacian, so that most edges lie
+:func:`spectral.partition.bisection_partition_blocks`: recursive bisection along principal directions,
+computed from the store's row chunks on the workers, where the labels stay; the flow process receives moments,
+histograms and counts, never a row of X nor one number per row; each part's rows are assembled on the workers,
+:func:`spectral.partition_parts.assemble_parts`), the same parts for the kNN build and for the Laplacian, so that most edges lie
 inside a shard and the per-shard preconditioner is strong. The partition draws nothing from ``random_state``.
 The fit rows are those of the single-process stages (:func:`tasks._fit_rows.fit_rows_for`: all rows with
 ``holdout=0``); the partition numbers them by their position in the fit set.
@@ -22,21 +23,23 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   original row order, from the pieces of the shard blocks that hold its fit rows and the ``k`` first
   candidates of its held-out rows (their nearest fit points, as in the single-process stage)
   (:func:`write_knn_chunk`; each shard block is split by chunk on its own worker first). ``graph/knn``
-  records the partition (:func:`partition_record`: sizes and a digest); ``outputs/<run>/in_fit`` marks the
-  fit rows. :func:`sharded_knn` runs in the flow process and holds futures, the (n_fit,) partition and the
-  fit rows.
+  records the partition (:func:`partition_record`: sizes and a digest made on the workers);
+  ``outputs/<run>/in_fit`` marks the fit rows. :func:`sharded_knn` runs in the flow process and holds futures,
+  the partition's sizes and cuts, and the fit rows.
 - ``eigensolve`` (weights included): :func:`solve_sharded_eigenmaps` drives the distributed solver from the flow
   process: it recomputes the partition of the fit rows of ``outputs/<run>/in_fit`` (deterministic; refused
   if its digest differs from the kNN stage's), each part's kNN rows are read from the store by a task on a
   worker (neighbours renumbered as fit positions), the weights, their symmetrization and the normalized
   Laplacian are built per shard on the workers
-  (:meth:`spectral.eigen.distributed.DistributedLaplacian.from_knn_blocks` with ``perm``), and LOBPCG with
+  (:meth:`spectral.eigen.distributed.DistributedLaplacian.from_knn_blocks` with the parts' rows), and LOBPCG with
   the per-shard two-level AMG preconditioner finds the eigenvectors
   (:func:`spectral.eigen.distributed_solve.laplacian_eigenmaps_distributed`), returned in the fit rows' order.
   LOBPCG's (n_fit, k + 1) blocks stay on the workers as row parts of the shards
   (:mod:`spectral.eigen._row_lobpcg`), and so does the embedding (``gather=False``): the workers write the
-  model's row chunks (:func:`write_model_from_shards`). The driver holds the degrees, the partition and the fit
-  rows ((n_fit,) each), not the graph and not the embedding. It is not a worker task: a
+  model's row chunks (:func:`write_model_from_shards`). The degrees and weight scales are exchanged between the
+  workers and the neighbour lists renumbered there (:mod:`spectral.eigen._exchange`). The driver holds the fit
+  rows ((n_fit,) int64, also written into the model by it), not the partition's labels, the degrees, the graph
+  or the embedding. It is not a worker task: a
   driver on a worker whose memory crossed Dask's pause threshold (80 % of its limit) waits forever for the
   tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points hung in the preconditioner). It
   writes the same model as the single-process stages (:class:`spectral.embedding_model.LaplacianEigenmapsModel`),
@@ -66,7 +69,6 @@ workers (:mod:`tasks.sharded_extend`); with ``sharded=False`` it rebuilds one in
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any
 
@@ -75,6 +77,7 @@ import numpy as np
 from spectral._validation import check_random_state, seed_int
 from spectral.embedding_model import LaplacianEigenmapsModel
 from spectral.errors import InputDataError
+from spectral.partition_parts import assemble_parts, parts_digest
 from spectral.weights import WeightParams, scales_of
 from storage import layout
 from storage.arrays import X_as_dask, chunk_rows, read_X, row_chunks, x_shape
@@ -120,13 +123,11 @@ def single_process_knn_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
 PARTITION = "bisection"
 
 
-def partition_record(perm: np.ndarray, bounds: np.ndarray) -> dict[str, Any]:
-    """What ``graph/knn`` records of the row partition (its attribute ``partition``): method, part sizes and a
-    BLAKE2b digest of ``perm`` (n,) and ``bounds`` (P + 1,) (the eigensolve stage recomputes the partition and
-    refuses one that differs)."""
-    digest = hashlib.blake2b(np.asarray(perm, dtype=np.int64).tobytes(), digest_size=16)
-    digest.update(np.asarray(bounds, dtype=np.int64).tobytes())
-    return {"method": PARTITION, "sizes": [int(s) for s in np.diff(bounds)], "digest": digest.hexdigest()}
+def partition_record(digest: str, bounds: np.ndarray) -> dict[str, Any]:
+    """What ``graph/knn`` records of the row partition (its attribute ``partition``): method, part sizes and the
+    digest of the parts' rows (:func:`spectral.partition_parts.parts_digest`, made on the workers; the eigensolve
+    stage recomputes the partition and refuses one that differs)."""
+    return {"method": PARTITION, "sizes": [int(s) for s in np.diff(bounds)], "parts_digest": digest}
 
 
 def fit_X(store_url: str, fit_rows: np.ndarray) -> Any:
@@ -145,7 +146,8 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     (:func:`spectral.knn_sharded.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest fit
     points, and their :func:`~spectral.embedding.candidate_count` nearest go to the candidate arrays
     (:data:`CANDIDATE_OUTPUTS`) for the out-of-sample map. The graph is written in the original row order.
-    Runs in the flow process and holds only futures, the partition and the fit rows ((n,) int64 each).
+    Runs in the flow process and holds futures, the partition's (P,) sizes and cuts, and the fit rows ((n_fit,)
+    int64); the partition's labels and the shards' row lists stay on the workers.
     Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
     the fit rows inside a shard.
     """
@@ -153,40 +155,37 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
 
     n, _ = x_shape(store_url)
     fit_rows = fit_rows_for(n, holdout, random_state)
-    held = np.setdiff1d(np.arange(n, dtype=np.int64), fit_rows, assume_unique=True)
+    held = (np.setdiff1d(np.arange(n, dtype=np.int64), fit_rows, assume_unique=True) if fit_rows.size < n
+            else np.zeros(0, dtype=np.int64))
     t0 = time.perf_counter()
     sharded = build_shard_indexes(fit_X(store_url, fit_rows), n_neighbors, n_shards=n_shards, metric=metric,
                                   random_state=check_random_state(random_state), partition=PARTITION,
                                   queried=held.size > 0, client=client)
     blocks = shard_graph_futures(sharded)  # per shard, neighbours as fit positions
-    perm, bounds = sharded.partition.perm, sharded.partition.bounds
-    record = partition_record(perm, bounds)
+    bounds = sharded.partition.bounds
+    record = partition_record(parts_digest(client, sharded.rows, bounds), bounds)
     index_params = {"method": "nndescent", "metric": metric, "n_neighbors": n_neighbors,
                     "seed": seed_int(check_random_state(random_state))}
     create_knn(store_url, n_neighbors, {"run": run, "metric": metric, "n_fit": int(fit_rows.size), "sharded": True,
                                         "n_shards": len(blocks), "partition": record,
                                         "index_params": index_params}, overwrite=True)
     to_rows = client.scatter(fit_rows, broadcast=True, hash=False) if held.size else None  # fit position -> row
-    shard_rows = [fit_rows[perm[a:b]] for a, b in zip(bounds[:-1], bounds[1:])]  # ascending inside each shard
     chunks = row_chunks(store_url)
     chunk_bounds = np.array([start for start, _ in chunks] + [n], dtype=np.int64)
-    pieces = []  # per shard: its rows of every row chunk, split on the shard's worker (only those move)
-    for block, rows in zip(blocks, shard_rows):
-        split = client.submit(_split_rows, block, np.searchsorted(rows, chunk_bounds), to_rows, pure=False)
-        pieces.append([client.submit(_item, split, j, pure=False) for j in range(len(chunks))])
+    # per shard: its rows of every row chunk, split on the shard's worker (only those move)
+    splits = [client.submit(_split_rows, block, rows, chunk_bounds, to_rows, pure=False)
+              for block, rows in zip(blocks, sharded.rows)]
+    present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
     held_parts, writes, kc = _query_held_out(store_url, run, client, sharded, held, fit_rows, chunks, to_rows)
     for j, (start, stop) in enumerate(chunks):
         parts = list(held_parts.get(j, []))
-        for p, rows in enumerate(shard_rows):
-            lo, hi = (int(i) for i in np.searchsorted(rows, [start, stop]))
-            if hi > lo:
-                parts.append((pieces[p][j], rows[lo:hi] - start))
+        parts += [client.submit(_item, splits[p], j, pure=False) for p in np.flatnonzero(present[:, j])]
         writes.append(client.submit(write_knn_chunk, store_url, start, stop - start, parts, pure=False))
-    inside = client.gather([client.submit(_inside_counts, block, sharded.partition.perm[a:b], pure=False)
-                            for block, a, b in zip(blocks, bounds[:-1], bounds[1:])])
+    inside = client.gather([client.submit(_inside_counts, block, rows, pure=False)
+                            for block, rows in zip(blocks, sharded.rows)])
     client.gather(writes)
     build_seconds = time.perf_counter() - t0
-    del blocks, pieces, writes, held_parts, sharded
+    del blocks, splits, writes, held_parts, sharded
     client.submit(record_checksums, store_url, KNN_ARRAYS, pure=False).result()
     in_fit = np.zeros(n, dtype=bool)
     in_fit[fit_rows] = True
@@ -221,7 +220,7 @@ def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, held: n
     answers = dict(zip(local, query_shard_indexes(sharded, queries, kc)))
     writes = [client.submit(write_candidates_chunk, store_url, run, chunks[j][0], chunks[j][1] - chunks[j][0],
                             answers[j], local[j], pure=False) for j in local]
-    parts = {j: [(client.submit(_nearest_rows, answers[j], to_rows, sharded.n_neighbors, pure=False), local[j])]
+    parts = {j: [client.submit(_nearest_rows, answers[j], to_rows, sharded.n_neighbors, local[j], pure=False)]
              for j in local}
     return parts, writes, kc
 
@@ -231,24 +230,25 @@ def read_X_rows(store_url: str, start: int, positions: np.ndarray) -> np.ndarray
     return read_X(store_url, start + int(positions[0]), start + int(positions[-1]) + 1)[positions - positions[0]]
 
 
-def _nearest_rows(answer: tuple[np.ndarray, np.ndarray], to_rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Task: the ``k`` first candidates of held-out rows (fit positions, (m, kc)) as rows of X, ``(m, k)``."""
-    return to_rows[answer[0][:, :k]], np.ascontiguousarray(answer[1][:, :k])
+def _nearest_rows(answer: tuple[np.ndarray, np.ndarray], to_rows: np.ndarray, k: int,
+                  positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Task: the ``k`` first candidates of held-out rows (fit positions, (m, kc)) as rows of X, ``(m, k)``, with
+    the rows' ``positions`` in their chunk (as :func:`write_knn_chunk` takes them)."""
+    return to_rows[answer[0][:, :k]], np.ascontiguousarray(answer[1][:, :k]), positions
 
 
 def write_knn_chunk(store_url: str, start: int, size: int,
-                    parts: list[tuple[tuple[np.ndarray, np.ndarray], np.ndarray]]) -> int:
-    """Write the kNN rows of the row chunk ``start:start + size`` from ``parts``: ``((indices, distances) (m, k)
-    of one shard's rows in the chunk, or of its held-out rows, positions (m,))``, those rows going to the
-    chunk's rows ``positions``. The parts must cover every row of the chunk once. Runs on a worker; returns the
-    rows written."""
-    k = parts[0][0][0].shape[1]
+                    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> int:
+    """Write the kNN rows of the row chunk ``start:start + size`` from ``parts``: ``(indices, distances) (m, k)
+    of one shard's rows in the chunk, or of its held-out rows, and their positions (m,) in the chunk``. The parts
+    must cover every row of the chunk once. Runs on a worker; returns the rows written."""
+    k = parts[0][0].shape[1]
     indices = np.empty((size, k), dtype=np.int64)
     distances = np.empty((size, k), dtype=np.float32)
-    for (idx, dist), positions in parts:
+    for idx, dist, positions in parts:
         indices[positions] = idx
         distances[positions] = dist
-    _check_cover(size, [positions for _, positions in parts], f"the kNN chunk at {start}",
+    _check_cover(size, [positions for _, _, positions in parts], f"the kNN chunk at {start}",
                  "the shards and the held-out rows")
     write_knn_block(store_url, start, indices, distances)
     return size
@@ -327,17 +327,31 @@ def candidates_complete(out_store: str, out_run: str) -> bool:
     return set(completed_row_chunks(out_store, paths, starts)) == set(starts)
 
 
-def _split_rows(block: tuple[np.ndarray, np.ndarray], cuts: np.ndarray,
-                to_rows: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Task: a shard's kNN block ``(indices, distances)`` (n_p, k) cut into the runs ``cuts[j]:cuts[j + 1]``, its
-    neighbours (fit positions) as rows of X (``to_rows[i]``; None: every row is a fit point, positions are rows)."""
+def _split_rows(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray, chunk_bounds: np.ndarray,
+                to_rows: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Task: a shard's kNN block ``(indices, distances)`` (n_p, k) of its fit positions ``rows`` (ascending) cut by
+    the row chunks of X (``chunk_bounds`` (J + 1,)): per chunk ``(indices, distances, positions in the chunk)``,
+    the neighbours (fit positions) as rows of X (``to_rows[i]``; None: every row is a fit point)."""
+    original = rows if to_rows is None else to_rows[rows]
     indices = block[0] if to_rows is None else to_rows[block[0]]
-    return [(indices[a:b], block[1][a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+    cuts = np.searchsorted(original, chunk_bounds)
+    return [(indices[a:b], block[1][a:b], original[a:b] - chunk_bounds[j])
+            for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
+
+
+def _piece_sizes(pieces: list) -> list[int]:
+    """Task: the rows of each piece of a split (the last item of each is its positions)."""
+    return [int(p[-1].size) for p in pieces]
 
 
 def _item(items: list | tuple, j: int) -> Any:
     """Task: ``items[j]`` (a piece of another task's result, left on its worker)."""
     return items[j]
+
+
+def _rows_of(positions: np.ndarray, to_rows: np.ndarray) -> np.ndarray:
+    """Task: fit positions as rows of X (``to_rows`` (n_fit,) the fit rows, sorted)."""
+    return to_rows[positions]
 
 
 def _inside_counts(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tuple[int, int]:
@@ -372,17 +386,13 @@ def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embe
                  chunk_rows=size)
     chunk_bounds = np.append(np.arange(0, n_fit, size, dtype=np.int64), n_fit)
     params = state_attrs["weight_params"]
-    pieces, positions = [], []
-    for p, (z, shard, dist, worker) in enumerate(zip(embedding, op.shards, distances, op.workers)):
-        rows = op.perm[op.bounds[p]:op.bounds[p + 1]]  # fit positions, ascending inside the shard
-        cuts = np.searchsorted(rows, chunk_bounds)
-        split = client.submit(_model_rows_split, z, shard, dist, params, cuts, workers=[worker], pure=False)
-        pieces.append([client.submit(_item, split, j, workers=[worker], pure=False)
-                       for j in range(chunk_bounds.size - 1)])
-        positions.append([rows[a:b] for a, b in zip(cuts[:-1], cuts[1:])])
+    splits = [client.submit(_model_rows_split, z, shard, dist, params, rows, chunk_bounds, workers=[worker], pure=False)
+              for z, shard, dist, rows, worker in zip(embedding, op.shards, distances, op.original_rows(), op.workers)]
+    present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
     writes = []
     for j, (start, stop) in enumerate(zip(chunk_bounds[:-1], chunk_bounds[1:])):
-        parts = [(pieces[p][j], positions[p][j] - start) for p in range(len(pieces)) if positions[p][j].size]
+        parts = [client.submit(_item, splits[p], j, workers=[op.workers[p]], pure=False)
+                 for p in np.flatnonzero(present[:, j])]
         writes.append(client.submit(write_model_chunk, store_url, run, int(start), int(stop - start), k, parts,
                                     pure=False))
     client.gather(writes)
@@ -390,12 +400,15 @@ def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embe
                  {"method": METHOD, "state": MODEL_STATE, "state_attrs": state_attrs})
 
 
-def _model_rows_split(Z: np.ndarray, shard: Any, distances: np.ndarray, params: dict,
-                      cuts: np.ndarray) -> list[np.ndarray]:
+def _model_rows_split(Z: np.ndarray, shard: Any, distances: np.ndarray, params: dict, rows: np.ndarray,
+                      chunk_bounds: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Task: the shard's model rows ``(n_p, k + 3)``: embedding, degree, weight scale, k-th neighbour distance
-    (the model's radius), cut into the runs ``cuts[j]:cuts[j + 1]``."""
+    (the model's radius), cut by the model's row chunks (``chunk_bounds`` (J + 1,), fit positions): per chunk
+    ``(rows (m, k + 3), their positions in the chunk (m,))``, the shard's fit positions being ``rows``
+    (ascending)."""
     M = np.column_stack([Z, shard.degrees, scales_of(distances, WeightParams.from_attrs(params)), distances[:, -1]])
-    return [M[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+    cuts = np.searchsorted(rows, chunk_bounds)
+    return [(M[a:b], rows[a:b] - chunk_bounds[j]) for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
 
 
 def write_model_chunk(store_url: str, run: str, start: int, size: int, k: int,
@@ -419,7 +432,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     from spectral.eigen.distributed import DistributedLaplacian
     from spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
 
-    from spectral.partition import bisection_partition_dask
+    from spectral.partition import bisection_partition_blocks
 
     knn_attrs = read_knn_attrs(store_url)
     if knn_attrs.get("run") != run:
@@ -434,19 +447,22 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
-    parts = bisection_partition_dask(fit_X(store_url, fit_rows), n_shards, client)  # no random draws
-    perm, bounds = parts.perm, parts.bounds
+    parts = bisection_partition_blocks(fit_X(store_url, fit_rows), n_shards, client)  # no random draws
+    positions, _ = assemble_parts(client, parts)  # per shard its fit positions, on the workers
     partition_seconds = time.perf_counter() - t0
-    if partition_record(perm, bounds) != built_with:
-        raise InputDataError(f"the row partition recomputed from X ({partition_record(perm, bounds)}) differs from "
-                             f"the one graph/knn was built with ({built_with}); rerun the knn stage")
-    rows = client.scatter([fit_rows[perm[a:b]] for a, b in zip(bounds[:-1], bounds[1:])], hash=False)
-    to_positions = client.scatter(fit_rows, broadcast=True, hash=False) if n_fit < x_shape(store_url)[0] else None
+    recomputed = partition_record(parts_digest(client, positions, parts.bounds), parts.bounds)
+    if recomputed != built_with:
+        raise InputDataError(f"the row partition recomputed from X ({recomputed}) differs from the one graph/knn was "
+                             f"built with ({built_with}); rerun the knn stage")
+    partial = n_fit < x_shape(store_url)[0]
+    to_rows = client.scatter(fit_rows, broadcast=True, hash=False) if partial else None
+    rows = [client.submit(_rows_of, p, to_rows, pure=False) for p in positions] if partial else positions
+    to_positions = to_rows
     blocks = [client.submit(read_knn_shard, store_url, r, to_positions, pure=False) for r in rows]
     indices = [client.submit(_item, b, 0, pure=False) for b in blocks]
     distances = [client.submit(_item, b, 1, pure=False) for b in blocks]
     op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
-                                              normalization="symmetric", perm=perm, client=client)
+                                              normalization="symmetric", perm=positions, client=client)
     embedding, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng,
                                                              gather=False)
     solve_seconds = time.perf_counter() - t0

@@ -128,12 +128,24 @@ def shard_stats(shard: Shard) -> dict:
     row_abs = np.asarray(abs(L).sum(axis=1)).ravel()
     return {"rows": L.shape[0], "columns": int(shard.cols.size), "nnz": int(L.nnz),
             "offdiag": int(off.sum()), "inside": int(inside.sum()),
-            "norm_inf": float(row_abs.max()) if row_abs.size else 0.0}
+            "norm_inf": float(row_abs.max()) if row_abs.size else 0.0, "isolated": int(np.sum(shard.degrees == 0))}
 
 
 def shard_columns(shard: Shard) -> np.ndarray:
     """The global columns ``(c,)`` the shard's rows touch (what a product must send it)."""
     return shard.cols
+
+
+def shard_degrees_of(shard: Shard) -> np.ndarray:
+    """The degrees ``(m,)`` of the shard's own rows."""
+    return shard.degrees
+
+
+def shard_requests(shard: Shard, bounds: np.ndarray) -> list[np.ndarray]:
+    """The shard's columns cut by owning shard, each run numbered inside its owner (``bounds`` (P + 1,)): the rows
+    each shard must send it for a product (the halo, and its own rows)."""
+    cuts = np.searchsorted(shard.cols, bounds)
+    return [shard.cols[a:b] - bounds[q] for q, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
 
 
 def shard_product(shard: Shard, V_cols: np.ndarray) -> np.ndarray:
@@ -277,18 +289,6 @@ def knn_scales(dist: np.ndarray, params) -> np.ndarray:
     from ..weights import scales_of
 
     return scales_of(dist, params)
-
-
-def renumber(idx: np.ndarray, inverse: np.ndarray) -> np.ndarray:
-    """Neighbour indices ``(m, k)`` in original row numbers renumbered to the operator's order (``inverse``
-    (n,): the operator row of each original row)."""
-    from ..errors import InputDataError
-
-    idx, inverse = np.asarray(idx), np.asarray(inverse)
-    if idx.size and (idx.min() < 0 or idx.max() >= inverse.size):
-        raise InputDataError(f"kNN indices must lie in [0, {inverse.size - 1}]; got a block with range "
-                             f"[{idx.min()}, {idx.max()}]")
-    return inverse[idx.astype(np.int64)]
 
 
 def knn_columns(idx: np.ndarray, start: int) -> np.ndarray:

@@ -46,7 +46,7 @@ from scipy.sparse.linalg import LinearOperator
 from .._validation import check_choice, check_float, check_int
 from ..errors import InputDataError, ParameterError
 from ..graph_laplacian import check_affinity
-from . import _shards, _two_level
+from . import _exchange, _shards, _two_level
 from ._cluster import active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list, worker_of
 from .lobpcg import AMG_SHIFT
 
@@ -62,22 +62,19 @@ class DistributedLaplacian(LinearOperator):
 
     Build with :meth:`from_weights` (a scipy ``W`` in the driver, partitioned and scattered),
     :meth:`from_blocks` (row blocks of W, e.g. futures already on the workers) or :meth:`from_knn_blocks`
-    (per-shard kNN lists: weights built on the workers). The degrees (n floats) pass through the driver once;
-    each shard receives those of its own columns. Attributes: ``n_blocks``,
-    ``bounds`` (P + 1,) shard boundaries in the operator's order, ``perm`` (n,) original node of each
-    operator row, ``degrees`` (n,) in the operator's order, ``stats`` (sizes, ``inside_fraction``),
-    ``traffic`` (bytes and calls so far).
+    (per-shard kNN lists: weights built on the workers). The degrees and weight scales are exchanged between
+    the workers (:mod:`._exchange`): each shard receives those of its own columns, and nothing of size n passes
+    through the driver. Attributes: ``n_blocks``, ``bounds`` (P + 1,) shard boundaries in the operator's order,
+    ``stats`` (sizes, ``inside_fraction``), ``traffic`` (bytes and calls so far); gathered into the driver only
+    when asked for: ``perm`` (n,) original node of each operator row, ``degrees`` (n,) in the operator's order,
+    ``cols`` (the columns of every shard, for the driver's product).
     """
 
-    def __init__(self, shards, bounds, perm, degrees, client, stats):
+    def __init__(self, shards, bounds, rows, client, stats):
         self.client = client
         self.shards = list(shards)
         self.bounds = np.asarray(bounds, dtype=np.int64)
-        self.perm = np.asarray(perm, dtype=np.int64)
-        self.degrees = np.asarray(degrees, dtype=np.float64)
         self.workers = [worker_of(client, f) for f in self.shards]
-        self.cols = client.gather([client.submit(_shards.shard_columns, s, workers=[w], pure=False)
-                                   for s, w in zip(self.shards, self.workers)])
         self.stats = dict(stats)
         self.traffic = {"products": 0, "product_bytes_out": 0, "product_bytes_back": 0,
                         "preconditioner_calls": 0, "preconditioner_bytes": 0, "halo_bytes": 0}
@@ -85,9 +82,32 @@ class DistributedLaplacian(LinearOperator):
         self._coarse = None
         self._coarse_lu = None
         self._halo_rows = None
-        self._original_rows = None
+        self._cols = None
+        self._original_rows = rows  # None: the identity
         n = int(self.bounds[-1])
         super().__init__(np.dtype(np.float64), (n, n))
+
+    @property
+    def perm(self) -> np.ndarray:
+        """``(n,)`` the original node of each operator row (gathered from the shards' workers)."""
+        if self._original_rows is None:
+            return np.arange(self.shape[0], dtype=np.int64)
+        return np.concatenate(self.client.gather(self._original_rows)).astype(np.int64, copy=False)
+
+    @property
+    def degrees(self) -> np.ndarray:
+        """``(n,)`` the degrees in the operator's order (gathered from the shards)."""
+        return np.concatenate(self.client.gather([self.client.submit(_shards.shard_degrees_of, s, workers=[w],
+                                                                     pure=False)
+                                                  for s, w in zip(self.shards, self.workers)]))
+
+    @property
+    def cols(self) -> list:
+        """Per shard its sorted global columns ``(c_i,)`` (gathered once, for the driver's product)."""
+        if self._cols is None:
+            self._cols = self.client.gather([self.client.submit(_shards.shard_columns, s, workers=[w], pure=False)
+                                             for s, w in zip(self.shards, self.workers)])
+        return self._cols
 
     # ------------------------------------------------------------------------------------------ builders
     @classmethod
@@ -114,7 +134,7 @@ class DistributedLaplacian(LinearOperator):
         addresses = worker_list(client)
         blocks = [scatter_to(client, Wp[bounds[i]:bounds[i + 1]], addresses[i % len(addresses)])
                   for i in range(n_blocks)]
-        op = cls._build(blocks, bounds, perm, normalization, client)
+        op = cls._build(blocks, bounds, _rows_on(client, perm, bounds, blocks), normalization, client)
         op.stats.update(partition=partition, inside_fraction_W=inside)
         return op
 
@@ -127,8 +147,9 @@ class DistributedLaplacian(LinearOperator):
         weights by the shard-pair transpose exchange: shard ``j`` sends shard ``i`` the columns of its rows
         that fall in shard ``i`` (only those), and shard ``i`` assembles its rows of ``W^T``.
         ``check_symmetric`` (with ``symmetrize=None``) checks ``W = W^T`` by the same exchange.
-        The row order of the blocks is the operator's order; ``perm`` (n,) gives the original node of each
-        of its rows (None: the identity), for :meth:`to_original_order`.
+        The row order of the blocks is the operator's order; ``perm`` gives the original node of each of its
+        rows (None: the identity), for :meth:`to_original_order`: an (n,) permutation, or per block a future of
+        its rows' original nodes (on the block's worker; not checked here).
         """
         client = active_client(client)
         blocks = list(blocks)
@@ -149,10 +170,11 @@ class DistributedLaplacian(LinearOperator):
         bounds = np.concatenate([[0], np.cumsum([s[0] for s in shapes])]).astype(np.int64)
         if symmetrize is not None:
             symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZE)
-        perm = np.arange(n, dtype=np.int64) if perm is None else _check_perm(perm, n)
+        rows = perm if perm is None or isinstance(perm, list) else _rows_on(client, _check_perm(perm, n), bounds,
+                                                                            futures)
         if symmetrize is not None or check_symmetric:
             futures = transpose_exchange(client, futures, bounds, symmetrize)
-        op = cls._build(futures, bounds, perm, normalization, client)
+        op = cls._build(futures, bounds, rows, normalization, client)
         op.stats.update(partition="given", symmetrize=symmetrize)
         return op
 
@@ -165,16 +187,19 @@ class DistributedLaplacian(LinearOperator):
         ``indices[i]`` / ``distances[i]`` (arrays or futures, (n_i, k)) are the neighbours (global row numbers)
         and sorted distances of the rows of shard ``i``, shards in row order. The weighting is
         :func:`spectral.weights.knn_weights`'s (same parameters, resolved from the reduced summaries of all
-        blocks: smallest positive and mean distance); the per-point scales (n floats) are gathered in the driver
-        and each shard receives those of its columns only (like the degrees); the directed weight rows are
+        blocks: smallest positive and mean distance); each shard receives the per-point scales of its columns
+        from the other shards' workers (like the degrees, :func:`._exchange.values_at_columns`); the directed
+        weight rows are
         symmetrized by the shard-pair transpose exchange of :meth:`from_blocks`. Same result as
         ``from_blocks`` on the row blocks of ``knn_weights``.
 
-        ``perm`` (n,) (a permutation; None: the identity) says which rows the shards hold: shard ``i`` holds the
-        original rows ``perm[s_i:s_i + n_i]`` (``s_i`` the rows of the shards before it) and its neighbour
-        indices are original row numbers. They are renumbered into the operator's order on the workers (each
-        receives the (n,) inverse permutation once); ``op.perm = perm`` and :meth:`to_original_order` map the
-        operator's rows back. Use the shards of a locality partition (:mod:`spectral.partition`).
+        ``perm`` (None: the identity) says which rows the shards hold: an (n,) permutation (shard ``i`` holds the
+        original rows ``perm[s_i:s_i + n_i]``, ``s_i`` the rows of the shards before it), or per shard a future of
+        its original rows (ascending, on any worker: no (n,) array in the driver). The neighbour indices are
+        original row numbers; they are renumbered into the operator's order on the workers, each shard asking
+        the others only for its foreign neighbours (:func:`._exchange.renumber_by_parts`). ``op.perm`` and
+        :meth:`to_original_order` map the operator's rows back. Use the shards of a locality partition
+        (:mod:`spectral.partition`).
         """
         from ..weights import resolve_weight_params
 
@@ -191,13 +216,13 @@ class DistributedLaplacian(LinearOperator):
                 for b, w in zip(distances, workers)]
         rows = client.gather([client.submit(shape_of, f, pure=False) for f in idx])
         n = sum(r[0] for r in rows)
-        if perm is not None:
-            perm = _check_perm(perm, n)
-            inverse = np.empty(n, dtype=np.int64)
-            inverse[perm] = np.arange(n, dtype=np.int64)
-            inverse = client.scatter(inverse, broadcast=True, hash=False)
-            idx = [client.submit(_shards.renumber, a, inverse, workers=[w], pure=False) for a, w in zip(idx, workers)]
         starts = np.concatenate([[0], np.cumsum([r[0] for r in rows])]).astype(np.int64)
+        part_rows = None
+        if perm is not None:
+            part_rows = perm if isinstance(perm, list) else _rows_on(client, _check_perm(perm, n), starts, idx)
+            if len(part_rows) != len(idx):
+                raise ParameterError(f"perm must give the rows of each of the {len(idx)} blocks; got {len(part_rows)}")
+            idx = _exchange.renumber_by_parts(client, idx, part_rows, starts, workers)
         summaries = client.gather([client.submit(_shards.knn_summary, a, d, int(s), n, workers=[w], pure=False)
                                    for a, d, s, w in zip(idx, dist, starts, workers)])
         ks = {m["k"] for m in summaries}
@@ -208,31 +233,29 @@ class DistributedLaplacian(LinearOperator):
         params = resolve_weight_params(ks.pop(), weighting=weighting, symmetrize=symmetrize, sigma=sigma,
                                        scale_k=scale_k, min_positive=min(positives) if positives else None,
                                        mean_distance=mean)
-        scales = np.concatenate(client.gather([client.submit(_shards.knn_scales, d, params, workers=[w], pure=False)
-                                               for d, w in zip(dist, workers)]))
-        cols = client.gather([client.submit(_shards.knn_columns, a, int(s), workers=[w], pure=False)
-                              for a, s, w in zip(idx, starts, workers)])
-        directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, scatter_to(client, cc, w),
-                                  scatter_to(client, scales[cc], w), n, workers=[w], pure=False)
-                    for a, d, s, cc, w in zip(idx, dist, starts, cols, workers)]
-        op = cls.from_blocks(directed, symmetrize=params.symmetrize, normalization=normalization, perm=perm,
+        scales = [client.submit(_shards.knn_scales, d, params, workers=[w], pure=False) for d, w in zip(dist, workers)]
+        cols = [client.submit(_shards.knn_columns, a, int(s), workers=[w], pure=False)
+                for a, s, w in zip(idx, starts, workers)]
+        col_scales = _exchange.values_at_columns(client, scales, cols, starts, workers)
+        directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, cc, sc, n, workers=[w], pure=False)
+                    for a, d, s, cc, sc, w in zip(idx, dist, starts, cols, col_scales, workers)]
+        op = cls.from_blocks(directed, symmetrize=params.symmetrize, normalization=normalization, perm=part_rows,
                              client=client)
         op.stats.update(weight_params=params.to_attrs())
         return op
 
     @classmethod
-    def _build(cls, blocks, bounds, perm, normalization, client) -> DistributedLaplacian:
+    def _build(cls, blocks, bounds, rows, normalization, client) -> DistributedLaplacian:
         normalization = check_choice("normalization", normalization, NORMALIZATIONS)
         workers = [worker_of(client, f) for f in blocks]
         starts = [int(s) for s in bounds[:-1]]
-        degrees = np.concatenate(client.gather([
-            client.submit(_shards.shard_degrees, f, s, workers=[w], pure=False)
-            for f, s, w in zip(blocks, starts, workers)]))
-        cols = client.gather([client.submit(_shards.block_columns, f, s, workers=[w], pure=False)
-                              for f, s, w in zip(blocks, starts, workers)])
-        shards = [client.submit(_shards.shard_build, f, s, scatter_to(client, cc, w),
-                                scatter_to(client, degrees[cc], w), normalization, workers=[w], pure=False)
-                  for f, s, cc, w in zip(blocks, starts, cols, workers)]
+        degrees = [client.submit(_shards.shard_degrees, f, s, workers=[w], pure=False)
+                   for f, s, w in zip(blocks, starts, workers)]
+        cols = [client.submit(_shards.block_columns, f, s, workers=[w], pure=False)
+                for f, s, w in zip(blocks, starts, workers)]
+        col_degrees = _exchange.values_at_columns(client, degrees, cols, bounds, workers)
+        shards = [client.submit(_shards.shard_build, f, s, cc, dc, normalization, workers=[w], pure=False)
+                  for f, s, cc, dc, w in zip(blocks, starts, cols, col_degrees, workers)]
         per = client.gather([client.submit(_shards.shard_stats, s, workers=[w], pure=False)
                              for s, w in zip(shards, workers)])
         offdiag = sum(p["offdiag"] for p in per)
@@ -240,8 +263,8 @@ class DistributedLaplacian(LinearOperator):
                  "shard_rows": [p["rows"] for p in per], "shard_columns": [p["columns"] for p in per],
                  "nnz": sum(p["nnz"] for p in per), "norm_inf": max(p["norm_inf"] for p in per),
                  "inside_fraction": sum(p["inside"] for p in per) / offdiag if offdiag else 1.0,
-                 "isolated_nodes": int(np.sum(degrees == 0))}
-        return cls(shards, bounds, perm, degrees, client, stats)
+                 "isolated_nodes": sum(p["isolated"] for p in per)}
+        return cls(shards, bounds, rows, client, stats)
 
     # ----------------------------------------------------------------------------------------- products
     @property
@@ -332,28 +355,25 @@ class DistributedLaplacian(LinearOperator):
 
     def _halo(self) -> list:
         """Per shard ``i``: ``[(j, rows of shard j at shard i's columns (future on j's worker, or None for i))]``
-        in shard order, scattered once."""
+        in shard order, cut on the workers once (:func:`._exchange.split_by_owner`)."""
         if self._halo_rows is None:
-            halo, count = [], 0
-            for i, cols in enumerate(self.cols):
-                sources = []
-                for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:])):
-                    if j == i:
-                        sources.append((j, None))
-                        continue
-                    a, b = np.searchsorted(cols, [lo, hi])
-                    if a < b:
-                        sources.append((j, scatter_to(self.client, cols[a:b] - lo, self.workers[j])))
-                        count += int(b - a)
-                halo.append(sources)
-            self._halo_rows, self.stats["halo_rows"] = halo, count
+            c = self.client
+            requests = [c.submit(_shards.shard_requests, s, self.bounds, workers=[w], pure=False)
+                        for s, w in zip(self.shards, self.workers)]
+            sizes = np.array(c.gather([c.submit(_exchange.sizes_of, r, pure=False) for r in requests]))
+            halo = []
+            for i, req in enumerate(requests):
+                halo.append([(j, None if j == i else
+                              c.submit(_exchange.piece, req, j, workers=[self.workers[j]], pure=False))
+                             for j in range(len(requests)) if j == i or sizes[i, j]])
+            self._halo_rows, self.stats["halo_rows"] = halo, int(sizes.sum() - np.trace(sizes))
         return self._halo_rows
 
     def original_rows(self) -> list:
-        """Per shard, the original node numbers ``(n_i,)`` of its rows (slices of ``perm``), futures on the shard's
-        worker, scattered once."""
+        """Per shard, the original node numbers ``(n_i,)`` of its rows, futures on the shard's worker (the identity:
+        made there once)."""
         if self._original_rows is None:
-            self._original_rows = [scatter_to(self.client, self.perm[lo:hi], w)
+            self._original_rows = [self.client.submit(np.arange, lo, hi, dtype=np.int64, workers=[w], pure=False)
                                    for w, lo, hi in zip(self.workers, self.bounds[:-1], self.bounds[1:])]
         return self._original_rows
 
@@ -362,6 +382,11 @@ class DistributedLaplacian(LinearOperator):
         out = np.empty_like(V)
         out[self.perm] = V
         return out
+
+
+def _rows_on(client, perm: np.ndarray, bounds: np.ndarray, blocks: list) -> list:
+    """Per block ``i`` a future of ``perm[bounds[i]:bounds[i + 1]]`` on the worker of ``blocks[i]``."""
+    return [scatter_to(client, perm[a:b], worker_of(client, f)) for a, b, f in zip(bounds[:-1], bounds[1:], blocks)]
 
 
 def check_n_blocks(n_blocks, n: int) -> int:
