@@ -176,7 +176,8 @@ def embed(
         client = ctx.require_cluster()  # every stage runs its body on the cluster
         use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
         ctx.manifest.results["sharded"] = use_shards
-        warm = _warm_workers(client) if use_shards or _uses_nndescent(full, n_fit) else []
+        warm = (_warm_workers(client, dtype=ingested[layout.ATTR_DTYPE]) if use_shards or _uses_nndescent(full, n_fit)
+                else [])
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                              holdout=holdout, random_state=random_state, sharded=use_shards)
         try:
@@ -293,12 +294,12 @@ def _uses_nndescent(params: dict, n_fit: int) -> bool:
     return knn_method == "nndescent" or (knn_method == "auto" and n_fit >= EXACT_MAX_SAMPLES)
 
 
-def _warm_workers(client, warm=warm_nndescent) -> list:
-    """Compile pynndescent on every worker now (``warm``: one task per worker, placed on it; the fit stages
-    queue behind it). A worker that dies loses its task's result: the scheduler computes it again, on another
-    worker (``allow_other_workers``); pinned to the dead worker's address it would wait forever."""
+def _warm_workers(client, warm=warm_nndescent, dtype: str = "float32") -> list:
+    """Compile pynndescent for X of ``dtype`` on every worker now (``warm``: one task per worker, placed on it;
+    the fit stages queue behind it). A worker that dies loses its task's result: the scheduler computes it again,
+    on another worker (``allow_other_workers``); pinned to the dead worker's address it would wait forever."""
     workers = list(client.scheduler_info(n_workers=-1)["workers"])
-    return [client.submit(warm, workers=[w], allow_other_workers=True, pure=False) for w in workers]
+    return [client.submit(warm, (dtype,), workers=[w], allow_other_workers=True, pure=False) for w in workers]
 
 
 @flow(name="extend", validate_parameters=True)

@@ -53,18 +53,21 @@ def call_on_worker(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     return result
 
 
-def warm_nndescent() -> float:
-    """Compile pynndescent's numba kernels in this process (build + query a tiny index); returns seconds.
+def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64")) -> float:
+    """Compile pynndescent's numba kernels in this process (build + query a tiny index) for the X ``dtypes``;
+    returns seconds.
 
     Submitted once per Dask worker at the start of a run that builds or queries an NN-descent index: the
     compile costs 17-20 s per new process even with ``NUMBA_CACHE_DIR`` (STACK.md), so it is paid by every
-    worker in parallel with the ingest, and a long-lived cluster (``eigenflow serve``) pays it once.
+    worker in parallel with the ingest, and a long-lived cluster (``eigenflow serve``) pays it once. A run
+    passes its store's X dtype only (each dtype is a compile of its own: 9-10 s of a worker's 17-20 s); a
+    long-lived cluster warms both (stores hold float32 X by default; ``dtype="float64"`` keeps doubles).
     """
     from spectral.knn import KNNIndex
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
-    for dtype in (np.float32, np.float64):  # stores hold float32 X by default; in-memory data is often float64
+    for dtype in dtypes:
         index = KNNIndex.build(rng.normal(size=(300, 4)).astype(dtype), 5, method="nndescent", random_state=0,
                                n_jobs=1)
         index.query(rng.normal(size=(10, 4)).astype(dtype), 5)

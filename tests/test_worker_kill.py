@@ -151,17 +151,22 @@ def test_worker_killed_during_the_knn_build(data):
     np.testing.assert_array_equal(Z, reference)
 
 
+def _pid_of_worker(dtypes: tuple) -> int:
+    """Stands in for the compile task (which takes the X dtypes)."""
+    return os.getpid()
+
+
 def test_the_compile_results_survive_a_killed_worker():
     """The per-worker compile tasks of the flow (``_warm_workers``) hold their result on their worker. When that
     worker dies the scheduler computes the result again; pinned to the dead worker's address it would wait
     forever, and the flow with it (the end of a sharded 1e6 run hung so). It runs on another worker. (The
-    placement is what is tested: ``os.getpid`` stands in for the compile.)"""
+    placement is what is tested: the worker's pid stands in for the compile.)"""
     from distributed import Client, wait
 
     from flows.embed import _warm_workers
 
     with _cluster() as cluster, Client(cluster) as client:  # the default client: distributed.wait uses it
-        warm = _warm_workers(client, os.getpid)
+        warm = _warm_workers(client, _pid_of_worker)
         first = client.gather(warm)
         holder = next(iter(client.who_has(warm[0]).values()))[0]
         os.kill(first[0], signal.SIGKILL)
