@@ -70,6 +70,15 @@ def usps_digits(n: int = 400, hidden_fraction: float = 0.5, seed: int = 0, dtype
     return X, y, hidden
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server a test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @contextlib.contextmanager
 def local_cluster(n_workers: int = 2, processes: bool = True):
     """A LocalCluster of ``n_workers`` single-threaded workers; yields its scheduler address.

@@ -17,7 +17,7 @@ from storage.checksums import verify
 from storage.embedding_io import read_embedding
 from storage.manifest import read_manifest
 
-from conftest import local_cluster
+from conftest import free_port, local_cluster
 
 PARAMS = {"knn_method": "exact", "n_neighbors": 10}
 BUCKET = "eigenflow-test"
@@ -25,15 +25,31 @@ BUCKET = "eigenflow-test"
 
 @pytest.fixture(scope="module")
 def s3():
-    """A moto S3 server on 127.0.0.1 and the AWS environment pointing at it (restored afterwards)."""
-    import logging
+    """A moto S3 server process on 127.0.0.1 (``moto_server``, as a real endpoint would be: not sharing this
+    process's interpreter with the flow) and the AWS environment pointing at it (restored afterwards)."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
 
-    moto_server = pytest.importorskip("moto.server")
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
+    pytest.importorskip("moto.server")
+    command = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or shutil.which("moto_server")
+    assert command, "moto[server] is a test dependency: its moto_server command is missing"
+    port = free_port()
+    server = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=2)
+            break
+        except OSError:
+            assert server.poll() is None and time.time() < deadline, "moto_server did not start"
+            time.sleep(0.2)
+    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_EC2_METADATA_DISABLED": "true"}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -43,7 +59,8 @@ def s3():
     try:
         yield f"s3://{BUCKET}"
     finally:
-        server.stop()
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,19 +22,15 @@ import pytest
 from spectral.datasets import make_swiss_roll_lifted
 from storage.manifest import list_runs, read_manifest
 
+from conftest import free_port
+
 BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def prefect_server(tmp_path_factory):
     home = tmp_path_factory.mktemp("prefect-server")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
            "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1"}  # schedules runs within a second (default 60 s)
