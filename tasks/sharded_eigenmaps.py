@@ -77,7 +77,7 @@ import numpy as np
 from spectral._validation import check_random_state, seed_int
 from spectral.embedding_model import LaplacianEigenmapsModel
 from spectral.errors import InputDataError
-from spectral.partition_parts import assemble_parts, parts_digest
+from spectral.partition_parts import assemble_parts, item, parts_digest
 from spectral.weights import WeightParams, scales_of
 from storage import layout
 from storage.arrays import X_as_dask, chunk_rows, read_X, row_chunks, x_shape
@@ -179,7 +179,7 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     held_parts, writes, kc = _query_held_out(store_url, run, client, sharded, held, fit_rows, chunks, to_rows)
     for j, (start, stop) in enumerate(chunks):
         parts = list(held_parts.get(j, []))
-        parts += [client.submit(_item, splits[p], j, pure=False) for p in np.flatnonzero(present[:, j])]
+        parts += [client.submit(item, splits[p], j, pure=False) for p in np.flatnonzero(present[:, j])]
         writes.append(client.submit(write_knn_chunk, store_url, start, stop - start, parts, pure=False))
     inside = client.gather([client.submit(_inside_counts, block, rows, pure=False)
                             for block, rows in zip(blocks, sharded.rows)])
@@ -344,11 +344,6 @@ def _piece_sizes(pieces: list) -> list[int]:
     return [int(p[-1].size) for p in pieces]
 
 
-def _item(items: list | tuple, j: int) -> Any:
-    """Task: ``items[j]`` (a piece of another task's result, left on its worker)."""
-    return items[j]
-
-
 def _rows_of(positions: np.ndarray, to_rows: np.ndarray) -> np.ndarray:
     """Task: fit positions as rows of X (``to_rows`` (n_fit,) the fit rows, sorted)."""
     return to_rows[positions]
@@ -391,7 +386,7 @@ def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embe
     present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
     writes = []
     for j, (start, stop) in enumerate(zip(chunk_bounds[:-1], chunk_bounds[1:])):
-        parts = [client.submit(_item, splits[p], j, workers=[op.workers[p]], pure=False)
+        parts = [client.submit(item, splits[p], j, workers=[op.workers[p]], pure=False)
                  for p in np.flatnonzero(present[:, j])]
         writes.append(client.submit(write_model_chunk, store_url, run, int(start), int(stop - start), k, parts,
                                     pure=False))
@@ -459,8 +454,8 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     rows = [client.submit(_rows_of, p, to_rows, pure=False) for p in positions] if partial else positions
     to_positions = to_rows
     blocks = [client.submit(read_knn_shard, store_url, r, to_positions, pure=False) for r in rows]
-    indices = [client.submit(_item, b, 0, pure=False) for b in blocks]
-    distances = [client.submit(_item, b, 1, pure=False) for b in blocks]
+    indices = [client.submit(item, b, 0, pure=False) for b in blocks]
+    distances = [client.submit(item, b, 1, pure=False) for b in blocks]
     op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
                                               normalization="symmetric", perm=positions, client=client)
     embedding, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng,

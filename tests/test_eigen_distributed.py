@@ -355,3 +355,26 @@ def test_row_block_orthonormalization_falls_back_to_tsqr_and_drops_dependent_col
     # the kept columns span W's independent part
     rest = W[:, [0, 2]] - X @ (X.T @ W[:, [0, 2]])
     assert np.degrees(scipy.linalg.subspace_angles(Q, rest)).max() < 1e-6
+
+
+def test_renumbering_by_parts_asks_only_for_foreign_ids_and_refuses_unknown_ones():
+    """The worker-side renumbering (original rows -> operator rows) of spectral.eigen._exchange, as its tasks run
+    on the workers: each shard looks up only the ids it does not hold, in the other shards; an id no shard holds
+    is refused, named."""
+    from spectral.eigen._exchange import foreign_ids, lookup_ids, renumbered, split_by_owner
+
+    rows = [np.array([2, 5, 7]), np.array([0, 1, 9]), np.array([3, 4, 6, 8])]  # shard q: operator rows bounds[q]..
+    bounds = np.array([0, 3, 6, 10])
+    idx = np.array([[5, 9], [2, 0], [7, 8]])  # shard 0's neighbour lists, original rows
+    ids = foreign_ids(idx, rows[0])
+    np.testing.assert_array_equal(ids, [0, 8, 9])  # its own rows 2, 5, 7 are not asked for
+    found = [lookup_ids(rows[q], ids, int(bounds[q])) for q in (1, 2)]
+    got = renumbered(idx, rows[0], 0, ids, *found)
+    inverse = np.empty(10, dtype=np.int64)
+    inverse[np.concatenate(rows)] = np.arange(10)
+    np.testing.assert_array_equal(got, inverse[idx])
+    with pytest.raises(InputDataError, match="kNN indices must be rows of the shards; 1 are not, e.g. 11"):
+        bad = np.array([[11, 9]])
+        renumbered(bad, rows[0], 0, foreign_ids(bad, rows[0]),
+                   *[lookup_ids(rows[q], foreign_ids(bad, rows[0]), int(bounds[q])) for q in (1, 2)])
+    assert [p.tolist() for p in split_by_owner(np.array([1, 2, 4, 9]), bounds)] == [[1, 2], [4], [9]]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputDataError
+from ..partition_parts import item
 
 
 def split_by_owner(cols: np.ndarray, bounds: np.ndarray) -> list[np.ndarray]:
@@ -24,11 +25,6 @@ def split_by_owner(cols: np.ndarray, bounds: np.ndarray) -> list[np.ndarray]:
 def sizes_of(pieces: list) -> list[int]:
     """Task: the lengths of a list of arrays."""
     return [int(np.asarray(p).size) for p in pieces]
-
-
-def piece(pieces: list, q: int) -> np.ndarray:
-    """Task: ``pieces[q]``."""
-    return pieces[q]
 
 
 def values_at(values: np.ndarray, request: np.ndarray, start: int) -> np.ndarray:
@@ -50,7 +46,7 @@ def values_at_columns(client, values: list, cols: list, bounds: np.ndarray, work
     sizes = np.array(client.gather([client.submit(sizes_of, r, pure=False) for r in requests]))  # (P, P)
     out = []
     for i in range(P):
-        answers = [client.submit(values_at, values[q], client.submit(piece, requests[i], q, workers=[workers[i]],
+        answers = [client.submit(values_at, values[q], client.submit(item, requests[i], q, workers=[workers[i]],
                                                                      pure=False),
                                  int(bounds[q]), workers=[workers[q]], pure=False)
                    for q in range(P) if sizes[i, q]]

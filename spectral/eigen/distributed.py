@@ -46,6 +46,7 @@ from scipy.sparse.linalg import LinearOperator
 from .._validation import check_choice, check_float, check_int
 from ..errors import InputDataError, ParameterError
 from ..graph_laplacian import check_affinity
+from ..partition_parts import item
 from . import _exchange, _shards, _two_level
 from ._cluster import active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list, worker_of
 from .lobpcg import AMG_SHIFT
@@ -364,7 +365,7 @@ class DistributedLaplacian(LinearOperator):
             halo = []
             for i, req in enumerate(requests):
                 halo.append([(j, None if j == i else
-                              c.submit(_exchange.piece, req, j, workers=[self.workers[j]], pure=False))
+                              c.submit(item, req, j, workers=[self.workers[j]], pure=False))
                              for j in range(len(requests)) if j == i or sizes[i, j]])
             self._halo_rows, self.stats["halo_rows"] = halo, int(sizes.sum() - np.trace(sizes))
         return self._halo_rows
