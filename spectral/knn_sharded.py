@@ -179,8 +179,9 @@ class ShardIndexes:
 
     Shard ``p`` holds ``sizes[p]`` rows of X (ascending; the part ``p`` of ``partition``, a
     :class:`~spectral.partition.RowPartition` for an in-memory X, a :class:`~spectral.partition.BlockPartition`
-    whose labels stay on the workers for a dask X): ``indexes[p]`` is the future of their :class:`~spectral.knn.KNNIndex` (``n_neighbors`` neighbours, its own
-    graph included), ``shards[p]`` of their coordinates (n_p, d), ``rows[p]`` of their row numbers (n_p,).
+    whose labels stay on the workers for a dask X): ``indexes[p]`` is the future of their
+    :class:`~spectral.knn.KNNIndex` (``n_neighbors`` neighbours, its own graph included), ``shards[p]`` of their
+    coordinates (n_p, d), ``rows[p]`` of their row numbers (n_p,).
     """
 
     indexes: list

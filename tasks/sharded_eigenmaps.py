@@ -2,11 +2,12 @@
 graph, the Laplacian or one index of all fit rows; every heavy object is split by rows over the Dask workers.
 
 The shards are the ``P`` parts of a locality partition of the fit rows (:data:`PARTITION`,
-:func:`spectral.partition.bisection_partition_blocks`: recursive bisection along principal directions,
-computed from the store's row chunks on the workers, where the labels stay; the flow process receives moments,
-histograms and counts, never a row of X nor one number per row; each part's rows are assembled on the workers,
-:func:`spectral.partition_parts.assemble_parts`), the same parts for the kNN build and for the Laplacian, so that most edges lie
-inside a shard and the per-shard preconditioner is strong. The partition draws nothing from ``random_state``.
+:func:`spectral.partition.bisection_partition_blocks`: recursive bisection along principal directions, computed
+from the store's row chunks on the workers, where the labels stay; the flow process receives moments, histograms
+and counts, never a row of X nor one number per row; each part's rows are assembled on the workers,
+:func:`spectral.partition_parts.assemble_parts`), the same parts for the kNN build and for the Laplacian, so that
+most edges lie inside a shard and the per-shard preconditioner is strong. The partition draws nothing from
+``random_state``.
 The fit rows are those of the single-process stages (:func:`tasks._fit_rows.fit_rows_for`: all rows with
 ``holdout=0``); the partition numbers them by their position in the fit set.
 

@@ -190,8 +190,7 @@ class DistributedLaplacian(LinearOperator):
         :func:`spectral.weights.knn_weights`'s (same parameters, resolved from the reduced summaries of all
         blocks: smallest positive and mean distance); each shard receives the per-point scales of its columns
         from the other shards' workers (like the degrees, :func:`._exchange.values_at_columns`); the directed
-        weight rows are
-        symmetrized by the shard-pair transpose exchange of :meth:`from_blocks`. Same result as
+        weight rows are symmetrized by the shard-pair transpose exchange of :meth:`from_blocks`. Same result as
         ``from_blocks`` on the row blocks of ``knn_weights``.
 
         ``perm`` (None: the identity) says which rows the shards hold: an (n,) permutation (shard ``i`` holds the
