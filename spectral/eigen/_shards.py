@@ -11,7 +11,7 @@ Partitions (driver side, on a symmetric ``W`` or on point coordinates):
   that the principal direction adapts at least as well); each part is then renumbered by RCM of its own
   subgraph (locality of the per-shard products). Coordinates are the data ``X`` or an initial embedding.
   The bisection is :func:`spectral.partition.bisection_partition_array` (the one the sharded flow computes
-  over row blocks on the workers, :func:`spectral.partition.bisection_partition_dask`).
+  over row blocks on the workers, :func:`spectral.partition.bisection_partition_blocks`).
 - ``"none"``: the given order, cut into equal runs.
 
 Worker side: the other functions run on the worker that holds a shard (its rows of W or kNN lists, then its
@@ -144,8 +144,9 @@ def shard_degrees_of(shard: Shard) -> np.ndarray:
 def shard_requests(shard: Shard, bounds: np.ndarray) -> list[np.ndarray]:
     """The shard's columns cut by owning shard, each run numbered inside its owner (``bounds`` (P + 1,)): the rows
     each shard must send it for a product (the halo, and its own rows)."""
-    cuts = np.searchsorted(shard.cols, bounds)
-    return [shard.cols[a:b] - bounds[q] for q, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
+    from ._exchange import split_by_owner
+
+    return [run - bounds[q] for q, run in enumerate(split_by_owner(shard.cols, bounds))]
 
 
 def shard_product(shard: Shard, V_cols: np.ndarray) -> np.ndarray:
@@ -252,11 +253,6 @@ def local_qr(blocks: list, columns=None) -> tuple[np.ndarray, np.ndarray]:
     if columns is not None:
         A = A[:, columns]
     return np.linalg.qr(np.asarray(A, dtype=np.float64))
-
-
-def second(pair):
-    """The second item of a pair kept on a worker (e.g. ``R_i`` of :func:`local_qr`)."""
-    return pair[1]
 
 
 def combine_qr(pair, Q2_piece: np.ndarray) -> np.ndarray:

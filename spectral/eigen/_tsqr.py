@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..partition_parts import item
 from . import _shards
 
 
@@ -26,7 +27,7 @@ def orthonormal(client, parts: list, workers: list, *, columns=None, select=None
     stacks = [parts] if parts and not isinstance(parts[0], list) else list(parts)
     pairs = [client.submit(_shards.local_qr, list(blocks), columns, workers=[w], pure=False)
              for w, *blocks in zip(workers, *stacks)]
-    factors = client.gather([client.submit(_shards.second, q, workers=[w], pure=False)
+    factors = client.gather([client.submit(item, q, 1, workers=[w], pure=False)
                              for q, w in zip(pairs, workers)])
     Q2, R = np.linalg.qr(np.vstack(factors))
     if select is not None:

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from .._validation import check_random_state
 from ..errors import ParameterError
+from ..partition_parts import item
 from . import _shards
 from ._cluster import scatter_to, shape_of
 from ._tsqr import orthonormal
@@ -41,7 +42,7 @@ def precondition_two_level_parts(op, parts: list) -> list:
     lu, offsets = op._coarse_lu
     pairs = [c.submit(_shards.shard_precondition_two_level, shard, part, workers=[worker], pure=False)
              for shard, worker, part in zip(op.shards, op.workers, parts)]
-    Y = np.vstack(c.gather([c.submit(_shards.second, p, workers=[w], pure=False)
+    Y = np.vstack(c.gather([c.submit(item, p, 1, workers=[w], pure=False)
                             for p, w in zip(pairs, op.workers)]))
     Z = lu.solve(Y)
     op.traffic["preconditioner_bytes"] += Y.nbytes + Z.nbytes
