@@ -114,3 +114,12 @@ def thread_cluster():
     of a stage body (which runs on a worker) reaches it. Yields the scheduler address."""
     with local_cluster(processes=False) as address:
         yield address
+
+
+def pytest_configure(config):
+    """The local Dask workers of this test process are forks of one server that compiled pynndescent at the
+    session's start (:func:`flows.cluster.fork_warm_workers`), instead of fresh processes that each compile it
+    (35-80 s per worker on 2 cores; the 4-worker sharded cluster spent ~105 s of its first run compiling)."""
+    from flows.cluster import fork_warm_workers
+
+    fork_warm_workers()
