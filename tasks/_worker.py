@@ -53,6 +53,10 @@ def call_on_worker(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     return result
 
 
+#: Environment variable naming the X dtypes (comma-separated) that :mod:`tasks.worker_preload` compiles for.
+WARM_DTYPES_ENV = "EIGENFLOW_WARM_DTYPES"
+
+
 def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64")) -> float:
     """Compile pynndescent's numba kernels in this process (build + query a tiny index) for the X ``dtypes``;
     returns seconds.

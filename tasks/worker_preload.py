@@ -1,8 +1,9 @@
 """Imported once by the server process that forks local Dask workers (:func:`flows.cluster.fork_warm_workers`).
 
-Importing it compiles pynndescent's numba kernels for float32 and float64 X (:func:`tasks._worker.warm_nndescent`,
-about 35 s of one core), so every worker forked afterwards starts with them compiled instead of compiling them
-again (35-80 s per fresh worker process on this 2-core machine, even with ``NUMBA_CACHE_DIR``).
+Importing it compiles pynndescent's numba kernels (:func:`tasks._worker.warm_nndescent`) for the X dtypes named in
+``$EIGENFLOW_WARM_DTYPES`` (comma-separated; set by :func:`~flows.cluster.fork_warm_workers`, default float32):
+about 35 s of one core per dtype. Every worker forked afterwards starts with them compiled instead of compiling
+them again (35-80 s per fresh worker process on this 2-core machine, even with ``NUMBA_CACHE_DIR``).
 
 numba's threading layer is set to ``workqueue`` before any parallel kernel runs: the default on this machine,
 GNU OpenMP, aborts a forked child ("fork() called from a process already using GNU OpenMP, this is unsafe").
@@ -12,11 +13,14 @@ workers of one thread (the local clusters' default).
 
 from __future__ import annotations
 
-import numba
+import os
 
-numba.config.THREADING_LAYER = "workqueue"
+os.environ["NUMBA_THREADING_LAYER"] = "workqueue"  # read by numba at import and when it reloads its config;
+import numba  # noqa: E402                          # inherited by the forked workers
 
-from tasks._worker import warm_nndescent  # noqa: E402
+numba.config.THREADING_LAYER = "workqueue"  # in case numba was imported before (e.g. by a preloaded package)
+
+from tasks._worker import WARM_DTYPES_ENV, warm_nndescent  # noqa: E402
 
 #: Seconds the compile took in the server process.
-WARM_SECONDS = warm_nndescent()
+WARM_SECONDS = warm_nndescent(tuple(os.environ.get(WARM_DTYPES_ENV, "float32").split(",")))

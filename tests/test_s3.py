@@ -70,8 +70,9 @@ def s3():
 
 @pytest.fixture(scope="module")
 def cluster(s3):
-    """Started after the AWS environment is set, so that the workers inherit it."""
-    with local_cluster() as address:
+    """Worker processes spawned after the AWS environment is set, so that they inherit it (forks of the session's
+    warm server would have the environment of the session's start)."""
+    with local_cluster(spawned=True) as address:
         yield address
 
 
