@@ -157,3 +157,19 @@ def test_max_asymmetry_matches_the_sparse_difference():
                                shape=W.shape)  # one duplicate entry (0.0 + 1.0 at the end of the last row)
     assert max_asymmetry(duplicated) == pytest.approx(abs(duplicated - duplicated.T).max())
     assert max_asymmetry(sp.csr_matrix((4, 4))) == 0.0
+
+
+def test_spd_lu_solves_a_shifted_laplacian_with_less_fill_than_colamd():
+    """The Cholesky-ordered LU of an SPD matrix (a shifted normalized Laplacian of a kNN graph) solves it to
+    round-off, against a dense solve, with fewer factor entries than splu's default ordering."""
+    from scipy.sparse.linalg import splu
+
+    from spectral._sparse import spd_lu
+
+    L = laplacian(_graph(400), "symmetric")[0]
+    M = sp.csc_matrix(L + 1e-3 * sp.identity(400))
+    b = np.random.default_rng(0).normal(size=(400, 3))
+    lu = spd_lu(M)
+    np.testing.assert_allclose(lu.solve(b), np.linalg.solve(M.toarray(), b), rtol=1e-8, atol=1e-10)
+    default = splu(M)
+    assert lu.L.nnz + lu.U.nnz < default.L.nnz + default.U.nnz

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._sparse import spd_lu
 from .._validation import check_random_state
 from ..errors import ParameterError
 from ..partition_parts import item
@@ -23,14 +24,13 @@ from .dispatch import eigensolve
 def add_coarse_correction(op, shift: float) -> None:
     """Make the block preconditioner two-level additive Schwarz: ``M = blockdiag(M_ii) + T A_c^-1 T^T``
     with the coarse space of :meth:`coarse_start` (call it first) and ``A_c + shift B_c`` factorized
-    (sparse LU) in the driver. Per application: ``(n_i, b)`` out, ``(c_i, b)`` back, ``(c_i, b)`` out,
-    ``(n_i, b)`` back per shard (two round trips)."""
-    from scipy.sparse.linalg import splu
-
+    (sparse LU ordered as a Cholesky factorization, :func:`spectral._sparse.spd_lu`: the matrix is SPD) in the
+    driver. Per application: ``(n_i, b)`` out, ``(c_i, b)`` back, ``(c_i, b)`` out, ``(n_i, b)`` back per shard
+    (two round trips)."""
     if op._coarse is None:
         raise ParameterError("preconditioner='two_level' needs the coarse space of start='coarse'")
     A_c, B_c, offsets = op._coarse
-    op._coarse_lu = (splu(sp.csc_matrix(A_c + shift * B_c)), offsets)
+    op._coarse_lu = (spd_lu(A_c + shift * B_c), offsets)
 
 
 def precondition_two_level_parts(op, parts: list) -> list:
