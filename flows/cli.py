@@ -41,11 +41,12 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefe
 def _user_errors() -> tuple[type[BaseException], ...]:
     from prefect.exceptions import ParameterTypeError
 
+    from flows.cluster import WorkerCodeError
     from spectral.errors import EigenflowError
     from storage.errors import StorageError
 
     # OSError: storage faults (read-only or full disk, missing files) end in one line naming the path too
-    return (EigenflowError, StorageError, ValueError, OSError, ParameterTypeError)
+    return (EigenflowError, StorageError, ValueError, OSError, ParameterTypeError, WorkerCodeError)
 
 
 def _run(fn: Callable[[], Any]) -> Any:

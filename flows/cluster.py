@@ -28,6 +28,45 @@ def resolve_scheduler(scheduler: str | None) -> str | None:
     return os.environ.get(SCHEDULER_ENV) or None
 
 
+class WorkerCodeError(RuntimeError):
+    """The workers of a Dask cluster run other eigenflow code than the flow process (:func:`check_worker_code`)."""
+
+
+def check_worker_code(client: Client) -> str:
+    """Refuse a cluster whose workers run other eigenflow code than this process; returns the code digest.
+
+    A worker that cannot load a task's function (another eigenflow version: a function renamed, moved or
+    missing) drops the task with an error in its own log only, and the flow would wait for it forever. So the
+    flow compares :func:`tasks._worker.code_digest` here and on every worker of an existing scheduler when it
+    connects (workers that join later are not checked).
+
+    Raises
+    ------
+    WorkerCodeError
+        Naming the workers whose digest differs (or that could not compute one) and both digests.
+    """
+    from tasks._worker import code_digest
+
+    here = code_digest()
+    address = client.scheduler.address
+    try:
+        there = client.run(code_digest)
+    except Exception as exc:  # e.g. a worker without this function: an older eigenflow, or none
+        raise WorkerCodeError(
+            f"the workers of {address} could not run eigenflow's code check ({type(exc).__name__}: {exc}): they "
+            f"run another eigenflow version or none; install the flow's code (digest {here}) on every worker"
+        ) from exc
+    other = {worker: digest for worker, digest in there.items() if digest != here}
+    if other:
+        listed = ", ".join(f"{w} ({d})" for w, d in sorted(other.items()))
+        raise WorkerCodeError(
+            f"{len(other)} of the {len(there)} workers of {address} run other eigenflow code than this flow "
+            f"(digest {here}): {listed}; install the same eigenflow on every worker (a worker cannot run a task "
+            "whose function it does not have, and the flow would wait for it forever)"
+        )
+    return here
+
+
 @contextmanager
 def dask_client(
     scheduler: str | None = None,
@@ -40,7 +79,8 @@ def dask_client(
     Parameters
     ----------
     scheduler : str or None
-        Address of an existing scheduler; when None, ``$EIGENFLOW_SCHEDULER`` is used if set, else a
+        Address of an existing scheduler (its workers must run the same eigenflow code:
+        :func:`check_worker_code`, else :class:`WorkerCodeError`); when None, ``$EIGENFLOW_SCHEDULER`` is used if set, else a
         ``LocalCluster(n_workers, threads_per_worker, processes=True, dashboard_address=":0")`` is
         started (``":0"``: a free port; ``None`` would still bind 8787).
     n_workers, threads_per_worker : int
@@ -54,6 +94,7 @@ def dask_client(
     address = resolve_scheduler(scheduler)
     if address is not None:
         with Client(address, set_as_default=True) as client:
+            check_worker_code(client)
             yield client
         return
     with LocalCluster(

@@ -53,6 +53,28 @@ def call_on_worker(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     return result
 
 
+#: The packages whose code runs on the Dask workers (their ``.py`` files make :func:`code_digest`).
+WORKER_PACKAGES = ("spectral", "storage", "tasks")
+
+
+def code_digest(packages: tuple[str, ...] = WORKER_PACKAGES) -> str:
+    """SHA-256 (first 16 hex digits) of the ``.py`` files of ``packages`` as found by this process's imports
+    (each file's path inside its package and its bytes, in path order): two processes run the same eigenflow code
+    iff their digests are equal, wherever it is installed. Reads ~100 files (a few ms)."""
+    import hashlib
+    import importlib.util
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    for package in packages:
+        spec = importlib.util.find_spec(package)
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            for path in sorted(Path(root).rglob("*.py")):
+                digest.update(f"{package}/{path.relative_to(root).as_posix()}\0".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 #: Environment variable naming the X dtypes (comma-separated) that :mod:`tasks.worker_preload` compiles for.
 WARM_DTYPES_ENV = "EIGENFLOW_WARM_DTYPES"
 
