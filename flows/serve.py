@@ -64,14 +64,20 @@ def deployments(source: str, store: str, *, name: str, method: str, params: dict
 
 @contextlib.contextmanager
 def warm_cluster(n_workers: int) -> Iterator[str]:
-    """A local Dask cluster kept up while serving, its workers' pynndescent compiled once; yields its address."""
+    """A local Dask cluster kept up while serving, its workers' pynndescent compiled once; yields its address.
+
+    The workers are forks of one server that compiled pynndescent for float32 and float64 X
+    (:func:`flows.cluster.fork_warm_workers`), so a worker that a Nanny restarts (killed, or out of memory)
+    during a scheduled run is compiled at once instead of compiling for 35-80 s inside the run."""
     from distributed import Client, LocalCluster
 
+    from flows.cluster import fork_warm_workers
     from tasks.common import warm_nndescent
 
+    fork_warm_workers(("float32", "float64"))
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
-        client.run(warm_nndescent)
+        client.run(warm_nndescent)  # a no-op on the forks (0.01 s): kept for a server that failed to compile
         yield cluster.scheduler_address
 
 

@@ -50,3 +50,40 @@ def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tm
 
     with _spawned_cluster() as cluster, dask_client(cluster.scheduler_address) as client:
         assert set(client.run(code_digest).values()) == {code_digest()}
+
+
+def _pid_and_compiled_signatures():
+    import os
+
+    from pynndescent.pynndescent_ import nn_descent
+
+    return os.getpid(), len(nn_descent.signatures)
+
+
+def test_a_worker_restarted_by_its_nanny_starts_with_pynndescent_compiled():
+    """The test session's workers are forks of the server that compiled pynndescent (``flows.cluster.
+    fork_warm_workers``, called by conftest, and by ``eigenflow serve`` for its kept-up cluster): so is the worker a
+    Nanny starts after a SIGKILL. NN-descent's kernel is compiled in it before it has run any task."""
+    import os
+    import signal
+    import time
+
+    from distributed import Client
+
+    from conftest import local_cluster
+
+    with local_cluster(n_workers=1) as address, Client(address) as client:
+        [(pid, n_compiled)] = client.run(_pid_and_compiled_signatures).values()
+        assert n_compiled > 0
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 120
+        while True:
+            try:
+                found = list(client.run(_pid_and_compiled_signatures).values())
+            except Exception:  # the dead worker is still listed
+                found = []
+            if found and found[0][0] != pid:
+                break
+            assert time.time() < deadline, "the Nanny did not restart the worker"
+            time.sleep(0.5)
+        assert found[0][1] > 0
