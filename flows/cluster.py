@@ -80,9 +80,9 @@ def dask_client(
     ----------
     scheduler : str or None
         Address of an existing scheduler (its workers must run the same eigenflow code:
-        :func:`check_worker_code`, else :class:`WorkerCodeError`); when None, ``$EIGENFLOW_SCHEDULER`` is used if set, else a
-        ``LocalCluster(n_workers, threads_per_worker, processes=True, dashboard_address=":0")`` is
-        started (``":0"``: a free port; ``None`` would still bind 8787).
+        :func:`check_worker_code`, else :class:`WorkerCodeError`); when None, ``$EIGENFLOW_SCHEDULER`` is used
+        if set, else a ``LocalCluster(n_workers, threads_per_worker, processes=True, dashboard_address=":0")``
+        is started (``":0"``: a free port; ``None`` would still bind 8787).
     n_workers, threads_per_worker : int
         Size of the local cluster (ignored with a scheduler address).
 
@@ -184,8 +184,9 @@ def fork_warm_workers(dtypes: tuple[str, ...] = ("float32",)) -> None:
     Sets Dask's ``distributed.worker.multiprocessing-method`` to ``"forkserver"`` and makes the server import
     :mod:`tasks.worker_preload` (which compiles pynndescent once for X of ``dtypes``: the stores' X is float32
     unless ingested with ``dtype="float64"``; and selects numba's fork-safe ``workqueue`` threading layer), then
-    starts the server: its compile runs in the background from now on, and the first local worker waits for it. Every local worker started afterwards in this process (new clusters, workers a
-    Nanny restarts) is a fork of it and needs no compile: a 4-worker cluster was warm in 37 s instead of 81 s.
+    starts the server: its compile runs in the background from now on, and the first local worker waits for it.
+    Every local worker started afterwards in this process (new clusters, workers a Nanny restarts) is a fork of
+    it and needs no compile: a 4-worker cluster was warm in 37 s instead of 81 s.
 
     For processes that start many local clusters (the test suite); it changes how every later local worker of
     this process is started, so call it once, at start-up, before any cluster (a server already running keeps
