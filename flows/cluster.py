@@ -188,6 +188,9 @@ def fork_warm_workers(dtypes: tuple[str, ...] = ("float32",)) -> None:
     Every local worker started afterwards in this process (new clusters, workers a Nanny restarts) is a fork of
     it and needs no compile: a 4-worker cluster was warm in 37 s instead of 81 s.
 
+    The price: numba's ``workqueue`` layer ran pynndescent's 1e6 build 15-20 % slower than OpenMP (18.9-19.3 s
+    against 14.6-16.9 s, interleaved processes), so it is not used for the clusters that do the real work.
+
     For processes that start many local clusters (the test suite); it changes how every later local worker of
     this process is started, so call it once, at start-up, before any cluster (a server already running keeps
     what it imported). Workers must keep one thread each (``workqueue`` refuses concurrent entry). The workers

@@ -66,18 +66,17 @@ def deployments(source: str, store: str, *, name: str, method: str, params: dict
 def warm_cluster(n_workers: int) -> Iterator[str]:
     """A local Dask cluster kept up while serving, its workers' pynndescent compiled once; yields its address.
 
-    The workers are forks of one server that compiled pynndescent for float32 and float64 X
-    (:func:`flows.cluster.fork_warm_workers`), so a worker that a Nanny restarts (killed, or out of memory)
-    during a scheduled run is compiled at once instead of compiling for 35-80 s inside the run."""
+    The workers are plain processes that compile for themselves (in parallel), not forks of a compiled server
+    (:func:`flows.cluster.fork_warm_workers`): forked workers need numba's ``workqueue`` threading layer, with which
+    pynndescent's 1e6 build took 18.9-19.3 s against 14.6-16.9 s with OpenMP (interleaved processes), and served
+    runs' kNN stages took 26.4-32.0 s. A worker that its Nanny restarts compiles again when it first builds an index."""
     from distributed import Client, LocalCluster
 
-    from flows.cluster import fork_warm_workers
     from tasks.common import warm_nndescent
 
-    fork_warm_workers(("float32", "float64"))
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
-        client.run(warm_nndescent)  # a no-op on the forks (0.01 s): kept for a server that failed to compile
+        client.run(warm_nndescent)
         yield cluster.scheduler_address
 
 

@@ -62,8 +62,8 @@ def _pid_and_compiled_signatures():
 
 def test_a_worker_restarted_by_its_nanny_starts_with_pynndescent_compiled():
     """The test session's workers are forks of the server that compiled pynndescent (``flows.cluster.
-    fork_warm_workers``, called by conftest, and by ``eigenflow serve`` for its kept-up cluster): so is the worker a
-    Nanny starts after a SIGKILL. NN-descent's kernel is compiled in it before it has run any task."""
+    fork_warm_workers``, called by conftest): so is the worker a Nanny starts after a SIGKILL. NN-descent's kernel
+    is compiled in it before it has run any task."""
     import os
     import signal
     import time
