@@ -80,20 +80,22 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_cluster(n_workers: int = 2, processes: bool = True, spawned: bool = False):
+def local_cluster(n_workers: int = 2, processes: bool = True, spawned: bool = False, preload: tuple[str, ...] = ()):
     """A LocalCluster of ``n_workers`` single-threaded workers; yields its scheduler address.
 
     ``processes=False``: the workers run in this process (then a test's monkeypatch reaches the stage bodies,
     which run on the workers). ``spawned=True``: worker processes started fresh (``spawn``), so that they
     inherit this process's environment as it is now; by default they are forks of the session's warm server
-    (:func:`pytest_configure`), whose environment is the one of the session's start.
+    (:func:`pytest_configure`), whose environment is the one of the session's start. ``preload``: scripts each
+    worker runs at its start (Dask's ``preload``).
     """
     import dask
     from distributed import LocalCluster
 
     method = "spawn" if spawned else dask.config.get("distributed.worker.multiprocessing-method")
     with dask.config.set({"distributed.worker.multiprocessing-method": method}), \
-            LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=":0") as c:
+            LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=":0",
+                         preload=list(preload)) as c:
         yield c.scheduler_address
 
 

@@ -4,21 +4,11 @@ those workers cannot load): real worker processes, one of them importing a modif
 from __future__ import annotations
 
 import shutil
-import sys
 import textwrap
 
 import pytest
 
-from conftest import REPO_ROOT
-
-
-def _spawned_cluster(preload: list[str] | None = None):
-    import dask
-    from distributed import LocalCluster
-
-    with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}):  # a fresh interpreter per worker
-        return LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
-                            preload=preload or [])
+from conftest import REPO_ROOT, local_cluster
 
 
 def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tmp_path):
@@ -38,17 +28,17 @@ def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tm
         sys.path.insert(0, {str(other)!r})
     """))
 
-    with _spawned_cluster([str(preload)]) as cluster:
-        with Client(cluster) as client:  # the worker really imports the copy
-            assert all(path.startswith(str(other)) for path in
-                       client.run(lambda: sys.modules["tasks"].__file__ if "tasks" in sys.modules
-                                  else __import__("tasks").__file__).values())
+    # spawned: a fresh interpreter per worker, whose imports the preload script redirects to the copy
+    with local_cluster(n_workers=1, spawned=True, preload=(str(preload),)) as address:
+        with Client(address) as client:  # the worker really imports the copy
+            assert all(path.startswith(str(other))
+                       for path in client.run(lambda: __import__("tasks").__file__).values())
         with pytest.raises(WorkerCodeError, match=r"1 of the 1 workers .* run other eigenflow code") as info:
-            with dask_client(cluster.scheduler_address):
+            with dask_client(address):
                 pytest.fail("the client was handed out")
         assert code_digest() in str(info.value)
 
-    with _spawned_cluster() as cluster, dask_client(cluster.scheduler_address) as client:
+    with local_cluster(n_workers=1, spawned=True) as address, dask_client(address) as client:
         assert set(client.run(code_digest).values()) == {code_digest()}
 
 
