@@ -200,6 +200,11 @@ def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: st
                       "reference_after": ref,
                       "peak_rss_flow_process_gb": m.results.get("peak_rss_flow_process_gb"),
                       "worker_peak_rss_gb": max((s.info.get("worker_peak_rss_gb") or 0) for s in m.stages),
+                      # the worker-side parts of the two heavy stages: what a stage's time adds to them is overhead
+                      "knn_build_seconds": next((s.info.get("build_seconds") for s in m.stages if s.name == "knn"),
+                                                None),
+                      "solve_seconds": next((s.info.get("solve_seconds") for s in m.stages if s.name == "eigensolve"),
+                                            None),
                       "nndescent_compile_seconds": m.results.get("nndescent_compile_seconds")}
                      for t, m, ref in zip(times[:n_runs], manifests, references)],
             "peak_rss_tree": mem.peak_bytes}
@@ -317,7 +322,8 @@ def report_served(res: dict) -> None:
                   f"scheduled start->completed {r['scheduled']:6.1f} s (ratio {r['ratio_from_scheduled']:.2f}), "
                   f"running->completed {r['running']:6.1f} s; flow process peak {r['peak_rss_flow_process_gb']} GB, "
                   f"worker peak {r['worker_peak_rss_gb']} GB, compile {r['nndescent_compile_seconds']}")
-            print(f"         stages: {stages}")
+            print(f"         stages: {stages}; on the worker: NN-descent build {r['knn_build_seconds']:.1f} s, "
+                  f"eigensolve {r['solve_seconds']:.1f} s")
             ref = r["reference_after"]
             if ref is not None:
                 print(f"         pynndescent + eigensolver alone right after it: {ref['pynndescent']:.1f} + "

@@ -70,12 +70,12 @@ def warm_cluster(n_workers: int) -> Iterator[str]:
     (:func:`flows.cluster.fork_warm_workers`): forked workers need numba's ``workqueue`` threading layer, with which
     pynndescent's 1e6 build took 18.9-19.3 s against 14.6-16.9 s with OpenMP (interleaved processes), and served
     runs' kNN stages took 26.4-32.0 s. A worker that its Nanny restarts compiles again when it first builds an index."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
+    from flows.cluster import local_cluster
     from tasks.common import warm_nndescent
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with local_cluster(n_workers, 1) as cluster, Client(cluster, set_as_default=False) as client:
         client.run(warm_nndescent)
         yield cluster.scheduler_address
 
