@@ -23,10 +23,9 @@ These Dask tasks run on the workers:
    the merged lists take them in (:func:`add_candidates`). A point on the edge of its shard's cloud can be
    missed by its own search in the neighbouring shard's index (the search starts from that index's tree,
    which sends a query from outside the cloud to a far region) while the neighbours' searches find it.
-5. **held-out queries** (:func:`query_shard_indexes`, B P tasks + B merges for B blocks of query points that
-   are not indexed): each block is searched in every shard's index and the P answers are merged as in step 3
-   (:func:`merge_candidates`). No cut bound prunes these searches (a query point has no own-shard radius) and
-   no reverse pairs complete them (the indexed rows never searched for the query points).
+5. **held-out queries** (:func:`spectral.knn_sharded_query.query_shard_indexes`): query points that are not
+   indexed are searched in their home shard, then in the shards whose cut bound is within their ``k``-th home
+   distance, and the answers merged as in step 3 (no reverse pairs: the indexed rows never searched for them).
 
 Steps 1 and 2-4 are also separate calls (:func:`build_shard_indexes`, :func:`shard_graph_futures`), so that
 the indexes built for the graph answer the held-out queries of step 5.
@@ -259,51 +258,6 @@ def shard_graph_futures(sharded: ShardIndexes) -> list:
     return out
 
 
-def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int) -> list:
-    """The ``n_neighbors`` nearest indexed rows of query points that are not indexed (held-out points), from
-    every shard's index (step 5 of the module docstring).
-
-    Parameters
-    ----------
-    sharded : ShardIndexes
-        From :func:`build_shard_indexes` (with ``queried=True`` when it has one shard).
-    Q_blocks : list of ndarray (m_b, d) or of futures of them
-        Row blocks of query points; arrays are validated here (finite, ``d`` columns) and scattered, futures
-        on the workers (:meth:`~spectral.knn.KNNIndex.query`'s errors).
-    n_neighbors : int in [1, sharded.n_samples]
-
-    Returns
-    -------
-    list of futures, one per block, resolving to ``(indices int64 (m_b, k), distances float32 (m_b, k))``
-        Indexed rows in the numbering of the indexed X, sorted by (distance, index); the distances recomputed
-        in float64 from the coordinates (:func:`spectral._refine.refine`) by each shard's query, so a row found
-        in any shard has the distance a single index would give it.
-    """
-    from .eigen._cluster import is_future
-
-    if not isinstance(sharded, ShardIndexes):
-        raise ParameterError(f"sharded must be the ShardIndexes of build_shard_indexes; got {type(sharded).__name__}")
-    k = check_int("n_neighbors", n_neighbors, low=1, high=sharded.n_samples)
-    if not isinstance(Q_blocks, (list, tuple)):
-        raise ParameterError(f"Q_blocks must be a list of row blocks (arrays or futures); got {type(Q_blocks).__name__}")
-    client, sizes = sharded.client, sharded.sizes
-    blocks = []
-    for b, Q in enumerate(Q_blocks):
-        if not is_future(Q):
-            Q = check_array_2d(Q, f"Q_blocks[{b}]", min_rows=1)
-            if Q.shape[1] != sharded.n_features:
-                raise InputDataError(f"Q_blocks[{b}] must have {sharded.n_features} columns like the indexed X; got "
-                                     f"{Q.shape[1]}")
-            Q = client.scatter(Q, hash=False)
-        blocks.append(Q)
-    out = []
-    for Q in blocks:
-        answers = [client.submit(_query_shard, index, Q, min(k, int(size)), rows, None, None, pure=False)
-                   for index, rows, size in zip(sharded.indexes, sharded.rows, sizes)]
-        out.append(client.submit(merge_candidates, k, *answers, pure=False))
-    return out
-
-
 def merge_candidates(k: int, *lists: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Multi-way merge of candidate lists: the ``k`` nearest of each row, sorted by (distance, index).
 
@@ -487,6 +441,13 @@ def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, c
     else:
         split, q_is_left = cut
         sel = np.flatnonzero(split.gap(X_q, q_is_left) <= radius_q * (1 + GAP_RTOL))
+    return search_rows(index, X_q, sel, k, rows_p)
+
+
+def search_rows(index, X_q: np.ndarray, sel: np.ndarray, k: int, rows_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest rows of one shard (``index`` over the rows ``rows_p`` (n_p,)) of the rows ``sel`` of
+    ``X_q`` (m, d), in global row numbers: ``(indices int64 (m, k), distances float32 (m, k))``, the rows not in
+    ``sel`` padded with ``(-1, inf)``."""
     indices = np.full((X_q.shape[0], k), -1, dtype=np.int64)
     distances = np.full((X_q.shape[0], k), np.inf, dtype=np.float32)
     if sel.size:

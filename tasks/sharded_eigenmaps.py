@@ -17,8 +17,9 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
 - ``knn``: :func:`spectral.knn_sharded.build_shard_indexes` (``partition="bisection"``) on the fit rows of the
   store's X as a Dask array (:func:`fit_X`; row chunks read on the workers): one pynndescent index per part,
   then :func:`~spectral.knn_sharded.shard_graph_futures`: shard-pair queries, multi-way merge. The held-out
-  rows, read per row chunk by the workers, are searched in every shard index and the answers merged
-  (:func:`spectral.knn_sharded.query_shard_indexes`) into their
+  rows, read per row chunk by the workers, are searched in their home shard's index and in those of the shards
+  their cut bounds do not rule out, and the answers merged (:func:`spectral.knn_sharded_query.query_shard_indexes`)
+  into their
   :func:`~spectral.embedding.candidate_count` nearest fit points, which the workers write to the candidate
   arrays (:data:`CANDIDATE_OUTPUTS`). Every row chunk of ``graph/knn`` is then written by a worker, in the
   original row order, from the pieces of the shard blocks that hold its fit rows and the ``k`` first
@@ -59,8 +60,8 @@ Held-out points are measured only on the 4,000-point test (``tests/test_sharded_
 
 Scope (refused or stated, not silently changed): Laplacian eigenmaps with ``affinity="knn"`` and
 ``normalization="symmetric"`` only (:func:`check_sharded` refuses the rest); any ``holdout`` in [0, 1). Each
-held-out point is searched in every shard's index: no cut bound prunes those searches and no reverse pairs
-complete them (unlike the fit rows' shard-pair queries), so their cost grows with ``P``; the candidate arrays
+held-out point is searched in its home shard and in the shards whose cut bound is within its ``k``-th home
+distance (:mod:`spectral.knn_sharded_query`); no reverse pairs complete those searches; the candidate arrays
 take n x kc x 12 bytes of the store before compression (their fit rows hold fill values). Exact duplicate
 rows are not collapsed (a held-out copy of a fit row gets that row's value through the distance-0 rule); the
 graph must be connected (several components are refused, naming the remedy); ``knn_method`` is not used
@@ -144,7 +145,7 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
 
     The shard indexes cover the fit rows (:func:`tasks._fit_rows.fit_rows_for`); the shards are the parts of
     their row partition (:data:`PARTITION`). Held-out rows are searched in every shard index
-    (:func:`spectral.knn_sharded.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest fit
+    (:func:`spectral.knn_sharded_query.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest fit
     points, and their :func:`~spectral.embedding.candidate_count` nearest go to the candidate arrays
     (:data:`CANDIDATE_OUTPUTS`) for the out-of-sample map. The graph is written in the original row order.
     Runs in the flow process and holds futures, the partition's (P,) sizes and cuts, and the fit rows ((n_fit,)
@@ -177,7 +178,7 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     splits = [client.submit(_split_rows, block, rows, chunk_bounds, to_rows, pure=False)
               for block, rows in zip(blocks, sharded.rows)]
     present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
-    held_parts, writes, kc = _query_held_out(store_url, run, client, sharded, held, fit_rows, chunks, to_rows)
+    held_parts, writes, kc, searches = _query_held_out(store_url, run, client, sharded, held, fit_rows, chunks, to_rows)
     for j, (start, stop) in enumerate(chunks):
         parts = list(held_parts.get(j, []))
         parts += [client.submit(item, splits[p], j, pure=False) for p in np.flatnonzero(present[:, j])]
@@ -185,30 +186,32 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     inside = client.gather([client.submit(_inside_counts, block, rows, pure=False)
                             for block, rows in zip(blocks, sharded.rows)])
     client.gather(writes)
+    n_searches = sum(client.gather(searches))
     build_seconds = time.perf_counter() - t0
-    del blocks, splits, writes, held_parts, sharded
+    del blocks, splits, writes, held_parts, sharded, searches
     client.submit(record_checksums, store_url, KNN_ARRAYS, pure=False).result()
     in_fit = np.zeros(n, dtype=bool)
     in_fit[fit_rows] = True
     write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
     return {"k": n_neighbors, "method": "sharded", "n_shards": int(bounds.size - 1), "n_fit": int(fit_rows.size),
             "n_heldout": int(held.size), "n_candidates": kc, "n_duplicates": 0, "build_seconds": build_seconds,
+            "heldout_shards_searched": n_searches / held.size if held.size else 0.0,  # per held-out row, of P
             "partition": record["method"], "shard_sizes": record["sizes"],
             "knn_inside_fraction": sum(i for i, _ in inside) / max(sum(t for _, t in inside), 1)}
 
 
 def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, held: np.ndarray, fit_rows: np.ndarray,
-                    chunks: list, to_rows: Any) -> tuple[dict[int, list], list, int]:
-    """Search the held-out rows ``held`` in every shard index, one query block per row chunk of X (read on a
-    worker), and write their candidates (:func:`write_candidates_chunk`, by the workers). Returns, per row
-    chunk ``j`` with held-out rows, the ``graph/knn`` part of those rows (as :func:`write_knn_chunk` takes
-    it: their ``k`` nearest fit points), the futures of the candidate writes, and the number of candidates
-    ``kc`` (0 without held-out rows)."""
+                    chunks: list, to_rows: Any) -> tuple[dict[int, list], list, int, list]:
+    """Search the held-out rows ``held`` in the shard indexes (pruned by the cuts), one query block per row chunk
+    of X (read on a worker), and write their candidates (:func:`write_candidates_chunk`, by the workers). Returns,
+    per row chunk ``j`` with held-out rows, the ``graph/knn`` part of those rows (as :func:`write_knn_chunk` takes
+    it: their ``k`` nearest fit points), the futures of the candidate writes, the number of candidates ``kc`` (0
+    without held-out rows) and futures of the number of (row, shard) searches per block."""
     from spectral.embedding_model import candidate_count
-    from spectral.knn_sharded import query_shard_indexes
+    from spectral.knn_sharded_query import query_shard_indexes
 
     if not held.size:
-        return {}, [], 0
+        return {}, [], 0, []
     kc = candidate_count(fit_rows.size, sharded.n_neighbors)
     create_candidates(store_url, run, kc)
     local = {}
@@ -218,12 +221,13 @@ def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, held: n
             local[j] = held[lo:hi] - start
     queries = [client.submit(read_X_rows, store_url, chunks[j][0], positions, pure=False)
                for j, positions in local.items()]
-    answers = dict(zip(local, query_shard_indexes(sharded, queries, kc)))
+    found, searches = query_shard_indexes(sharded, queries, kc, with_search_counts=True)
+    answers = dict(zip(local, found))
     writes = [client.submit(write_candidates_chunk, store_url, run, chunks[j][0], chunks[j][1] - chunks[j][0],
                             answers[j], local[j], pure=False) for j in local]
     parts = {j: [client.submit(_nearest_rows, answers[j], to_rows, sharded.n_neighbors, local[j], pure=False)]
              for j in local}
-    return parts, writes, kc
+    return parts, writes, kc, searches
 
 
 def read_X_rows(store_url: str, start: int, positions: np.ndarray) -> np.ndarray:

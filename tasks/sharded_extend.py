@@ -3,7 +3,7 @@
 The fit rows of the model's store are indexed per shard on the workers (:func:`spectral.knn_sharded.build_shard_indexes`
 with the partition of the sharded path, :data:`tasks.sharded_eigenmaps.PARTITION`, and the embed run's number of
 shards); every row of the new store is searched in every shard's index by tasks on the workers
-(:func:`spectral.knn_sharded.query_shard_indexes`, the search of the embed run's held-out rows), and its
+(:func:`spectral.knn_sharded_query.query_shard_indexes`, the search of the embed run's held-out rows), and its
 :attr:`~spectral.embedding_model.LaplacianEigenmapsModel.n_candidates` nearest fit points are written to the new
 store's candidate arrays (:func:`tasks.sharded_eigenmaps.write_candidates_chunk`, one task per row chunk). The
 ``extend-points`` stage then maps every row by the model's Nystrom map of its stored candidates
@@ -54,7 +54,8 @@ def write_extend_candidates(model_store: str, model_run: str, out_store: str, ou
                             n_shards: int | None) -> dict[str, Any]:
     """Write the candidate fit points of every row of ``out_store`` (see the module docstring); ``n_shards``: the
     embed run's (None: from the cluster and the data size). Returns sizes and timings."""
-    from spectral.knn_sharded import build_shard_indexes, query_shard_indexes
+    from spectral.knn_sharded import build_shard_indexes
+    from spectral.knn_sharded_query import query_shard_indexes
 
     t0 = time.perf_counter()
     plan = client.submit(extend_plan, model_store, model_run, pure=False).result()
@@ -67,11 +68,13 @@ def write_extend_candidates(model_store: str, model_run: str, out_store: str, ou
     create_candidates(out_store, out_run, kc)
     chunks = row_chunks(out_store)
     queries = [client.submit(read_X, out_store, start, stop, pure=False) for start, stop in chunks]
-    answers = query_shard_indexes(sharded, queries, kc)
+    answers, searches = query_shard_indexes(sharded, queries, kc, with_search_counts=True)
     writes = [client.submit(write_candidates_chunk, out_store, out_run, start, stop - start, answer,
                             np.arange(stop - start), pure=False) for (start, stop), answer in zip(chunks, answers)]
     n_rows = sum(client.gather(writes))
+    n_searches = sum(client.gather(searches))
     n_used = len(sharded.partition.bounds) - 1
-    del sharded, answers, writes, queries
+    del sharded, answers, writes, queries, searches
     return {"method": "sharded", "n_shards": int(n_used), "n_fit": int(fit_rows.size), "n_rows": int(n_rows),
-            "n_candidates": kc, "index_build_seconds": build_seconds, "seconds": time.perf_counter() - t0}
+            "n_candidates": kc, "shards_searched": n_searches / max(int(n_rows), 1),  # per new point, of n_shards
+            "index_build_seconds": build_seconds, "seconds": time.perf_counter() - t0}

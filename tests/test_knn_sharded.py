@@ -15,7 +15,8 @@ from sklearn.neighbors import NearestNeighbors
 from spectral.errors import InputDataError, ParameterError
 from spectral.knn import KNNIndex, knn_graph
 from spectral.knn_sharded import (ROWS_PER_SHARD, build_shard_indexes, default_n_shards, merge_candidates,
-                                  query_shard_indexes, sharded_knn_graph)
+                                  sharded_knn_graph)
+from spectral.knn_sharded_query import part_distance_bounds, query_shard_indexes
 from spectral.metrics import knn_recall
 from test_knn import check_contract
 
@@ -144,6 +145,46 @@ def test_held_out_queries_merge_every_shard_into_the_nearest_fit_points(client, 
     ie, de = KNNIndex.build(X_fit, K, method="exact").query(Q, kc)  # one index of all fit rows
     np.testing.assert_array_equal(indices, ie)
     np.testing.assert_array_equal(distances, de)
+
+
+def test_part_distance_bounds_never_exceed_the_true_distance_to_a_part():
+    """The cut bounds of a bisection partition against the brute-force distance from query points to every row of
+    each part: a lower bound everywhere, 0 for the part whose cells hold the point, and tight enough to prune."""
+    from scipy.spatial.distance import cdist
+
+    from spectral.partition import bisection_partition_array
+
+    X_fit, Q = _held_out_split(n=1200, n_held=200)
+    parts = bisection_partition_array(X_fit, 5)
+    bounds = part_distance_bounds(parts.splits, 5, Q)
+    D = cdist(Q, X_fit)
+    nearest = np.stack([D[:, parts.perm[a:b]].min(axis=1) for a, b in zip(parts.bounds[:-1], parts.bounds[1:])], 1)
+    assert bounds.shape == (200, 5)
+    assert np.all(bounds <= nearest + 1e-9)
+    assert np.mean(bounds.min(axis=1) == 0) > 0.9  # in a part's cells (measured: all; a cut's gap holds none here)
+    assert np.mean(bounds > 0) > 0.5  # measured: 0.80 of the (point, part) pairs get a positive bound
+    np.testing.assert_array_equal(part_distance_bounds((), 5, Q), 0)
+
+
+@pytest.mark.parametrize("n_shards", [2, 5])
+def test_pruned_held_out_queries_equal_the_search_of_every_shard(client, n_shards):
+    """With a bisection partition the held-out points skip the shards their cut bound puts beyond their k-th home
+    candidate; with exact shard searches the answer is the brute-force one of all fit rows, with fewer searches."""
+    X_fit, Q = _held_out_split(n=2000, n_held=400)
+    kc = 3 * K
+    sharded = build_shard_indexes(X_fit, K, n_shards=n_shards, shard_method="exact", partition="bisection",
+                                  random_state=0, queried=True)
+    futures, counts = query_shard_indexes(sharded, [Q[:150], Q[150:]], kc, with_search_counts=True)
+    answers = client.gather(futures)
+    indices, distances = np.vstack([a[0] for a in answers]), np.vstack([a[1] for a in answers])
+    ie, de = KNNIndex.build(X_fit, K, method="exact").query(Q, kc)  # one index of all fit rows
+    np.testing.assert_array_equal(indices, ie)
+    np.testing.assert_array_equal(distances, de)
+    searches = sum(client.gather(counts))
+    assert Q.shape[0] <= searches < Q.shape[0] * n_shards  # every point in its home shard, not in all shards
+    contiguous = build_shard_indexes(X_fit, K, n_shards=n_shards, shard_method="exact", random_state=0, queried=True)
+    _, counts = query_shard_indexes(contiguous, [Q], kc, with_search_counts=True)
+    assert sum(client.gather(counts)) == Q.shape[0] * n_shards  # no cuts: every shard, as before the pruning
 
 
 def test_held_out_queries_take_every_candidate_of_shards_smaller_than_the_candidate_count(client):
