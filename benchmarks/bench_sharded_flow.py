@@ -13,7 +13,8 @@ and afterwards, from the stores: recall of each
 graph against exact brute force on 1,000 sampled rows, the eigenvalues, and the principal angles between the
 two embeddings.
 
-Run: ``python benchmarks/bench_sharded_flow.py [--n 1000000] [--memory-limit 2GB] [--json PATH]``.
+``--holdout F`` holds out a fraction of the rows (searched in the shard indexes, mapped out of sample).
+Run: ``python benchmarks/bench_sharded_flow.py [--n 1000000] [--memory-limit 2GB] [--holdout 0.1] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ with LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=Tr
 """
 
 
-def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: str) -> dict:
+def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: str, holdout: float = 0.0) -> dict:
     """One embed run in this (fresh) process against a cluster in another process; returns its figures."""
     from distributed import Client
 
@@ -73,7 +74,7 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
             t0 = time.perf_counter()
             with quiet_prefect():
                 summary = embed(x_path, store, params=PARAMS, random_state=0, scheduler=address,
-                                sharded=(mode == "sharded"), overwrite=True)
+                                sharded=(mode == "sharded"), holdout=holdout, overwrite=True)
             wall = time.perf_counter() - t0
             for s in [*samplers.values(), scheduler]:
                 s.__exit__(None, None, None)
@@ -88,7 +89,8 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
             "scheduler_peak_gb": round(scheduler.peak_bytes / 1e9, 3), "worker_restarted": restarted,
             "eigenvalues": manifest.results.get("eigenvalues"),
             "knn": {k: v for s in manifest.stages if s.name == "knn" for k, v in s.info.items()
-                    if k in ("n_shards", "partition", "shard_sizes", "knn_inside_fraction", "build_seconds")},
+                    if k in ("n_shards", "partition", "shard_sizes", "knn_inside_fraction", "build_seconds",
+                             "n_heldout", "heldout_shards_searched")},
             "eigensolve": {k: v for s in manifest.stages if s.name == "eigensolve" for k, v in s.info.items()
                            if k in ("n_iter", "max_iter", "converged", "n_shards", "partition", "partition_seconds",
                                     "inside_fraction", "bytes_per_iteration", "eigen_solver", "solve_seconds")}}
@@ -128,11 +130,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--single-memory-limit", default="6GB", help="per worker of the single-process run")
     parser.add_argument("--single-at-limit", action="store_true",
                         help="also try the single-process path with --memory-limit (expected to fail)")
+    parser.add_argument("--holdout", type=float, default=0.0, help="fraction of the rows held out (mapped out of sample)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--one", nargs=3, metavar=("X", "STORE", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(one_run(*args.one, args.workers, args.memory_limit)))
+        print(json.dumps(one_run(*args.one, args.workers, args.memory_limit, args.holdout)))
         return
     results = []
     with tempfile.TemporaryDirectory(prefix="eigenflow-sharded-") as tmp:
@@ -151,7 +154,8 @@ def main(argv: list[str] | None = None) -> None:
                 store = str(Path(tmp) / f"{name}_{n}.zarr")
                 t0 = time.perf_counter()
                 proc = subprocess.run([sys.executable, __file__, "--one", str(x_path), store, mode,
-                                       "--workers", str(args.workers), "--memory-limit", limit],
+                                       "--workers", str(args.workers), "--memory-limit", limit,
+                                       "--holdout", str(args.holdout)],
                                       capture_output=True, text=True)
                 if proc.returncode != 0:
                     runs[name] = {"mode": mode, "memory_limit": limit, "seconds": time.perf_counter() - t0,
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
                     runs[name] = {**json.loads(proc.stdout.strip().splitlines()[-1]), "memory_limit": limit}
                     if name in ("single", "sharded"):
                         stores[name] = store
-            res = {"n": n, "workers": args.workers, "runs": runs,
+            res = {"n": n, "workers": args.workers, "holdout": args.holdout, "runs": runs,
                    **compare(x_path, runs, stores)}
             results.append(res)
             print(json.dumps(res, indent=1))
