@@ -80,7 +80,8 @@ def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int,
         raise ParameterError(f"sharded must be the ShardIndexes of build_shard_indexes; got {type(sharded).__name__}")
     k = check_int("n_neighbors", n_neighbors, low=1, high=sharded.n_samples)
     if not isinstance(Q_blocks, (list, tuple)):
-        raise ParameterError(f"Q_blocks must be a list of row blocks (arrays or futures); got {type(Q_blocks).__name__}")
+        raise ParameterError("Q_blocks must be a list of row blocks (arrays or futures); got "
+                             f"{type(Q_blocks).__name__}")
     client, sizes, P = sharded.client, sharded.sizes, len(sharded.indexes)
     blocks = []
     for b, Q in enumerate(Q_blocks):
