@@ -5,7 +5,7 @@ A query point's ``k`` nearest indexed rows may lie in any shard, but the cuts of
 (:class:`spectral.partition.Split`) bound its distance to every row of a shard from below: along each cut that
 separates the point from the shard, the distance of its projection to the shard's side (the direction is a unit
 vector, so ``|x - y| >= |(x - y) . direction|``); the largest such bound over the shard's cuts holds for the
-whole shard (:func:`part_distance_bounds`). So the search runs in two rounds:
+whole shard (:func:`spectral.partition.part_distance_bounds`). So the search runs in two rounds:
 
 1. **home** (B P tasks, each searching only its shard's home rows): each point is searched in its *home* shard,
    the one with the smallest bound (0 for the shard whose cells contain it), which gives ``k`` candidates and
@@ -35,18 +35,7 @@ import numpy as np
 from ._validation import check_array_2d, check_int
 from .errors import InputDataError, ParameterError
 from .knn_sharded import GAP_RTOL, ShardIndexes, merge_candidates, search_rows
-
-
-def part_distance_bounds(splits: tuple, n_parts: int, Y: np.ndarray) -> np.ndarray:
-    """``(m, P)`` lower bounds of the distance from each row of ``Y`` (m, d) to every row of each part, from the
-    cuts ``splits`` (:attr:`spectral.partition.RowPartition.splits`; none: all 0)."""
-    Y = np.asarray(Y, dtype=np.float64)
-    bounds = np.zeros((Y.shape[0], n_parts))
-    for cut in splits:
-        to_left, to_right = cut.gap(Y, False), cut.gap(Y, True)  # from a row of either side to the other side
-        bounds[:, cut.lo:cut.mid] = np.maximum(bounds[:, cut.lo:cut.mid], to_left[:, None])
-        bounds[:, cut.mid:cut.hi] = np.maximum(bounds[:, cut.mid:cut.hi], to_right[:, None])
-    return bounds
+from .partition import part_distance_bounds
 
 
 def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int, *,
@@ -97,7 +86,7 @@ def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int,
         plan = client.submit(_search_plan, Q, sharded.partition.splits, P, pure=False)
         searches = [[client.submit(_search_part, sharded.indexes[p], Q, min(k, int(sizes[p])), sharded.rows[p], plan,
                                    p, None, pure=False) for p in range(P)]]
-        radius = client.submit(_kth_distance, k, *searches[0], pure=False)
+        radius = client.submit(_home_radius, k, *searches[0], pure=False)
         searches.append([client.submit(_search_part, sharded.indexes[p], Q, min(k, int(sizes[p])), sharded.rows[p],
                                        plan, p, radius, pure=False) for p in range(P)])
         answers.append(client.submit(merge_candidates, k, *searches[0], *searches[1], pure=False))
@@ -126,8 +115,9 @@ def _search_part(index, Q: np.ndarray, k: int, rows_p: np.ndarray, plan: tuple[n
     return search_rows(index, np.asarray(Q), sel, k, rows_p)
 
 
-def _kth_distance(k: int, *answers: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Task: ``(m,)`` the ``k``-th smallest distance of each row over padded answers (inf if fewer than ``k``)."""
+def _home_radius(k: int, *answers: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Task: ``(m,)`` each row's ``k``-th smallest distance over the home round's padded answers (inf if fewer
+    than ``k``): the radius that decides which other shards it is searched in."""
     dist = np.concatenate([np.asarray(d, dtype=np.float64) for _, d in answers], axis=1)
     if dist.shape[1] < k:
         return np.full(dist.shape[0], np.inf)

@@ -476,6 +476,19 @@ def select_ranks(map_blocks: Callable[[Callable, list], list], handles: list, ra
     raise RuntimeError(f"select_ranks did not converge in {max_rounds} rounds")  # pragma: no cover - see docstring
 
 
+def part_distance_bounds(splits: tuple, n_parts: int, Y: np.ndarray) -> np.ndarray:
+    """``(m, P)`` lower bounds of the distance from each row of ``Y`` (m, d) to every row of each part, from the
+    cuts ``splits`` (:attr:`RowPartition.splits`; none: all 0); what prunes the held-out
+    points' shard searches (:mod:`spectral.knn_sharded_query`)."""
+    Y = np.asarray(Y, dtype=np.float64)
+    bounds = np.zeros((Y.shape[0], n_parts))
+    for cut in splits:
+        to_left, to_right = cut.gap(Y, False), cut.gap(Y, True)  # from a row of either side to the other side
+        bounds[:, cut.lo:cut.mid] = np.maximum(bounds[:, cut.lo:cut.mid], to_left[:, None])
+        bounds[:, cut.mid:cut.hi] = np.maximum(bounds[:, cut.mid:cut.hi], to_right[:, None])
+    return bounds
+
+
 def inside_counts(indices: np.ndarray, rows: np.ndarray) -> tuple[int, int]:
     """``(inside, total)``: how many of the neighbours ``indices`` (m, k) of a part's rows lie in the part,
     whose rows are ``rows`` (sorted ascending), and how many there are."""

@@ -16,7 +16,8 @@ from spectral.errors import InputDataError, ParameterError
 from spectral.knn import KNNIndex, knn_graph
 from spectral.knn_sharded import (ROWS_PER_SHARD, build_shard_indexes, default_n_shards, merge_candidates,
                                   sharded_knn_graph)
-from spectral.knn_sharded_query import part_distance_bounds, query_shard_indexes
+from spectral.knn_sharded_query import query_shard_indexes
+from spectral.partition import part_distance_bounds
 from spectral.metrics import knn_recall
 from test_knn import check_contract
 
