@@ -45,29 +45,41 @@ def distinct_rows(X_rows: np.ndarray, y_rows: np.ndarray | None, rows: np.ndarra
     result through the out-of-sample map (which returns a training point's own value for an exact match).
     Rows that differ in any bit, or in their label, are kept (near-duplicates are ordinary points).
     """
-    n = rows.size
-    parts = [np.ascontiguousarray(X_rows).view(np.uint8).reshape(n, -1)]
-    if y_rows is not None:
-        parts.append(np.ascontiguousarray(np.asarray(y_rows, dtype=np.int64)).view(np.uint8).reshape(n, -1))
-    raw = np.ascontiguousarray(np.hstack(parts)) if len(parts) > 1 else parts[0]
+    raw = row_bytes(X_rows, y_rows)
     # Sorting 1e6 rows of 128 bytes took 1.4 s; a 64-bit hash per row sorts in 0.1 s, and only the rows whose
     # hash repeats (the duplicates, plus rare collisions) go through the exact byte comparison.
-    hashes = _row_hashes(raw)
+    hashes = row_hashes(raw)
     order = np.argsort(hashes, kind="stable")
     sorted_hashes = hashes[order]
     repeated = sorted_hashes[1:] == sorted_hashes[:-1]
     if not repeated.any():
         return rows, 0
     candidates = np.sort(order[np.isin(sorted_hashes, sorted_hashes[1:][repeated])])
-    keys = raw[candidates].view(np.dtype((np.void, raw.shape[1]))).ravel()  # one opaque key per row: its bytes
-    _, first = np.unique(keys, return_index=True)
-    dropped = np.setdiff1d(candidates, candidates[first], assume_unique=True)
-    keep = np.ones(n, dtype=bool)
+    dropped = repeats_of_earlier(raw[candidates], candidates)
+    keep = np.ones(rows.size, dtype=bool)
     keep[dropped] = False
     return rows[keep], int(dropped.size)
 
 
-def _row_hashes(raw: np.ndarray) -> np.ndarray:
+def row_bytes(X_rows: np.ndarray, y_rows: np.ndarray | None = None) -> np.ndarray:
+    """The bytes of each row of ``X_rows`` (n, d), followed by those of its label ``y_rows`` (n,) as int64 when
+    given: ``(n, b)`` uint8, equal exactly for rows that :func:`distinct_rows` calls copies."""
+    n = X_rows.shape[0]
+    parts = [np.ascontiguousarray(X_rows).view(np.uint8).reshape(n, -1)]
+    if y_rows is not None:
+        parts.append(np.ascontiguousarray(np.asarray(y_rows, dtype=np.int64)).view(np.uint8).reshape(n, -1))
+    return np.ascontiguousarray(np.hstack(parts)) if len(parts) > 1 else parts[0]
+
+
+def repeats_of_earlier(raw: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Of the rows ``raw`` (m, b) uint8 at the ascending ``positions`` (m,), the positions of those equal byte for
+    byte to a row at a smaller position (every row of a group of equal rows but the first): sorted (r,) int64."""
+    keys = np.ascontiguousarray(raw).view(np.dtype((np.void, raw.shape[1]))).ravel()  # one opaque key per row
+    _, first = np.unique(keys, return_index=True)
+    return np.setdiff1d(positions, positions[first], assume_unique=True).astype(np.int64)
+
+
+def row_hashes(raw: np.ndarray) -> np.ndarray:
     """A 64-bit hash of each row of the byte matrix ``raw`` (n, b): the rows' words times fixed odd constants,
     summed modulo 2**64 (equal rows always get equal hashes)."""
     width = next(w for w in (8, 4, 2, 1) if raw.shape[1] % w == 0)

@@ -64,7 +64,8 @@ Scope (refused or stated, not silently changed): Laplacian eigenmaps with ``affi
 held-out point is searched in its home shard and in the shards whose cut bound is within its ``k``-th home
 distance (:mod:`spectral.knn_sharded_query`); no reverse pairs complete those searches; the candidate arrays
 take n x kc x 12 bytes of the store before compression (their fit rows hold fill values). Exact duplicate
-rows are not collapsed (a held-out copy of a fit row gets that row's value through the distance-0 rule); the
+rows are collapsed as in the single-process stages (found on the workers, :mod:`spectral.distinct_blocks`; a
+copy is searched like a held-out row and gets its original's value through the distance-0 rule); the
 graph must be connected (several components are refused, naming the remedy); ``knn_method`` is not used
 (NN-descent per shard). ``extend`` of a sharded model searches the new points in per-shard indexes on the
 workers (:mod:`tasks.sharded_extend`); with ``sharded=False`` it rebuilds one index of the fit rows instead.
@@ -144,7 +145,9 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
                 holdout: float, random_state: int | None) -> dict[str, Any]:
     """The ``knn`` stage: the sharded kNN graph of every row of X, written chunk by chunk by the workers.
 
-    The shard indexes cover the fit rows (:func:`tasks._fit_rows.fit_rows_for`); the shards are the parts of
+    The shard indexes cover the fit rows (:func:`tasks._fit_rows.fit_rows_for`, exact copies of an earlier fit row
+    left out as in the single-process stage: found on the workers by :func:`spectral.distinct_blocks.
+    repeated_positions`, and mapped like held-out rows); the shards are the parts of
     their row partition (:data:`PARTITION`). Held-out rows are searched in the shard indexes, pruned by the cuts
     (:func:`spectral.knn_sharded_query.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest fit
     points, and their :func:`~spectral.embedding.candidate_count` nearest go to the candidate arrays
@@ -154,10 +157,13 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
     the fit rows inside a shard.
     """
+    from spectral.distinct_blocks import repeated_positions
     from spectral.knn_sharded import build_shard_indexes, shard_graph_futures
 
     n, _ = x_shape(store_url)
     fit_rows = fit_rows_for(n, holdout, random_state)
+    copies = repeated_positions(fit_X(store_url, fit_rows), client)  # collapsed as the single-process stage does
+    fit_rows = np.delete(fit_rows, copies) if copies.size else fit_rows
     held = (np.setdiff1d(np.arange(n, dtype=np.int64), fit_rows, assume_unique=True) if fit_rows.size < n
             else np.zeros(0, dtype=np.int64))
     t0 = time.perf_counter()
@@ -196,7 +202,8 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     in_fit[fit_rows] = True
     write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
     return {"k": n_neighbors, "method": "sharded", "n_shards": int(bounds.size - 1), "n_fit": int(fit_rows.size),
-            "n_heldout": int(held.size), "n_candidates": kc, "n_duplicates": 0, "build_seconds": build_seconds,
+            "n_heldout": int(held.size), "n_candidates": kc, "n_duplicates": int(copies.size),
+            "build_seconds": build_seconds,
             "heldout_shards_searched": n_searches / held.size if held.size else 0.0,  # per held-out row, of P
             "partition": record["method"], "shard_sizes": record["sizes"],
             "knn_inside_fraction": sum(i for i, _ in inside) / max(sum(t for _, t in inside), 1)}

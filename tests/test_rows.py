@@ -32,13 +32,39 @@ def test_distinct_rows_hash_path_matches_the_exact_byte_comparison(monkeypatch, 
     X[rng.integers(0, 3000, 200)] = X[rng.integers(0, 3000, 200)]
     X[17] = -0.0 * X[17]  # -0.0 and 0.0 differ in their bytes: kept apart, as before
     if collide:
-        monkeypatch.setattr(arrays, "_row_hashes", lambda raw: np.zeros(raw.shape[0], dtype=np.uint64))
+        monkeypatch.setattr(arrays, "row_hashes", lambda raw: np.zeros(raw.shape[0], dtype=np.uint64))
     rows = np.arange(3000) + 10
     kept, dropped = distinct_rows(X, None, rows)
     _, first = np.unique(X.view(np.dtype((np.void, 20))).ravel(), return_index=True)
     np.testing.assert_array_equal(kept, rows[np.sort(first)])
     assert dropped == 3000 - first.size > 0
 
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_repeated_positions_on_the_workers_are_the_rows_distinct_rows_drops(monkeypatch, thread_cluster, collide):
+    """The copies found chunk by chunk on a cluster (hashes bucketed over 3 tasks, exact comparison per bucket)
+    are exactly those :func:`distinct_rows` drops in one process, copies across chunks and inside one chunk
+    included; with every hash colliding (forced) rows that differ are still kept; no copies: nothing."""
+    import dask.array as da
+    from distributed import Client
+
+    import spectral.distinct_blocks as blocks
+    from spectral.distinct_blocks import repeated_positions
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 6)).astype(np.float32)
+    X[rng.integers(0, 2000, 300)] = X[rng.integers(0, 2000, 300)]
+    X[1500:1510] = X[3]  # ten copies of one row, in another chunk
+    X[5] = X[4]  # a copy inside a chunk
+    if collide:
+        monkeypatch.setattr(blocks, "row_hashes", lambda raw: np.zeros(raw.shape[0], dtype=np.uint64))
+    kept, n_dropped = distinct_rows(X, None, np.arange(2000))
+    with Client(thread_cluster) as client:
+        found = repeated_positions(da.from_array(X, chunks=(333, 6)), client, n_buckets=3)
+        assert repeated_positions(da.from_array(X[kept], chunks=(333, 6)), client).size == 0
+    np.testing.assert_array_equal(found, np.setdiff1d(np.arange(2000), kept))
+    assert found.size == n_dropped >= 10 + 1
 
 def test_stratified_subset_keeps_class_shares_and_at_least_two():
     y = np.r_[np.zeros(900, int), np.ones(90, int), np.full(10, 2), np.full(500, -1)]

@@ -170,6 +170,45 @@ def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefe
     assert acc_single > 0.9 and abs(acc_sharded - acc_single) <= 0.01
 
 
+
+def test_sharded_flow_collapses_exact_copies_as_the_single_process_flow(prefect_harness, data, four_workers):
+    """10 rows of the data x 40 exact copies (more than k + 1 each: uncollapsed, each group would be a graph
+    component of its own): the copies are found on the workers, left out of the fit and mapped to their original's
+    embedding, as the single-process flow does; the fit rows, the eigenvalues and the embedding agree."""
+    from flows.embed import embed
+    from storage.embedding_io import read_output
+
+    d, _ = data
+    X = np.load(d / "X.npy")
+    originals = np.arange(0, N_POINTS, N_POINTS // 10)
+    copies = np.repeat(originals, 40)
+    np.save(d / "X_copies.npy", np.vstack([X, X[copies]]))
+    runs = {}
+    for name, sharded, extra in (("single", False, {"knn_method": "exact"}), ("sharded", True, {})):
+        store = str(d / f"copies_{name}.zarr")
+        result = embed(str(d / "X_copies.npy"), store, params={**PARAMS, **extra}, random_state=0,
+                       scheduler=four_workers, sharded=sharded, chunk_rows=700)
+        manifest = read_manifest(store, result["run"])
+        runs[name] = (store, result["run"], manifest, {s.name: s.info for s in manifest.stages}["knn"])
+    (s_store, s_run, s_manifest, s_knn), (h_store, h_run, h_manifest, h_knn) = runs["single"], runs["sharded"]
+    assert h_knn["method"] == "sharded" and h_knn["n_duplicates"] == s_knn["n_duplicates"] == copies.size
+    assert h_knn["n_fit"] == N_POINTS and sum(h_knn["shard_sizes"]) == N_POINTS
+    in_fit = read_output(h_store, h_run, "in_fit")
+    np.testing.assert_array_equal(in_fit, read_output(s_store, s_run, "in_fit"))
+    assert in_fit[:N_POINTS].all() and not in_fit[N_POINTS:].any()
+    assert not read_output(h_store, h_run, "held_out").any()  # copies are not the hold-out draw
+    Z_sharded = read_embedding(h_store, h_run)
+    np.testing.assert_array_equal(Z_sharded[N_POINTS:], Z_sharded[copies])  # every copy: its original's row
+    Z_single = read_embedding(s_store, s_run)
+    values_single = np.asarray(s_manifest.results["eigenvalues"])
+    values_sharded = np.asarray(h_manifest.results["eigenvalues"])
+    angles = np.degrees(subspace_angles(Z_single[:N_POINTS].astype(np.float64),
+                                        Z_sharded[:N_POINTS].astype(np.float64)))
+    print(f"copies: {h_knn['n_duplicates']} collapsed, eigenvalues {values_sharded} vs {values_single}, "
+          f"angles {angles} deg")
+    np.testing.assert_allclose(values_sharded, values_single, rtol=0.005)
+    assert angles.max() < 1.0
+
 def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, data, four_workers, sharded_run):
     """extend of a sharded model (default: as fitted) searches the new points in per-shard indexes of the fit rows
     on the workers and maps them from their stored candidates; against extend with one rebuilt index of the fit
