@@ -85,7 +85,7 @@ def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, p
     if dense_work == "driver":  # V[cols_i] out and (n_i, b) back per product; R out and M R back per preconditioning
         model = (sum(c.size for c in op.cols) + n) * b * FLOAT_BYTES
         model += 2 * (n + n_c) * b * FLOAT_BYTES if precond == "two_level" else 2 * n * b * FLOAT_BYTES
-    else:  # halo rows between workers per product; the coarse block to the driver and back per preconditioning
+    else:  # halo rows between workers per product; the coarse block to the coarse worker and back
         model = (sum(c.size for c in op.cols) - n) * b * FLOAT_BYTES
         model += 2 * n_c * b * FLOAT_BYTES if precond == "two_level" else 0
     row = {"n": n, "P": n_blocks, "partition": partition, "precond": precond, "dense work": dense_work,

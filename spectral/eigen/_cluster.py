@@ -8,6 +8,8 @@ import scipy.sparse as sp
 from ..errors import InputDataError, ParameterError
 from . import _shards
 
+#: Bytes per float64 entry (the traffic counters of :mod:`.distributed`).
+FLOAT_BYTES = 8
 #: Relative asymmetry max|W - W^T| / max|W| tolerated by ``check_symmetric`` (as graph_laplacian's check).
 SYMMETRY_RTOL = 1e-10
 

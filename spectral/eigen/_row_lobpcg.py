@@ -20,8 +20,9 @@ the shard's worker. Per iteration:
 5. ``X <- S C_X``, ``P <- [W, P] C_[W,P]`` (and ``AX``, ``AP``) on the workers.
 
 So the driver holds only ``(m, m)`` matrices and ``(b,)`` norms: its memory does not grow with ``n``, and the
-bytes that pass through it per iteration are ``O(P m^2)`` plus the two-level preconditioner's coarse block.
-The halo rows of the products move between workers (``traffic["halo_bytes"]``).
+bytes that pass through it per iteration are ``O(P m^2)``. The halo rows of the products move between workers
+(``traffic["halo_bytes"]``), and so do the two-level preconditioner's coarse blocks (shards to the coarse worker
+and back, ``traffic["coarse_bytes"]``).
 Convergence: every residual norm ``||L x - theta x||`` of the ``k`` wanted pairs at most ``tol`` (absolute, as
 scipy's ``lobpcg`` and the single-process solver), or ``max_iter`` Rayleigh-Ritz updates.
 """
@@ -84,7 +85,7 @@ def row_block_lobpcg(op, X_parts: list, b: int, *, tol: float, max_iter: int, k:
         cols = np.flatnonzero(active)
         W = blocks.map(_residual_columns, X, AX, const=(theta, cols))
         if precondition:
-            W = op.precondition_parts(W)
+            W = op.precondition_parts(W, cols.size)
         # pass 1 of the [X, W] orthonormalization and the Gram matrix of P's active columns: one reduction
         grams = blocks.sums([blocks.map(_gram_of, X, W), *([blocks.map(_gram_of_columns, P, const=cols)]
                                                            if P is not None else [])])

@@ -48,7 +48,7 @@ from ..errors import InputDataError, ParameterError
 from ..graph_laplacian import check_affinity
 from ..partition_parts import item
 from . import _exchange, _shards, _two_level
-from ._cluster import active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list, worker_of
+from ._cluster import FLOAT_BYTES, active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list, worker_of
 from .lobpcg import AMG_SHIFT
 
 PARTITIONS = _shards.PARTITIONS
@@ -57,7 +57,6 @@ SYMMETRIZE = ("or", "and", "mean")
 #: A shard needs at least this many rows: enough for a useful AMG hierarchy of its diagonal block and for
 #: its (rows, b) blocks to outweigh the per-task overhead of the scheduler (~1 ms).
 MIN_SHARD_ROWS = 64
-FLOAT_BYTES = 8
 class DistributedLaplacian(LinearOperator):
     """Normalized Laplacian (n, n) held as row shards on Dask workers; ``op @ V`` is a distributed product.
 
@@ -78,7 +77,7 @@ class DistributedLaplacian(LinearOperator):
         self.workers = [worker_of(client, f) for f in self.shards]
         self.stats = dict(stats)
         self.traffic = {"products": 0, "product_bytes_out": 0, "product_bytes_back": 0,
-                        "preconditioner_calls": 0, "preconditioner_bytes": 0, "halo_bytes": 0}
+                        "preconditioner_calls": 0, "preconditioner_bytes": 0, "coarse_bytes": 0, "halo_bytes": 0}
         self._preconditioned = False
         self._coarse = None
         self._coarse_lu = None
@@ -323,17 +322,18 @@ class DistributedLaplacian(LinearOperator):
         R = np.ascontiguousarray(np.asarray(R).reshape(self.shape[0], -1), dtype=np.float64)
         c = self.client
         parts = [scatter_to(c, R[lo:hi], w) for w, lo, hi in zip(self.workers, self.bounds[:-1], self.bounds[1:])]
-        out = np.vstack(c.gather(self.precondition_parts(parts)))
+        out = np.vstack(c.gather(self.precondition_parts(parts, R.shape[1])))
         self.traffic["preconditioner_bytes"] += R.nbytes + out.nbytes
         return out
 
-    def precondition_parts(self, parts: list) -> list:
-        """``M R`` for a block held as row parts (futures of (n_i, b), shard order, on the shards' workers):
+    def precondition_parts(self, parts: list, width: int) -> list:
+        """``M R`` for a block held as row parts (futures of (n_i, width), shard order, on the shards' workers):
         each shard applies its V-cycle to its own rows (block Jacobi: no traffic), plus the coarse correction
-        of the two-level preconditioner (``(c_i, b)`` to the driver and back). Futures of ``(n_i, b)``."""
+        of the two-level preconditioner (``(c_i, width)`` to the coarse worker and back). Futures of
+        ``(n_i, width)``."""
         self.traffic["preconditioner_calls"] += 1
         if self._coarse_lu is not None:
-            return _two_level.precondition_two_level_parts(self, parts)
+            return _two_level.precondition_two_level_parts(self, parts, width)
         c = self.client
         return [c.submit(_shards.shard_precondition, shard, part, workers=[worker], pure=False)
                 for shard, worker, part in zip(self.shards, self.workers, parts)]

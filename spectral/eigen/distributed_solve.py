@@ -182,13 +182,14 @@ def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int,
 
 def _traffic(op, before, n_iter) -> dict:
     """Traffic of one solve: the counters' increments, ``driver_bytes`` (blocks between the driver and the
-    workers: products and preconditioner calls with driver-held blocks, the coarse blocks of the two-level
-    preconditioner), ``halo_bytes`` (rows between workers in the row-block products), their sum
+    workers: products and preconditioner calls with driver-held blocks), ``halo_bytes`` (rows between workers in the row-block
+    products), ``coarse_bytes`` (the two-level preconditioner's coarse blocks, between the shards and the
+    coarse worker), their sum
     ``total_bytes`` and per iteration."""
     now = op.traffic
     delta = {key: now[key] - before.get(key, 0) for key in now if key != "start_bytes"}
     driver = delta["product_bytes_out"] + delta["product_bytes_back"] + delta["preconditioner_bytes"]
-    moved = driver + delta["halo_bytes"]
+    moved = driver + delta["halo_bytes"] + delta["coarse_bytes"]
     return {**delta, "driver_bytes": driver, "total_bytes": moved, "start_bytes": now.get("start_bytes", 0),
             "bytes_per_iteration": moved / max(n_iter, 1),
             "driver_bytes_per_iteration": driver / max(n_iter, 1),

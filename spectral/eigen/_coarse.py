@@ -1,0 +1,54 @@
+"""The coarse problem of the two-level pieces (:mod:`._two_level`) as tasks on one Dask worker, the coarse
+worker: the Galerkin pencil ``(A_c, B_c)`` (about ``coarse_size`` nodes, up to ~50 times that: see
+:func:`._shards.shard_coarse_basis`), its smallest eigenvectors, its sparse LU and the coarse solves of the
+two-level preconditioner stay there. The driver holds futures and the ``(P + 1,)`` coarse offsets only (the LU of
+the 1e6-node graph's pencil alone was 149 MB of the flow process's 497 MB peak when it lived in the driver).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._sparse import spd_lu
+from .dispatch import eigensolve
+
+
+def coarse_pencil(*pieces: tuple[sp.csr_matrix, sp.csr_matrix]) -> tuple[sp.csr_matrix, sp.csr_matrix, int]:
+    """``(A_c (N_c, N_c), B_c (N_c, N_c), bytes received)`` from the shards' Galerkin rows
+    (:func:`._shards.shard_galerkin_rows`, shard order): ``A_c`` stacked and symmetrized (it is symmetric up to
+    round-off), ``B_c`` block diagonal."""
+    A_c = sp.csr_matrix(sp.vstack([p[0] for p in pieces]))
+    A_c = sp.csr_matrix((A_c + A_c.T) * 0.5)
+    B_c = sp.csr_matrix(sp.block_diag([p[1] for p in pieces]))
+    received = sum(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for p in pieces for m in p)
+    return A_c, B_c, int(received)
+
+
+def coarse_eigenvectors(pencil, b: int, tol, seed: int) -> tuple[np.ndarray, dict]:
+    """``(X_c (N_c, b), report)``: the ``b`` smallest eigenvectors of the pencil by
+    :func:`spectral.eigen.eigensolve` (``solver="auto"``), and its size, solver, iterations and the bytes it
+    received and will send."""
+    A_c, B_c, received = pencil
+    coarse = eigensolve(A_c, b, B=B_c, solver="auto", tol=tol, random_state=seed, raise_on_failure=False)
+    X_c = np.ascontiguousarray(coarse.vectors)
+    return X_c, {"coarse_n": int(A_c.shape[0]), "coarse_nnz": int(A_c.nnz), "coarse_solver": coarse.solver,
+                 "coarse_iterations": coarse.n_iter, "setup_bytes": received + int(X_c.nbytes)}
+
+
+def coarse_factor(pencil, shift: float):
+    """The sparse LU of ``A_c + shift B_c`` (SPD: :func:`spectral._sparse.spd_lu`), kept on the coarse worker."""
+    A_c, B_c, _ = pencil
+    return spd_lu(sp.csr_matrix(A_c + shift * B_c))
+
+
+def coarse_solve(lu, *restricted: np.ndarray) -> np.ndarray:
+    """``(A_c + shift B_c)^-1 [T_1^T R_1; ...; T_P^T R_P]`` (N_c, b) from the shards' restrictions (c_i, b)."""
+    return lu.solve(np.vstack(restricted))
+
+
+def coarse_rows(result, lo: int, hi: int) -> np.ndarray:
+    """Rows ``lo:hi`` (one shard's coarse nodes) of a coarse block, or of the first item of a ``(block, report)``
+    pair."""
+    block = result[0] if isinstance(result, tuple) else result
+    return np.ascontiguousarray(block[lo:hi])
