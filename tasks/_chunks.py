@@ -77,14 +77,15 @@ def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: 
 
 
 def start_point_outputs(store_url: str, run: str, prepared: PreparedPoints, attrs: dict, *,
-                        fit_set: np.ndarray | None = None) -> dict[str, Any]:
-    """Create the per-point arrays of ``run`` (shaped from one probe row of each output); with ``fit_set`` (an
-    ``embed`` run) also write ``outputs/<run>/in_fit`` and ``outputs/<run>/held_out`` (n,) bool. Returns the
-    method and its outputs."""
+                        holdout_draw: tuple[float, int | None] | None = None) -> dict[str, Any]:
+    """Create the per-point arrays of ``run`` (shaped from one probe row of each output); with ``holdout_draw``
+    ``(holdout, random_state)`` (an ``embed`` run) also write ``outputs/<run>/in_fit`` and ``outputs/<run>/held_out``
+    (n,) bool, the draw made here (:func:`tasks._fit_rows.held_out_rows`, on the worker). Returns the method and
+    its outputs."""
     from storage import layout
     from storage.arrays import read_X, x_shape
     from storage.embedding_io import create_embedding, create_output, write_point_array
-    from tasks._fit_rows import HELD_OUT, IN_FIT
+    from tasks._fit_rows import HELD_OUT, IN_FIT, held_out_rows
     from tasks.registry import EMBEDDING, LABELS, SCORES, get_entry, point_outputs
 
     entry = get_entry(prepared.method)
@@ -105,11 +106,11 @@ def start_point_outputs(store_url: str, run: str, prepared: PreparedPoints, attr
             create_output(store_url, run, SCORES, values.shape[1], dtype="float32", attrs=attrs, overwrite=True)
         elif name == LABELS:
             create_output(store_url, run, LABELS, None, dtype="int64", attrs=attrs, overwrite=True)
-    if fit_set is not None:
+    if holdout_draw is not None:
         n = x_shape(store_url)[0]
-        for name, members, value in ((IN_FIT, prepared.fit_rows, True), (HELD_OUT, fit_set, False)):
-            mask = np.full(n, not value)
-            mask[members] = value
+        for name, members in ((IN_FIT, prepared.fit_rows), (HELD_OUT, held_out_rows(n, *holdout_draw))):
+            mask = np.zeros(n, dtype=bool)
+            mask[members] = True
             write_point_array(store_url, layout.output_path(run, name), mask, overwrite=True)
     return {"method": entry.name, "outputs": list(entry.outputs)}
 

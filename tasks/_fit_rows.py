@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 #: Name of the per-point output ``outputs/<run>/in_fit`` (bool): True for the points the model was fitted on.
@@ -17,12 +20,91 @@ HOLDOUT_STREAM = 1
 
 def fit_rows_for(n: int, holdout: float, random_state: int | None) -> np.ndarray:
     """Sorted rows (int64) of the fit set: all ``n`` rows, minus ``round(holdout * n)`` drawn at random."""
+    return FitRows(n, held_out_rows(n, holdout, random_state)).to_array()
+
+
+def held_out_rows(n: int, holdout: float, random_state: int | None) -> np.ndarray:
+    """Sorted rows (int64) of the hold-out draw of a run: ``round(holdout * n)`` of the ``n`` rows, the True
+    entries of :func:`spectral.datasets.holdout_mask` drawn from the run seed's hold-out stream."""
     from spectral.datasets import holdout_mask
 
     if holdout == 0:
-        return np.arange(n, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64)
     seq = np.random.SeedSequence(random_state).spawn(HOLDOUT_STREAM + 1)[HOLDOUT_STREAM]
-    return np.flatnonzero(~holdout_mask(n, holdout, random_state=seq)).astype(np.int64)
+    return np.flatnonzero(holdout_mask(n, holdout, random_state=seq)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class FitRows:
+    """The fit rows of a store's X (``n`` rows) given by the rows left out of the fit, ``left_out`` (sorted
+    distinct int64: the hold-out draw and exact copies): what the sharded stages pass around instead of the
+    ``(n_fit,)`` row array (8 bytes per row, 0.8 GB at 1e8; ``left_out`` is empty without a hold-out).
+
+    Fit position ``p`` (the ``p``-th fit row in row order) is row ``p + #{i : left_out[i] - i <= p}``.
+    """
+
+    n: int
+    left_out: np.ndarray
+
+    @classmethod
+    def from_rows(cls, n: int, rows: np.ndarray) -> FitRows:
+        """The fit rows ``rows`` (sorted distinct) of ``n`` rows."""
+        left = np.ones(n, dtype=bool)
+        left[rows] = False
+        return cls(n, np.flatnonzero(left).astype(np.int64))
+
+    @property
+    def size(self) -> int:
+        """Number of fit rows."""
+        return self.n - int(self.left_out.size)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every row of X is a fit row."""
+        return self.left_out.size == 0
+
+    def without(self, positions: np.ndarray) -> FitRows:
+        """These fit rows minus those at the fit ``positions`` (e.g. exact copies of an earlier fit row)."""
+        if not positions.size:
+            return self
+        return FitRows(self.n, np.union1d(self.left_out, self.rows_at(positions)).astype(np.int64))
+
+    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+        """Rows of X (int64, the shape of ``positions``) at fit ``positions``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if self.complete:
+            return positions
+        gaps = self.left_out - np.arange(self.left_out.size, dtype=np.int64)
+        return positions + np.searchsorted(gaps, positions, side="right")
+
+    def positions_of(self, rows: np.ndarray, source: str = "graph/knn") -> np.ndarray:
+        """Fit positions (int64, the shape of ``rows``) of ``rows``, which must all be fit rows (else
+        :class:`storage.errors.StoreFormatError` naming ``source``)."""
+        from storage.errors import StoreFormatError
+
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.complete:
+            return rows
+        before = np.searchsorted(self.left_out, rows)
+        hit = np.minimum(before, self.left_out.size - 1)
+        if np.any(self.left_out[hit] == rows) or (rows.size and (rows.min() < 0 or rows.max() >= self.n)):
+            raise StoreFormatError(f"{source} lists neighbours of fit rows that are not fit rows; rerun the knn stage")
+        return rows - before
+
+    def in_chunk(self, start: int, stop: int) -> np.ndarray:
+        """``(stop - start,)`` bool: which rows ``start:stop`` are fit rows."""
+        mask = np.ones(stop - start, dtype=bool)
+        lo, hi = np.searchsorted(self.left_out, [start, stop])
+        mask[self.left_out[lo:hi] - start] = False
+        return mask
+
+    def to_array(self) -> np.ndarray:
+        """The sorted fit rows ``(n_fit,)`` int64 (for a process that holds per-row arrays anyway)."""
+        if self.complete:
+            return np.arange(self.n, dtype=np.int64)
+        keep = np.ones(self.n, dtype=bool)
+        keep[self.left_out] = False
+        return np.flatnonzero(keep).astype(np.int64)
 
 
 def fit_positions(fit_rows: np.ndarray, rows: np.ndarray, *, n_rows: int | None = None, source: str = "graph/knn"
@@ -49,3 +131,52 @@ def fit_positions(fit_rows: np.ndarray, rows: np.ndarray, *, n_rows: int | None 
     if not valid:
         raise StoreFormatError(f"{source} lists neighbours of fit rows that are not fit rows; rerun the knn stage")
     return positions
+
+
+def fit_X(store_url: str, fit: FitRows) -> Any:
+    """The fit rows ``fit`` of the store's X as a Dask array, one chunk per row chunk of X, read and cut on the
+    workers (each chunk's task carries only its own left-out rows): the same array for the kNN stage and the
+    eigensolve stage, so that both compute the same row partition."""
+    from storage.arrays import X_as_dask
+
+    X = X_as_dask(store_url)
+    if fit.complete:
+        return X
+    import dask.array as da
+
+    pieces, start = [], 0
+    for j, m in enumerate(X.chunks[0]):
+        lo, hi = np.searchsorted(fit.left_out, [start, start + m])
+        dropped = fit.left_out[lo:hi] - start
+        pieces.append(X.blocks[j].map_blocks(_without_rows, dropped, dtype=X.dtype,
+                                             chunks=((m - dropped.size,), X.chunks[1])))
+        start += m
+    return da.concatenate(pieces)
+
+
+def _without_rows(block: np.ndarray, dropped: np.ndarray) -> np.ndarray:
+    """A row chunk of X without its rows at ``dropped`` (positions in the chunk)."""
+    return np.delete(block, dropped, axis=0)
+
+
+def write_in_fit(store_url: str, run: str, fit: FitRows) -> int:
+    """Task: write ``outputs/<run>/in_fit`` (n,) bool, True on the fit rows ``fit``, chunk by chunk (on a worker:
+    the flow process holds no (n,) array). Returns the number of fit rows."""
+    from storage.arrays import row_chunks
+    from storage.embedding_io import create_output, write_output_block
+
+    chunks = row_chunks(store_url)
+    create_output(store_url, run, IN_FIT, None, dtype="bool", fill_value=False, overwrite=True)
+    for start, stop in chunks:
+        write_output_block(store_url, run, IN_FIT, start, fit.in_chunk(start, stop))
+    return fit.size
+
+
+def read_fit_rows(store_url: str, run: str) -> FitRows:
+    """Task: the fit rows of ``run`` from ``outputs/<run>/in_fit``, read chunk by chunk (on a worker)."""
+    from storage.arrays import row_chunks, x_shape
+    from storage.embedding_io import read_output
+
+    left_out = [start + np.flatnonzero(~read_output(store_url, run, IN_FIT, start, stop))
+                for start, stop in row_chunks(store_url)]
+    return FitRows(x_shape(store_url)[0], np.concatenate(left_out).astype(np.int64))

@@ -33,7 +33,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from storage import layout
 from storage.store import filesystem, read_attrs
-from tasks._fit_rows import HELD_OUT, fit_rows_for  # noqa: F401 - re-exported for the flows
+from tasks._fit_rows import HELD_OUT  # noqa: F401 - re-exported for the flows
 from tasks._worker import call_on_worker, warm_nndescent  # noqa: F401 - re-exported for the flows
 
 #: Cache policy of every eigenflow task (no RUN_ID: a re-run of the same run reuses finished tasks).

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 from prefect import task
 
-from storage.arrays import row_chunks, x_shape
+from storage.arrays import row_chunks
 from storage.checksums import completed_row_chunks
 from storage.embedding_io import read_output
 
 from tasks import laplacian_eigenmaps as le
 from tasks._chunks import output_array, prepare_points, start_point_outputs, write_points_chunk
-from tasks.common import (COMPUTE_TASK, IO_TASK, fit_rows_for, map_row_chunks, published_future, run_on_worker,
+from tasks.common import (COMPUTE_TASK, IO_TASK, map_row_chunks, published_future, run_on_worker,
                           submit_to_worker)
 from tasks.registry import LABELS
 
@@ -32,13 +32,13 @@ def embed_points_task(store_url: str, run: str, store_token: str, *, holdout: fl
     """Write the outputs of every row of X for the model of ``run`` (fit rows: fitted results; others: mapped).
 
     Also writes ``outputs/<run>/in_fit`` (n,) bool (the rows the model was fitted on) and
-    ``outputs/<run>/held_out`` (n,) bool (the run's hold-out draw, :func:`tasks.common.fit_rows_for`).
+    ``outputs/<run>/held_out`` (n,) bool (the run's hold-out draw, :func:`tasks._fit_rows.held_out_rows`, made on
+    the worker that writes them: the flow process holds no (n,) array).
     """
     index = published_future(le.index_dataset_name(store_token, run))
     prepared = submit_to_worker(prepare_points, store_url, run, index=index, fitted_rows=True,
                                 name=f"load-model-{run}")
-    fit_set = fit_rows_for(x_shape(store_url)[0], holdout, random_state)
-    return write_point_outputs(store_url, run, prepared, {}, "embed-points", fit_set=fit_set)
+    return write_point_outputs(store_url, run, prepared, {}, "embed-points", holdout_draw=(holdout, random_state))
 
 
 @task(name="extend-points", **IO_TASK)
@@ -66,11 +66,11 @@ def extend_candidates_task(model_store: str, model_run: str, out_store: str, out
 
 
 def write_point_outputs(store_url: str, run: str, prepared: Any, attrs: dict, name: str, *,
-                        fit_set: np.ndarray | None = None) -> dict[str, Any]:
+                        holdout_draw: tuple[float, int | None] | None = None) -> dict[str, Any]:
     """Create the outputs of ``run`` and write every chunk not already written (a resumed run keeps the chunks
     with an intact checksum record), from ``prepared``: the future of a :class:`tasks._chunks.PreparedPoints`."""
     bounds = row_chunks(store_url)
-    started = run_on_worker(start_point_outputs, store_url, run, prepared, attrs, fit_set=fit_set,
+    started = run_on_worker(start_point_outputs, store_url, run, prepared, attrs, holdout_draw=holdout_draw,
                             name=f"{name}-start")
     outputs = started["outputs"]
     done = completed_row_chunks(store_url, [output_array(run, o) for o in outputs], [b[0] for b in bounds])

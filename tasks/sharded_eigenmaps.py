@@ -8,8 +8,9 @@ and counts, never a row of X nor one number per row; each part's rows are assemb
 :func:`spectral.partition_parts.assemble_parts`), the same parts for the kNN build and for the Laplacian, so that
 most edges lie inside a shard and the per-shard preconditioner is strong. The partition draws nothing from
 ``random_state``.
-The fit rows are those of the single-process stages (:func:`tasks._fit_rows.fit_rows_for`: all rows with
-``holdout=0``); the partition numbers them by their position in the fit set.
+The fit rows are those of the single-process stages (the hold-out draw of :func:`tasks._fit_rows.held_out_rows`
+and exact copies left out; all rows with ``holdout=0`` and no copies), held as :class:`tasks._fit_rows.FitRows`;
+the partition numbers them by their position in the fit set.
 
 Two stages (:func:`tasks.fitting.fit_stages`), with the random sequence of the single-process stages (the kNN
 build draws one seed from ``random_state`` first, the eigensolver uses what follows):
@@ -39,12 +40,13 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   LOBPCG's (n_fit, k + 1) blocks stay on the workers as row parts of the shards
   (:mod:`spectral.eigen._row_lobpcg`), and so does the embedding (``gather=False``): the workers write the
   model's row chunks (:func:`write_model_from_shards`). The degrees and weight scales are exchanged between the
-  workers and the neighbour lists renumbered there (:mod:`spectral.eigen._exchange`). The driver holds the fit
-  rows ((n_fit,) int64, also written into the model by it), not the partition's labels, the degrees, the graph
-  or the embedding. It is not a worker task: a
-  driver on a worker whose memory crossed Dask's pause threshold (80 % of its limit) waits forever for the
-  tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points hung in the preconditioner). It
-  writes the same model as the single-process stages (:class:`spectral.embedding_model.LaplacianEigenmapsModel`),
+  workers and the neighbour lists renumbered there (:mod:`spectral.eigen._exchange`). The driver holds the
+  rows left out of the fit (:class:`tasks._fit_rows.FitRows`: none without a hold-out or copies; the model's fit
+  rows are written by the workers, chunk by chunk), not the partition's labels, the degrees, the graph or the
+  embedding. It is not a worker task: a driver on a worker whose memory crossed Dask's pause threshold (80 % of
+  its limit) waits forever for the tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points
+  hung in the preconditioner). It writes the same model as the single-process stages
+  (:class:`spectral.embedding_model.LaplacianEigenmapsModel`),
   in row chunks (:func:`storage.models.create_model` ... :func:`~storage.models.finish_model`).
 
 ``embed-points`` (:mod:`tasks._chunks`) gives the fit rows their fitted values and maps the held-out rows from
@@ -84,14 +86,14 @@ from spectral.errors import InputDataError
 from spectral.partition_parts import assemble_parts, item, parts_digest
 from spectral.weights import WeightParams, scales_of
 from storage import layout
-from storage.arrays import X_as_dask, chunk_rows, read_X, row_chunks, x_shape
+from storage.arrays import chunk_rows, read_X, row_chunks, x_shape
 from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
-from storage.embedding_io import create_output, has_output, read_output, write_output_block, write_point_array
+from storage.embedding_io import create_output, has_output, read_output, write_output_block
 from storage.errors import StoreFormatError
 from storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
 from storage.models import create_model, finish_model, write_model_rows
 
-from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
+from tasks._fit_rows import FIT_ROWS, IN_FIT, FitRows, fit_X, held_out_rows, read_fit_rows, write_in_fit
 from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
 
 
@@ -134,13 +136,6 @@ def partition_record(digest: str, bounds: np.ndarray) -> dict[str, Any]:
     return {"method": PARTITION, "sizes": [int(s) for s in np.diff(bounds)], "parts_digest": digest}
 
 
-def fit_X(store_url: str, fit_rows: np.ndarray) -> Any:
-    """The fit rows ``fit_rows`` (sorted) of the store's X as a Dask array (row chunks read on the workers): the
-    same array for the kNN stage and the eigensolve stage, so that both compute the same row partition."""
-    X = X_as_dask(store_url)
-    return X if fit_rows.size == X.shape[0] else X[fit_rows]
-
-
 def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metric: str, n_shards: int | None,
                 holdout: float, random_state: int | None) -> dict[str, Any]:
     """The ``knn`` stage: the sharded kNN graph of every row of X, written chunk by chunk by the workers.
@@ -152,8 +147,9 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     (:func:`spectral.knn_sharded_query.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest fit
     points, and their :func:`~spectral.embedding.candidate_count` nearest go to the candidate arrays
     (:data:`CANDIDATE_OUTPUTS`) for the out-of-sample map. The graph is written in the original row order.
-    Runs in the flow process and holds futures, the partition's (P,) sizes and cuts, and the fit rows ((n_fit,)
-    int64); the partition's labels and the shards' row lists stay on the workers.
+    Runs in the flow process and holds futures, the partition's (P,) sizes and cuts, and the rows left out of the
+    fit (:class:`tasks._fit_rows.FitRows`: the hold-out draw and the copies, no (n_fit,) array; ``outputs/<run>/
+    in_fit`` is written by a worker); the partition's labels and the shards' row lists stay on the workers.
     Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
     the fit rows inside a shard.
     """
@@ -161,13 +157,12 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     from spectral.knn_sharded import build_shard_indexes, shard_graph_futures
 
     n, _ = x_shape(store_url)
-    fit_rows = fit_rows_for(n, holdout, random_state)
-    copies = repeated_positions(fit_X(store_url, fit_rows), client)  # collapsed as the single-process stage does
-    fit_rows = np.delete(fit_rows, copies) if copies.size else fit_rows
-    held = (np.setdiff1d(np.arange(n, dtype=np.int64), fit_rows, assume_unique=True) if fit_rows.size < n
-            else np.zeros(0, dtype=np.int64))
+    fit = FitRows(n, held_out_rows(n, holdout, random_state))
+    copies = repeated_positions(fit_X(store_url, fit), client)  # collapsed as the single-process stage does
+    fit = fit.without(copies)
+    held = fit.left_out  # the hold-out draw and the copies: searched in the shard indexes
     t0 = time.perf_counter()
-    sharded = build_shard_indexes(fit_X(store_url, fit_rows), n_neighbors, n_shards=n_shards, metric=metric,
+    sharded = build_shard_indexes(fit_X(store_url, fit), n_neighbors, n_shards=n_shards, metric=metric,
                                   random_state=check_random_state(random_state), partition=PARTITION,
                                   queried=held.size > 0, client=client)
     blocks = shard_graph_futures(sharded)  # per shard, neighbours as fit positions
@@ -175,18 +170,17 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     record = partition_record(parts_digest(client, sharded.rows, bounds), bounds)
     index_params = {"method": "nndescent", "metric": metric, "n_neighbors": n_neighbors,
                     "seed": seed_int(check_random_state(random_state))}
-    create_knn(store_url, n_neighbors, {"run": run, "metric": metric, "n_fit": int(fit_rows.size), "sharded": True,
+    create_knn(store_url, n_neighbors, {"run": run, "metric": metric, "n_fit": fit.size, "sharded": True,
                                         "n_shards": len(blocks), "partition": record,
                                         "index_params": index_params}, overwrite=True)
-    to_rows = client.scatter(fit_rows, broadcast=True, hash=False) if held.size else None  # fit position -> row
+    to_rows = client.scatter(fit, broadcast=True, hash=False) if held.size else None  # fit position -> row
     chunks = row_chunks(store_url)
     chunk_bounds = np.array([start for start, _ in chunks] + [n], dtype=np.int64)
     # per shard: its rows of every row chunk, split on the shard's worker (only those move)
     splits = [client.submit(_split_rows, block, rows, chunk_bounds, to_rows, pure=False)
               for block, rows in zip(blocks, sharded.rows)]
     present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
-    held_parts, writes, kc, searches = _query_held_out(store_url, run, client, sharded, held, fit_rows, chunks,
-                                                       to_rows)
+    held_parts, writes, kc, searches = _query_held_out(store_url, run, client, sharded, fit, chunks, to_rows)
     for j, (start, stop) in enumerate(chunks):
         parts = list(held_parts.get(j, []))
         parts += [client.submit(item, splits[p], j, pure=False) for p in np.flatnonzero(present[:, j])]
@@ -198,10 +192,8 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     build_seconds = time.perf_counter() - t0
     del blocks, splits, writes, held_parts, sharded, searches
     client.submit(record_checksums, store_url, KNN_ARRAYS, pure=False).result()
-    in_fit = np.zeros(n, dtype=bool)
-    in_fit[fit_rows] = True
-    write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
-    return {"k": n_neighbors, "method": "sharded", "n_shards": int(bounds.size - 1), "n_fit": int(fit_rows.size),
+    client.submit(write_in_fit, store_url, run, fit, pure=False).result()
+    return {"k": n_neighbors, "method": "sharded", "n_shards": int(bounds.size - 1), "n_fit": fit.size,
             "n_heldout": int(held.size), "n_candidates": kc, "n_duplicates": int(copies.size),
             "build_seconds": build_seconds,
             "heldout_shards_searched": n_searches / held.size if held.size else 0.0,  # per held-out row, of P
@@ -209,19 +201,21 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
             "knn_inside_fraction": sum(i for i, _ in inside) / max(sum(t for _, t in inside), 1)}
 
 
-def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, held: np.ndarray, fit_rows: np.ndarray,
-                    chunks: list, to_rows: Any) -> tuple[dict[int, list], list, int, list]:
-    """Search the held-out rows ``held`` in the shard indexes (pruned by the cuts), one query block per row chunk
-    of X (read on a worker), and write their candidates (:func:`write_candidates_chunk`, by the workers). Returns,
-    per row chunk ``j`` with held-out rows, the ``graph/knn`` part of those rows (as :func:`write_knn_chunk` takes
-    it: their ``k`` nearest fit points), the futures of the candidate writes, the number of candidates ``kc`` (0
+def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, fit: FitRows, chunks: list,
+                    to_rows: Any) -> tuple[dict[int, list], list, int, list]:
+    """Search the rows left out of the fit ``fit.left_out`` (held out, copies) in the shard indexes (pruned by the
+    cuts), one query block per row chunk of X (read on a worker), and write their candidates
+    (:func:`write_candidates_chunk`, by the workers). Returns, per row chunk ``j`` with held-out rows, the
+    ``graph/knn`` part of those rows (as :func:`write_knn_chunk` takes it: their ``k`` nearest fit points), the
+    futures of the candidate writes, the number of candidates ``kc`` (0
     without held-out rows) and futures of the number of (row, shard) searches per block."""
     from spectral.embedding_model import candidate_count
     from spectral.knn_sharded_query import query_shard_indexes
 
+    held = fit.left_out
     if not held.size:
         return {}, [], 0, []
-    kc = candidate_count(fit_rows.size, sharded.n_neighbors)
+    kc = candidate_count(fit.size, sharded.n_neighbors)
     create_candidates(store_url, run, kc)
     local = {}
     for j, (start, stop) in enumerate(chunks):
@@ -244,11 +238,11 @@ def read_X_rows(store_url: str, start: int, positions: np.ndarray) -> np.ndarray
     return read_X(store_url, start + int(positions[0]), start + int(positions[-1]) + 1)[positions - positions[0]]
 
 
-def _nearest_rows(answer: tuple[np.ndarray, np.ndarray], to_rows: np.ndarray, k: int,
+def _nearest_rows(answer: tuple[np.ndarray, np.ndarray], to_rows: FitRows, k: int,
                   positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Task: the ``k`` first candidates of held-out rows (fit positions, (m, kc)) as rows of X, ``(m, k)``, with
     the rows' ``positions`` in their chunk (as :func:`write_knn_chunk` takes them)."""
-    return to_rows[answer[0][:, :k]], np.ascontiguousarray(answer[1][:, :k]), positions
+    return to_rows.rows_at(answer[0][:, :k]), np.ascontiguousarray(answer[1][:, :k]), positions
 
 
 def write_knn_chunk(store_url: str, start: int, size: int,
@@ -342,12 +336,12 @@ def candidates_complete(out_store: str, out_run: str) -> bool:
 
 
 def _split_rows(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray, chunk_bounds: np.ndarray,
-                to_rows: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+                to_rows: FitRows | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Task: a shard's kNN block ``(indices, distances)`` (n_p, k) of its fit positions ``rows`` (ascending) cut by
     the row chunks of X (``chunk_bounds`` (J + 1,)): per chunk ``(indices, distances, positions in the chunk)``,
-    the neighbours (fit positions) as rows of X (``to_rows[i]``; None: every row is a fit point)."""
-    original = rows if to_rows is None else to_rows[rows]
-    indices = block[0] if to_rows is None else to_rows[block[0]]
+    the neighbours (fit positions) as rows of X (``to_rows.rows_at``; None: every row is a fit point)."""
+    original = rows if to_rows is None else to_rows.rows_at(rows)
+    indices = block[0] if to_rows is None else to_rows.rows_at(block[0])
     cuts = np.searchsorted(original, chunk_bounds)
     return [(indices[a:b], block[1][a:b], original[a:b] - chunk_bounds[j])
             for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
@@ -358,9 +352,9 @@ def _piece_sizes(pieces: list) -> list[int]:
     return [int(p[-1].size) for p in pieces]
 
 
-def _rows_of(positions: np.ndarray, to_rows: np.ndarray) -> np.ndarray:
-    """Task: fit positions as rows of X (``to_rows`` (n_fit,) the fit rows, sorted)."""
-    return to_rows[positions]
+def _rows_of(positions: np.ndarray, fit: FitRows) -> np.ndarray:
+    """Task: fit positions as rows of X."""
+    return fit.rows_at(positions)
 
 
 def _inside_counts(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tuple[int, int]:
@@ -370,27 +364,28 @@ def _inside_counts(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tu
     return inside_counts(block[0], rows)
 
 
-def read_knn_shard(store_url: str, rows: np.ndarray, fit_rows: np.ndarray | None = None
+def read_knn_shard(store_url: str, rows: np.ndarray, fit: FitRows | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
     """The kNN lists of the rows ``rows`` (ascending) of ``graph/knn`` (indices int64, distances float64), read on
-    a worker; with ``fit_rows`` (sorted (n_fit,)) the neighbours, all fit rows, as positions in it."""
+    a worker; with ``fit`` the neighbours, all fit rows, as fit positions."""
     indices, distances = read_knn_rows(store_url, rows)
-    if fit_rows is not None:  # no (n,) position table on a worker holding one shard
-        indices = fit_positions(fit_rows, indices, source=f"graph/knn of {store_url}")
+    if fit is not None:  # no (n,) position table on a worker holding one shard
+        indices = fit.positions_of(indices, source=f"graph/knn of {store_url}")
     return indices, distances.astype(np.float64)
 
 
 def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embedding: list, distances: list,
-                            values: np.ndarray, fit_rows: np.ndarray, state_attrs: dict) -> None:
+                            values: np.ndarray, fit: FitRows, state_attrs: dict) -> None:
     """Write ``models/<run>`` (the :class:`~spectral.embedding_model.LaplacianEigenmapsModel` of the single-process
     stages) from the workers: each shard's rows of its row arrays (embedding ``embedding[p]`` (n_p, k), degrees,
     scales and radii from its kNN ``distances[p]``) are made on the shard's worker and cut by the model's row
     chunks (fit positions, ``chunk_rows`` of X); one task per chunk puts the pieces together and writes it
-    (:func:`write_model_chunk`). The driver writes the (1, k) eigenvalues, the fit rows it holds and the
-    attributes, with the completion flag last (:func:`storage.models.finish_model`)."""
-    n_fit, k = int(fit_rows.size), int(values.size)
+    (:func:`write_model_chunk`, which also writes the chunk's fit rows from ``fit``). The driver writes the
+    (1, k) eigenvalues and the attributes, with the completion flag last (:func:`storage.models.finish_model`)."""
+    n_fit, k = fit.size, int(values.size)
     size = chunk_rows(store_url)
     create_model(store_url, run, {"embedding": ((n_fit, k), "float64"), "component_labels": ((n_fit,), "int64"),
+                                  FIT_ROWS: ((n_fit,), "int64"),
                                   **{name: ((n_fit,), "float64") for name in ("degrees", "scales", "radii")}},
                  chunk_rows=size)
     chunk_bounds = np.append(np.arange(0, n_fit, size, dtype=np.int64), n_fit)
@@ -398,14 +393,14 @@ def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embe
     splits = [client.submit(_model_rows_split, z, shard, dist, params, rows, chunk_bounds, workers=[worker], pure=False)
               for z, shard, dist, rows, worker in zip(embedding, op.shards, distances, op.original_rows(), op.workers)]
     present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
-    writes = []
+    writes, fit_future = [], client.scatter(fit, broadcast=True, hash=False)
     for j, (start, stop) in enumerate(zip(chunk_bounds[:-1], chunk_bounds[1:])):
         parts = [client.submit(item, splits[p], j, workers=[op.workers[p]], pure=False)
                  for p in np.flatnonzero(present[:, j])]
         writes.append(client.submit(write_model_chunk, store_url, run, int(start), int(stop - start), k, parts,
-                                    pure=False))
+                                    fit_future, pure=False))
     client.gather(writes)
-    finish_model(store_url, run, {"component_eigenvalues": values[None, :], FIT_ROWS: fit_rows},
+    finish_model(store_url, run, {"component_eigenvalues": values[None, :]},
                  {"method": METHOD, "state": MODEL_STATE, "state_attrs": state_attrs})
 
 
@@ -421,15 +416,17 @@ def _model_rows_split(Z: np.ndarray, shard: Any, distances: np.ndarray, params: 
 
 
 def write_model_chunk(store_url: str, run: str, start: int, size: int, k: int,
-                      parts: list[tuple[np.ndarray, np.ndarray]]) -> int:
+                      parts: list[tuple[np.ndarray, np.ndarray]], fit: FitRows) -> int:
     """Task: the model's row chunk ``start:start + size`` (fit positions) from ``parts`` ``(rows (m, k + 3) of
-    :func:`_model_rows_split`, their positions in the chunk (m,))``, which must cover the chunk once."""
+    :func:`_model_rows_split`, their positions in the chunk (m,))``, which must cover the chunk once, and its fit
+    rows (rows of X at those fit positions)."""
     M = np.empty((size, k + 3))
     for rows, at in parts:
         M[at] = rows
     _check_cover(size, [at for _, at in parts], f"the model chunk at {start}", "the shards")
     write_model_rows(store_url, run, start, {"embedding": M[:, :k], "component_labels": np.zeros(size, np.int64),
-                                             "degrees": M[:, k], "scales": M[:, k + 1], "radii": M[:, k + 2]})
+                                             "degrees": M[:, k], "scales": M[:, k + 1], "radii": M[:, k + 2],
+                                             FIT_ROWS: fit.rows_at(np.arange(start, start + size))})
     return size
 
 
@@ -447,8 +444,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     if knn_attrs.get("run") != run:
         raise StoreFormatError(f"graph/knn of {store_url} belongs to run {knn_attrs.get('run')!r}, not {run!r}; "
                                "run the flow again with a new run name")
-    fit_rows = np.flatnonzero(read_output(store_url, run, IN_FIT)).astype(np.int64)  # the kNN stage's
-    n_fit = fit_rows.size
+    fit = client.submit(read_fit_rows, store_url, run, pure=False).result()  # the kNN stage's (O(left out))
     built_with = knn_attrs.get("partition")
     if not built_with or built_with.get("method") != PARTITION:
         raise InputDataError(f"graph/knn records no {PARTITION!r} row partition (partition={built_with!r}): it was "
@@ -456,18 +452,16 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
-    parts = bisection_partition_blocks(fit_X(store_url, fit_rows), n_shards, client)  # no random draws
+    parts = bisection_partition_blocks(fit_X(store_url, fit), n_shards, client)  # no random draws
     positions, _ = assemble_parts(client, parts)  # per shard its fit positions, on the workers
     partition_seconds = time.perf_counter() - t0
     recomputed = partition_record(parts_digest(client, positions, parts.bounds), parts.bounds)
     if recomputed != built_with:
         raise InputDataError(f"the row partition recomputed from X ({recomputed}) differs from the one graph/knn was "
                              f"built with ({built_with}); rerun the knn stage")
-    partial = n_fit < x_shape(store_url)[0]
-    to_rows = client.scatter(fit_rows, broadcast=True, hash=False) if partial else None
-    rows = [client.submit(_rows_of, p, to_rows, pure=False) for p in positions] if partial else positions
-    to_positions = to_rows
-    blocks = [client.submit(read_knn_shard, store_url, r, to_positions, pure=False) for r in rows]
+    to_rows = None if fit.complete else client.scatter(fit, broadcast=True, hash=False)
+    rows = positions if fit.complete else [client.submit(_rows_of, p, to_rows, pure=False) for p in positions]
+    blocks = [client.submit(read_knn_shard, store_url, r, to_rows, pure=False) for r in rows]
     indices = [client.submit(item, b, 0, pure=False) for b in blocks]
     distances = [client.submit(item, b, 1, pure=False) for b in blocks]
     op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
@@ -475,7 +469,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     embedding, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng,
                                                              gather=False)
     solve_seconds = time.perf_counter() - t0
-    write_model_from_shards(store_url, run, client, op, embedding, distances, values, fit_rows,
+    write_model_from_shards(store_url, run, client, op, embedding, distances, values, fit,
                             LaplacianEigenmapsModel.state_attrs("symmetric",
                                                                 WeightParams.from_attrs(op.stats["weight_params"]),
                                                                 knn_attrs["index_params"]))

@@ -26,7 +26,8 @@ from storage.arrays import read_X, row_chunks
 from storage.errors import StoreFormatError
 from storage.manifest import read_manifest
 
-from tasks.sharded_eigenmaps import PARTITION, create_candidates, fit_X, write_candidates_chunk
+from tasks._fit_rows import fit_X
+from tasks.sharded_eigenmaps import PARTITION, create_candidates, write_candidates_chunk
 
 
 def sharded_fit_record(store_url: str, run: str) -> dict | None:
@@ -39,15 +40,19 @@ def sharded_fit_record(store_url: str, run: str) -> dict | None:
 
 
 def extend_plan(model_store: str, model_run: str) -> dict[str, Any]:
-    """Task (on a worker): what the shard indexes of the model need: its fit rows (n_fit,), the kNN parameters it
-    was fitted with and its number of candidates. Refuses a model without a candidates map."""
+    """Task (on a worker): what the shard indexes of the model need: its fit rows (as :class:`tasks._fit_rows.FitRows`:
+    the rows left out, no (n_fit,) array for the driver), the kNN parameters it was fitted with and its number of
+    candidates. Refuses a model without a candidates map."""
+    from storage.arrays import x_shape
+    from tasks._fit_rows import FitRows
     from tasks.fitted_model import load_fitted
 
     _, model, rows = load_fitted(model_store, model_run, with_index=False)
     if not hasattr(model, "transform_candidates"):
         raise StoreFormatError(f"model {model_run!r} of {model_store} ({type(model).__name__}) has no map from "
                                "candidate neighbours: extend it with sharded=False")
-    return {"fit_rows": rows, "knn_params": dict(model.knn_params), "n_candidates": int(model.n_candidates)}
+    return {"fit": FitRows.from_rows(x_shape(model_store)[0], rows), "knn_params": dict(model.knn_params),
+            "n_candidates": int(model.n_candidates)}
 
 
 def write_extend_candidates(model_store: str, model_run: str, out_store: str, out_run: str, client: Any, *,
@@ -59,8 +64,8 @@ def write_extend_candidates(model_store: str, model_run: str, out_store: str, ou
 
     t0 = time.perf_counter()
     plan = client.submit(extend_plan, model_store, model_run, pure=False).result()
-    fit_rows, params, kc = plan["fit_rows"], plan["knn_params"], plan["n_candidates"]
-    sharded = build_shard_indexes(fit_X(model_store, fit_rows), int(params["n_neighbors"]), n_shards=n_shards,
+    fit, params, kc = plan["fit"], plan["knn_params"], plan["n_candidates"]
+    sharded = build_shard_indexes(fit_X(model_store, fit), int(params["n_neighbors"]), n_shards=n_shards,
                                   metric=params.get("metric", "euclidean"),
                                   random_state=check_random_state(params.get("seed")), partition=PARTITION,
                                   queried=True, client=client)
@@ -75,6 +80,6 @@ def write_extend_candidates(model_store: str, model_run: str, out_store: str, ou
     n_searches = sum(client.gather(searches))
     n_used = len(sharded.partition.bounds) - 1
     del sharded, answers, writes, queries, searches
-    return {"method": "sharded", "n_shards": int(n_used), "n_fit": int(fit_rows.size), "n_rows": int(n_rows),
+    return {"method": "sharded", "n_shards": int(n_used), "n_fit": fit.size, "n_rows": int(n_rows),
             "n_candidates": kc, "shards_searched": n_searches / max(int(n_rows), 1),  # per new point, of n_shards
             "index_build_seconds": build_seconds, "seconds": time.perf_counter() - t0}

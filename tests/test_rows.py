@@ -91,3 +91,27 @@ def test_fit_positions_by_table_and_by_search_agree_and_refuse_non_fit_rows(n_ro
         fit_positions(fit_rows, np.array([[2, 5]]), n_rows=n_rows)
     with pytest.raises(StoreFormatError, match="not fit rows"):
         fit_positions(fit_rows, np.array([[2, 12]]), n_rows=n_rows)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.9])
+def test_fit_rows_from_the_left_out_rows_equal_the_row_array(fraction):
+    """:class:`tasks._fit_rows.FitRows` (the rows left out of the fit, no (n_fit,) array) against the sorted fit-row
+    array: positions -> rows and back, per-chunk masks, removing fit positions; a left-out row is refused."""
+    from storage.errors import StoreFormatError
+    from tasks._fit_rows import FitRows, fit_rows_for, held_out_rows
+
+    n = 1000
+    fit = FitRows(n, held_out_rows(n, fraction, random_state=4))
+    rows = fit_rows_for(n, fraction, random_state=4)
+    assert fit.size == rows.size == n - round(fraction * n) and fit.complete == (fraction == 0)
+    np.testing.assert_array_equal(fit.to_array(), rows)
+    positions = np.arange(rows.size).reshape(-1, 1 if rows.size % 2 else 2)
+    np.testing.assert_array_equal(fit.rows_at(positions), rows[positions])
+    np.testing.assert_array_equal(fit.positions_of(rows[positions]), positions)
+    mask = np.concatenate([fit.in_chunk(a, min(a + 64, n)) for a in range(0, n, 64)])
+    np.testing.assert_array_equal(np.flatnonzero(mask), rows)
+    np.testing.assert_array_equal(FitRows.from_rows(n, rows).left_out, fit.left_out)
+    smaller = fit.without(np.array([0, 5, rows.size - 1]))
+    np.testing.assert_array_equal(smaller.to_array(), np.delete(rows, [0, 5, rows.size - 1]))
+    with pytest.raises(StoreFormatError, match="not fit rows"):
+        smaller.positions_of(np.array([rows[5]]))

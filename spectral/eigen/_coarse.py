@@ -36,13 +36,25 @@ def coarse_eigenvectors(pencil, b: int, tol, seed: int) -> tuple[np.ndarray, dic
                  "coarse_iterations": coarse.n_iter, "setup_bytes": received + int(X_c.nbytes)}
 
 
-def coarse_factor(pencil, shift: float):
+class CoarseFactor:
+    """The sparse LU of the shifted coarse pencil, kept on the coarse worker. A class of its own because a Dask
+    worker pickles the type of every task result for the scheduler, and scipy's ``SuperLU`` type does not
+    pickle (Dask logged an error per run, then sent the type's name)."""
+
+    def __init__(self, lu):
+        self.lu = lu
+
+    def solve(self, B: np.ndarray) -> np.ndarray:
+        return self.lu.solve(B)
+
+
+def coarse_factor(pencil, shift: float) -> CoarseFactor:
     """The sparse LU of ``A_c + shift B_c`` (SPD: :func:`spectral._sparse.spd_lu`), kept on the coarse worker."""
     A_c, B_c, _ = pencil
-    return spd_lu(sp.csr_matrix(A_c + shift * B_c))
+    return CoarseFactor(spd_lu(sp.csr_matrix(A_c + shift * B_c)))
 
 
-def coarse_solve(lu, *restricted: np.ndarray) -> np.ndarray:
+def coarse_solve(lu: CoarseFactor, *restricted: np.ndarray) -> np.ndarray:
     """``(A_c + shift B_c)^-1 [T_1^T R_1; ...; T_P^T R_P]`` (N_c, b) from the shards' restrictions (c_i, b)."""
     return lu.solve(np.vstack(restricted))
 
