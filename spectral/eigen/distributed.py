@@ -18,7 +18,7 @@ shard only ``V[cols_i]`` (the rows its columns touch) and receives its ``(n_i, b
   multilevel start);
 - a **start block**: ``"coarse"`` (default) the smallest eigenvectors of the Galerkin pencil on
   ``T = blockdiag(T_i)``, ``T_i`` the ``D^1/2``-weighted aggregates of shard ``i``'s hierarchy (the pencil,
-  ``~coarse_size`` nodes, is assembled from per-shard rows and solved in the driver), or ``"random"``
+  ``~coarse_size`` nodes, is assembled from per-shard rows and solved on one worker, ``_coarse``), or ``"random"``
   (drawn per shard); either is prolongated / drawn on the workers and orthonormalized by
   tall-skinny QR over the row blocks (:func:`._tsqr.orthonormal`), and stays there as row parts.
 
@@ -48,7 +48,8 @@ from ..errors import InputDataError, ParameterError
 from ..graph_laplacian import check_affinity
 from ..partition_parts import item
 from . import _exchange, _shards, _two_level
-from ._cluster import FLOAT_BYTES, active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list, worker_of
+from ._cluster import (FLOAT_BYTES, active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list,
+                       worker_of)
 from .lobpcg import AMG_SHIFT
 
 PARTITIONS = _shards.PARTITIONS
