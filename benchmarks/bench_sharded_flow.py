@@ -7,7 +7,8 @@ single-process one; ``--single-at-limit`` also tries the single-process path at 
 ``embed(X.npy, store, params={"n_neighbors": 15, "n_components": 2}, sharded=...)``. Reported per run: wall time and
 the time of each stage, the peak RSS of every worker process (sampled every 0.2 s) and of the flow process
 (``VmHWM``; the cluster, scheduler included, runs in another process, :data:`CLUSTER_PROCESS`, as on a real
-cluster; the scheduler process's own peak RSS is reported beside it), whether a worker was restarted (killed for memory), the sharded run's partition (shard sizes, the
+cluster; the scheduler process's own peak RSS is reported beside it), whether a worker was restarted (killed for memory) and
+the cluster log's lines about it (``worker_events``), the sharded run's partition (shard sizes, the
 fraction of kNN edges and of weight entries inside a shard), eigensolver iterations and bytes per iteration,
 and afterwards, from the stores: recall of each
 graph against exact brute force on 1,000 sampled rows, the eigenvalues, and the principal angles between the
@@ -51,6 +52,10 @@ with LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=Tr
 """
 
 
+#: Lines of the cluster's log kept in a run's figures (``worker_events``): a worker killed or restarted, and why.
+WORKER_EVENTS = ("Restarting worker", "exceeded", "terminat", "Worker process", "KilledWorker", "Nanny")
+
+
 def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: str, holdout: float = 0.0) -> dict:
     """One embed run in this (fresh) process against a cluster in another process; returns its figures."""
     from distributed import Client
@@ -60,8 +65,9 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     from flows.embed import embed
     from storage.manifest import read_manifest
 
+    cluster_log = tempfile.TemporaryFile(mode="w+")
     cluster = subprocess.Popen([sys.executable, "-c", CLUSTER_PROCESS, str(n_workers), memory_limit],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=cluster_log, text=True)
     try:
         address = cluster.stdout.readline().strip()
         with Client(address, set_as_default=False) as client:
@@ -82,11 +88,14 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     finally:
         cluster.stdin.close()
         cluster.wait(timeout=120)
+    cluster_log.seek(0)
+    events = [line.strip()[:300] for line in cluster_log if any(word in line for word in WORKER_EVENTS)]
     manifest = read_manifest(store, summary["run"])
     return {"mode": mode, "wall": wall, "stages": manifest.stage_seconds(), "run": summary["run"],
             "worker_peaks_gb": sorted(round(s.peak_bytes / 1e9, 3) for s in samplers.values()),
             "flow_peak_gb": manifest.results.get("peak_rss_flow_process_gb"),
             "scheduler_peak_gb": round(scheduler.peak_bytes / 1e9, 3), "worker_restarted": restarted,
+            "worker_events": events,
             "eigenvalues": manifest.results.get("eigenvalues"),
             "knn": {k: v for s in manifest.stages if s.name == "knn" for k, v in s.info.items()
                     if k in ("n_shards", "partition", "shard_sizes", "knn_inside_fraction", "build_seconds",

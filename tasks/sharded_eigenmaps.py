@@ -157,7 +157,8 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     from spectral.knn_sharded import build_shard_indexes, shard_graph_futures
 
     n, _ = x_shape(store_url)
-    fit = FitRows(n, held_out_rows(n, holdout, random_state))
+    # the draw makes an (n,) mask: on a worker (only the held-out rows come back)
+    fit = FitRows(n, client.submit(held_out_rows, n, holdout, random_state, pure=False).result())
     copies = repeated_positions(fit_X(store_url, fit), client)  # collapsed as the single-process stage does
     fit = fit.without(copies)
     held = fit.left_out  # the hold-out draw and the copies: searched in the shard indexes

@@ -23,13 +23,14 @@ def add_coarse_correction(op, shift: float) -> None:
     """Make the block preconditioner two-level additive Schwarz: ``M = blockdiag(M_ii) + T A_c^-1 T^T``
     with the coarse space of :meth:`coarse_start` (call it first) and ``A_c + shift B_c`` factorized
     (sparse LU ordered as a Cholesky factorization, :func:`spectral._sparse.spd_lu`: the matrix is SPD) on the
-    coarse worker. Per application: ``(c_i, b)`` from each shard to the coarse worker and back (between workers;
-    nothing passes through the driver)."""
+    coarse worker, which then keeps the factor only. Per application: ``(c_i, b)`` from each shard to the coarse
+    worker and back (between workers; nothing passes through the driver)."""
     if op._coarse is None:
         raise ParameterError("preconditioner='two_level' needs the coarse space of start='coarse'")
     pencil, offsets, worker = op._coarse
     op._coarse_lu = (op.client.submit(_coarse.coarse_factor, pencil, shift, workers=[worker], pure=False),
                      offsets, worker)
+    op._coarse = None  # the pencil is freed on the coarse worker once factorized (another shift: coarse_start again)
 
 
 def precondition_two_level_parts(op, parts: list, width: int) -> list:
