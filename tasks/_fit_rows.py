@@ -1,4 +1,10 @@
-"""The fit set of a run: which rows of X a model is fitted on (Prefect-free: also used on Dask workers)."""
+"""The fit set of a run: which rows of X a model is fitted on (Prefect-free: also used on Dask workers).
+
+The single-process stages hold it as the sorted row array (:func:`fit_rows_for`); the sharded stages as the rows
+left out of it (:class:`FitRows`: nothing without a hold-out or copies), with the fit rows of X as a Dask array cut
+on the workers (:func:`fit_X`) and ``outputs/<run>/in_fit`` written and read there (:func:`write_in_fit`,
+:func:`read_fit_rows`).
+"""
 
 from __future__ import annotations
 
