@@ -19,7 +19,7 @@ from storage.embedding_io import read_output
 from tasks.common import HELD_OUT
 
 from flows.embed import embed
-from flows.reporting import embedding_png
+from tasks.report import embedding_png
 
 DEFAULT_N_POINTS = 100_000
 DEFAULT_HOLDOUT = 0.1
@@ -60,5 +60,5 @@ def run_demo(
     plot = out_dir / "demo_embedding.png"
     plot.write_bytes(embedding_png(store, summary["run"],
                                    "eigenflow demo: Laplacian eigenmap of a Swiss roll lifted to 32-D"))
-    accuracy = summary["results"]["heldout_1nn_accuracy"]  # flows.reporting.quality, recorded in the manifest
+    accuracy = summary["results"]["heldout_1nn_accuracy"]  # tasks.report.quality, recorded in the manifest
     return {**summary, "accuracy": accuracy, "plot": str(plot), "n_heldout": int(held.sum())}

@@ -38,7 +38,7 @@ from tasks.sharded_extend import sharded_fit_record
 from flows._ingested_run import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
 from flows.cluster import dask_client_in_background
-from flows.reporting import publish_run
+from flows.reporting import figures_on_worker, publish_run
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
 
@@ -199,9 +199,10 @@ def embed(
         finally:
             release_index(ctx.token, ctx.run)
             del warm
+        figures = figures_on_worker(client, ctx.store, ctx.run, method)  # while the cluster is up
     summary = ctx.summary()
     summary["results"].update(publish_run(summary, store, method, full, {"points": ingested["n"], "fitted": n_fit,
-                                                                         "features": ingested["d"]}))
+                                                                         "features": ingested["d"]}, figures))
     write_manifest_results(store, run, summary["results"])
     return {**summary, "total_seconds": time.perf_counter() - t_flow}
 
@@ -375,8 +376,10 @@ def extend(
             ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
                                          "method": method})
+            figures = figures_on_worker(ctx.require_cluster(), ctx.store, ctx.run, method)
     summary = ctx.summary()
-    summary["results"].update(publish_run(summary, out_store, method, parameters, {"points": ingested["n"]}))
+    summary["results"].update(publish_run(summary, out_store, method, parameters, {"points": ingested["n"]},
+                                          figures))
     write_manifest_results(out_store, out_run, summary["results"])
     return {**summary, "total_seconds": time.perf_counter() - t_flow}
 
