@@ -26,6 +26,21 @@ def row_block(X, i0: int, i1: int) -> np.ndarray:
     return to_numpy(X[i0:i1])
 
 
+def row_chunk_futures(X, client) -> tuple[list, np.ndarray]:
+    """``(futures, bounds)``: the row chunks ``(m_j, d)`` of a dask ``X`` (n, d) with known row chunks, computed on
+    the workers of the ``distributed`` ``client`` (never gathered; the caller releases the futures), and their
+    ``(B + 1,)`` row bounds. The same keys for every caller of the same ``X``: the scheduler computes them once."""
+    import math
+
+    from .errors import InputDataError
+
+    if X.ndim != 2 or any(math.isnan(s) for s in X.shape) or X.shape[0] < 1:
+        raise InputDataError(f"X must be a 2-D dask array with known row chunks; got shape {X.shape}")
+    X = X.rechunk({1: X.shape[1]})
+    bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    return client.compute(X.to_delayed().ravel().tolist()), bounds
+
+
 def take_rows(X, idx) -> np.ndarray:
     """Rows ``X[idx]`` (len(idx), d) as float64 NumPy, in the order of ``idx`` (sorted gather for dask)."""
     idx = np.asarray(idx)

@@ -19,13 +19,12 @@ dropped positions.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from ._arrays import repeats_of_earlier, row_bytes, row_hashes
-from .errors import InputDataError
+from ._arrays import repeats_of_earlier, row_bytes, row_chunk_futures, row_hashes
+from ._validation import check_int
 from .partition_parts import item
 
 #: The bucket of a hash is taken from its upper bits (the lower bits of the products depend only on the lower
@@ -40,14 +39,9 @@ def repeated_positions(X: Any, client, n_buckets: int | None = None) -> np.ndarr
     The row chunks are computed on the workers of ``client`` and released at the end; ``n_buckets`` (default:
     the number of workers) sets how many tasks share steps 2 and 3 of the module docstring.
     """
-    if X.ndim != 2 or any(math.isnan(s) for s in X.shape):
-        raise InputDataError(f"X must be a 2-D dask array with known row chunks; got shape {X.shape}")
-    B = max(1, len(client.nthreads())) if n_buckets is None else int(n_buckets)
-    if B < 1:
-        raise InputDataError(f"n_buckets must be >= 1; got {n_buckets}")
-    X = X.rechunk({1: X.shape[1]})
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
-    blocks = client.compute(X.to_delayed().ravel().tolist())  # row chunks on the workers, never gathered here
+    B = max(1, len(client.nthreads())) if n_buckets is None else check_int("n_buckets", n_buckets, low=1)
+    blocks, bounds = row_chunk_futures(X, client)  # on the workers, never gathered here
+    starts = bounds[:-1]
     try:
         hashes = [client.submit(_block_hashes, b, pure=False) for b in blocks]
         split = [client.submit(_by_bucket, h, B, pure=False) for h in hashes]

@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from ._arrays import row_chunk_futures
 from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
 from .errors import InputDataError, ParameterError
 from .knn import METRICS, KNNIndex
@@ -379,8 +380,7 @@ def _put_shards_lazy(client, X: Any, P: int, partition: str) -> tuple[BlockParti
     made here, per chunk), and each shard's rows of X and row numbers are assembled there
     (:func:`spectral.partition_parts.assemble_parts`: every row moves once). The chunk futures are released once
     the shards hold their rows."""
-    X = X.rechunk({1: X.shape[1]})
-    block_bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    chunks, block_bounds = row_chunk_futures(X, client)  # the partition's blocks are the same keys
     if partition == "bisection":
         parts = bisection_partition_blocks(X, P, client)
     else:
@@ -390,7 +390,6 @@ def _put_shards_lazy(client, X: Any, P: int, partition: str) -> tuple[BlockParti
                   for a, b in zip(block_bounds[:-1], block_bounds[1:])]
         counts = np.array([np.bincount(lab, minlength=P) for lab in labels], dtype=np.int64)
         parts = BlockPartition(labels, block_bounds, bounds, (), counts)
-    chunks = client.compute(X.to_delayed().ravel().tolist())  # computed on the workers, never gathered here
     rows, shards = assemble_parts(client, parts, chunks)
     from distributed import wait
 

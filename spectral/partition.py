@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ._arrays import row_chunk_futures
 from ._validation import check_int
 from .errors import InputDataError, ParameterError
 
@@ -381,11 +382,7 @@ def bisection_partition_blocks(X: Any, n_parts: int, client) -> BlockPartition:
     the row chunks are computed there once (held as futures during the levels, released at the end), the
     projections and labels stay there (futures), and only moments, histograms and counts come back. The
     labels' futures keep their lineage (the scheduler can recompute them if a worker is lost)."""
-    if X.ndim != 2 or any(math.isnan(s) for s in X.shape) or X.shape[0] < 1:
-        raise InputDataError(f"X must be a 2-D dask array with known row chunks; got shape {X.shape}")
-    X = X.rechunk({1: X.shape[1]})
-    block_bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
-    blocks = client.compute(X.to_delayed().ravel().tolist())  # row chunks on the workers, never gathered here
+    blocks, block_bounds = row_chunk_futures(X, client)  # on the workers, never gathered here
 
     def keep(fn, args):
         return [client.submit(fn, b, *a, pure=False) for b, a in zip(blocks, args)]

@@ -59,6 +59,10 @@ class FitRows:
         left[rows] = False
         return cls(n, np.flatnonzero(left).astype(np.int64))
 
+    @staticmethod
+    def _inside(rows: np.ndarray, n: int) -> bool:
+        return rows.size == 0 or (int(rows.min()) >= 0 and int(rows.max()) < n)
+
     @property
     def size(self) -> int:
         """Number of fit rows."""
@@ -89,11 +93,9 @@ class FitRows:
         from storage.errors import StoreFormatError
 
         rows = np.asarray(rows, dtype=np.int64)
-        if self.complete:
-            return rows
         before = np.searchsorted(self.left_out, rows)
-        hit = np.minimum(before, self.left_out.size - 1)
-        if np.any(self.left_out[hit] == rows) or (rows.size and (rows.min() < 0 or rows.max() >= self.n)):
+        hit = np.minimum(before, max(self.left_out.size - 1, 0))
+        if not self._inside(rows, self.n) or (self.left_out.size and np.any(self.left_out[hit] == rows)):
             raise StoreFormatError(f"{source} lists neighbours of fit rows that are not fit rows; rerun the knn stage")
         return rows - before
 
@@ -106,11 +108,7 @@ class FitRows:
 
     def to_array(self) -> np.ndarray:
         """The sorted fit rows ``(n_fit,)`` int64 (for a process that holds per-row arrays anyway)."""
-        if self.complete:
-            return np.arange(self.n, dtype=np.int64)
-        keep = np.ones(self.n, dtype=bool)
-        keep[self.left_out] = False
-        return np.flatnonzero(keep).astype(np.int64)
+        return np.flatnonzero(self.in_chunk(0, self.n)).astype(np.int64)
 
 
 def fit_positions(fit_rows: np.ndarray, rows: np.ndarray, *, n_rows: int | None = None, source: str = "graph/knn"
@@ -119,22 +117,20 @@ def fit_positions(fit_rows: np.ndarray, rows: np.ndarray, *, n_rows: int | None 
     int64, same shape.
 
     With ``n_rows`` (the number of rows of X) a position table of that length is indexed (fast; what one
-    process holding the whole graph uses); without it each row is binary-searched in ``fit_rows`` (no (n,)
-    table: what a worker holding one shard of a graph too large for one process uses). Raises
+    process holding the whole graph uses); without it each row is binary-searched among the rows left out
+    (:meth:`FitRows.positions_of`, what the sharded stages use). Raises
     :class:`storage.errors.StoreFormatError` naming ``source`` when a row is not a fit row.
     """
     from storage.errors import StoreFormatError
 
-    if n_rows is not None:
-        inside = rows.size == 0 or (int(rows.min()) >= 0 and int(rows.max()) < n_rows)
-        table = np.full(n_rows, -1, dtype=np.int64)
-        table[fit_rows] = np.arange(fit_rows.size)
-        positions = table[rows] if inside else rows
-        valid = inside and bool(positions.size == 0 or positions.min() >= 0)
-    else:
-        positions = np.minimum(np.searchsorted(fit_rows, rows), max(fit_rows.size - 1, 0))
-        valid = bool(np.array_equal(fit_rows[positions], rows)) if fit_rows.size else rows.size == 0
-    if not valid:
+    if n_rows is None:
+        n = int(fit_rows[-1]) + 1 if fit_rows.size else 0
+        return FitRows.from_rows(n, fit_rows).positions_of(rows, source)
+    inside = FitRows._inside(rows, n_rows)
+    table = np.full(n_rows, -1, dtype=np.int64)
+    table[fit_rows] = np.arange(fit_rows.size)
+    positions = table[rows] if inside else rows
+    if not (inside and bool(positions.size == 0 or positions.min() >= 0)):
         raise StoreFormatError(f"{source} lists neighbours of fit rows that are not fit rows; rerun the knn stage")
     return positions
 

@@ -66,6 +66,7 @@ def test_repeated_positions_on_the_workers_are_the_rows_distinct_rows_drops(monk
     np.testing.assert_array_equal(found, np.setdiff1d(np.arange(2000), kept))
     assert found.size == n_dropped >= 10 + 1
 
+
 def test_stratified_subset_keeps_class_shares_and_at_least_two():
     y = np.r_[np.zeros(900, int), np.ones(90, int), np.full(10, 2), np.full(500, -1)]
     rows = np.arange(y.size) + 1000
