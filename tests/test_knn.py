@@ -114,8 +114,13 @@ def test_nndescent_query_and_pickle():
     assert np.array_equal(ti[:, 0], np.arange(10)) and np.all(td[:, 0] == 0.0)
     clone = pickle.loads(pickle.dumps(index))
     np.testing.assert_array_equal(clone.query(q, 5)[0], qi)
+    unprepared_bytes = len(pickle.dumps(KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1)))
     prepared = KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1).prepare()
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(prepared)).query(q, 5)[0], qi)  # same as lazy
+    # prepared: NN-descent's own neighbour heaps ((n, k + 1) int32 + float32) are dropped, the refined graph stays
+    assert len(pickle.dumps(prepared)) <= unprepared_bytes - 0.9 * X.shape[0] * 11 * 8
+    for a, b in zip(prepared.neighbor_graph(), index.neighbor_graph()):
+        np.testing.assert_array_equal(a, b)
     rebuilt = KNNIndex.rebuild(X, index.params)  # same seed, n_jobs=1: the same graph (documented)
     for a, b in zip(rebuilt.neighbor_graph(), index.neighbor_graph()):
         np.testing.assert_array_equal(a, b)
