@@ -73,7 +73,7 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
         with Client(address, set_as_default=False) as client:
             client.wait_for_workers(n_workers)
             pids = client.run(os.getpid)
-            samplers = {w: PeakMemory(pid=p) for w, p in pids.items()}
+            samplers = {w: PeakMemory(pid=p, timeline=True) for w, p in pids.items()}
             scheduler = PeakMemory(pid=cluster.pid, tree=False)
             for s in [*samplers.values(), scheduler]:
                 s.__enter__()
@@ -93,6 +93,8 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     manifest = read_manifest(store, summary["run"])
     return {"mode": mode, "wall": wall, "stages": manifest.stage_seconds(), "run": summary["run"],
             "worker_peaks_gb": sorted(round(s.peak_bytes / 1e9, 3) for s in samplers.values()),
+            "worker_peaks_by_stage_gb": stage_peaks(manifest, samplers.values()),
+            "worker_start_gb": sorted(round(s.samples[0][1] / 1e9, 3) for s in samplers.values() if s.samples),
             "flow_peak_gb": manifest.results.get("peak_rss_flow_process_gb"),
             "scheduler_peak_gb": round(scheduler.peak_bytes / 1e9, 3), "worker_restarted": restarted,
             "worker_events": events,
@@ -103,6 +105,19 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
             "eigensolve": {k: v for s in manifest.stages if s.name == "eigensolve" for k, v in s.info.items()
                            if k in ("n_iter", "max_iter", "converged", "n_shards", "partition", "partition_seconds",
                                     "inside_fraction", "bytes_per_iteration", "eigen_solver", "solve_seconds")}}
+
+
+def stage_peaks(manifest, samplers) -> dict[str, list[float]]:
+    """Per stage of the run, every worker's peak RSS (GB, sorted) while the stage ran."""
+    from datetime import datetime
+
+    out = {}
+    for stage in manifest.stages:
+        if stage.end is None:
+            continue
+        start, end = (datetime.fromisoformat(t).timestamp() for t in (stage.start, stage.end))
+        out[stage.name] = sorted(round(s.peak_between(start, end) / 1e9, 3) for s in samplers)
+    return out
 
 
 def compare(x_path: Path, runs: dict, stores: dict) -> dict:

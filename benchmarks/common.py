@@ -47,11 +47,12 @@ class PeakMemory:
     samples (0.2 s catches every stage longer than that).
     """
 
-    def __init__(self, interval: float = 0.2, pid: int | None = None, tree: bool = True):
+    def __init__(self, interval: float = 0.2, pid: int | None = None, tree: bool = True, timeline: bool = False):
         self.interval = interval
         self.pid = pid  # whose process tree (default: this process)
         self.tree = tree  # False: the process alone, without its descendants
         self.peak_bytes = 0
+        self.samples: list[tuple[float, int]] | None = [] if timeline else None  # (time.time(), bytes)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -64,6 +65,10 @@ class PeakMemory:
         self._thread.join()
         self._sample()
 
+    def peak_between(self, start: float, end: float) -> int:
+        """Largest sample taken between the epoch seconds ``start`` and ``end`` (needs ``timeline=True``)."""
+        return max((rss for t, rss in self.samples if start <= t <= end), default=0)
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
@@ -72,6 +77,8 @@ class PeakMemory:
         try:
             rss = tree_rss(self.pid) if self.tree else psutil.Process(self.pid).memory_info().rss
             self.peak_bytes = max(self.peak_bytes, rss)
+            if self.samples is not None:
+                self.samples.append((time.time(), rss))
         except psutil.NoSuchProcess:  # the watched process has ended
             pass
 

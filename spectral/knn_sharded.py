@@ -69,6 +69,7 @@ from ._arrays import row_chunk_futures
 from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
 from .errors import InputDataError, ParameterError
 from .knn import METRICS, KNNIndex
+from .knn_merge import ShardAnswer, add_candidates, merge_candidates, reverse_candidates
 from .partition import BlockPartition, RowPartition, bisection_partition_array, bisection_partition_blocks
 from .partition_parts import assemble_parts
 
@@ -259,92 +260,6 @@ def shard_graph_futures(sharded: ShardIndexes) -> list:
     return out
 
 
-def merge_candidates(k: int, *lists: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-way merge of candidate lists: the ``k`` nearest of each row, sorted by (distance, index).
-
-    Parameters
-    ----------
-    k : int
-        Neighbours kept per row; the lists must hold at least ``k`` candidates per row together.
-    *lists : (indices int64 (m, k_i), distances float32 (m, k_i))
-        Candidates of the same ``m`` rows from disjoint row sets (no index appears in two lists); ``(-1, inf)``
-        pads a list (rows not searched), never kept.
-
-    Returns
-    -------
-    indices : ndarray of int64, shape (m, k)
-    distances : ndarray of float32, shape (m, k)
-    """
-    idx = np.concatenate([np.asarray(a, dtype=np.int64) for a, _ in lists], axis=1)  # (m, sum k_i)
-    dist = np.concatenate([np.asarray(b, dtype=np.float32) for _, b in lists], axis=1)
-    if idx.shape[1] < k:
-        raise InputDataError(f"the candidate lists hold {idx.shape[1]} neighbours per row, fewer than k={k}")
-    if np.any(np.sum(idx >= 0, axis=1) < k):
-        raise InputDataError(f"the candidate lists must hold at least k={k} neighbours (not padding) per row")
-    order = np.lexsort((idx, dist), axis=1)[:, :k]  # distance first, then the smaller global index
-    return (np.ascontiguousarray(np.take_along_axis(idx, order, axis=1)),
-            np.ascontiguousarray(np.take_along_axis(dist, order, axis=1)))
-
-
-def reverse_candidates(answer: tuple[np.ndarray, np.ndarray], rows_q: np.ndarray, rows_p: np.ndarray,
-                       radius_p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The answers of shard q's rows searched in shard p, turned round: candidates for shard p's rows.
-
-    ``answer`` = ``(indices (n_q, k) global rows of shard p, distances float32 (n_q, k))`` of the rows ``rows_q``
-    (n_q,); a pair "row a of q found row b of p" makes ``a`` a candidate of ``b`` (same distance). Kept: the
-    pairs within ``radius_p`` (n_p,) of ``b`` (its own-shard ``k``-th distance: only those can enter its list).
-    Returns ``(positions in shard p (r,) int64, global rows of q (r,) int64, distances (r,) float32)``.
-
-    Why: a row of p on the edge of shard p's point cloud is found by the search of a nearby row of q, but the
-    NN-descent search of that row of p in shard q's index can fail altogether (it starts from shard q's
-    search tree, which routes a query from outside the cloud to a far region, and greedy search is stuck
-    there). Measured on the 4000-point lifted Swiss roll cut into 4 bisection shards: 47 of the 1907
-    cross-shard neighbours missed without the reverse pairs, whatever the search breadth; none with them.
-    """
-    idx = np.asarray(answer[0], dtype=np.int64)
-    dist = np.asarray(answer[1], dtype=np.float32)
-    found = idx >= 0  # rows not searched carry the padding (-1, inf)
-    a = np.broadcast_to(np.asarray(rows_q, dtype=np.int64)[:, None], idx.shape)[found]
-    idx, dist = idx[found], dist[found]
-    pos = np.searchsorted(rows_p, idx)  # every answer is a row of p
-    keep = dist <= radius_p[pos]
-    return pos[keep], a[keep], dist[keep]
-
-
-def add_candidates(k: int, merged: tuple[np.ndarray, np.ndarray],
-                   *extra: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best of the merged lists ``merged`` (indices int64 (m, k), distances float32 (m, k)) and extra
-    candidates ``(positions (r,), indices (r,), distances (r,))`` (:func:`reverse_candidates`), which may repeat
-    a listed neighbour (a copy counts once); rows sorted by (distance, index) as :func:`merge_candidates`."""
-    indices, distances = np.array(merged[0], dtype=np.int64), np.array(merged[1], dtype=np.float32)
-    pos = np.concatenate([np.asarray(e[0], dtype=np.int64) for e in extra])
-    if pos.size == 0:
-        return indices, distances
-    cand = np.concatenate([np.asarray(e[1], dtype=np.int64) for e in extra])
-    cdist = np.concatenate([np.asarray(e[2], dtype=np.float32) for e in extra])
-    order = np.lexsort((cand, pos))
-    pos, cand, cdist = pos[order], cand[order], cdist[order]
-    rows, first, counts = np.unique(pos, return_index=True, return_counts=True)
-    col = np.arange(pos.size) - np.repeat(first, counts)  # rank of each candidate within its row
-    pad_i = np.full((rows.size, int(counts.max())), -1, dtype=np.int64)
-    pad_d = np.full(pad_i.shape, np.inf, dtype=np.float32)
-    slot = np.repeat(np.arange(rows.size), counts)
-    pad_i[slot, col], pad_d[slot, col] = cand, cdist
-    idx = np.concatenate([indices[rows], pad_i], axis=1)
-    dist = np.concatenate([distances[rows], pad_d], axis=1)
-    by_index = np.argsort(idx, axis=1, kind="stable")  # copies of a neighbour side by side
-    sorted_idx = np.take_along_axis(idx, by_index, axis=1)
-    copy = np.zeros(idx.shape, dtype=bool)
-    copy[:, 1:] = (sorted_idx[:, 1:] == sorted_idx[:, :-1]) | (sorted_idx[:, 1:] < 0)
-    copy[:, 0] = sorted_idx[:, 0] < 0
-    dist_masked = np.take_along_axis(dist, by_index, axis=1)
-    dist_masked[copy] = np.inf  # a copy or a pad never wins: each row already has k distinct listed neighbours
-    best = np.lexsort((sorted_idx, dist_masked), axis=1)[:, :k]
-    indices[rows] = np.take_along_axis(sorted_idx, best, axis=1)
-    distances[rows] = np.take_along_axis(dist_masked, best, axis=1)
-    return indices, distances
-
-
 def _active_client():
     try:
         from distributed import get_client
@@ -419,18 +334,19 @@ def _own_graph(index, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _kth_distance(own: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
     """Task: ``(n_q,)`` distance of each row of a shard to its ``k``-th neighbour inside the shard (an upper bound
     of its final ``k``-th distance; infinite when the shard holds ``k`` rows or fewer)."""
-    dist = np.asarray(own[1], dtype=np.float64)
-    return dist[:, -1] if dist.shape[1] >= k else np.full(dist.shape[0], np.inf)
+    dist = own[1]
+    # a copy of the last column: a view would keep the whole (n_q, k) list alive with this task's result
+    return dist[:, -1].astype(np.float64) if dist.shape[1] >= k else np.full(dist.shape[0], np.inf)
 
 
-def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, cut) -> tuple[np.ndarray, np.ndarray]:
-    """Task: the ``k`` nearest rows of shard p (``index``, rows ``rows_p`` (n_p,)) of each row of shard q
-    (``X_q`` (n_q, d)), in global row numbers.
+def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, cut) -> ShardAnswer:
+    """Task: the ``k`` nearest rows of shard p (``index``, rows ``rows_p`` (n_p,)) of the rows of shard q
+    (``X_q`` (n_q, d)) that may have a neighbour there, in global row numbers.
 
     With ``cut = (split, q_is_left)`` (the tree cut between the two shards,
     :meth:`spectral.partition.RowPartition.separating`), only the rows whose distance bound to shard p
     (:meth:`~spectral.partition.Split.gap`) is within their own-shard ``k``-th distance ``radius_q`` (n_q,) are
-    searched (no other row can have a neighbour in shard p); the others get the padding ``(-1, inf)``. A query
+    searched (no other row can have a neighbour in shard p; the answer lists the searched rows only). A query
     far from the index's points is the expensive kind for NN-descent's search (its ``(1 + epsilon)`` bound then
     admits much of the index), and with locality shards most rows are far from the other shards. ``cut=None``:
     every row is searched (``radius_q`` unused)."""
@@ -443,13 +359,11 @@ def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, c
     return search_rows(index, X_q, sel, k, rows_p)
 
 
-def search_rows(index, X_q: np.ndarray, sel: np.ndarray, k: int, rows_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` nearest rows of one shard (``index`` over the rows ``rows_p`` (n_p,)) of the rows ``sel`` of
-    ``X_q`` (m, d), in global row numbers: ``(indices int64 (m, k), distances float32 (m, k))``, the rows not in
-    ``sel`` padded with ``(-1, inf)``."""
-    indices = np.full((X_q.shape[0], k), -1, dtype=np.int64)
-    distances = np.full((X_q.shape[0], k), np.inf, dtype=np.float32)
-    if sel.size:
-        found, dist = index.query(X_q[sel], k)
-        indices[sel], distances[sel] = rows_p[found], dist
-    return indices, distances
+def search_rows(index, X_q: np.ndarray, sel: np.ndarray, k: int, rows_p: np.ndarray) -> ShardAnswer:
+    """The ``k`` nearest rows of one shard (``index`` over the rows ``rows_p`` (n_p,)) of the rows ``sel`` (r,)
+    ascending of ``X_q`` (m, d), in global row numbers: a :class:`ShardAnswer` of those rows."""
+    sel = np.asarray(sel, dtype=np.int64)
+    if not sel.size:
+        return ShardAnswer(sel, np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32), X_q.shape[0])
+    found, dist = index.query(X_q[sel], k)
+    return ShardAnswer(sel, rows_p[found], dist, X_q.shape[0])

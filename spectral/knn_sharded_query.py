@@ -14,7 +14,8 @@ whole shard (:func:`spectral.partition.part_distance_bounds`). So the search run
    ``1 + GAP_RTOL``, the bound's rounding); a shard farther than ``r`` holds no row nearer than the point's
    ``k``-th home candidate, so it cannot change the answer;
 
-then the ``2 P`` padded answers of a block are merged (:func:`~spectral.knn_sharded.merge_candidates`). With
+then the ``2 P`` answers of a block (each listing the rows it searched) are merged
+(:func:`~spectral.knn_merge.merge_candidates`). With
 exact shard searches the result equals the unpruned search of every shard (tested); with NN-descent searches,
 the pruned shards are those whose search could only return rows farther than ``r``. Without cuts (contiguous
 shards, or one shard) every bound is 0 and the second round searches every shard, as before this pruning.
@@ -34,7 +35,8 @@ import numpy as np
 
 from ._validation import check_array_2d, check_int
 from .errors import InputDataError, ParameterError
-from .knn_sharded import GAP_RTOL, ShardIndexes, merge_candidates, search_rows
+from .knn_merge import ShardAnswer, merge_candidates
+from .knn_sharded import GAP_RTOL, ShardIndexes, search_rows
 from .partition import part_distance_bounds
 
 
@@ -89,7 +91,7 @@ def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int,
         radius = client.submit(_home_radius, k, *searches[0], pure=False)
         searches.append([client.submit(_search_part, sharded.indexes[p], Q, min(k, int(sizes[p])), sharded.rows[p],
                                        plan, p, radius, pure=False) for p in range(P)])
-        answers.append(client.submit(merge_candidates, k, *searches[0], *searches[1], pure=False))
+        answers.append(client.submit(merge_candidates, k, None, *searches[0], *searches[1], pure=False))
         if with_search_counts:
             counts.append(client.submit(_count_searched, *searches[0], *searches[1], pure=False))
     return (answers, counts) if with_search_counts else answers
@@ -103,10 +105,10 @@ def _search_plan(Q: np.ndarray, splits: tuple, n_parts: int) -> tuple[np.ndarray
 
 
 def _search_part(index, Q: np.ndarray, k: int, rows_p: np.ndarray, plan: tuple[np.ndarray, np.ndarray], p: int,
-                 radius: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Task: the query rows' ``k`` nearest rows of shard ``p`` (global rows, padded ``(-1, inf)`` for rows not
-    searched): with ``radius`` None the rows whose home is ``p``; else the others whose bound to ``p`` is within
-    their ``radius`` (m,)."""
+                 radius: np.ndarray | None) -> ShardAnswer:
+    """Task: the query rows' ``k`` nearest rows of shard ``p`` (global rows; :class:`~spectral.knn_merge.ShardAnswer`
+    of the rows searched): with ``radius`` None the rows whose home is ``p``; else the others whose
+    bound to ``p`` is within their ``radius`` (m,)."""
     home, bounds = plan
     if radius is None:
         sel = np.flatnonzero(home == p)
@@ -115,15 +117,16 @@ def _search_part(index, Q: np.ndarray, k: int, rows_p: np.ndarray, plan: tuple[n
     return search_rows(index, np.asarray(Q), sel, k, rows_p)
 
 
-def _home_radius(k: int, *answers: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Task: ``(m,)`` each row's ``k``-th smallest distance over the home round's padded answers (inf if fewer
-    than ``k``): the radius that decides which other shards it is searched in."""
-    dist = np.concatenate([np.asarray(d, dtype=np.float64) for _, d in answers], axis=1)
-    if dist.shape[1] < k:
-        return np.full(dist.shape[0], np.inf)
-    return np.partition(dist, k - 1, axis=1)[:, k - 1]
+def _home_radius(k: int, *answers: ShardAnswer) -> np.ndarray:
+    """Task: ``(m,)`` each row's ``k``-th smallest distance in its home answer (every row has one home shard; inf
+    if that shard holds fewer than ``k`` rows): the radius that decides which other shards it is searched in."""
+    radius = np.full(int(answers[0].n_rows), np.inf)
+    for a in answers:
+        if a.distances.shape[1] >= k:
+            radius[a.rows] = np.asarray(a.distances, dtype=np.float64)[:, k - 1]
+    return radius
 
 
-def _count_searched(*answers: tuple[np.ndarray, np.ndarray]) -> int:
-    """Task: the number of (row, shard) searches behind padded answers (a searched row has a first neighbour)."""
-    return int(sum(np.count_nonzero(np.asarray(i)[:, 0] >= 0) for i, _ in answers))
+def _count_searched(*answers: ShardAnswer) -> int:
+    """Task: the number of (row, shard) searches behind the answers."""
+    return int(sum(a.rows.size for a in answers))

@@ -14,8 +14,8 @@ from sklearn.neighbors import NearestNeighbors
 
 from spectral.errors import InputDataError, ParameterError
 from spectral.knn import KNNIndex, knn_graph
-from spectral.knn_sharded import (ROWS_PER_SHARD, build_shard_indexes, default_n_shards, merge_candidates,
-                                  sharded_knn_graph)
+from spectral.knn_merge import ShardAnswer, merge_candidates
+from spectral.knn_sharded import ROWS_PER_SHARD, build_shard_indexes, default_n_shards, sharded_knn_graph
 from spectral.knn_sharded_query import query_shard_indexes
 from spectral.partition import part_distance_bounds
 from spectral.metrics import knn_recall
@@ -76,11 +76,31 @@ def test_default_n_shards_rule(client):
 
 def test_merge_breaks_distance_ties_by_the_smaller_index():
     a = (np.array([[7, 3]]), np.array([[1.0, 2.0]], np.float32))
-    b = (np.array([[5, 1]]), np.array([[1.0, 2.0]], np.float32))
+    b = ShardAnswer(np.array([0]), np.array([[5, 1]]), np.array([[1.0, 2.0]], np.float32), 1)
     indices, distances = merge_candidates(3, a, b)
     np.testing.assert_array_equal(indices, [[5, 7, 1]])
     np.testing.assert_array_equal(distances, [[1.0, 1.0, 2.0]])
     assert indices.dtype == np.int64 and distances.dtype == np.float32
+
+
+def test_merge_takes_answers_for_the_rows_they_list_and_orders_base_ties_by_index():
+    """Rows no answer lists keep their base list (ties within it ordered by index); listed rows merge; without a
+    base every row must be listed; a row with fewer than k candidates is an error."""
+    base = (np.array([[4, 2], [9, 8], [6, 5]]), np.array([[1.0, 3.0], [2.0, 2.0], [0.5, 0.7]], np.float32))
+    answer = ShardAnswer(np.array([2]), np.array([[20, 21]]), np.array([[0.6, 0.9]], np.float32), 3)
+    indices, distances = merge_candidates(2, base, answer)
+    np.testing.assert_array_equal(indices, [[4, 2], [8, 9], [6, 20]])
+    np.testing.assert_array_equal(distances, np.array([[1.0, 3.0], [2.0, 2.0], [0.5, 0.6]], np.float32))
+    brute = [sorted(zip(d, i))[:2] for i, d in zip([[4, 2], [9, 8], [6, 5, 20, 21]],
+                                                   [[1.0, 3.0], [2.0, 2.0], [0.5, 0.7, 0.6, 0.9]])]
+    np.testing.assert_array_equal(indices, [[i for _, i in row] for row in brute])
+    halves = [ShardAnswer(np.array([0, 2]), base[0][[0, 2]], base[1][[0, 2]], 3),
+              ShardAnswer(np.array([1]), base[0][[1]], base[1][[1]], 3)]
+    np.testing.assert_array_equal(merge_candidates(2, None, *halves)[0], [[4, 2], [8, 9], [6, 5]])
+    with pytest.raises(InputDataError, match="at least k=2 neighbours"):
+        merge_candidates(2, None, halves[0])  # row 1 has no candidate
+    with pytest.raises(InputDataError, match="same 3 rows"):
+        merge_candidates(2, None, halves[0], ShardAnswer(np.array([0]), base[0][:1], base[1][:1], 4))
 
 
 def test_no_client_is_a_clear_error():

@@ -14,7 +14,8 @@ import pytest
 from spectral.datasets import make_swiss_roll_lifted
 from spectral.errors import InputDataError, ParameterError
 from spectral.knn import knn_graph
-from spectral.knn_sharded import add_candidates, reverse_candidates, sharded_knn_graph
+from spectral.knn_merge import ShardAnswer, add_candidates, reverse_candidates
+from spectral.knn_sharded import sharded_knn_graph
 from spectral.partition import (bisection_blocks, bisection_partition, bisection_partition_array,
                                 bisection_partition_dask, inside_counts)
 
@@ -189,13 +190,17 @@ def test_cut_gaps_bound_the_distances_and_prune_the_queries(roll):
         parts.separating(2, 2)
     index = KNNIndex.build(X[rows[1]], 10, method="exact")
     own = _own_graph(KNNIndex.build(X[rows[0]], 10, method="exact"), rows[0])
-    found, dist = _query_shard(index, X[rows[0]], 10, rows[1], _kth_distance(own, 10), parts.separating(1, 0))
-    searched = found[:, 0] >= 0
+    answer = _query_shard(index, X[rows[0]], 10, rows[1], _kth_distance(own, 10), parts.separating(1, 0))
+    searched = np.zeros(rows[0].size, dtype=bool)
+    searched[answer.rows] = True
     label = np.empty(X.shape[0], dtype=np.int64)
     label[parts.perm] = np.repeat(np.arange(4), np.diff(parts.bounds))
     has_neighbour_in_1 = np.any(label[idx[rows[0]]] == 1, axis=1)
     assert np.all(searched[has_neighbour_in_1]) and searched.mean() < 0.35  # measured 0.155 (0 for shards 2, 3)
-    assert np.all(dist[~searched] == np.inf) and np.all(found[~searched] == -1)
+    # the answer lists the searched rows only, each with 10 rows of shard 1
+    assert answer.n_rows == rows[0].size
+    assert answer.indices.shape == answer.distances.shape == (answer.rows.size, 10)
+    assert np.all(np.isin(answer.indices, rows[1])) and np.all(np.diff(answer.rows) > 0)
 
 
 def test_bad_parameters_name_parameter_range_and_value(roll):
@@ -235,7 +240,8 @@ def test_sharded_graph_on_bisection_shards(client, roll):
 
 def test_reverse_candidates_complete_the_merged_lists():
     # shard p = rows [10, 11, 12], shard q = rows [20, 21]; q's rows found 10 and 12 (row 21 found 12 at 0.5)
-    answer = (np.array([[10, 11], [12, 10]]), np.array([[1.0, 3.0], [0.5, 2.0]], np.float32))
+    answer = ShardAnswer(np.array([0, 1]), np.array([[10, 11], [12, 10]]),
+                         np.array([[1.0, 3.0], [0.5, 2.0]], np.float32), 2)
     radius_p = np.array([1.5, 1.0, 0.6])
     pos, rows, dist = reverse_candidates(answer, np.array([20, 21]), np.array([10, 11, 12]), radius_p)
     np.testing.assert_array_equal(pos, [0, 2])  # 11 at 3.0 > 1.0 and 10 at 2.0 > 1.5 are dropped
