@@ -241,22 +241,39 @@ def build_shard_indexes(X: Any, n_neighbors: int, *, n_shards: int | None = None
 
 def shard_graph_futures(sharded: ShardIndexes) -> list:
     """Steps 2-4 of the module docstring: the kNN graph of the indexed rows, one future per shard resolving to
-    ``(indices int64 (n_p, k), distances float32 (n_p, k))`` of its rows (global row numbers)."""
+    ``(indices int64 (n_p, k), distances float32 (n_p, k))`` of its rows (global row numbers).
+
+    Which rows of shard q are searched in shard p is decided on q's worker first (:func:`_query_plan`); only the
+    pairs with rows to search get a query task, and only those rows of X move to the index's worker (at 1e7 rows in
+    20 shards, submitting all 380 pairs moved a 64 MB shard of X per pair, mostly for nothing, and the copies
+    filled the workers' memory).
+    """
+    from distributed import as_completed
+
     client, parts, k = sharded.client, sharded.partition, sharded.n_neighbors
     indexes, shards, rows, sizes = sharded.indexes, sharded.shards, sharded.rows, sharded.sizes
     P = len(indexes)
     own = [client.submit(_own_graph, indexes[q], rows[q], pure=False) for q in range(P)]
     radius = [client.submit(_kth_distance, g, k, pure=False) for g in own]
-    answers = {(q, p): client.submit(_query_shard, indexes[p], shards[q], min(k, int(sizes[p])), rows[p], radius[q],
-                                     parts.separating(p, q) if parts.splits else None, pure=False)
-               for q in range(P) for p in range(P) if p != q}
+    plans = [client.submit(_query_plan, shards[q], radius[q],
+                           {p: parts.separating(p, q) if parts.splits else None for p in range(P) if p != q},
+                           pure=False) for q in range(P)]
+    counts = {client.submit(_plan_counts, plans[q], pure=False): q for q in range(P)}
+    answers, merged = {}, {}
+    for done in as_completed(list(counts)):  # a shard's queries start as soon as its plan is known
+        q = counts[done]
+        for p, count in done.result().items():
+            if count:
+                taken = client.submit(_take_planned, shards[q], plans[q], p, pure=False)
+                answers[q, p] = client.submit(_search_taken, indexes[p], taken, min(k, int(sizes[p])), rows[p],
+                                              pure=False)
+        merged[q] = client.submit(merge_candidates, k, own[q], *[answers[q, p] for p in range(P) if (q, p) in answers],
+                                  pure=False)
     out = []
     for q in range(P):
-        merged = client.submit(merge_candidates, k, own[q], *[answers[q, p] for p in range(P) if p != q],
-                               pure=False)
         reverse = [client.submit(reverse_candidates, answers[p, q], rows[p], rows[q], radius[q], pure=False)
-                   for p in range(P) if p != q]
-        out.append(client.submit(add_candidates, k, merged, *reverse, pure=False) if reverse else merged)
+                   for p in range(P) if (p, q) in answers]
+        out.append(client.submit(add_candidates, k, merged[q], *reverse, pure=False) if reverse else merged[q])
     return out
 
 
@@ -339,31 +356,64 @@ def _kth_distance(own: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
     return dist[:, -1].astype(np.float64) if dist.shape[1] >= k else np.full(dist.shape[0], np.inf)
 
 
-def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, cut) -> ShardAnswer:
-    """Task: the ``k`` nearest rows of shard p (``index``, rows ``rows_p`` (n_p,)) of the rows of shard q
-    (``X_q`` (n_q, d)) that may have a neighbour there, in global row numbers.
+def _searched_rows(X_q: np.ndarray, radius_q: np.ndarray, cut) -> np.ndarray:
+    """The rows ``(r,)`` ascending of shard q (``X_q`` (n_q, d)) to search in shard p.
 
     With ``cut = (split, q_is_left)`` (the tree cut between the two shards,
     :meth:`spectral.partition.RowPartition.separating`), only the rows whose distance bound to shard p
-    (:meth:`~spectral.partition.Split.gap`) is within their own-shard ``k``-th distance ``radius_q`` (n_q,) are
-    searched (no other row can have a neighbour in shard p; the answer lists the searched rows only). A query
-    far from the index's points is the expensive kind for NN-descent's search (its ``(1 + epsilon)`` bound then
-    admits much of the index), and with locality shards most rows are far from the other shards. ``cut=None``:
-    every row is searched (``radius_q`` unused)."""
-    X_q = np.asarray(X_q)
+    (:meth:`~spectral.partition.Split.gap`) is within their own-shard ``k``-th distance ``radius_q`` (n_q,):
+    no other row can have a neighbour in shard p. A query far from the index's points is the expensive kind for
+    NN-descent's search (its ``(1 + epsilon)`` bound then admits much of the index), and with locality shards
+    most rows are far from the other shards. ``cut=None``: every row (``radius_q`` unused)."""
     if cut is None:
-        sel = np.arange(X_q.shape[0])
-    else:
-        split, q_is_left = cut
-        sel = np.flatnonzero(split.gap(X_q, q_is_left) <= radius_q * (1 + GAP_RTOL))
-    return search_rows(index, X_q, sel, k, rows_p)
+        return np.arange(X_q.shape[0], dtype=np.int64)
+    split, q_is_left = cut
+    return np.flatnonzero(split.gap(X_q, q_is_left) <= radius_q * (1 + GAP_RTOL)).astype(np.int64)
+
+
+def _query_plan(X_q, radius_q: np.ndarray, cuts: dict) -> dict:
+    """Task on shard q's worker: ``{p: rows (r_p,) or None}``, the rows of shard q to search in each other shard p
+    (:func:`_searched_rows`, ``cuts`` {p: cut}); None (every row) where there is no cut."""
+    X_q = np.asarray(X_q)
+    return {p: None if cut is None else _searched_rows(X_q, radius_q, cut) for p, cut in cuts.items()}
+
+
+def _plan_counts(plan: dict) -> dict:
+    """Task: ``{p: number of rows to search in shard p}`` of a :func:`_query_plan` (-1: every row), what the
+    caller gathers."""
+    return {p: -1 if sel is None else int(sel.size) for p, sel in plan.items()}
+
+
+def _take_planned(X_q, plan: dict, p: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Task on shard q's worker: ``(rows (r,), X_q[rows] (r, d), n_q)`` to search in shard ``p``."""
+    X_q = np.asarray(X_q)
+    sel = plan[p]
+    if sel is None:
+        return np.arange(X_q.shape[0], dtype=np.int64), X_q, X_q.shape[0]
+    return sel, X_q[sel], X_q.shape[0]
+
+
+def _search_taken(index, taken: tuple[np.ndarray, np.ndarray, int], k: int, rows_p: np.ndarray) -> ShardAnswer:
+    """Task on shard p's worker: the ``k`` nearest rows of shard p (``index``, rows ``rows_p`` (n_p,)) of the rows
+    ``taken`` (:func:`_take_planned`) of another shard, in global row numbers."""
+    sel, X_sel, n_q = taken
+    if not sel.size:
+        return ShardAnswer(sel, np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32), n_q)
+    found, dist = index.query(X_sel, k)
+    return ShardAnswer(sel, rows_p[found], dist, n_q)
+
+
+def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, cut) -> ShardAnswer:
+    """The ``k`` nearest rows of shard p (``index``, rows ``rows_p`` (n_p,)) of the rows of shard q (``X_q``
+    (n_q, d)) that may have a neighbour there (:func:`_searched_rows`), in one call (the flow's tasks split it
+    in :func:`_query_plan`, :func:`_take_planned` and :func:`_search_taken`)."""
+    X_q = np.asarray(X_q)
+    sel = _searched_rows(X_q, radius_q, cut)
+    return _search_taken(index, (sel, X_q[sel], X_q.shape[0]), k, rows_p)
 
 
 def search_rows(index, X_q: np.ndarray, sel: np.ndarray, k: int, rows_p: np.ndarray) -> ShardAnswer:
     """The ``k`` nearest rows of one shard (``index`` over the rows ``rows_p`` (n_p,)) of the rows ``sel`` (r,)
     ascending of ``X_q`` (m, d), in global row numbers: a :class:`ShardAnswer` of those rows."""
     sel = np.asarray(sel, dtype=np.int64)
-    if not sel.size:
-        return ShardAnswer(sel, np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32), X_q.shape[0])
-    found, dist = index.query(X_q[sel], k)
-    return ShardAnswer(sel, rows_p[found], dist, X_q.shape[0])
+    return _search_taken(index, (sel, X_q[sel], X_q.shape[0]), k, rows_p)
