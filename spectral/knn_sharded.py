@@ -11,9 +11,12 @@ These Dask tasks run on the workers:
    search), seeded with the ``p``-th child of ``SeedSequence(seed).spawn(P)``. Its own graph gives every
    point of the shard its ``k`` nearest neighbours *inside* the shard. The index stays on the worker as a
    future; the scheduler copies it to another worker at most once.
-2. **query** (P (P - 1) tasks, one per ordered shard pair ``q != p``): the points of shard ``q`` are searched
-   in the index of shard ``p`` (``KNNIndex.query``: NN-descent search from the index's search graph), giving
-   ``k`` candidates per point from shard ``p``, with exact float64 distances (float32 on output).
+2. **query** (at most P (P - 1) tasks, one per ordered shard pair ``q != p`` with rows to search): the points of
+   shard ``q`` that may have a neighbour in shard ``p`` (with a locality partition, those whose distance bound to
+   ``p`` from the partition's cuts is within their own-shard ``k``-th distance; chosen on ``q``'s worker, and
+   only they move) are searched in the index of shard ``p`` (``KNNIndex.query``: NN-descent search from the
+   index's search graph), giving ``k`` candidates per point from shard ``p``, with exact float64 distances
+   (float32 on output).
 3. **merge** (P tasks): for each point of shard ``q``, the ``P`` sorted candidate lists (its own shard's graph
    and the ``P - 1`` query answers, all in global row numbers) are merged by distance into the ``k`` best,
    ties broken by the smaller global index (deterministic). Shards are disjoint, so a candidate appears in
@@ -70,16 +73,20 @@ from ._validation import check_array_2d, check_choice, check_int, check_random_s
 from .errors import InputDataError, ParameterError
 from .knn import METRICS, KNNIndex
 from .knn_merge import ShardAnswer, add_candidates, merge_candidates, reverse_candidates
-from .partition import BlockPartition, RowPartition, bisection_partition_array, bisection_partition_blocks
+from .partition import (BlockPartition, RowPartition, bisection_partition_array, bisection_partition_blocks,
+                        part_distance_bounds)
 from .partition_parts import assemble_parts
 
 #: Per-shard index methods (``KNNIndex`` methods): "nndescent" (the default) or "exact" (scikit-learn; an
 #: oracle for tests and for shards small enough to search exhaustively).
 SHARD_METHODS = ("nndescent", "exact")
 
-#: Relative margin of the query pruning (:func:`_query_shard`): a row is searched in another shard when its
+#: Relative margin of the query pruning (:func:`_query_plan`): a row is searched in another shard when its
 #: distance bound to it is within ``(1 + GAP_RTOL)`` times its own-shard k-th distance (rounding of the bound).
 GAP_RTOL = 1e-6
+
+#: Rows of a shard whose (rows, P) distance bounds :func:`_query_plan` makes at a time.
+PLAN_CHUNK_ROWS = 65_536
 
 #: How the rows are split into shards: "contiguous" row ranges, or "bisection" (:mod:`spectral.partition`:
 #: nearby points in the same shard).
@@ -255,9 +262,7 @@ def shard_graph_futures(sharded: ShardIndexes) -> list:
     P = len(indexes)
     own = [client.submit(_own_graph, indexes[q], rows[q], pure=False) for q in range(P)]
     radius = [client.submit(_kth_distance, g, k, pure=False) for g in own]
-    plans = [client.submit(_query_plan, shards[q], radius[q],
-                           {p: parts.separating(p, q) if parts.splits else None for p in range(P) if p != q},
-                           pure=False) for q in range(P)]
+    plans = [client.submit(_query_plan, shards[q], radius[q], q, P, parts.splits, pure=False) for q in range(P)]
     counts = {client.submit(_plan_counts, plans[q], pure=False): q for q in range(P)}
     answers, merged = {}, {}
     for done in as_completed(list(counts)):  # a shard's queries start as soon as its plan is known
@@ -356,26 +361,26 @@ def _kth_distance(own: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
     return dist[:, -1].astype(np.float64) if dist.shape[1] >= k else np.full(dist.shape[0], np.inf)
 
 
-def _searched_rows(X_q: np.ndarray, radius_q: np.ndarray, cut) -> np.ndarray:
-    """The rows ``(r,)`` ascending of shard q (``X_q`` (n_q, d)) to search in shard p.
+def _query_plan(X_q, radius_q: np.ndarray, q: int, n_parts: int, splits: tuple) -> dict:
+    """Task on shard q's worker: ``{p: rows (r_p,) or None}``, the rows of shard q to search in each other shard p;
+    None (every row) without cuts.
 
-    With ``cut = (split, q_is_left)`` (the tree cut between the two shards,
-    :meth:`spectral.partition.RowPartition.separating`), only the rows whose distance bound to shard p
-    (:meth:`~spectral.partition.Split.gap`) is within their own-shard ``k``-th distance ``radius_q`` (n_q,):
-    no other row can have a neighbour in shard p. A query far from the index's points is the expensive kind for
-    NN-descent's search (its ``(1 + epsilon)`` bound then admits much of the index), and with locality shards
-    most rows are far from the other shards. ``cut=None``: every row (``radius_q`` unused)."""
-    if cut is None:
-        return np.arange(X_q.shape[0], dtype=np.int64)
-    split, q_is_left = cut
-    return np.flatnonzero(split.gap(X_q, q_is_left) <= radius_q * (1 + GAP_RTOL)).astype(np.int64)
-
-
-def _query_plan(X_q, radius_q: np.ndarray, cuts: dict) -> dict:
-    """Task on shard q's worker: ``{p: rows (r_p,) or None}``, the rows of shard q to search in each other shard p
-    (:func:`_searched_rows`, ``cuts`` {p: cut}); None (every row) where there is no cut."""
+    A row is searched in shard p when the lower bound of its distance to every row of p that the partition's cuts
+    give (:func:`spectral.partition.part_distance_bounds`: the largest gap over the cuts that bound p, not only the
+    one that separates p from q) is within its own-shard ``k``-th distance ``radius_q`` (n_q,) (times ``1 +
+    GAP_RTOL``, the bound's rounding): no other row can have a neighbour in p. The bounds are made for
+    :data:`PLAN_CHUNK_ROWS` rows at a time ((rows, P) floats)."""
     X_q = np.asarray(X_q)
-    return {p: None if cut is None else _searched_rows(X_q, radius_q, cut) for p, cut in cuts.items()}
+    others = [p for p in range(n_parts) if p != q]
+    if not splits:
+        return {p: None for p in others}
+    selected = {p: [] for p in others}
+    for start in range(0, X_q.shape[0], PLAN_CHUNK_ROWS):
+        stop = min(start + PLAN_CHUNK_ROWS, X_q.shape[0])
+        near = part_distance_bounds(splits, n_parts, X_q[start:stop]) <= radius_q[start:stop, None] * (1 + GAP_RTOL)
+        for p in others:
+            selected[p].append(start + np.flatnonzero(near[:, p]))
+    return {p: np.concatenate(parts).astype(np.int64) for p, parts in selected.items()}
 
 
 def _plan_counts(plan: dict) -> dict:
@@ -403,13 +408,14 @@ def _search_taken(index, taken: tuple[np.ndarray, np.ndarray, int], k: int, rows
     return ShardAnswer(sel, rows_p[found], dist, n_q)
 
 
-def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, cut) -> ShardAnswer:
+def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, q: int, p: int,
+                 parts: RowPartition | BlockPartition) -> ShardAnswer:
     """The ``k`` nearest rows of shard p (``index``, rows ``rows_p`` (n_p,)) of the rows of shard q (``X_q``
-    (n_q, d)) that may have a neighbour there (:func:`_searched_rows`), in one call (the flow's tasks split it
-    in :func:`_query_plan`, :func:`_take_planned` and :func:`_search_taken`)."""
+    (n_q, d)) that may have a neighbour there (:func:`_query_plan` with the cuts of ``parts``), in one call (the
+    flow's tasks split it in :func:`_query_plan`, :func:`_take_planned` and :func:`_search_taken`)."""
     X_q = np.asarray(X_q)
-    sel = _searched_rows(X_q, radius_q, cut)
-    return _search_taken(index, (sel, X_q[sel], X_q.shape[0]), k, rows_p)
+    plan = _query_plan(X_q, radius_q, q, int(parts.bounds.size - 1), parts.splits)
+    return _search_taken(index, _take_planned(X_q, plan, p), k, rows_p)
 
 
 def search_rows(index, X_q: np.ndarray, sel: np.ndarray, k: int, rows_p: np.ndarray) -> ShardAnswer:

@@ -190,7 +190,7 @@ def test_cut_gaps_bound_the_distances_and_prune_the_queries(roll):
         parts.separating(2, 2)
     index = KNNIndex.build(X[rows[1]], 10, method="exact")
     own = _own_graph(KNNIndex.build(X[rows[0]], 10, method="exact"), rows[0])
-    answer = _query_shard(index, X[rows[0]], 10, rows[1], _kth_distance(own, 10), parts.separating(1, 0))
+    answer = _query_shard(index, X[rows[0]], 10, rows[1], _kth_distance(own, 10), 0, 1, parts)
     searched = np.zeros(rows[0].size, dtype=bool)
     searched[answer.rows] = True
     label = np.empty(X.shape[0], dtype=np.int64)
