@@ -375,14 +375,15 @@ def read_knn_shard(store_url: str, rows: np.ndarray, fit: FitRows | None = None
     return indices, distances.astype(np.float64)
 
 
-def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embedding: list, distances: list,
+def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embedding: list, columns: list,
                             values: np.ndarray, fit: FitRows, state_attrs: dict) -> None:
     """Write ``models/<run>`` (the :class:`~spectral.embedding_model.LaplacianEigenmapsModel` of the single-process
     stages) from the workers: each shard's rows of its row arrays (embedding ``embedding[p]`` (n_p, k), degrees,
-    scales and radii from its kNN ``distances[p]``) are made on the shard's worker and cut by the model's row
-    chunks (fit positions, ``chunk_rows`` of X); one task per chunk puts the pieces together and writes it
-    (:func:`write_model_chunk`, which also writes the chunk's fit rows from ``fit``). The driver writes the
-    (1, k) eigenvalues and the attributes, with the completion flag last (:func:`storage.models.finish_model`)."""
+    scales and radii ``columns[p]`` (n_p, 2) from :func:`_model_columns`) are made on the shard's worker and cut
+    by the model's row chunks (fit positions, ``chunk_rows`` of X); one task per chunk puts the pieces together
+    and writes it (:func:`write_model_chunk`, which also writes the chunk's fit rows from ``fit``). The driver
+    writes the (1, k) eigenvalues and the attributes, with the completion flag last
+    (:func:`storage.models.finish_model`)."""
     n_fit, k = fit.size, int(values.size)
     size = chunk_rows(store_url)
     create_model(store_url, run, {"embedding": ((n_fit, k), "float64"), "component_labels": ((n_fit,), "int64"),
@@ -390,9 +391,8 @@ def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embe
                                   **{name: ((n_fit,), "float64") for name in ("degrees", "scales", "radii")}},
                  chunk_rows=size)
     chunk_bounds = np.append(np.arange(0, n_fit, size, dtype=np.int64), n_fit)
-    params = state_attrs["weight_params"]
-    splits = [client.submit(_model_rows_split, z, shard, dist, params, rows, chunk_bounds, workers=[worker], pure=False)
-              for z, shard, dist, rows, worker in zip(embedding, op.shards, distances, op.original_rows(), op.workers)]
+    splits = [client.submit(_model_rows_split, z, shard, cols, rows, chunk_bounds, workers=[worker], pure=False)
+              for z, shard, cols, rows, worker in zip(embedding, op.shards, columns, op.original_rows(), op.workers)]
     present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
     writes, fit_future = [], client.scatter(fit, broadcast=True, hash=False)
     for j, (start, stop) in enumerate(zip(chunk_bounds[:-1], chunk_bounds[1:])):
@@ -405,13 +405,19 @@ def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embe
                  {"method": METHOD, "state": MODEL_STATE, "state_attrs": state_attrs})
 
 
-def _model_rows_split(Z: np.ndarray, shard: Any, distances: np.ndarray, params: dict, rows: np.ndarray,
+def _model_columns(distances: np.ndarray, params: dict) -> np.ndarray:
+    """Task: ``(n_p, 2)`` the model's weight scale and radius (k-th neighbour distance) of each row of a shard,
+    from its kNN distances ``(n_p, k)`` and the resolved weight parameters (``WeightParams`` attributes)."""
+    return np.column_stack([scales_of(distances, WeightParams.from_attrs(params)), distances[:, -1]])
+
+
+def _model_rows_split(Z: np.ndarray, shard: Any, columns: np.ndarray, rows: np.ndarray,
                       chunk_bounds: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Task: the shard's model rows ``(n_p, k + 3)``: embedding, degree, weight scale, k-th neighbour distance
-    (the model's radius), cut by the model's row chunks (``chunk_bounds`` (J + 1,), fit positions): per chunk
-    ``(rows (m, k + 3), their positions in the chunk (m,))``, the shard's fit positions being ``rows``
+    """Task: the shard's model rows ``(n_p, k + 3)``: embedding, degree, weight scale and radius (``columns``
+    (n_p, 2), :func:`_model_columns`), cut by the model's row chunks (``chunk_bounds`` (J + 1,), fit positions): per
+    chunk ``(rows (m, k + 3), their positions in the chunk (m,))``, the shard's fit positions being ``rows``
     (ascending)."""
-    M = np.column_stack([Z, shard.degrees, scales_of(distances, WeightParams.from_attrs(params)), distances[:, -1]])
+    M = np.column_stack([Z, shard.degrees, columns])
     cuts = np.searchsorted(rows, chunk_bounds)
     return [(M[a:b], rows[a:b] - chunk_bounds[j]) for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
 
@@ -436,6 +442,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
                             random_state: int | None) -> dict[str, Any]:
     """The ``eigensolve`` stage of the sharded path (weights included), driven from the calling process with
     ``client`` (see the module docstring). Writes ``models/<run>``."""
+    from spectral.eigen._cluster import release_when_done
     from spectral.eigen.distributed import DistributedLaplacian
     from spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
 
@@ -465,12 +472,17 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     blocks = [client.submit(read_knn_shard, store_url, r, to_rows, pure=False) for r in rows]
     indices = [client.submit(item, b, 0, pure=False) for b in blocks]
     distances = [client.submit(item, b, 1, pure=False) for b in blocks]
+    del blocks
     op = DistributedLaplacian.from_knn_blocks(indices, distances, weighting=weighting, symmetrize=symmetrize,
                                               normalization="symmetric", perm=positions, client=client)
+    params = op.stats["weight_params"]
+    columns = [client.submit(_model_columns, d, params, pure=False) for d in distances]
+    release_when_done([*indices, *distances], columns)  # the kNN lists are not held through the solve
+    del indices, distances
     embedding, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng,
                                                              gather=False)
     solve_seconds = time.perf_counter() - t0
-    write_model_from_shards(store_url, run, client, op, embedding, distances, values, fit,
+    write_model_from_shards(store_url, run, client, op, embedding, columns, values, fit,
                             LaplacianEigenmapsModel.state_attrs("symmetric",
                                                                 WeightParams.from_attrs(op.stats["weight_params"]),
                                                                 knn_attrs["index_params"]))

@@ -48,8 +48,8 @@ from ..errors import InputDataError, ParameterError
 from ..graph_laplacian import check_affinity
 from ..partition_parts import item
 from . import _exchange, _shards, _two_level
-from ._cluster import (FLOAT_BYTES, active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list,
-                       worker_of)
+from ._cluster import (FLOAT_BYTES, active_client, is_future, release_when_done, scatter_to, shape_of,
+                       transpose_exchange, worker_list, worker_of)
 from .lobpcg import AMG_SHIFT
 
 PARTITIONS = _shards.PARTITIONS
@@ -173,9 +173,18 @@ class DistributedLaplacian(LinearOperator):
             symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZE)
         rows = perm if perm is None or isinstance(perm, list) else _rows_on(client, _check_perm(perm, n), bounds,
                                                                             futures)
-        if symmetrize is not None or check_symmetric:
-            futures = transpose_exchange(client, futures, bounds, symmetrize)
-        op = cls._build(futures, bounds, rows, normalization, client)
+        return cls._from_row_blocks(futures, bounds, rows, symmetrize, check_symmetric, normalization, client)
+
+    @classmethod
+    def _from_row_blocks(cls, futures: list, bounds, rows, symmetrize, check_symmetric: bool, normalization: str,
+                         client, owned: bool = False) -> DistributedLaplacian:
+        """:meth:`from_blocks` after its checks. ``owned``: the row blocks are this class's own intermediates
+        (the directed kNN weights of :meth:`from_knn_blocks`), released once the symmetrized rows exist."""
+        W = transpose_exchange(client, futures, bounds, symmetrize) if symmetrize is not None or check_symmetric \
+            else futures
+        if owned and W is not futures:  # the directed rows are not needed once the symmetrized ones exist
+            release_when_done(futures, W)
+        op = cls._build(W, bounds, rows, normalization, client)
         op.stats.update(partition="given", symmetrize=symmetrize)
         return op
 
@@ -239,8 +248,12 @@ class DistributedLaplacian(LinearOperator):
         col_scales = _exchange.values_at_columns(client, scales, cols, starts, workers)
         directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, cc, sc, n, workers=[w], pure=False)
                     for a, d, s, cc, sc, w in zip(idx, dist, starts, cols, col_scales, workers)]
-        op = cls.from_blocks(directed, symmetrize=params.symmetrize, normalization=normalization, perm=part_rows,
-                             client=client)
+        # the renumbered lists, scales and columns are freed once the directed rows are made (at 1e6 rows on one
+        # worker the build's peak held every intermediate: kNN lists, renumbered lists, directed and symmetrized
+        # weights and the Laplacian rows)
+        del idx, dist, scales, cols, col_scales
+        op = cls._from_row_blocks(directed, starts, part_rows, params.symmetrize, True, normalization, client,
+                                  owned=True)
         op.stats.update(weight_params=params.to_attrs())
         return op
 
