@@ -100,7 +100,8 @@ def reverse_candidates(answer: ShardAnswer, rows_q: np.ndarray, rows_p: np.ndarr
 
     ``answer``: the searched rows of shard q (positions in ``rows_q`` (n_q,), its global rows) with their ``k``
     nearest global rows of shard p and distances (:class:`ShardAnswer`); a pair "row a of q found row b of p"
-    makes ``a`` a candidate of ``b`` (same distance). Kept: the pairs within ``radius_p`` (n_p,) of ``b`` (its own-shard ``k``-th distance: only those can enter its list).
+    makes ``a`` a candidate of ``b`` (same distance). Kept: the pairs within ``radius_p`` (n_p,) of ``b`` (its
+    own-shard ``k``-th distance: only those can enter its list).
     Returns ``(positions in shard p (r,) int64, global rows of q (r,) int64, distances (r,) float32)``.
 
     Why: a row of p on the edge of shard p's point cloud is found by the search of a nearby row of q, but the
