@@ -442,7 +442,6 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
                             random_state: int | None) -> dict[str, Any]:
     """The ``eigensolve`` stage of the sharded path (weights included), driven from the calling process with
     ``client`` (see the module docstring). Writes ``models/<run>``."""
-    from spectral.eigen._cluster import release_when_done
     from spectral.eigen.distributed import DistributedLaplacian
     from spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
 
@@ -477,8 +476,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
                                               normalization="symmetric", perm=positions, client=client)
     params = op.stats["weight_params"]
     columns = [client.submit(_model_columns, d, params, pure=False) for d in distances]
-    release_when_done([*indices, *distances], columns)  # the kNN lists are not held through the solve
-    del indices, distances
+    del indices, distances  # the kNN lists are freed once the columns are taken, not held through the solve
     embedding, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng,
                                                              gather=False)
     solve_seconds = time.perf_counter() - t0

@@ -44,16 +44,6 @@ def transpose_exchange(client, futures, bounds, how):
     return futures
 
 
-def release_when_done(futures: list, dependents: list) -> None:
-    """Wait for ``dependents`` (futures), then release ``futures`` (the caller's intermediates they were made
-    from): the scheduler frees their data unless another future still holds them."""
-    from distributed import wait
-
-    wait(dependents)
-    for future in futures:
-        future.release()
-
-
 def worker_list(client) -> list[str]:
     workers = sorted(client.scheduler_info()["workers"])
     if not workers:

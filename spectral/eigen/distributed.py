@@ -48,8 +48,8 @@ from ..errors import InputDataError, ParameterError
 from ..graph_laplacian import check_affinity
 from ..partition_parts import item
 from . import _exchange, _shards, _two_level
-from ._cluster import (FLOAT_BYTES, active_client, is_future, release_when_done, scatter_to, shape_of,
-                       transpose_exchange, worker_list, worker_of)
+from ._cluster import (FLOAT_BYTES, active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list,
+                       worker_of)
 from .lobpcg import AMG_SHIFT
 
 PARTITIONS = _shards.PARTITIONS
@@ -164,27 +164,15 @@ class DistributedLaplacian(LinearOperator):
         n = shapes[0][1]
         if any(s[1] != n for s in shapes) or sum(s[0] for s in shapes) != n:
             raise InputDataError(f"row blocks must be (n_i, n) with sum n_i = n; got shapes {shapes}")
-        check_n_blocks(len(futures), n)
-        if min(s[0] for s in shapes) < MIN_SHARD_ROWS:
-            raise ParameterError(f"every row block must have at least {MIN_SHARD_ROWS} rows; got sizes "
-                                 f"{[s[0] for s in shapes]}")
+        _check_block_rows([s[0] for s in shapes], n)
         bounds = np.concatenate([[0], np.cumsum([s[0] for s in shapes])]).astype(np.int64)
         if symmetrize is not None:
             symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZE)
         rows = perm if perm is None or isinstance(perm, list) else _rows_on(client, _check_perm(perm, n), bounds,
                                                                             futures)
-        return cls._from_row_blocks(futures, bounds, rows, symmetrize, check_symmetric, normalization, client)
-
-    @classmethod
-    def _from_row_blocks(cls, futures: list, bounds, rows, symmetrize, check_symmetric: bool, normalization: str,
-                         client, owned: bool = False) -> DistributedLaplacian:
-        """:meth:`from_blocks` after its checks. ``owned``: the row blocks are this class's own intermediates
-        (the directed kNN weights of :meth:`from_knn_blocks`), released once the symmetrized rows exist."""
-        W = transpose_exchange(client, futures, bounds, symmetrize) if symmetrize is not None or check_symmetric \
-            else futures
-        if owned and W is not futures:  # the directed rows are not needed once the symmetrized ones exist
-            release_when_done(futures, W)
-        op = cls._build(W, bounds, rows, normalization, client)
+        if symmetrize is not None or check_symmetric:
+            futures = transpose_exchange(client, futures, bounds, symmetrize)
+        op = cls._build(futures, bounds, rows, normalization, client)
         op.stats.update(partition="given", symmetrize=symmetrize)
         return op
 
@@ -225,6 +213,7 @@ class DistributedLaplacian(LinearOperator):
                 for b, w in zip(distances, workers)]
         rows = client.gather([client.submit(shape_of, f, pure=False) for f in idx])
         n = sum(r[0] for r in rows)
+        _check_block_rows([r[0] for r in rows], n)
         starts = np.concatenate([[0], np.cumsum([r[0] for r in rows])]).astype(np.int64)
         part_rows = None
         if perm is not None:
@@ -248,13 +237,13 @@ class DistributedLaplacian(LinearOperator):
         col_scales = _exchange.values_at_columns(client, scales, cols, starts, workers)
         directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, cc, sc, n, workers=[w], pure=False)
                     for a, d, s, cc, sc, w in zip(idx, dist, starts, cols, col_scales, workers)]
-        # the renumbered lists, scales and columns are freed once the directed rows are made (at 1e6 rows on one
-        # worker the build's peak held every intermediate: kNN lists, renumbered lists, directed and symmetrized
-        # weights and the Laplacian rows)
-        del idx, dist, scales, cols, col_scales
-        op = cls._from_row_blocks(directed, starts, part_rows, params.symmetrize, True, normalization, client,
-                                  owned=True)
-        op.stats.update(weight_params=params.to_attrs())
+        W = transpose_exchange(client, directed, starts, params.symmetrize)
+        # no reference is kept to the intermediates, so the scheduler frees each once the tasks using it are done
+        # (at 1e6 rows on one worker the build's peak held them all: kNN lists, renumbered lists, directed and
+        # symmetrized weights, and the Laplacian rows)
+        del idx, dist, scales, cols, col_scales, directed
+        op = cls._build(W, starts, part_rows, normalization, client)
+        op.stats.update(partition="given", symmetrize=params.symmetrize, weight_params=params.to_attrs())
         return op
 
     @classmethod
@@ -401,6 +390,13 @@ class DistributedLaplacian(LinearOperator):
 def _rows_on(client, perm: np.ndarray, bounds: np.ndarray, blocks: list) -> list:
     """Per block ``i`` a future of ``perm[bounds[i]:bounds[i + 1]]`` on the worker of ``blocks[i]``."""
     return [scatter_to(client, perm[a:b], worker_of(client, f)) for a, b, f in zip(bounds[:-1], bounds[1:], blocks)]
+
+
+def _check_block_rows(sizes: list[int], n: int) -> None:
+    """The row blocks' sizes: at most ``n // MIN_SHARD_ROWS`` blocks, each of at least MIN_SHARD_ROWS rows."""
+    check_n_blocks(len(sizes), n)
+    if min(sizes) < MIN_SHARD_ROWS:
+        raise ParameterError(f"every row block must have at least {MIN_SHARD_ROWS} rows; got sizes {list(sizes)}")
 
 
 def check_n_blocks(n_blocks, n: int) -> int:
