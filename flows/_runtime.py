@@ -144,8 +144,23 @@ def run_context(store: str, run: str, *, flow: str, parameters: dict, seed: Any,
     ctx = RunContext(store=store, run=run, manifest=manifest, pending_client=pending_client, token=token)
     for name, seconds, info in stages_before:
         ctx.record_stage(name, seconds, info)
-    with manifest_context(store, manifest):
+    with manifest_context(store, manifest), paused_worker_errors():
         yield ctx
+
+
+@contextlib.contextmanager
+def paused_worker_errors() -> Iterator[None]:
+    """Re-raise a failure caused by the paused-worker watch (:mod:`flows.paused_workers`) as its
+    :class:`~flows.paused_workers.ClusterMemoryError` (so the manifest records that message)."""
+    from flows.paused_workers import stall_error
+
+    try:
+        yield
+    except Exception as exc:
+        error = stall_error(exc)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def new_run_id(flow: str, run_name: str | None) -> str:

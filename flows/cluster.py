@@ -110,8 +110,13 @@ def dask_client(
     *,
     n_workers: int = DEFAULT_N_WORKERS,
     threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
+    paused_timeout: float | None = None,
 ) -> Iterator[Client]:
     """A Dask client for the duration of a flow run, closed (with its local cluster) on exit.
+
+    While it is open, :func:`flows.paused_workers.watch_paused_workers` fails the run's pending work when a
+    worker stays paused for memory (``paused_timeout`` seconds, None: ``$EIGENFLOW_PAUSED_WORKER_TIMEOUT`` or
+    120 s) with nothing executing, instead of letting the flow wait forever.
 
     Parameters
     ----------
@@ -127,13 +132,18 @@ def dask_client(
     client : distributed.Client
         Also the default client of the process, so tasks reach it with ``distributed.get_client()``.
     """
+    from flows.paused_workers import resolve_paused_timeout, watch_paused_workers
+
+    timeout = resolve_paused_timeout(paused_timeout)  # a bad value fails before any cluster starts
     address = resolve_scheduler(scheduler)
     if address is not None:
         with Client(address, set_as_default=True) as client:
             check_worker_code(client)
-            yield client
+            with watch_paused_workers(client, timeout):
+                yield client
         return
-    with local_cluster(n_workers, threads_per_worker) as cluster, Client(cluster, set_as_default=True) as client:
+    with local_cluster(n_workers, threads_per_worker) as cluster, Client(cluster, set_as_default=True) as client, \
+            watch_paused_workers(client, timeout):
         yield client
 
 
