@@ -200,7 +200,8 @@ def serve(
     keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
     runner: str = typer.Option("prefect", help="prefect: Prefect's runner, a subprocess per run (started early "
                                                "for scheduled runs); in-process: runs execute in this process"),
-    poll: float = typer.Option(DEFAULT_POLL_SECONDS, help="seconds between polls for scheduled runs (in-process runner)"),
+    poll: float = typer.Option(DEFAULT_POLL_SECONDS,
+                               help="seconds between polls for scheduled runs (in-process runner)"),
 ) -> None:
     """Serve the embed (on a schedule) and extend (on demand) flows as Prefect deployments (PREFECT_API_URL)."""
     from flows.serve import serve as serve_flows
@@ -262,8 +263,9 @@ def extend(
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     overwrite: bool = typer.Option(False, help="re-ingest NEW over an existing OUT"),
-    sharded: Optional[bool] = typer.Option(None, "--sharded/--no-sharded", help="laplacian_eigenmaps: search the new "
-                                           "points in per-shard indexes on the workers (default: as the model was fitted)"),
+    sharded: Optional[bool] = typer.Option(None, "--sharded/--no-sharded",
+                                           help="laplacian_eigenmaps: search the new points in per-shard indexes on "
+                                                "the workers (default: as the model was fitted)"),
 ) -> None:
     """Embed the points of NEW with the model stored in STORE; write them to OUT."""
     from flows.embed import extend as extend_flow

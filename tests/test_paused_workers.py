@@ -1,13 +1,13 @@
 """A worker paused for memory fails the run with a clear error instead of a silent hang (issue 16).
 
-The clusters are real worker processes. Stall: a ``LocalCluster`` of two workers; when the sharded eigensolve
-has built the operator, the pause threshold of a worker holding an operator shard is lowered to 1 % of its memory
-limit, so its memory monitor pauses it (within 0.1 s) while it holds the shard, as the 1e7 benchmark's worker paused at 80 % of 5.5 GB. The eigensolve's tasks are
-pinned to the shards' workers, so the run stalls: the watch of :mod:`flows.paused_workers` must cancel it with
-:class:`ClusterMemoryError` naming the worker, and the manifest must record it. Work-around: a worker started as
-its own process (``python -m distributed.cli.dask_worker``) with a 1 % threshold is paused from its first
-heartbeat and holds nothing; the scheduler gives the shards to the healthy worker, and the same short timeout
-must let the sharded and the single-process runs complete.
+The clusters are real worker processes. Stall: a ``LocalCluster`` of two workers; when the sharded eigensolve has
+built the operator, the pause threshold of a worker holding an operator shard is lowered to 1 % of its memory limit,
+so its memory monitor pauses it (within 0.1 s) while it holds the shard, as the 1e7 benchmark's worker paused at 80
+% of 5.5 GB. The eigensolve's tasks are pinned to the shards' workers, so the run stalls: the watch of
+:mod:`flows.paused_workers` must cancel it with :class:`ClusterMemoryError` naming the worker, and the manifest must
+record it. Work-around: a worker started as its own process (``python -m distributed.cli.dask_worker``) with a 1 %
+threshold is paused from its first heartbeat and holds nothing; the scheduler gives the shards to the healthy
+worker, and the same short timeout must let the sharded and the single-process runs complete.
 """
 
 from __future__ import annotations
