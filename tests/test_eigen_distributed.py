@@ -380,3 +380,21 @@ def test_renumbering_by_parts_asks_only_for_foreign_ids_and_refuses_unknown_ones
         renumbered(bad, rows[0], 0, foreign_ids(bad, rows[0]),
                    *[lookup_ids(rows[q], foreign_ids(bad, rows[0]), int(bounds[q])) for q in (1, 2)])
     assert [p.tolist() for p in split_by_owner(np.array([1, 2, 4, 9]), bounds)] == [[1, 2], [4], [9]]
+
+
+def test_the_coarse_problem_goes_to_the_worker_holding_the_fewest_rows(client, graph):
+    from spectral.eigen._cluster import least_loaded_worker
+
+    a, b = sorted(client.scheduler_info()["workers"])
+    assert least_loaded_worker(client, [a, b], [300, 100]) == b
+    assert least_loaded_worker(client, [b, a, b], [100, 150, 100]) == a
+    assert least_loaded_worker(client, [a], [10]) == b  # a worker without a shard holds no rows
+    _, _, W, _, _, _ = graph
+    op = DistributedLaplacian.from_weights(W, 3)  # 3 shards on 2 workers: one worker holds two
+    rows = {w: 0 for w in (a, b)}
+    for w, n_rows in zip(op.workers, np.diff(op.bounds)):
+        rows[w] += int(n_rows)
+    res = distributed_eigensolve(op, K_PAIRS, random_state=0, preconditioner="two_level", start="coarse")
+    assert res.converged
+    assert res.info["distributed"]["coarse"]["coarse_worker"] == min(rows, key=rows.get)
+    assert rows[a] != rows[b]

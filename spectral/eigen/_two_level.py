@@ -15,7 +15,7 @@ from .._validation import check_random_state, seed_int
 from ..errors import ParameterError
 from ..partition_parts import item
 from . import _coarse, _shards
-from ._cluster import FLOAT_BYTES, shape_of
+from ._cluster import FLOAT_BYTES, least_loaded_worker, shape_of
 from ._tsqr import orthonormal
 
 
@@ -83,7 +83,7 @@ def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -
     offsets = np.concatenate([[0], np.cumsum([s[1] for s in sizes])]).astype(np.int64)
     pieces = [c.submit(_shards.shard_galerkin_rows, s, bases, op.bounds, offsets, workers=[w], pure=False)
               for s, w in zip(op.shards, op.workers)]
-    coarse_worker = op.workers[0]
+    coarse_worker = least_loaded_worker(c, op.workers, np.diff(op.bounds))
     pencil = c.submit(_coarse.coarse_pencil, *pieces, workers=[coarse_worker], pure=False)
     seed = seed_int(check_random_state(random_state))
     solved = c.submit(_coarse.coarse_eigenvectors, pencil, b, tol, seed, workers=[coarse_worker], pure=False)
