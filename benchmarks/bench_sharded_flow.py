@@ -40,11 +40,14 @@ import numpy as np  # noqa: E402
 PARAMS = {"n_neighbors": 15, "n_components": 2}
 
 
-#: The cluster of a run, in its own process (``python -c CLUSTER_PROCESS N_WORKERS MEMORY_LIMIT``): the Dask
-#: scheduler and the Nannies live there, as on a real cluster, so the flow process's memory is its own.
+#: The cluster of a run, in its own process (``python -c CLUSTER_PROCESS N_WORKERS MEMORY_LIMIT ENVIRON``): the
+#: Dask scheduler and the Nannies live there, as on a real cluster, so the flow process's memory is its own. The
+#: workers start with ENVIRON (JSON) as ``distributed.nanny.pre-spawn-environ``.
 CLUSTER_PROCESS = """
-import sys
+import json, sys
+import dask
 from distributed import LocalCluster
+dask.config.set({"distributed.nanny.pre-spawn-environ": json.loads(sys.argv[3])})
 with LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=True, dashboard_address=":0",
                   memory_limit=sys.argv[2]) as cluster:
     print(cluster.scheduler_address, flush=True)
@@ -56,7 +59,20 @@ with LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=Tr
 WORKER_EVENTS = ("Restarting worker", "exceeded", "terminat", "Worker process", "KilledWorker", "Nanny")
 
 
-def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: str, holdout: float = 0.0) -> dict:
+def worker_environ(malloc_trim: str) -> dict:
+    """The workers' ``pre-spawn-environ``: eigenflow's local workers' (:func:`flows.cluster.worker_environ`, no
+    ``MALLOC_TRIM_THRESHOLD_``) for ``"eigenflow"``, Dask's default for ``"dask"``."""
+    import dask
+
+    from flows.cluster import worker_environ as eigenflow_environ
+
+    if malloc_trim == "eigenflow":
+        return eigenflow_environ()
+    return dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
+
+
+def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: str, holdout: float = 0.0,
+            malloc_trim: str = "eigenflow") -> dict:
     """One embed run in this (fresh) process against a cluster in another process; returns its figures."""
     from distributed import Client
 
@@ -66,7 +82,9 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     from storage.manifest import read_manifest
 
     cluster_log = tempfile.TemporaryFile(mode="w+")
-    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER_PROCESS, str(n_workers), memory_limit],
+    environ = worker_environ(malloc_trim)
+    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER_PROCESS, str(n_workers), memory_limit,
+                                json.dumps(environ)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=cluster_log, text=True)
     try:
         address = cluster.stdout.readline().strip()
@@ -155,11 +173,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--single-at-limit", action="store_true",
                         help="also try the single-process path with --memory-limit (expected to fail)")
     parser.add_argument("--holdout", type=float, default=0.0, help="fraction of the rows held out (mapped out of sample)")
+    parser.add_argument("--malloc-trim", choices=["eigenflow", "dask"], default="eigenflow",
+                        help="the workers' environment: eigenflow's local workers' (no MALLOC_TRIM_THRESHOLD_) or "
+                             "Dask's default (MALLOC_TRIM_THRESHOLD_=65536)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--one", nargs=3, metavar=("X", "STORE", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(one_run(*args.one, args.workers, args.memory_limit, args.holdout)))
+        print(json.dumps(one_run(*args.one, args.workers, args.memory_limit, args.holdout, args.malloc_trim)))
         return
     results = []
     with tempfile.TemporaryDirectory(prefix="eigenflow-sharded-") as tmp:
@@ -179,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
                 t0 = time.perf_counter()
                 proc = subprocess.run([sys.executable, __file__, "--one", str(x_path), store, mode,
                                        "--workers", str(args.workers), "--memory-limit", limit,
-                                       "--holdout", str(args.holdout)],
+                                       "--holdout", str(args.holdout), "--malloc-trim", args.malloc_trim],
                                       capture_output=True, text=True)
                 if proc.returncode != 0:
                     runs[name] = {"mode": mode, "memory_limit": limit, "seconds": time.perf_counter() - t0,
@@ -189,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
                     runs[name] = {**json.loads(proc.stdout.strip().splitlines()[-1]), "memory_limit": limit}
                     if name in ("single", "sharded"):
                         stores[name] = store
-            res = {"n": n, "workers": args.workers, "holdout": args.holdout, "runs": runs,
+            res = {"n": n, "workers": args.workers, "holdout": args.holdout, "malloc_trim": args.malloc_trim,
+                   "runs": runs,
                    **compare(x_path, runs, stores)}
             results.append(res)
             print(json.dumps(res, indent=1))
