@@ -353,6 +353,12 @@ def _own_graph(index, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[indices], distances
 
 
+def within_radius(bounds: np.ndarray, radius: np.ndarray) -> np.ndarray:
+    """Boolean mask of the distance lower ``bounds`` (any shape) within ``radius`` (broadcast to it) times
+    ``1 + GAP_RTOL`` (the bound's rounding): where a row may have a neighbour in the shard the bound is to."""
+    return bounds <= radius * (1 + GAP_RTOL)
+
+
 def _kth_distance(own: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
     """Task: ``(n_q,)`` distance of each row of a shard to its ``k``-th neighbour inside the shard (an upper bound
     of its final ``k``-th distance; infinite when the shard holds ``k`` rows or fewer)."""
@@ -377,7 +383,7 @@ def _query_plan(X_q, radius_q: np.ndarray, q: int, n_parts: int, splits: tuple) 
     selected = {p: [] for p in others}
     for start in range(0, X_q.shape[0], PLAN_CHUNK_ROWS):
         stop = min(start + PLAN_CHUNK_ROWS, X_q.shape[0])
-        near = part_distance_bounds(splits, n_parts, X_q[start:stop]) <= radius_q[start:stop, None] * (1 + GAP_RTOL)
+        near = within_radius(part_distance_bounds(splits, n_parts, X_q[start:stop]), radius_q[start:stop, None])
         for p in others:
             selected[p].append(start + np.flatnonzero(near[:, p]))
     return {p: np.concatenate(parts).astype(np.int64) for p, parts in selected.items()}
@@ -406,16 +412,6 @@ def _search_taken(index, taken: tuple[np.ndarray, np.ndarray, int], k: int, rows
         return ShardAnswer(sel, np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32), n_q)
     found, dist = index.query(X_sel, k)
     return ShardAnswer(sel, rows_p[found], dist, n_q)
-
-
-def _query_shard(index, X_q, k: int, rows_p: np.ndarray, radius_q: np.ndarray, q: int, p: int,
-                 parts: RowPartition | BlockPartition) -> ShardAnswer:
-    """The ``k`` nearest rows of shard p (``index``, rows ``rows_p`` (n_p,)) of the rows of shard q (``X_q``
-    (n_q, d)) that may have a neighbour there (:func:`_query_plan` with the cuts of ``parts``), in one call (the
-    flow's tasks split it in :func:`_query_plan`, :func:`_take_planned` and :func:`_search_taken`)."""
-    X_q = np.asarray(X_q)
-    plan = _query_plan(X_q, radius_q, q, int(parts.bounds.size - 1), parts.splits)
-    return _search_taken(index, _take_planned(X_q, plan, p), k, rows_p)
 
 
 def search_rows(index, X_q: np.ndarray, sel: np.ndarray, k: int, rows_p: np.ndarray) -> ShardAnswer:

@@ -36,7 +36,7 @@ import numpy as np
 from ._validation import check_array_2d, check_int
 from .errors import InputDataError, ParameterError
 from .knn_merge import ShardAnswer, merge_candidates
-from .knn_sharded import GAP_RTOL, ShardIndexes, search_rows
+from .knn_sharded import ShardIndexes, search_rows, within_radius
 from .partition import part_distance_bounds
 
 
@@ -113,7 +113,7 @@ def _search_part(index, Q: np.ndarray, k: int, rows_p: np.ndarray, plan: tuple[n
     if radius is None:
         sel = np.flatnonzero(home == p)
     else:
-        sel = np.flatnonzero((home != p) & (bounds[:, p] <= radius * (1 + GAP_RTOL)))
+        sel = np.flatnonzero((home != p) & within_radius(bounds[:, p], radius))
     return search_rows(index, np.asarray(Q), sel, k, rows_p)
 
 

@@ -176,7 +176,7 @@ def test_cut_gaps_bound_the_distances_and_prune_the_queries(roll):
     """Split.gap is a lower bound of the distance to every row of the other side; the shard-pair queries search
     only the rows that can have a neighbour across the cut (the graph stays exact, see the test below)."""
     from spectral.knn import KNNIndex
-    from spectral.knn_sharded import _kth_distance, _own_graph, _query_shard
+    from spectral.knn_sharded import _kth_distance, _own_graph, _query_plan, _search_taken, _take_planned
 
     X, idx = roll
     parts = bisection_partition_array(X, 4)
@@ -190,7 +190,8 @@ def test_cut_gaps_bound_the_distances_and_prune_the_queries(roll):
         parts.separating(2, 2)
     index = KNNIndex.build(X[rows[1]], 10, method="exact")
     own = _own_graph(KNNIndex.build(X[rows[0]], 10, method="exact"), rows[0])
-    answer = _query_shard(index, X[rows[0]], 10, rows[1], _kth_distance(own, 10), 0, 1, parts)
+    plan = _query_plan(X[rows[0]], _kth_distance(own, 10), 0, 4, parts.splits)
+    answer = _search_taken(index, _take_planned(X[rows[0]], plan, 1), 10, rows[1])
     searched = np.zeros(rows[0].size, dtype=bool)
     searched[answer.rows] = True
     label = np.empty(X.shape[0], dtype=np.int64)
