@@ -110,6 +110,7 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     events = [line.strip()[:300] for line in cluster_log if any(word in line for word in WORKER_EVENTS)]
     manifest = read_manifest(store, summary["run"])
     return {"mode": mode, "wall": wall, "stages": manifest.stage_seconds(), "run": summary["run"],
+            "versions": manifest.versions,
             "worker_peaks_gb": sorted(round(s.peak_bytes / 1e9, 3) for s in samplers.values()),
             "worker_peaks_by_stage_gb": stage_peaks(manifest, samplers.values()),
             "worker_start_gb": sorted(round(s.samples[0][1] / 1e9, 3) for s in samplers.values() if s.samples),
