@@ -8,8 +8,8 @@ The write-back of a run is three kinds of Dask task (:func:`tasks.points.write_p
 
 1. :func:`prepare_points` (one task): restore the model, attach its kNN index if some rows are mapped
    out-of-sample (not for a sharded run's held-out rows: their candidate fit points are in the store,
-   :mod:`tasks.sharded_eigenmaps`); its result (:class:`PreparedPoints`) stays on the cluster and is sent to the workers that
-   need it (and computed again by the scheduler if the worker holding it dies);
+   :mod:`tasks.sharded_eigenmaps`); its result (:class:`PreparedPoints`) stays on the cluster and is sent to the
+   workers that need it (and computed again by the scheduler if the worker holding it dies);
 2. :func:`start_point_outputs` (one task): create the output arrays (and the fit masks of an ``embed`` run);
 3. :func:`write_points_chunk` (one task per row chunk): write every output of that chunk.
 """
@@ -126,9 +126,12 @@ def write_points_chunk(store_url: str, run: str, prepared: PreparedPoints, start
     from storage.arrays import read_X
     from storage.checksums import record_chunk
     from storage.embedding_io import write_embedding_block, write_output_block
+    from storage.store import open_store
     from tasks.registry import EMBEDDING, get_entry, point_outputs
 
     entry = get_entry(prepared.method)
+    store = open_store(store_url, "r+")  # validated once for the chunk's reads and writes (a walk of every node:
+    # on S3 2 requests per node)
     n_rows = stop - start
     lo, hi = np.searchsorted(prepared.rows, [start, stop])
     in_fit = np.zeros(n_rows, dtype=bool)
@@ -139,10 +142,10 @@ def write_points_chunk(store_url: str, run: str, prepared: PreparedPoints, start
     elif prepared.stored_candidates:
         from tasks.sharded_eigenmaps import read_candidates
 
-        indices, distances = read_candidates(store_url, run, start, stop)
+        indices, distances = read_candidates(store, run, start, stop)
         mapped = {EMBEDDING: prepared.model.transform_candidates(indices[~in_fit], distances[~in_fit])}
     else:
-        mapped = point_outputs(entry, prepared.model, read_X(store_url, start, stop)[~in_fit])
+        mapped = point_outputs(entry, prepared.model, read_X(store, start, stop)[~in_fit])
     for name in entry.outputs:
         parts = [v for v in (fitted.get(name), mapped.get(name)) if v is not None]
         block = np.empty((n_rows, *parts[0].shape[1:]), dtype=parts[0].dtype)
@@ -151,11 +154,11 @@ def write_points_chunk(store_url: str, run: str, prepared: PreparedPoints, start
         if not in_fit.all():
             block[~in_fit] = mapped[name]
         if name == EMBEDDING:
-            write_embedding_block(store_url, run, start, block)
+            write_embedding_block(store, run, start, block)
         else:
-            write_output_block(store_url, run, name, start, block.astype(np.float32) if block.dtype.kind == "f"
+            write_output_block(store, run, name, start, block.astype(np.float32) if block.dtype.kind == "f"
                                else block)
-        record_chunk(store_url, output_array(run, name), start)  # this chunk is done (resume skips it)
+        record_chunk(store, output_array(run, name), start)  # this chunk is done (resume skips it)
     return {"n_fitted": int(in_fit.sum()), "n_extended": int(n_rows - in_fit.sum())}
 
 

@@ -92,6 +92,7 @@ from storage.embedding_io import create_output, has_output, read_output, write_o
 from storage.errors import StoreFormatError
 from storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
 from storage.models import create_model, finish_model, write_model_rows
+from storage.store import open_store
 
 from tasks._fit_rows import FIT_ROWS, IN_FIT, FitRows, fit_X, held_out_rows, read_fit_rows, write_in_fit
 from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
@@ -294,11 +295,12 @@ def write_candidates_chunk(store_url: str, run: str, start: int, size: int, answ
                            positions: np.ndarray) -> int:
     """Task: write the candidate arrays' row chunk ``start:start + size``, its held-out rows ``positions`` (m,)
     taking ``answer`` ``(indices (m, kc) fit positions, distances (m, kc))``, and record its checksums."""
+    store = open_store(store_url, "r+")  # validated once for both arrays
     for name, values, fill in ((CANDIDATE_INDICES, answer[0], -1), (CANDIDATE_DISTANCES, answer[1], 0)):
         block = np.full((size, values.shape[1]), fill, dtype=values.dtype)
         block[positions] = values
-        write_output_block(store_url, run, name, start, block)
-        record_chunk(store_url, layout.output_path(run, name), start)
+        write_output_block(store, run, name, start, block)
+        record_chunk(store, layout.output_path(run, name), start)
     return int(positions.size)
 
 
@@ -307,8 +309,9 @@ def has_candidates(store_url: str, run: str) -> bool:
     return has_output(store_url, run, CANDIDATE_INDICES)
 
 
-def read_candidates(store_url: str, run: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``start:stop`` of the candidate arrays: ``(indices int64 (m, kc), distances float32 (m, kc))``."""
+def read_candidates(store_url, run: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start:stop`` of the candidate arrays (``store_url``: a store URL or an open store group): ``(indices int64
+    (m, kc), distances float32 (m, kc))``."""
     return (read_output(store_url, run, CANDIDATE_INDICES, start, stop),
             read_output(store_url, run, CANDIDATE_DISTANCES, start, stop))
 

@@ -47,15 +47,53 @@ def dataset():
     return load_dataset
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def prefect_harness():
-    """Prefect's temporary test server for the flows of one test module (logging quieted)."""
+    """Prefect's temporary test server for the flows of the session (logging quieted): started when a test first
+    asks for it (12-16 s on this machine), shared by every module after that instead of one server per module.
+    The tests that read the server's records filter them by their own flow runs."""
     from prefect.testing.utilities import prefect_test_harness
 
     from flows._runtime import quiet_prefect
 
     with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
         yield
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory):
+    """A real Prefect server (``prefect server start`` on a free loopback port, its own home), shared by the tests
+    that run eigenflow's CLI or a served process against a server: ``(api_url, home)``. Its scheduler loop runs
+    every second (Prefect's default: 60 s), so that a deployment's interval schedule creates runs at once."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1"}  # schedules runs within a second (default 60 s)
+    env.pop("PREFECT_API_URL", None)
+    server = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1",
+                               "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+            break
+        except OSError:
+            assert server.poll() is None and time.time() < deadline, "prefect server did not start"
+            time.sleep(0.5)
+    try:
+        yield url, home
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
 
 
 def usps_digits(n: int = 400, hidden_fraction: float = 0.5, seed: int = 0, dtype=np.float32):

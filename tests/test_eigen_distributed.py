@@ -394,7 +394,9 @@ def test_the_coarse_problem_goes_to_the_worker_holding_the_fewest_rows(client, g
     rows = {w: 0 for w in (a, b)}
     for w, n_rows in zip(op.workers, np.diff(op.bounds)):
         rows[w] += int(n_rows)
-    res = distributed_eigensolve(op, K_PAIRS, random_state=0, preconditioner="two_level", start="coarse")
-    assert res.converged
+    # where the coarse problem goes is set up before the first iteration: two iterations show it (the converged
+    # two-level solves are tested above)
+    res = distributed_eigensolve(op, K_PAIRS, random_state=0, preconditioner="two_level", start="coarse", max_iter=2,
+                                 raise_on_failure=False)
     assert res.info["distributed"]["coarse"]["coarse_worker"] == min(rows, key=rows.get)
     assert rows[a] != rows[b]

@@ -90,13 +90,18 @@ def test_auto_threshold_picks_exact_below():
     assert EXACT_MAX_SAMPLES > 100
 
 
-def test_nndescent_small_graph_contract():
-    """The one default test that runs pynndescent (its numba compile costs ~20-50 s per process)."""
-    X = _blobs(600, d=8)
+def test_nndescent_small_graph_contract(cluster):
+    """The default test of pynndescent's graph. It runs on a worker of the module's cluster, a fork of the session's
+    server that compiled pynndescent for float32 X (:func:`flows.cluster.fork_warm_workers`): in this process the
+    compile would cost 35-55 s of the suite."""
+    from distributed import Client
+
+    X = _blobs(600, d=8).astype(np.float32)
     X[100:103] = X[100]  # duplicates: the point itself is dropped, twins stay at distance 0
     exact, _ = knn_graph(X, 10, method="exact")
-    indices, distances = knn_graph(X, 10, method="nndescent", random_state=0, n_jobs=1)
-    check_contract(X, indices, distances, 10)
+    with Client(cluster) as client:
+        indices, distances = client.submit(knn_graph, X, 10, method="nndescent", random_state=0, n_jobs=1).result()
+    check_contract(X.astype(np.float64), indices, distances, 10)
     assert knn_recall(indices, exact) >= 0.95
     assert set(indices[100, :2]) == {101, 102} and np.all(distances[100, :2] == 0.0)
 

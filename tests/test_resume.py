@@ -1,7 +1,10 @@
 """Resume that is real: the CLI's whole process tree killed with SIGKILL, then started again with the same run name.
 
-The flow process, its Dask workers and Prefect's temporary server run in their own process group, killed at
-once (``os.killpg``) while the kNN stage runs, or while the per-chunk write-back runs. The second start must
+The flow process and its Dask workers run in their own process group, killed at once (``os.killpg``) while the
+kNN stage runs, or while the per-chunk write-back runs. The uninterrupted reference run uses Prefect's temporary
+server (the default, in the same process group); the killed and the resumed runs report to the session's Prefect
+server (``PREFECT_API_URL``), as scheduled runs do, which spares each of them the temporary server's start (7-9 s
+here): their embeddings must equal the reference's bits all the same. The second start must
 recompute only what had not finished (stages from the manifest in the store; chunks from their per-chunk
 checksum records) and give the same bits as an uninterrupted run with the same seed, also when Prefect's home
 (its result cache) was wiped in between.
@@ -44,21 +47,25 @@ def _command(store: Path) -> list[str]:
             "--chunk-rows", str(CHUNK_ROWS), "--workers", "1", "--run-name", RUN, "--seed", "3"]
 
 
-def _env(prefect_home: Path) -> dict:
-    return {**os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_LOGGING_LEVEL": "CRITICAL", "COLUMNS": "200"}
+def _env(prefect_home: Path, api_url: str | None) -> dict:
+    env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_LOGGING_LEVEL": "CRITICAL", "COLUMNS": "200"}
+    env.pop("PREFECT_API_URL", None)
+    return {**env, "PREFECT_API_URL": api_url} if api_url else env
 
 
-def _run(store: Path, cwd: Path, prefect_home: Path) -> subprocess.CompletedProcess:
+def _run(store: Path, cwd: Path, prefect_home: Path, api_url: str | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI to completion: on Prefect's temporary server, or reporting to ``api_url``."""
     prefect_home.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(_command(store), cwd=cwd, env=_env(prefect_home), capture_output=True, text=True, timeout=900)
+    r = subprocess.run(_command(store), cwd=cwd, env=_env(prefect_home, api_url), capture_output=True, text=True,
+                       timeout=900)
     assert r.returncode == 0, r.stderr
     return r
 
 
-def _start_and_kill_when(store: Path, cwd: Path, prefect_home: Path, ready) -> None:
+def _start_and_kill_when(store: Path, cwd: Path, prefect_home: Path, api_url: str, ready) -> None:
     """Start the CLI in a new process group and SIGKILL the whole group as soon as ``ready()`` is true."""
     prefect_home.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(_command(store), cwd=cwd, env=_env(prefect_home), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_command(store), cwd=cwd, env=_env(prefect_home, api_url), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 600
     try:
@@ -101,14 +108,16 @@ def _stages(store: Path) -> dict:
     return {s.name: s.info for s in read_manifest(store, RUN).stages}
 
 
-def test_killed_during_write_back_resumes_only_missing_chunks_even_without_prefect_cache(work, reference):
+def test_killed_during_write_back_resumes_only_missing_chunks_even_without_prefect_cache(work, reference,
+                                                                                        prefect_server):
+    api_url, _ = prefect_server
     store, home = work / "killed-write.zarr", work / "prefect-write"
     n_chunks = -(-N_POINTS // CHUNK_ROWS)
-    _start_and_kill_when(store, work, home, _some_chunks_written(store, n_chunks))
+    _start_and_kill_when(store, work, home, api_url, _some_chunks_written(store, n_chunks))
     assert read_manifest(store, RUN).status == "running"  # as the kill left it (info shows it crashed)
     written = len(list((store / "checksums" / f"embeddings__{RUN}").iterdir()))
     shutil.rmtree(home)  # no Prefect result cache any more: the store alone tells what is done
-    _run(store, work, home)
+    _run(store, work, home, api_url)
     stages = _stages(store)
     assert all(stages[name].get("reused") for name in ("knn", "weights", "eigensolve"))
     assert written <= stages["embed-points"]["n_chunks_reused"] < n_chunks
@@ -116,10 +125,11 @@ def test_killed_during_write_back_resumes_only_missing_chunks_even_without_prefe
 
 
 @pytest.mark.slow
-def test_killed_during_knn_resumes_and_equals_the_uninterrupted_run(work, reference):
+def test_killed_during_knn_resumes_and_equals_the_uninterrupted_run(work, reference, prefect_server):
+    api_url, _ = prefect_server
     store, home = work / "killed-knn.zarr", work / "prefect-knn"
-    _start_and_kill_when(store, work, home, _stage_running(store, "knn"))
-    _run(store, work, home)
+    _start_and_kill_when(store, work, home, api_url, _stage_running(store, "knn"))
+    _run(store, work, home, api_url)
     stages = _stages(store)
     assert not any(info.get("reused") for info in stages.values())  # nothing had finished: all ran again
     assert stages["embed-points"]["n_chunks_reused"] == 0

@@ -111,6 +111,7 @@ def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_h
                                   read_embedding(str(data / "new.zarr"), e_local["run"]))
 
 
+@pytest.mark.slow  # 32-37 s; the default suite keeps S3 ingest, embed with hold-out and extend
 def test_resume_on_s3_reuses_the_finished_stages(s3, thread_cluster, data, local, prefect_harness, monkeypatch):
     """The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach the eigensolver."""
     import tasks.laplacian_eigenmaps as le

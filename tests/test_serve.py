@@ -9,48 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from spectral.datasets import make_swiss_roll_lifted
 from storage.manifest import list_runs, read_manifest
 
-from conftest import free_port
-
 BIN = Path(sys.executable).parent
-
-
-@pytest.fixture(scope="module")
-def prefect_server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect-server")
-    port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
-           "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1"}  # schedules runs within a second (default 60 s)
-    env.pop("PREFECT_API_URL", None)
-    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.time() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            assert server.poll() is None and time.time() < deadline, "prefect server did not start"
-            time.sleep(0.5)
-    try:
-        yield url, home
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
 
 
 def _client_call(api_url: str, fn):
@@ -91,7 +62,9 @@ def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_pa
         started = subprocess.run([str(BIN / "prefect"), "deployment", "run", "embed/nightly"], env=env,
                                  capture_output=True, text=True, timeout=120)
         assert started.returncode == 0, started.stderr
-        while len([r for r in _runs_of(api_url, "embed/nightly") if r.state and r.state.is_completed()]) < 2:
+        triggered = re.search(r"UUID: ([0-9a-f-]{36})", started.stdout).group(1)  # wait for this run itself
+        while not [r for r in _runs_of(api_url, "embed/nightly") if str(r.id) == triggered and r.state
+                   and r.state.is_completed()]:
             assert serve.poll() is None, serve.stderr.read()[-3000:]
             assert time.time() < deadline + 300, "the triggered run did not complete"
             time.sleep(1)

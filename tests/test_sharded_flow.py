@@ -171,6 +171,7 @@ def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefe
 
 
 
+@pytest.mark.slow  # 25 s: two more embeds; exact copies on the single-process path: test_flow_embed
 def test_sharded_flow_collapses_exact_copies_as_the_single_process_flow(prefect_harness, data, four_workers):
     """10 rows of the data x 40 exact copies (more than k + 1 each: uncollapsed, each group would be a graph
     component of its own): the copies are found on the workers, left out of the fit and mapped to their original's
