@@ -30,7 +30,7 @@ def test_embed_publishes_summary_stages_progress_and_plot(prefect_harness, tmp_p
     np.save(tmp_path / "y.npy", y)
     store = str(tmp_path / "s.zarr")
     state = embed(str(tmp_path / "X.npy"), store, labels=str(tmp_path / "y.npy"), params={"knn_method": "exact"},
-                  holdout=0.2, chunk_rows=256, n_workers=1, return_state=True)
+                  holdout=0.2, chunk_rows=1000, n_workers=1, return_state=True)
     summary = state.result()
     results = read_manifest(store, summary["run"]).results
     assert results["heldout_1nn_accuracy"] > 0.9 and results["peak_rss_flow_process_gb"] > 0

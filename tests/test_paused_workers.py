@@ -165,7 +165,7 @@ def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_harness, data,
     assert seconds < 120
 
 
-@pytest.mark.parametrize("sharded", [True, False])
+@pytest.mark.parametrize("sharded", [pytest.param(True, marks=pytest.mark.slow), False])  # sharded: 11 s, slow
 def test_a_paused_worker_that_others_work_around_does_not_fail_the_run(prefect_harness, data, sharded,
                                                                       cluster_with_a_paused_worker, monkeypatch):
     from flows.embed import embed

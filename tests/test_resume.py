@@ -1,10 +1,9 @@
 """Resume that is real: the CLI's whole process tree killed with SIGKILL, then started again with the same run name.
 
 The flow process and its Dask workers run in their own process group, killed at once (``os.killpg``) while the
-kNN stage runs, or while the per-chunk write-back runs. The uninterrupted reference run uses Prefect's temporary
-server (the default, in the same process group); the killed and the resumed runs report to the session's Prefect
-server (``PREFECT_API_URL``), as scheduled runs do, which spares each of them the temporary server's start (7-9 s
-here): their embeddings must equal the reference's bits all the same. The second start must
+kNN stage runs, or while the per-chunk write-back runs. The runs report to the session's Prefect server
+(``PREFECT_API_URL``), as scheduled runs do, which spares each of them the start of Prefect's temporary server (7-9 s
+here; the CLI's runs on that default are tested in test_cli and test_storage_faults). The second start must
 recompute only what had not finished (stages from the manifest in the store; chunks from their per-chunk
 checksum records) and give the same bits as an uninterrupted run with the same seed, also when Prefect's home
 (its result cache) was wiped in between.
@@ -97,10 +96,10 @@ def _some_chunks_written(store: Path, total: int):
 
 
 @pytest.fixture(scope="module")
-def reference(work):
+def reference(work, prefect_server):
     """The uninterrupted run."""
     store = work / "reference.zarr"
-    _run(store, work, work / "prefect-ref")
+    _run(store, work, work / "prefect-ref", prefect_server[0])
     return read_embedding(store, RUN)
 
 
