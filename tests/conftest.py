@@ -168,3 +168,27 @@ def pytest_configure(config):
     from flows.cluster import fork_warm_workers
 
     fork_warm_workers()
+
+
+#: Fixtures whose tests run on local Dask worker processes (forks of the session's warm server).
+WORKER_FIXTURES = frozenset({"cluster", "client", "four_workers", "prefect_harness", "prefect_server"})
+
+
+def _starts_workers(module_items) -> bool:
+    """Whether a test module runs local Dask workers: one of its tests uses :data:`WORKER_FIXTURES`, or the module
+    imports a local-cluster helper (``local_cluster`` of this file, ``LocalCluster``)."""
+    module = module_items[0].module
+    return any(WORKER_FIXTURES & set(item.fixturenames) for item in module_items) or \
+        any(hasattr(module, name) for name in ("local_cluster", "LocalCluster"))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the modules that start local Dask workers after the others (each module's tests stay together, in their
+    order). Their workers are forks of a server that compiles pynndescent at the session's start
+    (:func:`pytest_configure`): 60-150 s of one core with an empty numba cache, which the first such test waited
+    for (165 s for the first test on a clean clone); the pure tests before them now overlap it on the other core."""
+    modules: dict = {}
+    for item in items:
+        modules.setdefault(item.module.__name__, []).append(item)
+    ordered = sorted(modules.values(), key=_starts_workers)  # stable: alphabetical within each group
+    items[:] = [item for module_items in ordered for item in module_items]
