@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,18 +29,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from benchmarks.common import free_port  # noqa: E402
 
 
 def _start_moto(log_path: Path) -> tuple[subprocess.Popen, str]:
     command = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or shutil.which("moto_server")
     if command is None:
         raise SystemExit("moto_server not found: install the test extras (pip install -e '.[test]')")
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
                               stderr=open(log_path, "w"), start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}"

@@ -309,11 +309,11 @@ def has_candidates(store_url: str, run: str) -> bool:
     return has_output(store_url, run, CANDIDATE_INDICES)
 
 
-def read_candidates(store_url, run: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``start:stop`` of the candidate arrays (``store_url``: a store URL or an open store group): ``(indices int64
+def read_candidates(store, run: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start:stop`` of the candidate arrays of ``store`` (a URL or an open store group): ``(indices int64
     (m, kc), distances float32 (m, kc))``."""
-    return (read_output(store_url, run, CANDIDATE_INDICES, start, stop),
-            read_output(store_url, run, CANDIDATE_DISTANCES, start, stop))
+    return (read_output(store, run, CANDIDATE_INDICES, start, stop),
+            read_output(store, run, CANDIDATE_DISTANCES, start, stop))
 
 
 def candidates_intact(store_url: str, run: str) -> bool:
