@@ -74,7 +74,7 @@ def worker_environ(malloc_trim: str) -> dict:
 def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: str, holdout: float = 0.0,
             malloc_trim: str = "eigenflow") -> dict:
     """One embed run in this (fresh) process against a cluster in another process; returns its figures."""
-    from distributed import Client
+    from distributed import Client, get_task_stream
 
     from benchmarks.common import PeakMemory
     from flows._runtime import quiet_prefect
@@ -96,7 +96,7 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
             for s in [*samplers.values(), scheduler]:
                 s.__enter__()
             t0 = time.perf_counter()
-            with quiet_prefect():
+            with quiet_prefect(), get_task_stream(client=client) as stream:
                 summary = embed(x_path, store, params=PARAMS, random_state=0, scheduler=address,
                                 sharded=(mode == "sharded"), holdout=holdout, overwrite=True)
             wall = time.perf_counter() - t0
@@ -113,6 +113,7 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
             "versions": manifest.versions,
             "worker_peaks_gb": sorted(round(s.peak_bytes / 1e9, 3) for s in samplers.values()),
             "worker_peaks_by_stage_gb": stage_peaks(manifest, samplers.values()),
+            "task_memory": task_memory(stream.data, samplers),
             "worker_start_gb": sorted(round(s.samples[0][1] / 1e9, 3) for s in samplers.values() if s.samples),
             "flow_peak_gb": manifest.results.get("peak_rss_flow_process_gb"),
             "scheduler_peak_gb": round(scheduler.peak_bytes / 1e9, 3), "worker_restarted": restarted,
@@ -124,6 +125,32 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
             "eigensolve": {k: v for s in manifest.stages if s.name == "eigensolve" for k, v in s.info.items()
                            if k in ("n_iter", "max_iter", "converged", "n_shards", "partition", "partition_seconds",
                                     "inside_fraction", "bytes_per_iteration", "eigen_solver", "solve_seconds")}}
+
+
+def task_memory(stream: list, samplers: dict, top: int = 8) -> dict:
+    """What ran when the workers' memory grew, from Dask's task stream and the RSS timelines: ``at_peak`` (per
+    worker: the tasks computing within 0.5 s of its peak sample) and ``growth_gb`` (per task name, the largest
+    rise of its worker's RSS between the task's start and its end, the ``top`` largest)."""
+    from dask.utils import key_split
+
+    def name(task):
+        return key_split(task["key"])
+
+    computes = [(t["worker"], name(t), s["start"], s["stop"]) for t in stream for s in t.get("startstops", ())
+                if s.get("action") == "compute"]
+    at_peak, growth = {}, {}
+    for worker, sampler in samplers.items():
+        if not sampler.samples:
+            continue
+        t_peak, _ = max(sampler.samples, key=lambda sample: sample[1])
+        at_peak[worker] = sorted({n for w, n, a, b in computes if w == worker and a - 0.5 <= t_peak <= b + 0.5})
+    for worker, task, start, stop in computes:
+        sampler = samplers.get(worker)
+        before = [rss for t, rss in (sampler.samples or []) if t <= start] if sampler else []
+        if before:
+            rise = sampler.peak_between(start, stop + 0.2) - before[-1]
+            growth[task] = max(growth.get(task, 0.0), round(rise / 1e9, 3))
+    return {"at_peak": at_peak, "growth_gb": dict(sorted(growth.items(), key=lambda kv: -kv[1])[:top])}
 
 
 def stage_peaks(manifest, samplers) -> dict[str, list[float]]:
@@ -168,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--modes", nargs="+", default=["single", "sharded"], choices=["single", "sharded"])
+    parser.add_argument("--n-features", type=int, default=32, help="dimension of the lifted Swiss roll")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--memory-limit", default="1.5GB", help="per worker of the sharded run (Dask syntax)")
     parser.add_argument("--single-memory-limit", default="6GB", help="per worker of the single-process run")
@@ -187,10 +215,11 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="eigenflow-sharded-") as tmp:
         for n in args.n:
             subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-                            f"from benchmarks.common import manifold_npy; manifold_npy({n})"], check=True)
+                            f"from benchmarks.common import manifold_npy; manifold_npy({n}, n_features={args.n_features})"],
+                           check=True)
             from benchmarks.common import manifold_npy
 
-            x_path, _ = manifold_npy(n)
+            x_path, _ = manifold_npy(n, n_features=args.n_features)
             runs, stores = {}, {}
             plan = [(m, args.single_memory_limit if m == "single" else args.memory_limit) for m in args.modes]
             if args.single_at_limit:
@@ -211,7 +240,8 @@ def main(argv: list[str] | None = None) -> None:
                     runs[name] = {**json.loads(proc.stdout.strip().splitlines()[-1]), "memory_limit": limit}
                     if name in ("single", "sharded"):
                         stores[name] = store
-            res = {"n": n, "workers": args.workers, "holdout": args.holdout, "malloc_trim": args.malloc_trim,
+            res = {"n": n, "n_features": args.n_features, "x_gb": round(n * args.n_features * 4 / 1e9, 3),
+                   "workers": args.workers, "holdout": args.holdout, "malloc_trim": args.malloc_trim,
                    "runs": runs,
                    **compare(x_path, runs, stores)}
             results.append(res)

@@ -99,14 +99,32 @@ SHARD_PARTITIONS = ("contiguous", "bisection")
 ROWS_PER_SHARD = 500_000
 
 
-def default_n_shards(n_samples: int, n_threads: int) -> int:
-    """Default number of shards: ``max(n_threads, ceil(n_samples / ROWS_PER_SHARD))``, at most ``n_samples // 2``.
+#: :func:`default_n_shards` adds shards when one shard's rows of X would take more than this share of the smallest
+#: worker memory limit. Besides the rows of its shards (X / W per worker), a worker holds a second copy of one
+#: shard while it assembles it and while it prepares its index (pynndescent reorders its points), plus its own
+#: ~0.6 GB of code and compiled functions; measured at 2.5e5 x 1024 (X 1.02 GB) on 4 workers, 4 shards: 1.63-1.72
+#: GB per worker.
+SHARD_MEMORY_SHARE = 1 / 8
+
+
+def default_n_shards(n_samples: int, n_threads: int, x_bytes: int = 0, worker_memory: int | None = None) -> int:
+    """Default number of shards: ``max(n_threads, ceil(n_samples / ROWS_PER_SHARD), ceil(x_bytes /
+    (SHARD_MEMORY_SHARE * worker_memory)))``, at most ``n_samples // 2``.
 
     ``n_threads`` is the number of worker threads of the cluster (one per worker with this project's
-    single-threaded workers), so that every worker builds one index at a time; more shards only when a
-    shard would exceed :data:`ROWS_PER_SHARD` rows. Every shard keeps at least 2 rows.
+    single-threaded workers), so that every worker builds one index at a time; more shards when a shard would
+    exceed :data:`ROWS_PER_SHARD` rows, or when its rows of X (``x_bytes`` for all n rows) would exceed
+    :data:`SHARD_MEMORY_SHARE` of ``worker_memory`` (the smallest worker memory limit in bytes; None or 0: no
+    limit). Every shard keeps at least 2 rows.
     """
-    return max(1, min(n_samples // 2, max(n_threads, math.ceil(n_samples / ROWS_PER_SHARD))))
+    by_memory = math.ceil(x_bytes / (SHARD_MEMORY_SHARE * worker_memory)) if worker_memory else 1
+    return max(1, min(n_samples // 2, max(n_threads, math.ceil(n_samples / ROWS_PER_SHARD), by_memory)))
+
+
+def smallest_memory_limit(client) -> int | None:
+    """The smallest ``memory_limit`` (bytes) of the workers of ``client``; None when none has one."""
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+    return min((m for m in limits if m > 0), default=None)
 
 
 def sharded_knn_graph(
@@ -129,7 +147,8 @@ def sharded_knn_graph(
         workers; its values are validated there, so a NaN error names the row inside its shard).
     n_neighbors : int in [1, n - 1]
     n_shards : int in [1, n // 2] or None
-        Number of row shards P; None is :func:`default_n_shards` of n and the client's worker threads.
+        Number of row shards P; None is :func:`default_n_shards` of n, the client's worker threads, the size of X
+        and the smallest worker memory limit.
     metric : {"euclidean", "manhattan", "cosine"}
     random_state : None, int, Generator or SeedSequence
         One integer seed is drawn from it; shard ``p`` is seeded by the ``p``-th child of
@@ -230,7 +249,11 @@ def build_shard_indexes(X: Any, n_neighbors: int, *, n_shards: int | None = None
     if n_shards is not None:
         n_shards = check_int("n_shards", n_shards, low=1, high=n // 2)
     client = _active_client() if client is None else client
-    P = default_n_shards(n, sum(client.nthreads().values())) if n_shards is None else n_shards
+    if n_shards is None:
+        x_bytes = n * int(X.shape[1]) * np.dtype(X.dtype).itemsize
+        P = default_n_shards(n, sum(client.nthreads().values()), x_bytes, smallest_memory_limit(client))
+    else:
+        P = n_shards
     if lazy:
         parts, shards, rows = _put_shards_lazy(client, X, P, partition)
     else:
@@ -315,8 +338,8 @@ def _put_shards_lazy(client, X: Any, P: int, partition: str) -> tuple[BlockParti
     """``(partition, shards, rows)`` of a dask ``X``: its row chunks are computed on the workers; the partition's
     labels stay there (:func:`~spectral.partition.bisection_partition_blocks`; the contiguous one's labels are
     made here, per chunk), and each shard's rows of X and row numbers are assembled there
-    (:func:`spectral.partition_parts.assemble_parts`: every row moves once). The chunk futures are released once
-    the shards hold their rows."""
+    (:func:`spectral.partition_parts.assemble_parts`: every row moves once). The chunk futures are released as
+    soon as the assembly is submitted."""
     chunks, block_bounds = row_chunk_futures(X, client)  # the partition's blocks are the same keys
     if partition == "bisection":
         parts = bisection_partition_blocks(X, P, client)
@@ -328,11 +351,8 @@ def _put_shards_lazy(client, X: Any, P: int, partition: str) -> tuple[BlockParti
         counts = np.array([np.bincount(lab, minlength=P) for lab in labels], dtype=np.int64)
         parts = BlockPartition(labels, block_bounds, bounds, (), counts)
     rows, shards = assemble_parts(client, parts, chunks)
-    from distributed import wait
-
-    wait(shards)  # the shards hold their rows
-    for future in chunks:
-        future.release()
+    for future in chunks:  # the scheduler keeps each chunk until its split task has run, then frees it (peak
+        future.release()  # per worker: its chunks or their pieces, plus the shard being joined)
     return parts, shards, rows
 
 

@@ -48,6 +48,11 @@ from .errors import InputDataError, ParameterError
 #: split only needs a long axis of the point cloud).
 PCA_POWER_ITERATIONS = 20
 
+#: Rows of a block converted to float64 at a time by :func:`block_moments`, :func:`block_projections` and
+#: :meth:`Split.projections` (their scratch: ``SLICE_ROWS x d`` x 8 bytes, 32 MB at d = 1024; converting a whole
+#: 16,384-row chunk of such X took 134 MB, and centring it as much again).
+SLICE_ROWS = 4096
+
 
 @dataclass(frozen=True)
 class Split:
@@ -63,11 +68,20 @@ class Split:
     left_max: float
     right_min: float
 
-    def gap(self, Y: np.ndarray, left: bool) -> np.ndarray:
+    def projections(self, Y: np.ndarray) -> np.ndarray:
+        """``(m,)``: ``(y - mean) . direction`` for the rows of ``Y`` (m, d), in float64, :data:`SLICE_ROWS` rows
+        at a time."""
+        out = np.empty(Y.shape[0])
+        for a in range(0, Y.shape[0], SLICE_ROWS):
+            out[a:a + SLICE_ROWS] = (np.asarray(Y[a:a + SLICE_ROWS], dtype=np.float64) - self.mean) @ self.direction
+        return out
+
+    def gap(self, Y: np.ndarray, left: bool, projections: np.ndarray | None = None) -> np.ndarray:
         """``(m,)`` lower bound of the distance from each row of ``Y`` (m, d) (rows of the ``left`` side, or of
         the right one) to every row of the other side: the distance of its projection to that side's
-        extreme projection (``direction`` is a unit vector, so ``|x - y| >= |(x - y) . direction|``)."""
-        s = (np.asarray(Y, dtype=np.float64) - self.mean) @ self.direction
+        extreme projection (``direction`` is a unit vector, so ``|x - y| >= |(x - y) . direction|``).
+        ``projections``: :meth:`projections` of ``Y`` when the caller has them."""
+        s = self.projections(Y) if projections is None else projections
         return self.right_min - s if left else s - self.left_max
 
 
@@ -147,7 +161,8 @@ def _labels_of(labels, m: int) -> np.ndarray:
 
 
 def block_moments(block: np.ndarray, labels, n_labels: int, start: int = 0):
-    """Per-part moments of a row block.
+    """Per-part moments of a row block, read :data:`SLICE_ROWS` rows at a time (two passes: sums, then the
+    centred products), so the float64 scratch is ``SLICE_ROWS x d`` whatever the block's size.
 
     Parameters
     ----------
@@ -163,21 +178,29 @@ def block_moments(block: np.ndarray, labels, n_labels: int, start: int = 0):
     scatter : ndarray of float64, shape (c, d, d)
         ``sum_i (x_i - mean)(x_i - mean)^T`` over the part's rows of the block.
     """
-    Y = np.asarray(block, dtype=np.float64)
-    finite = np.isfinite(Y).all(axis=1)
-    if not finite.all():
-        raise InputDataError(f"X must be finite; row {start + int(np.flatnonzero(~finite)[0])} holds NaN or "
-                             "infinity")
-    labels = _labels_of(labels, Y.shape[0])
-    d = Y.shape[1]
+    block = np.asarray(block)
+    m, d = block.shape
+    labels = _labels_of(labels, m)
     counts = np.bincount(labels, minlength=n_labels).astype(np.int64)
+    present = np.flatnonzero(counts)
     means = np.zeros((n_labels, d))
+    for a in range(0, m, SLICE_ROWS):
+        Y = np.asarray(block[a:a + SLICE_ROWS], dtype=np.float64)
+        finite = np.isfinite(Y).all(axis=1)
+        if not finite.all():
+            raise InputDataError(f"X must be finite; row {start + a + int(np.flatnonzero(~finite)[0])} holds NaN "
+                                 "or infinity")
+        lab = labels[a:a + SLICE_ROWS]
+        for c in present:
+            means[c] += Y[lab == c].sum(axis=0)
+    means[present] /= counts[present, None]
     scatter = np.zeros((n_labels, d, d))
-    for c in np.flatnonzero(counts):
-        Yc = Y[labels == c]
-        means[c] = Yc.mean(axis=0)
-        Z = Yc - means[c]
-        scatter[c] = Z.T @ Z
+    for a in range(0, m, SLICE_ROWS):
+        Y = np.asarray(block[a:a + SLICE_ROWS], dtype=np.float64)
+        lab = labels[a:a + SLICE_ROWS]
+        for c in present:
+            Z = Y[lab == c] - means[c]
+            scatter[c] += Z.T @ Z
     return counts, means, scatter
 
 
@@ -198,9 +221,12 @@ def combine_moments(moments: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def block_projections(block: np.ndarray, labels, means: np.ndarray, directions: np.ndarray) -> np.ndarray:
     """``(m,)``: ``(x_i - means[l_i]) . directions[l_i]`` for the rows ``x_i`` (m, d) of a block with labels ``l_i``
     (``means``, ``directions`` (c, d))."""
-    Y = np.asarray(block, dtype=np.float64)
-    labels = _labels_of(labels, Y.shape[0])
-    return np.einsum("ij,ij->i", Y - means[labels], directions[labels])
+    labels = _labels_of(labels, block.shape[0])
+    out = np.empty(block.shape[0])
+    for a in range(0, block.shape[0], SLICE_ROWS):
+        Y, lab = np.asarray(block[a:a + SLICE_ROWS], dtype=np.float64), labels[a:a + SLICE_ROWS]
+        out[a:a + SLICE_ROWS] = np.einsum("ij,ij->i", Y - means[lab], directions[lab])
+    return out
 
 
 def block_part_ranges(block, proj: np.ndarray, labels, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -477,10 +503,11 @@ def part_distance_bounds(splits: tuple, n_parts: int, Y: np.ndarray) -> np.ndarr
     """``(m, P)`` lower bounds of the distance from each row of ``Y`` (m, d) to every row of each part, from the
     cuts ``splits`` (:attr:`RowPartition.splits`; none: all 0); what prunes the held-out
     points' shard searches (:mod:`spectral.knn_sharded_query`)."""
-    Y = np.asarray(Y, dtype=np.float64)
+    Y = np.asarray(Y)
     bounds = np.zeros((Y.shape[0], n_parts))
     for cut in splits:
-        to_left, to_right = cut.gap(Y, False), cut.gap(Y, True)  # from a row of either side to the other side
+        s = cut.projections(Y)
+        to_left, to_right = cut.gap(Y, False, s), cut.gap(Y, True, s)  # from a row of either side to the other side
         bounds[:, cut.lo:cut.mid] = np.maximum(bounds[:, cut.lo:cut.mid], to_left[:, None])
         bounds[:, cut.mid:cut.hi] = np.maximum(bounds[:, cut.mid:cut.hi], to_right[:, None])
     return bounds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -84,6 +85,15 @@ def test_index_pickles_and_rebuilds_from_params():
     assert rebuilt.params == index.params and index.params["method"] == "exact"
 
 
+def test_an_index_reports_the_bytes_of_its_arrays():
+    """``sys.getsizeof`` (what Dask weighs before moving an index between workers) counts X once (scikit-learn's
+    index holds the same array) and the graph."""
+    X = _blobs(500, d=16)
+    index = KNNIndex.build(X, 7, method="exact")
+    graph = sum(a.nbytes for a in index.neighbor_graph())
+    assert X.nbytes + graph <= sys.getsizeof(index) < X.nbytes + graph + 10_000
+
+
 def test_auto_threshold_picks_exact_below():
     X = _blobs(100)
     assert KNNIndex.build(X, 5, method="auto").method == "exact"
@@ -129,6 +139,17 @@ def test_nndescent_query_and_pickle():
     rebuilt = KNNIndex.rebuild(X, index.params)  # same seed, n_jobs=1: the same graph (documented)
     for a, b in zip(rebuilt.neighbor_graph(), index.neighbor_graph()):
         np.testing.assert_array_equal(a, b)
+    # float32 X: the prepared index keeps one copy of the points (pynndescent's reordered one), same answers
+    X32, q32 = X.astype(np.float32), q.astype(np.float32)
+    lazy = KNNIndex.build(X32, 10, method="nndescent", random_state=0, n_jobs=1)
+    one_copy = KNNIndex.build(X32, 10, method="nndescent", random_state=0, n_jobs=1).prepare()
+    assert one_copy._X is None and lazy._X is not None
+    np.testing.assert_array_equal(one_copy.training_points, X32)
+    found, dist = one_copy.query(q32, 5)
+    np.testing.assert_array_equal(found, pickle.loads(pickle.dumps(lazy)).query(q32, 5)[0])
+    np.testing.assert_allclose(dist, cdist(q32.astype(np.float64), X32.astype(np.float64))[
+        np.arange(30)[:, None], found], rtol=1e-6)
+    assert sys.getsizeof(one_copy) < sys.getsizeof(lazy.prepare()) + X32.nbytes  # lazy dropped its copy too
 
 
 @pytest.mark.slow

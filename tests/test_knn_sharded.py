@@ -69,6 +69,10 @@ def test_default_n_shards_rule(client):
     assert default_n_shards(10_000, 2) == 2
     assert default_n_shards(3 * ROWS_PER_SHARD + 1, 2) == 4
     assert default_n_shards(3, 8) == 1  # every shard keeps >= 2 rows
+    # a shard's rows of X within SHARD_MEMORY_SHARE of the smallest worker memory limit
+    assert default_n_shards(10_000, 2, x_bytes=2 * 10**9, worker_memory=2 * 10**9) == 8
+    assert default_n_shards(10_000, 4, x_bytes=10**9, worker_memory=None) == 4  # no limit
+    assert default_n_shards(10**6, 4, x_bytes=128 * 10**6, worker_memory=15 * 10**8) == 4  # 1e6 x 32: unchanged
     X = _data(40)
     indices, _ = sharded_knn_graph(X, 3, shard_method="exact")  # 2 workers: 2 shards
     np.testing.assert_array_equal(indices, knn_graph(X, 3, method="exact")[0])

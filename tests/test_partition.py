@@ -16,8 +16,8 @@ from spectral.errors import InputDataError, ParameterError
 from spectral.knn import knn_graph
 from spectral.knn_merge import ShardAnswer, add_candidates, reverse_candidates
 from spectral.knn_sharded import sharded_knn_graph
-from spectral.partition import (bisection_blocks, bisection_partition, bisection_partition_array,
-                                bisection_partition_dask, inside_counts)
+from spectral.partition import (SLICE_ROWS, bisection_blocks, bisection_partition, bisection_partition_array,
+                                bisection_partition_dask, block_moments, inside_counts)
 
 from conftest import local_cluster
 
@@ -35,6 +35,27 @@ def client():
 
     with local_cluster(2) as address, Client(address) as c:
         yield c
+
+
+def test_block_moments_read_in_row_slices_equal_the_direct_moments():
+    """A float32 block longer than :data:`SLICE_ROWS` (read in slices): counts, means and centred scatter of
+    each part equal numpy's on the whole part in float64; a part absent from the block stays zero; a NaN in a
+    later slice is named by its global row."""
+    rng = np.random.default_rng(3)
+    m = 2 * SLICE_ROWS + 17
+    block = (rng.normal(size=(m, 6)) * 100 + 1e4).astype(np.float32)  # far from 0: centring must be exact
+    labels = rng.choice([0, 2, 3], size=m)
+    counts, means, scatter = block_moments(block, labels, 4, start=100)
+    np.testing.assert_array_equal(counts, np.bincount(labels, minlength=4))
+    assert not means[1].any() and not scatter[1].any()
+    for c in (0, 2, 3):
+        Y = block[labels == c].astype(np.float64)
+        np.testing.assert_allclose(means[c], Y.mean(axis=0), rtol=1e-12)
+        Z = Y - Y.mean(axis=0)
+        np.testing.assert_allclose(scatter[c], Z.T @ Z, rtol=1e-9, atol=1e-6 * np.abs(Z.T @ Z).max())
+    block[SLICE_ROWS + 5, 2] = np.nan
+    with pytest.raises(InputDataError, match=f"row {100 + SLICE_ROWS + 5} holds NaN"):
+        block_moments(block, labels, 4, start=100)
 
 
 def _labels(perm, bounds):
