@@ -16,12 +16,15 @@ The computation is written over **row blocks** of ``X`` (n, d): :func:`bisection
 ``map_blocks`` callable that applies a function to every block where the block lives and brings the (small)
 results back, and a ``keep`` callable that leaves them there (in this process for
 :func:`bisection_partition_array`, on the Dask workers that hold the blocks for
-:func:`bisection_partition_blocks`). Per level: the per-part moments come back (counts (c,), means (c, d),
-centred scatter matrices (c, d, d) per block; combined by the pairwise update of T. F. Chan, G. H. Golub,
-R. J. LeVeque, "Algorithms for computing the sample variance", 1983); the projections (m,) of each block's rows
+:func:`bisection_partition_blocks`). Per level: each part's principal direction comes from the
+per-part moments (up to :data:`SCATTER_MAX_FEATURES` columns, counts (c,), means (c, d) and centred scatter
+matrices (c, d, d) per block, combined by the pairwise update of T. F. Chan, G. H. Golub, R. J. LeVeque,
+"Algorithms for computing the sample variance", 1983; above it, the means and then one round per power
+iteration of the products (c, d) per block, :func:`block_scatter_products`); the projections (m,) of each block's rows
 on their part's direction stay with the block; each part's cut, the projection of a given rank, is found by a
 distributed selection over value histograms (:func:`select_ranks`); and the new labels are computed with the
-block and stay there. So the driver receives O(c d^2 + c * SELECT_BINS) numbers per block per round, never a
+block and stay there. So the driver receives O(c d^2 + c * SELECT_BINS) numbers (O(c d + c * SELECT_BINS) above
+:data:`SCATTER_MAX_FEATURES` columns) per block per round, never a
 row of ``X`` nor one number per row: the labels of the rows of ``X`` stay per block (:class:`BlockPartition`),
 and the parts' row lists can be assembled where they are used.
 
@@ -47,6 +50,11 @@ from .errors import InputDataError, ParameterError
 #: Power iterations for the principal direction of a part (a direction, not an eigenvector to precision: the
 #: split only needs a long axis of the point cloud).
 PCA_POWER_ITERATIONS = 20
+
+#: Up to this many columns, :func:`bisection_blocks` forms each part's ``(d, d)`` scatter (one pass over the
+#: blocks per level); above it, the power iterations run over the blocks (:func:`block_scatter_products`): at
+#: d = 1024, the scatters took 100 s of a 2.5e5-row partition and 2 GB of moments in the driver.
+SCATTER_MAX_FEATURES = 2 * PCA_POWER_ITERATIONS
 
 #: Rows of a block converted to float64 at a time by :func:`block_moments`, :func:`block_projections` and
 #: :meth:`Split.projections` (their scratch: ``SLICE_ROWS x d`` x 8 bytes, 32 MB at d = 1024; converting a whole
@@ -141,18 +149,34 @@ def split_sizes(size: int, parts: int) -> tuple[int, int]:
     return left, (size * left) // parts
 
 
-def principal_direction(apply: Callable[[np.ndarray], np.ndarray], d: int) -> np.ndarray:
-    """Unit ``(d,)`` vector: :data:`PCA_POWER_ITERATIONS` power iterations of the scatter operator ``apply``
-    (``v -> C v`` with ``C`` (d, d) positive semi-definite) from the fixed start ``1 / sqrt(d)``. A zero
-    scatter (all points equal) leaves the start vector."""
-    v = np.ones(d) / np.sqrt(d)
+def principal_directions(products: Callable[[np.ndarray], np.ndarray], active: np.ndarray, d: int) -> np.ndarray:
+    """``(c, d)``: for each part ``i`` with ``active[i]``, a unit vector from :data:`PCA_POWER_ITERATIONS` power
+    iterations of its scatter ``C_i`` (d, d) from the fixed start ``1 / sqrt(d)``; zero rows for the others.
+
+    ``products(V)`` returns the ``(c, d)`` rows ``C_i V[i]`` (one round over the blocks when the scatters are not
+    formed, :func:`block_scatter_products`). A part whose product is zero (all its points equal) keeps its
+    current vector."""
+    c = active.size
+    V = np.zeros((c, d))
+    V[active] = np.ones(d) / np.sqrt(d)
+    frozen = ~np.asarray(active, dtype=bool)
     for _ in range(PCA_POWER_ITERATIONS):
-        w = apply(v)
-        norm = np.linalg.norm(w)
-        if norm == 0:
+        if frozen.all():
             break
-        v = w / norm
-    return v
+        W = products(V)
+        for i in np.flatnonzero(~frozen):
+            norm = np.linalg.norm(W[i])
+            if norm == 0:
+                frozen[i] = True
+            else:
+                V[i] = W[i] / norm
+    return V
+
+
+def principal_direction(apply: Callable[[np.ndarray], np.ndarray], d: int) -> np.ndarray:
+    """Unit ``(d,)`` vector: :func:`principal_directions` of one part whose scatter operator is ``apply``
+    (``v -> C v`` with ``C`` (d, d) positive semi-definite)."""
+    return principal_directions(lambda V: apply(V[0])[None, :], np.array([True]), d)[0]
 
 
 def _labels_of(labels, m: int) -> np.ndarray:
@@ -202,6 +226,42 @@ def block_moments(block: np.ndarray, labels, n_labels: int, start: int = 0):
             Z = Y[lab == c] - means[c]
             scatter[c] += Z.T @ Z
     return counts, means, scatter
+
+
+def block_sums(block: np.ndarray, labels, n_labels: int, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(counts (c,) int64, sums (c, d) float64)`` of the rows of a block per part (rows checked finite, as in
+    :func:`block_moments`), read :data:`SLICE_ROWS` rows at a time."""
+    block = np.asarray(block)
+    m, d = block.shape
+    labels = _labels_of(labels, m)
+    counts = np.bincount(labels, minlength=n_labels).astype(np.int64)
+    sums = np.zeros((n_labels, d))
+    for a in range(0, m, SLICE_ROWS):
+        Y = np.asarray(block[a:a + SLICE_ROWS], dtype=np.float64)
+        finite = np.isfinite(Y).all(axis=1)
+        if not finite.all():
+            raise InputDataError(f"X must be finite; row {start + a + int(np.flatnonzero(~finite)[0])} holds NaN "
+                                 "or infinity")
+        lab = labels[a:a + SLICE_ROWS]
+        for c in np.flatnonzero(counts):
+            sums[c] += Y[lab == c].sum(axis=0)
+    return counts, sums
+
+
+def block_scatter_products(block: np.ndarray, labels, means: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """``(c, d)``: row ``i`` is ``sum_j (x_j - means[i]) ((x_j - means[i]) . V[i])`` over the block's rows ``x_j``
+    of part ``i``, the block's share of ``C_i V[i]`` (one power-iteration step without forming ``C_i``:
+    ``O(m d)`` per part instead of ``O(m d^2)``); :data:`SLICE_ROWS` rows at a time."""
+    block = np.asarray(block)
+    labels = _labels_of(labels, block.shape[0])
+    out = np.zeros_like(V, dtype=np.float64)
+    present = np.flatnonzero(np.bincount(labels, minlength=V.shape[0]))
+    for a in range(0, block.shape[0], SLICE_ROWS):
+        Y, lab = np.asarray(block[a:a + SLICE_ROWS], dtype=np.float64), labels[a:a + SLICE_ROWS]
+        for c in present:
+            Z = Y[lab == c] - means[c]
+            out[c] += Z.T @ (Z @ V[c])
+    return out
 
 
 def combine_moments(moments: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -347,15 +407,10 @@ def bisection_blocks(map_blocks: Callable[[Callable, list], list], keep: Callabl
     labels: list = [None] * len(starts)  # None: every row in part 0
     targets = [P]  # final parts each current part must become
     splits = []
+    d = int(map_blocks(_n_columns, [()] * len(starts))[0]) if P > 1 else 0
     for _ in range(math.ceil(math.log2(P)) if P > 1 else 0):
         c = len(targets)
-        counts, means, scatter = combine_moments(map_blocks(block_moments, [
-            (lab, c, s) for lab, s in zip(labels, starts)]))
-        d = means.shape[1]
-        directions = np.zeros((c, d))
-        for i in range(c):
-            if targets[i] > 1:
-                directions[i] = principal_direction(lambda v, C=scatter[i]: C @ v, d)
+        directions, counts, means = _level_directions(map_blocks, labels, starts, np.array(targets) > 1, d)
         proj = keep(block_projections, [(lab, means, directions) for lab in labels])
         first = np.concatenate([[0], np.cumsum(targets)])  # final parts of current part i: [first[i], first[i + 1])
         ranks, cuts, new_targets, left, right = {}, {}, [], np.zeros(c, np.int32), np.zeros(c, np.int32)
@@ -386,6 +441,31 @@ def bisection_blocks(map_blocks: Callable[[Callable, list], list], keep: Callabl
     counts = np.array(map_blocks(block_part_counts, [(lab, P) for lab in labels]), dtype=np.int64).reshape(-1, P)
     bounds = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
     return BlockPartition(labels, block_bounds, bounds, tuple(splits), counts)
+
+
+def _level_directions(map_blocks: Callable[[Callable, list], list], labels: list, starts: list, active: np.ndarray,
+                      d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(directions (c, d), counts (c,), means (c, d))`` of the current parts of one level of
+    :func:`bisection_blocks` (``active``: the parts to cut). Up to :data:`SCATTER_MAX_FEATURES` columns the
+    blocks send their parts' ``(d, d)`` scatters once (one pass); above it the power iterations run over the
+    blocks (one pass for the means, then one per iteration, ``(c, d)`` per block each): the scatters' ``O(n
+    d^2)`` work and ``c d^2`` floats per block (67 MB at d = 1024, c = 8) cost more than the rounds."""
+    c = active.size
+    args = [(lab, c, s) for lab, s in zip(labels, starts)]
+    if d <= SCATTER_MAX_FEATURES:
+        counts, means, scatter = combine_moments(map_blocks(block_moments, args))
+        return principal_directions(lambda V: np.stack([scatter[i] @ V[i] for i in range(c)]), active, d), \
+            counts, means
+    sums = map_blocks(block_sums, args)
+    counts = np.sum([a for a, _ in sums], axis=0)
+    means = np.sum([b for _, b in sums], axis=0) / np.maximum(counts, 1)[:, None]
+    return principal_directions(lambda V: np.sum(map_blocks(block_scatter_products, [
+        (lab, means, V) for lab in labels]), axis=0), active, d), counts, means
+
+
+def _n_columns(block) -> int:
+    """Task: the number of columns of a block."""
+    return int(np.shape(block)[1])
 
 
 def bisection_partition(map_blocks: Callable[[Callable, list], list], block_bounds: np.ndarray,

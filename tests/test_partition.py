@@ -126,6 +126,38 @@ def test_deterministic_and_independent_of_the_blocks(roll):
     assert "block_projections" not in {name for name, _ in brought}
 
 
+def test_power_rounds_over_the_blocks_equal_the_scatter_matrices(monkeypatch):
+    """Above SCATTER_MAX_FEATURES columns the power iterations run over the blocks (products (c, d) per block,
+    no (c, d, d) scatter): the same parts as the direct reference and as the scatter path on the same blocks."""
+    import spectral.partition as partition
+
+    X = make_swiss_roll_lifted(2000, n_features=2 * partition.SCATTER_MAX_FEATURES, random_state=4)[0]
+    cuts = np.array([0, 500, 1300, 1301, 2000])
+    brought = []
+
+    def keep(fn, args):
+        return [fn(X[a:b], *arg) for a, b, arg in zip(cuts[:-1], cuts[1:], args)]
+
+    def map_blocks(fn, args):
+        out = keep(fn, args)
+        brought.append((fn.__name__, max(_size(r) for r in out)))
+        return out
+
+    rounds = bisection_blocks(map_blocks, keep, cuts, 6)
+    assert "block_scatter_products" in {name for name, _ in brought} and "block_moments" not in {
+        name for name, _ in brought}
+    d = X.shape[1]
+    # (c, d) products and sums, c <= 4 parts at a level, never (c, d, d)
+    assert max(size for name, size in brought if name in ("block_sums", "block_scatter_products")) <= 4 * d + 4
+    monkeypatch.setattr(partition, "SCATTER_MAX_FEATURES", d)
+    scatter = bisection_blocks(map_blocks, keep, cuts, 6)
+    np.testing.assert_array_equal(rounds.to_row_partition().perm, scatter.to_row_partition().perm)
+    np.testing.assert_array_equal(rounds.to_row_partition().perm, _reference_bisection(X, 6))
+    for a, b in zip(rounds.splits, scatter.splits):
+        np.testing.assert_allclose(a.direction, b.direction, atol=1e-9)
+        np.testing.assert_allclose([a.left_max, a.right_min], [b.left_max, b.right_min], rtol=1e-9)
+
+
 def _reference_bisection(X: np.ndarray, P: int) -> np.ndarray:
     """``perm`` of the bisection computed the direct way (all labels and projections in memory, each part's rows
     cut by a stable argsort of their projections): the oracle of the distributed selection."""
