@@ -251,16 +251,23 @@ def block_sums(block: np.ndarray, labels, n_labels: int, start: int = 0) -> tupl
 def block_scatter_products(block: np.ndarray, labels, means: np.ndarray, V: np.ndarray) -> np.ndarray:
     """``(c, d)``: row ``i`` is ``sum_j (x_j - means[i]) ((x_j - means[i]) . V[i])`` over the block's rows ``x_j``
     of part ``i``, the block's share of ``C_i V[i]`` (one power-iteration step without forming ``C_i``:
-    ``O(m d)`` per part instead of ``O(m d^2)``); :data:`SLICE_ROWS` rows at a time."""
+    ``O(m d)`` per part instead of ``O(m d^2)``).
+
+    Computed as ``Y^T w - mean sum(w)`` with ``w = Y V[i] - mean . V[i]``, two matrix-vector products on the
+    rows ``Y`` as stored (no float64 or centred copy of the block: those made the rounds memory-bound), in the
+    block's floating dtype (float32 X: float32 products, accumulated in float64). A direction to cut along
+    needs no more precision than that; the projections and cuts are computed in float64
+    (:func:`block_projections`)."""
     block = np.asarray(block)
+    if block.dtype not in (np.float32, np.float64):
+        block = block.astype(np.float64)
     labels = _labels_of(labels, block.shape[0])
-    out = np.zeros_like(V, dtype=np.float64)
-    present = np.flatnonzero(np.bincount(labels, minlength=V.shape[0]))
-    for a in range(0, block.shape[0], SLICE_ROWS):
-        Y, lab = np.asarray(block[a:a + SLICE_ROWS], dtype=np.float64), labels[a:a + SLICE_ROWS]
-        for c in present:
-            Z = Y[lab == c] - means[c]
-            out[c] += Z.T @ (Z @ V[c])
+    out = np.zeros(V.shape, dtype=np.float64)
+    for c in np.flatnonzero(np.bincount(labels, minlength=V.shape[0])):
+        Y = block if labels.size and (labels == c).all() else block[labels == c]
+        v = V[c].astype(block.dtype)
+        w = (Y @ v).astype(np.float64) - means[c] @ V[c]
+        out[c] = (w.astype(block.dtype) @ Y).astype(np.float64) - means[c] * w.sum()
     return out
 
 

@@ -128,7 +128,8 @@ def test_deterministic_and_independent_of_the_blocks(roll):
 
 def test_power_rounds_over_the_blocks_equal_the_scatter_matrices(monkeypatch):
     """Above SCATTER_MAX_FEATURES columns the power iterations run over the blocks (products (c, d) per block,
-    no (c, d, d) scatter): the same parts as the direct reference and as the scatter path on the same blocks."""
+    no (c, d, d) scatter): the same parts as the direct reference and as the scatter path on the same blocks, the
+    same directions to float32 rounding."""
     import spectral.partition as partition
 
     X = make_swiss_roll_lifted(2000, n_features=2 * partition.SCATTER_MAX_FEATURES, random_state=4)[0]
@@ -153,9 +154,9 @@ def test_power_rounds_over_the_blocks_equal_the_scatter_matrices(monkeypatch):
     scatter = bisection_blocks(map_blocks, keep, cuts, 6)
     np.testing.assert_array_equal(rounds.to_row_partition().perm, scatter.to_row_partition().perm)
     np.testing.assert_array_equal(rounds.to_row_partition().perm, _reference_bisection(X, 6))
-    for a, b in zip(rounds.splits, scatter.splits):
-        np.testing.assert_allclose(a.direction, b.direction, atol=1e-9)
-        np.testing.assert_allclose([a.left_max, a.right_min], [b.left_max, b.right_min], rtol=1e-9)
+    for a, b in zip(rounds.splits, scatter.splits):  # float32 X: the rounds' products are float32 (documented)
+        np.testing.assert_allclose(a.direction, b.direction, atol=1e-5)
+        np.testing.assert_allclose([a.left_max, a.right_min], [b.left_max, b.right_min], rtol=1e-5)
 
 
 def _reference_bisection(X: np.ndarray, P: int) -> np.ndarray:
