@@ -215,8 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="eigenflow-sharded-") as tmp:
         for n in args.n:
             subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-                            f"from benchmarks.common import manifold_npy; manifold_npy({n}, n_features={args.n_features})"],
-                           check=True)
+                            "from benchmarks.common import manifold_npy; "
+                            f"manifold_npy({n}, n_features={args.n_features})"], check=True)
             from benchmarks.common import manifold_npy
 
             x_path, _ = manifold_npy(n, n_features=args.n_features)

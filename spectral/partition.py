@@ -204,19 +204,9 @@ def block_moments(block: np.ndarray, labels, n_labels: int, start: int = 0):
     """
     block = np.asarray(block)
     m, d = block.shape
+    counts, means = block_sums(block, labels, n_labels, start)
     labels = _labels_of(labels, m)
-    counts = np.bincount(labels, minlength=n_labels).astype(np.int64)
     present = np.flatnonzero(counts)
-    means = np.zeros((n_labels, d))
-    for a in range(0, m, SLICE_ROWS):
-        Y = np.asarray(block[a:a + SLICE_ROWS], dtype=np.float64)
-        finite = np.isfinite(Y).all(axis=1)
-        if not finite.all():
-            raise InputDataError(f"X must be finite; row {start + a + int(np.flatnonzero(~finite)[0])} holds NaN "
-                                 "or infinity")
-        lab = labels[a:a + SLICE_ROWS]
-        for c in present:
-            means[c] += Y[lab == c].sum(axis=0)
     means[present] /= counts[present, None]
     scatter = np.zeros((n_labels, d, d))
     for a in range(0, m, SLICE_ROWS):
