@@ -58,6 +58,22 @@ def test_block_moments_read_in_row_slices_equal_the_direct_moments():
         block_moments(block, labels, 4, start=100)
 
 
+def _in_memory_blocks(X: np.ndarray, cuts: np.ndarray):
+    """``(keep, map_blocks, brought)`` for :func:`bisection_blocks` over the row blocks ``X[cuts[j]:cuts[j + 1]]``
+    in memory; ``brought`` collects ``(task name, largest result size)`` of every ``map_blocks`` call."""
+    brought = []
+
+    def keep(fn, args):
+        return [fn(X[a:b], *arg) for a, b, arg in zip(cuts[:-1], cuts[1:], args)]
+
+    def map_blocks(fn, args):
+        out = keep(fn, args)
+        brought.append((fn.__name__, max(_size(r) for r in out)))
+        return out
+
+    return keep, map_blocks, brought
+
+
 def _labels(perm, bounds):
     labels = np.empty(perm.size, dtype=np.int64)
     labels[perm] = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
@@ -103,15 +119,7 @@ def test_deterministic_and_independent_of_the_blocks(roll):
     np.testing.assert_array_equal(perm, again.perm)
     np.testing.assert_array_equal(bounds, again.bounds)
     cuts = np.array([0, 700, 1400, 1401, 2500, 3000])
-    brought = []  # what comes back to the driver: never O(n)
-
-    def keep(fn, args):
-        return [fn(X[a:b], *arg) for a, b, arg in zip(cuts[:-1], cuts[1:], args)]
-
-    def map_blocks(fn, args):
-        out = keep(fn, args)
-        brought.append((fn.__name__, max(_size(r) for r in out)))
-        return out
+    keep, map_blocks, brought = _in_memory_blocks(X, cuts)  # brought: what comes back to the driver, never O(n)
 
     blocked = bisection_blocks(map_blocks, keep, cuts, 5)
     np.testing.assert_array_equal(blocked.to_row_partition().perm, perm)
@@ -134,15 +142,7 @@ def test_power_rounds_over_the_blocks_equal_the_scatter_matrices(monkeypatch):
 
     X = make_swiss_roll_lifted(2000, n_features=2 * partition.SCATTER_MAX_FEATURES, random_state=4)[0]
     cuts = np.array([0, 500, 1300, 1301, 2000])
-    brought = []
-
-    def keep(fn, args):
-        return [fn(X[a:b], *arg) for a, b, arg in zip(cuts[:-1], cuts[1:], args)]
-
-    def map_blocks(fn, args):
-        out = keep(fn, args)
-        brought.append((fn.__name__, max(_size(r) for r in out)))
-        return out
+    keep, map_blocks, brought = _in_memory_blocks(X, cuts)
 
     rounds = bisection_blocks(map_blocks, keep, cuts, 6)
     assert "block_scatter_products" in {name for name, _ in brought} and "block_moments" not in {
