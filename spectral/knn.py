@@ -164,7 +164,7 @@ class KNNIndex:
         else:
             index = _build_nndescent(X, metric, n_neighbors + 1, seed, n_jobs)
             raw = index.neighbor_graph
-        indices = _drop_self(np.asarray(raw[0], dtype=np.int64), n_neighbors)
+        indices = _drop_self(raw[0], n_neighbors)
         graph = _refine(X, X, indices, metric)
         return cls(X, method, metric, n_neighbors, seed, n_jobs, index, graph)
 
