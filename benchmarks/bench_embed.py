@@ -205,7 +205,10 @@ def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: st
                                                 None),
                       "solve_seconds": next((s.info.get("solve_seconds") for s in m.stages if s.name == "eigensolve"),
                                             None),
-                      "nndescent_compile_seconds": m.results.get("nndescent_compile_seconds")}
+                      "nndescent_compile_seconds": m.results.get("nndescent_compile_seconds"),
+                      # where the weights / eigensolve stages took their input: the previous stage's memory or store
+                      "handoff_sources": [s.info.get(key) for s in m.stages
+                                          for key in ("graph_source", "weights_source") if key in s.info]}
                      for t, m, ref in zip(times[:n_runs], manifests, references)],
             "peak_rss_tree": mem.peak_bytes}
 

@@ -27,7 +27,7 @@ from storage.errors import StoreFormatError
 from storage.lock import check_unlocked, store_lock
 from storage.manifest import list_runs, read_manifest, write_manifest
 from storage.models import list_models
-from tasks.common import store_token, warm_nndescent
+from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token, warm_nndescent
 from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, ingest_task
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
@@ -174,6 +174,7 @@ def embed(
             raise StoreFormatError(f"method {method!r} needs labels; store {store} has none (pass labels=...)")
         n_fit = ingested["n"] - round(holdout * ingested["n"])
         client = ctx.require_cluster()  # every stage runs its body on the cluster
+        client.register_plugin(HandoffPlugin(), name=HANDOFF_PLUGIN)  # stage outputs kept for the next stage
         use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
         ctx.manifest.results["sharded"] = use_shards
         warm = (_warm_workers(client, dtype=ingested[layout.ATTR_DTYPE]) if use_shards or _uses_nndescent(full, n_fit)

@@ -34,6 +34,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from storage import layout
 from storage.store import filesystem, read_attrs
 from tasks._fit_rows import HELD_OUT  # noqa: F401 - re-exported for the flows
+from tasks._handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin  # noqa: F401 - re-exported for the flows
 from tasks._worker import call_on_worker, warm_nndescent  # noqa: F401 - re-exported for the flows
 
 #: Cache policy of every eigenflow task (no RUN_ID: a re-run of the same run reuses finished tasks).
@@ -49,6 +50,9 @@ IO_TASK: dict[str, Any] = {
     "cache_policy": CACHE_POLICY,
 }
 COMPUTE_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": CACHE_POLICY}
+#: A compute task with a ``handoff`` parameter (:mod:`tasks._handoff`: a worker address and a random token, where
+#: its input may be in memory): not part of the cache key, which names what the task computes.
+HANDOFF_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": TASK_SOURCE + (INPUTS - "handoff")}
 
 #: Progress callback of :func:`map_row_chunks`: ``(n_done, n_total)``.
 ProgressFn = Callable[[int, int], None]
@@ -135,24 +139,28 @@ def map_row_chunks(
         client.cancel([f for f in futures if not f.done()])
 
 
-def submit_to_worker(fn: Callable[..., Any], *args: Any, name: str, client: Any = None, **kwargs: Any):
+def submit_to_worker(fn: Callable[..., Any], *args: Any, name: str, client: Any = None,
+                     workers: list[str] | None = None, **kwargs: Any):
     """Submit ``fn(*args, **kwargs)`` as one Dask task (key ``<name>-<hex>``); returns its future.
 
     ``fn`` is a module-level function of a Prefect-free module (the workers import it). The scheduler picks the
-    worker and reruns the task elsewhere if that worker dies (:mod:`tasks._worker`).
+    worker (among ``workers`` if it can: a preference, not a restriction) and reruns the task elsewhere if that
+    worker dies (:mod:`tasks._worker`).
     """
     from distributed import get_client
 
     client = client or get_client()
-    return client.submit(call_on_worker, fn, args, kwargs, key=f"{name}-{_token()}", pure=False)
+    return client.submit(call_on_worker, fn, args, kwargs, key=f"{name}-{_token()}", pure=False, workers=workers,
+                         allow_other_workers=workers is not None)
 
 
-def run_on_worker(fn: Callable[..., Any], *args: Any, name: str, client: Any = None, **kwargs: Any) -> Any:
+def run_on_worker(fn: Callable[..., Any], *args: Any, name: str, client: Any = None,
+                  workers: list[str] | None = None, **kwargs: Any) -> Any:
     """Run one stage body on a Dask worker and wait for its (small) result: :func:`submit_to_worker` + result.
 
     A dict result carries the worker's address, seconds and peak memory (:func:`tasks._worker.call_on_worker`).
     """
-    return submit_to_worker(fn, *args, name=name, client=client, **kwargs).result()
+    return submit_to_worker(fn, *args, name=name, client=client, workers=workers, **kwargs).result()
 
 
 def publish_future(future: Any, name: str, client: Any = None) -> None:

@@ -27,7 +27,8 @@ from typing import Any
 from prefect import task
 
 from tasks import laplacian_eigenmaps as le
-from tasks.common import COMPUTE_TASK, publish_future, run_on_worker, submit_to_worker, unpublish
+from tasks._handoff import drop_run, handoff_workers
+from tasks.common import COMPUTE_TASK, HANDOFF_TASK, publish_future, run_on_worker, submit_to_worker, unpublish
 from tasks.estimator_fit import fit_discriminant, fit_estimator
 from tasks.registry import get_entry
 
@@ -113,17 +114,24 @@ def discriminant_fit_task(store_url: str, run: str, store_token: str, *, method:
 def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
     p = req.params
     args = (req.store, req.run, req.token)
+    handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks._handoff`), for the next one
+
+    def handing(stage: str, info: dict) -> dict:
+        handed[stage] = info.pop("handoff", None)  # a worker address and a token: not part of the stage's record
+        return info
+
     return [
-        Stage("knn", lambda: knn_task(*args, n_neighbors=p["n_neighbors"], knn_method=p["knn_method"],
-                                      metric=p.get("metric", "euclidean"), holdout=req.holdout,
-                                      random_state=req.random_state),
+        Stage("knn", lambda: handing("knn", knn_task(
+            *args, n_neighbors=p["n_neighbors"], knn_method=p["knn_method"], metric=p.get("metric", "euclidean"),
+            holdout=req.holdout, random_state=req.random_state)),
               lambda: le.graph_belongs_to(req.store, req.run, "knn")),
-        Stage("weights", lambda: weights_task(*args, weighting=p["weighting"], symmetrize=p["symmetrize"]),
+        Stage("weights", lambda: handing("weights", weights_task(
+            *args, weighting=p["weighting"], symmetrize=p["symmetrize"], handoff=handed.get("knn"))),
               lambda: le.graph_belongs_to(req.store, req.run, "weights")),
         Stage("eigensolve", lambda: eigensolve_task(
             *args, n_components=p["n_components"], normalization=p["normalization"],
             eigen_solver=p["eigen_solver"], on_disconnected=p["on_disconnected"], tol=p.get("tol"),
-            random_state=req.random_state), lambda: _has_model(req)),
+            random_state=req.random_state, handoff=handed.get("weights")), lambda: _has_model(req)),
     ]
 
 
@@ -134,7 +142,8 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     (:func:`tasks.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.laplacian_eigenmaps.write_knn_graph`).
 
     The index is the result of its own Dask task; with held-out points it stays published on the cluster for
-    their out-of-sample map (:func:`release_index` drops it at the end of the flow).
+    their out-of-sample map (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"``
+    refers to the fit graph kept in the writing worker's memory for the weights stage (:mod:`tasks._handoff`).
     """
     built = submit_to_worker(le.build_fit_index, store_url, n_neighbors=n_neighbors, knn_method=knn_method,
                              metric=metric, holdout=holdout, random_state=random_state, name=f"knn-index-{run}")
@@ -145,21 +154,25 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     return info
 
 
-@task(name="weights", **COMPUTE_TASK)
-def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, symmetrize: str) -> dict[str, Any]:
-    """Weights of the fit graph on a worker (:func:`tasks.laplacian_eigenmaps.compute_weights`)."""
-    return run_on_worker(le.compute_weights, store_url, run, weighting=weighting, symmetrize=symmetrize,
-                         name=f"weights-{run}")
+@task(name="weights", **HANDOFF_TASK)
+def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, symmetrize: str,
+                 handoff: dict | None = None) -> dict[str, Any]:
+    """Weights of the fit graph (:func:`tasks.laplacian_eigenmaps.compute_weights`) on the worker that kept the
+    graph (``handoff``, the kNN stage's), else on any worker (from the store)."""
+    return run_on_worker(le.compute_weights, store_url, run, handoff, weighting=weighting, symmetrize=symmetrize,
+                         name=f"weights-{run}", workers=handoff_workers(handoff))
 
 
-@task(name="eigensolve", **COMPUTE_TASK)
+@task(name="eigensolve", **HANDOFF_TASK)
 def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, normalization: str,
                     eigen_solver: str, on_disconnected: str, tol: float | None,
-                    random_state: int | None) -> dict[str, Any]:
-    """Laplacian eigenmap and its model on a worker (:func:`tasks.laplacian_eigenmaps.solve_eigenmaps`)."""
-    return run_on_worker(le.solve_eigenmaps, store_url, run, n_components=n_components,
+                    random_state: int | None, handoff: dict | None = None) -> dict[str, Any]:
+    """Laplacian eigenmap and its model (:func:`tasks.laplacian_eigenmaps.solve_eigenmaps`) on the worker that
+    kept W (``handoff``, the weights stage's), else on any worker (from the store)."""
+    return run_on_worker(le.solve_eigenmaps, store_url, run, handoff, n_components=n_components,
                          normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected,
-                         tol=tol, random_state=random_state, name=f"eigensolve-{run}")
+                         tol=tol, random_state=random_state, name=f"eigensolve-{run}",
+                         workers=handoff_workers(handoff))
 
 
 def _sharded_stages(req: FitRequest) -> list[Stage]:
@@ -212,5 +225,9 @@ def sharded_eigensolve_task(store_url: str, run: str, store_token: str, *, n_com
 
 
 def release_index(store_token: str, run: str) -> None:
-    """Drop the published kNN index of ``run`` from the cluster (end of the flow)."""
+    """Drop the published kNN index of ``run`` and any stage handoff it left (a failed run) from the cluster (end
+    of the flow)."""
+    from distributed import get_client
+
     unpublish(le.index_dataset_name(store_token, run))
+    get_client().run(drop_run, run)

@@ -10,6 +10,11 @@ The kNN index of the fit set is the result of its own Dask task (:func:`build_fi
 cluster for the out-of-sample queries of the held-out points (published under :func:`index_dataset_name`);
 if its worker dies, the scheduler builds it again. If it is gone (a resumed run on a new cluster) it is
 rebuilt from the stored X with the stored index parameters (:func:`tasks.fitted_model.attach_index`).
+
+The fit graph and the weight matrix also stay in their worker's memory for the next stage
+(:mod:`tasks._handoff`): :func:`write_knn_graph` and :func:`compute_weights` return a reference to them, and
+the next stage, sent to that worker, takes them when the store holds what was written from them (else it reads
+the store, e.g. in a resumed run).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs,
 from storage.models import write_model
 
 from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
+from tasks._handoff import TOKEN_ATTR, keep, new_token, take
 
 METHOD = "laplacian_eigenmaps"
 #: The graph arrays, checksummed when written and checked before they are read (:mod:`storage.checksums`).
@@ -58,6 +64,10 @@ class FitIndex:
     rows: np.ndarray  # (n_fit,) int64 sorted rows of X
     n_duplicates: int
     build_seconds: float
+
+    def __sizeof__(self) -> int:
+        """The index's and the rows' bytes (Dask then runs the tasks that use it on the worker that holds it)."""
+        return object.__sizeof__(self) + self.index.__sizeof__() + int(self.rows.nbytes)
 
 
 def build_fit_index(store_url: str, *, n_neighbors: int, knn_method: str, metric: str, holdout: float,
@@ -84,7 +94,8 @@ def write_knn_graph(store_url: str, run: str, built: FitIndex, *, n_neighbors: i
 
     Rows of fit points hold their neighbours within the fit set; rows of other points (held out, or exact
     copies of a fit point: their first neighbour is their original, at distance 0) their nearest fit points.
-    Returns the index parameters and sizes.
+    Returns the index parameters and sizes, and under ``"handoff"`` the reference of the fit graph kept in this
+    worker's memory for the weights stage (None if nothing could be kept; :func:`compute_weights`).
     """
     index, rows = built.index, built.rows
     n, _ = x_shape(store_url)
@@ -98,16 +109,19 @@ def write_knn_graph(store_url: str, run: str, built: FitIndex, *, n_neighbors: i
         indices[rows], distances[rows] = rows[idx_fit], dist_fit
         idx_h, dist_h = index.query(read_X(store_url)[held], n_neighbors)
         indices[held], distances[held] = rows[idx_h], dist_h
-    attrs = {"run": run, "metric": index.metric, "n_fit": int(rows.size), "index_params": index.params}
+    token = new_token()
+    attrs = {"run": run, "metric": index.metric, "n_fit": int(rows.size), "index_params": index.params,
+             TOKEN_ATTR: token}
     t0 = time.perf_counter()
     write_knn(store_url, indices, distances, attrs=attrs)
     record_checksums(store_url, KNN_ARRAYS)
     in_fit = np.zeros(n, dtype=bool)
     in_fit[rows] = True
     write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
+    handoff = keep(run, token, {"rows": rows, "indices": idx_fit, "distances": dist_fit})
     return {"k": n_neighbors, "method": index.method, "n_fit": int(rows.size), "n_heldout": int(held.size),
-            "n_duplicates": built.n_duplicates,
-            "build_seconds": built.build_seconds, "write_seconds": time.perf_counter() - t0}
+            "n_duplicates": built.n_duplicates, "build_seconds": built.build_seconds,
+            "write_seconds": time.perf_counter() - t0, "handoff": handoff}
 
 
 def graph_belongs_to(store_url: str, run: str, part: str) -> bool:
@@ -145,42 +159,59 @@ def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndar
 WEIGHT_SCALES = "weight_scales"
 
 
-def compute_weights(store_url: str, run: str, *, weighting: str, symmetrize: str) -> dict[str, Any]:
+def compute_weights(store_url: str, run: str, graph: dict | None = None, *, weighting: str,
+                    symmetrize: str) -> dict[str, Any]:
     """Weight matrix W (n_fit, n_fit) of the fit graph, written to ``graph/weights`` (CSR), with the resolved
-    weighting parameters (CSR attrs) and the per-point scales (``outputs/<run>/weight_scales``)."""
-    rows, idx, dist = fit_graph(store_url, run)
+    weighting parameters (CSR attrs) and the per-point scales (``outputs/<run>/weight_scales``).
+
+    The fit graph comes from this worker's memory when ``graph`` (the kNN stage's ``"handoff"``) refers to what
+    the store holds, else from the store (``graph_source`` in the result says which). W and the scales stay in
+    this worker's memory for the eigensolve (``"handoff"`` in the result, :func:`solve_eigenmaps`)."""
+    arrays = take(graph, read_knn_attrs(store_url))
+    source = "store" if arrays is None else "memory"
+    rows, idx, dist = fit_graph(store_url, run) if arrays is None else (arrays["rows"], arrays["indices"],
+                                                                        arrays["distances"])
     A, wparams, scales, radii = fit_directed_knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
-    del idx, dist  # not held through the symmetrization's peak (2.4 GB at 1e7 x 15)
+    del idx, dist, arrays  # not held through the symmetrization's peak (2.4 GB at 1e7 x 15)
     W = symmetrize_weights(A, symmetrize)
     del A
     per_point = np.zeros((x_shape(store_url)[0], 2))
     per_point[rows, 0], per_point[rows, 1] = scales, radii
+    token = new_token()
     write_point_array(store_url, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
     write_csr(store_url, layout.WEIGHTS, W, attrs={"run": run, "weighting": weighting, "symmetrize": symmetrize,
-                                                    "weight_params": wparams.to_attrs()})
+                                                    "weight_params": wparams.to_attrs(), TOKEN_ATTR: token})
     record_checksums(store_url, WEIGHT_ARRAYS)
-    return {"n": int(W.shape[0]), "nnz": int(W.nnz)}
+    return {"n": int(W.shape[0]), "nnz": int(W.nnz), "graph_source": source,
+            "handoff": keep(run, token, {"W": W, "per_point": per_point})}
 
 
 # ---- eigensolve + model -------------------------------------------------------------------------------------
-def solve_eigenmaps(store_url: str, run: str, *, n_components: int, normalization: str,
-                    eigen_solver: str, on_disconnected: str, tol: float | None,
+def solve_eigenmaps(store_url: str, run: str, weights: dict | None = None, *, n_components: int,
+                    normalization: str, eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None) -> dict[str, Any]:
-    """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``."""
+    """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``.
+
+    W and the weight scales come from this worker's memory when ``weights`` (the weights stage's ``"handoff"``)
+    refers to what the store holds, else from the store (checked against its checksums)."""
     attrs = read_csr_attrs(store_url, layout.WEIGHTS)
     if attrs.get("run") != run:
         raise StoreFormatError(f"graph/weights of {store_url} does not belong to run {run!r}; run the flow again")
-    check_intact(store_url, WEIGHT_ARRAYS)
+    arrays = take(weights, attrs)
+    if arrays is None:
+        check_intact(store_url, WEIGHT_ARRAYS)
     rows = np.flatnonzero(read_output(store_url, run, IN_FIT)).astype(np.int64)
-    per_point = read_output(store_url, run, WEIGHT_SCALES)[rows]
+    per_point = (read_output(store_url, run, WEIGHT_SCALES) if arrays is None else arrays["per_point"])[rows]
     wparams = WeightParams.from_attrs(attrs["weight_params"])
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
-    # W is passed without a name here, so that the solve frees it once its Laplacian is built
+    # W is passed without a name here (and no longer held by the handoff), so that the solve frees it once its
+    # Laplacian is built
     Z, values, info = laplacian_eigenmaps_from_graph(
-        read_csr(store_url, layout.WEIGHTS), n_components, normalization=normalization, eigen_solver=eigen_solver,
-        on_disconnected=on_disconnected, tol=tol, random_state=rng)
+        read_csr(store_url, layout.WEIGHTS) if arrays is None else arrays.pop("W"), n_components,
+        normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected, tol=tol,
+        random_state=rng)
     solve_seconds = time.perf_counter() - t0
     knn_attrs = read_knn_attrs(store_url)
     if knn_attrs.get("run") != run:
@@ -194,4 +225,5 @@ def solve_eigenmaps(store_url: str, run: str, *, n_components: int, normalizatio
                 {"method": METHOD, "state": MODEL_STATE, "state_attrs": model_attrs})
     return {"eigen_solver": info["eigen_solver"], "eigenvalues": [float(v) for v in values],
             "converged": bool(info["converged"]), "n_iter": int(info["n_iter"]),
-            "n_components_graph": int(info["component_eigenvalues"].shape[0]), "solve_seconds": solve_seconds}
+            "n_components_graph": int(info["component_eigenvalues"].shape[0]), "solve_seconds": solve_seconds,
+            "weights_source": "store" if arrays is None else "memory"}

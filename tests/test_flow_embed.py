@@ -78,6 +78,8 @@ def test_embed_store_contents_and_manifest(embedded, data):
     infos = {s.name: s.info for s in manifest.stages}
     for name in ("knn", "weights", "eigensolve"):  # the heavy stages ran on a Dask worker, not the flow process
         assert infos[name]["worker"].startswith("tcp://127.0.0.1:") and infos[name]["worker_peak_rss_gb"] > 0
+    # each stage took its input from the previous stage's memory, not from the store it had just written
+    assert infos["weights"]["graph_source"] == "memory" and infos["eigensolve"]["weights_source"] == "memory"
     assert manifest.parameters["n_neighbors"] == PARAMS["n_neighbors"] and manifest.seed == 0
     assert manifest.versions["prefect"] and manifest.versions["zarr"]
 
@@ -221,6 +223,40 @@ def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, thread_clu
                             atol=1e-5 * np.abs(Z_ref).max())
 
 
+def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cluster, data, monkeypatch):
+    """A run that failed in the weights stage, re-run under the same name: the kNN stage is reused from the store,
+    so the weights stage reads the stored graph (a failed run leaves nothing in the workers), and the
+    eigensolve takes W from the weights stage's memory; the embedding equals the estimator's."""
+    from distributed import Client
+
+    import tasks.laplacian_eigenmaps as le
+    from flows.embed import embed
+
+    d, X, _, _ = data
+    store = str(d / "resume-weights.zarr")
+    common = dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=thread_cluster,
+                  run_name="resume-weights")
+    real = le.symmetrize_weights
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(le, "symmetrize_weights", real)
+        raise MemoryError("injected weights failure")
+
+    monkeypatch.setattr(le, "symmetrize_weights", fail_once)
+    with pytest.raises(MemoryError, match="injected"):
+        embed(str(d / "X.npy"), store, **common)
+    with Client(thread_cluster) as client:
+        assert not [name for name in client.list_datasets() if name.startswith("eigenflow-")]
+        assert not any(client.run(_held_handoffs).values())  # the failed run left nothing in the workers
+    summary = embed(str(d / "X.npy"), store, **common)
+    infos = {s.name: s.info for s in read_manifest(store, "resume-weights").stages}
+    assert infos["knn"].get("reused") and not infos["weights"].get("reused")
+    assert infos["weights"]["graph_source"] == "store" and infos["eigensolve"]["weights_source"] == "memory"
+    Z_ref = estimator().fit_transform(X)
+    assert_equal_up_to_sign(read_embedding(store, summary["run"]).astype(np.float64), Z_ref,
+                            atol=1e-5 * np.abs(Z_ref).max())
+
+
 def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster, embedded, data):
     """Re-using a run's name with other parameters names the differences and changes nothing in the store."""
     from flows.embed import embed
@@ -269,3 +305,10 @@ def test_exact_copies_are_collapsed_before_the_graph(prefect_harness, cluster, t
     assert fitted[:3000].all() and not fitted[3000:].any()
     est = LaplacianEigenmaps(knn_method="exact", random_state=0, **PARAMS).fit(X.astype(np.float32).astype(np.float64))
     assert_equal_up_to_sign(Z[:3000].astype(np.float64), est.embedding_, atol=1e-5 * np.abs(est.embedding_).max())
+
+
+def _held_handoffs(dask_worker) -> int:
+    from tasks._handoff import PLUGIN_NAME
+
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    return 0 if plugin is None else len(plugin.held)

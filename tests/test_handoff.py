@@ -1,0 +1,65 @@
+"""The stage handoff (:mod:`tasks._handoff`) on a real in-process Dask cluster: arrays kept in a worker's plugin,
+taken once, only with the token the store holds, only on that worker; a run's leftovers dropped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from distributed import Client
+
+from conftest import local_cluster
+from tasks._handoff import PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, drop_run, handoff_workers, keep, new_token, take
+
+
+def _keep(run, token, n):
+    return keep(run, token, {"a": np.arange(float(n))})
+
+
+def _take(ref, attrs):
+    arrays = take(ref, attrs)
+    return None if arrays is None else arrays["a"].size
+
+
+def _held(dask_worker):
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    return None if plugin is None else sorted(run for run, _ in plugin.held.values())
+
+
+@pytest.fixture()
+def client(thread_cluster):
+    with Client(thread_cluster) as c:
+        c.register_plugin(HandoffPlugin(), name=PLUGIN_NAME)
+        yield c
+        c.run(drop_run, "r1")
+        c.run(drop_run, "r2")
+
+
+def test_taken_once_with_the_stored_token_on_its_worker(client):
+    token = new_token()
+    ref = client.submit(_keep, "r1", token, 10, pure=False).result()
+    assert set(ref) == {"token", "worker"} and ref["token"] == token
+    on = dict(workers=handoff_workers(ref), allow_other_workers=False, pure=False)
+    assert client.submit(_take, ref, {TOKEN_ATTR: new_token()}, **on).result() is None  # the store holds another
+    assert client.submit(_take, ref, {}, **on).result() is None  # written without a handoff
+    assert client.submit(_take, None, {TOKEN_ATTR: token}, **on).result() is None
+    other = [w for w in client.scheduler_info()["workers"] if w != ref["worker"]]
+    assert client.submit(_take, ref, {TOKEN_ATTR: token}, workers=other, allow_other_workers=False,
+                         pure=False).result() is None  # another worker holds nothing of it
+    assert client.submit(_take, ref, {TOKEN_ATTR: token}, **on).result() == 10
+    assert client.submit(_take, ref, {TOKEN_ATTR: token}, **on).result() is None  # taken already: read the store
+
+
+def test_drop_run_forgets_only_that_run(client):
+    refs = [client.submit(_keep, run, new_token(), 5, pure=False).result() for run in ("r1", "r1", "r2")]
+    held = [run for runs in client.run(_held).values() for run in runs]
+    assert sorted(held) == ["r1", "r1", "r2"]
+    assert sum(client.run(drop_run, "r1").values()) == 2
+    assert [run for runs in client.run(_held).values() for run in runs] == ["r2"]
+    assert client.submit(_take, refs[2], {TOKEN_ATTR: refs[2]["token"]}, workers=handoff_workers(refs[2]),
+                         pure=False).result() == 5
+
+
+def test_nothing_is_kept_outside_a_worker_or_without_the_plugin():
+    assert keep("r1", new_token(), {"a": np.zeros(3)}) is None  # this test process is not a worker
+    with local_cluster(n_workers=1, processes=False) as address, Client(address) as c:  # no plugin registered
+        assert c.submit(_keep, "r1", new_token(), 3, pure=False).result() is None
