@@ -60,8 +60,7 @@ def run(n: int, work: Path, stop_after: str) -> dict:
         "ingest": lambda: ingest(str(x_path), store, overwrite=True),
         "build_fit_index": lambda: held.setdefault("built", le.build_fit_index(
             store, n_neighbors=15, knn_method="auto", metric="euclidean", holdout=0.0, random_state=0)),
-        "write_knn_graph": lambda: le.write_knn_graph(store, "r1", built := held.pop("built"),
-                                                      le.fit_graph_handoff(built), n_neighbors=15),
+        "write_knn_graph": lambda: le.write_knn_graph(store, "r1", held.pop("built"), n_neighbors=15),
         "compute_weights": lambda: le.compute_weights(store, "r1", weighting="local_scaling", symmetrize="or"),
         "solve_eigenmaps": lambda: le.solve_eigenmaps(
             store, "r1", n_components=2, normalization="symmetric", eigen_solver="auto", on_disconnected="raise",

@@ -230,4 +230,6 @@ def release_index(store_token: str, run: str) -> None:
     from distributed import get_client
 
     unpublish(le.index_dataset_name(store_token, run))
-    get_client().run(drop_run, run)
+    # on every worker; one that cannot answer (dying, restarting) holds nothing after it: not an error here, where
+    # it would hide the run's own error
+    get_client().run(drop_run, run, on_error="ignore")
