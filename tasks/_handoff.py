@@ -43,17 +43,19 @@ class HandoffPlugin(WorkerPlugin):
         self.held.clear()
 
 
-def _plugin(worker: Any = None) -> HandoffPlugin | None:
-    """The plugin of ``worker`` (default: the worker running this task); None outside a Dask worker or when the
-    flow did not register it."""
-    if worker is None:
-        try:
-            from distributed import get_worker
+def _this_worker() -> Any:
+    """The Dask worker running this task; None outside a worker (nothing can be kept there)."""
+    from distributed import get_worker
 
-            worker = get_worker()
-        except ValueError:  # not running in a worker: nothing can be kept
-            return None
-    plugin = worker.plugins.get(PLUGIN_NAME)
+    try:
+        return get_worker()
+    except ValueError:
+        return None
+
+
+def _plugin(worker: Any) -> HandoffPlugin | None:
+    """The plugin of ``worker``; None without a worker or when the flow did not register it."""
+    plugin = None if worker is None else worker.plugins.get(PLUGIN_NAME)
     return plugin if isinstance(plugin, HandoffPlugin) else None
 
 
@@ -65,13 +67,12 @@ def new_token() -> str:
 def keep(run: str, token: str, arrays: dict[str, Any]) -> dict[str, str] | None:
     """Keep ``arrays`` in this worker's memory for the next stage of ``run``; returns the reference to pass on
     (``{"token", "worker"}``), or None where nothing can be kept (outside a worker, no plugin)."""
-    plugin = _plugin()
+    worker = _this_worker()
+    plugin = _plugin(worker)
     if plugin is None:
         return None
-    from distributed import get_worker
-
     plugin.held[token] = (run, arrays)
-    return {"token": token, "worker": get_worker().address}
+    return {"token": token, "worker": worker.address}
 
 
 def take(ref: dict[str, str] | None, stored_attrs: dict) -> dict[str, Any] | None:
@@ -79,7 +80,7 @@ def take(ref: dict[str, str] | None, stored_attrs: dict) -> dict[str, Any] | Non
     is done), when ``stored_attrs`` carry the same token; None otherwise (then read the store)."""
     if not ref or stored_attrs.get(TOKEN_ATTR) != ref.get("token"):
         return None
-    plugin = _plugin()
+    plugin = _plugin(_this_worker())
     held = None if plugin is None else plugin.held.pop(ref["token"], None)
     return None if held is None else held[1]
 
