@@ -6,12 +6,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-# Local, self-contained runtime state (Prefect's ephemeral server DB, numba cache).
+# Local, self-contained runtime state (Prefect's ephemeral server DB). Compiled numba code is cached in the user
+# cache directory (~/.cache/eigenflow, or $$EIGENFLOW_CACHE_DIR), filled once after installing by `eigenflow warm`.
 export PREFECT_HOME ?= $(CURDIR)/.eigenflow-home/prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_UI_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
-export NUMBA_CACHE_DIR ?= $(CURDIR)/.eigenflow-home/numba
 export DASK_LOGGING__DISTRIBUTED ?= warning
 export AWS_EC2_METADATA_DISABLED ?= true
 
@@ -23,6 +23,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -e '.[test]'
+	$(BIN)/eigenflow warm
 	touch $(STAMP)
 
 install: $(STAMP)

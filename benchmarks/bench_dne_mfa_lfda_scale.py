@@ -90,7 +90,6 @@ def main(argv=None) -> int:
     ap.add_argument("--eval", type=int, default=100_000, help="unlabeled points the quality is scored on")
     ap.add_argument("--ls-points", type=int, default=20_000, help="unlabeled points of LabelSpreading (0: skip)")
     args = ap.parse_args(argv)
-    os.environ.setdefault("NUMBA_CACHE_DIR", str(DATA_CACHE.parent / "numba"))
     x_path, y_full = manifold_npy(args.n, n_features=args.d)
     y_path = labels_file(y_full, args.labeled, seed=1)
     with PeakMemory() as mem:

@@ -29,7 +29,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".eigenflow-home" / "numba"))
 
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402

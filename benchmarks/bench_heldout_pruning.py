@@ -10,7 +10,7 @@ indexes with the cuts removed: every shard). Printed: wall seconds of each searc
 point, the fraction of rows whose candidate lists are identical, and the recall of both against brute force on
 ``--sample`` held-out rows::
 
-    NUMBA_CACHE_DIR=.eigenflow-home/numba .venv/bin/python benchmarks/bench_heldout_pruning.py --n 1000000
+    .venv/bin/python benchmarks/bench_heldout_pruning.py --n 1000000
 """
 
 from __future__ import annotations

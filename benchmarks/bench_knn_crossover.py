@@ -4,7 +4,7 @@ Prints, for a 32-d Gaussian mixture of growing size and for USPS (256-d), the wa
 ``knn_graph(method="exact")`` and ``knn_graph(method="nndescent")`` (k = 15) after one warm-up call that
 absorbs numba's compile, plus the recall of NN-descent against the exact graph. Wall and CPU (process) times
 are printed; on a shared, loaded machine compare CPU times of single-threaded runs:
-``OPENBLAS_NUM_THREADS=1 NUMBA_CACHE_DIR=.eigenflow-home/numba .venv/bin/python benchmarks/bench_knn_crossover.py --n-jobs 1``.
+``OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_knn_crossover.py --n-jobs 1``.
 """
 
 from __future__ import annotations

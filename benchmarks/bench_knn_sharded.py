@@ -10,7 +10,7 @@ processes (NN-descent ``n_jobs=1`` per task); the single-process reference runs 
 first (it is not in the times). Wall times; the load average is printed before each row because the machine
 may be shared::
 
-    OPENBLAS_NUM_THREADS=1 NUMBA_CACHE_DIR=.eigenflow-home/numba .venv/bin/python benchmarks/bench_knn_sharded.py
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_knn_sharded.py
 """
 
 from __future__ import annotations

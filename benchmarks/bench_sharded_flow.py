@@ -31,7 +31,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("NUMBA_CACHE_DIR", str(REPO / ".eigenflow-home" / "numba"))
 os.environ.setdefault("PREFECT_HOME", str(REPO / ".eigenflow-home" / "prefect"))
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 

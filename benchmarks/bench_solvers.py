@@ -27,7 +27,6 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".eigenflow-home" / "numba"))
 
 from benchmarks.common import DATA_CACHE, PeakMemory, manifold_npy, tree_rss  # noqa: E402
 

@@ -25,7 +25,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("NUMBA_CACHE_DIR", str(REPO / ".eigenflow-home" / "numba"))
 
 from benchmarks.common import manifold_npy  # noqa: E402
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HOME = REPO / ".eigenflow-home"
-for key, value in {"PREFECT_HOME": str(HOME / "prefect-bench"), "NUMBA_CACHE_DIR": str(HOME / "numba"),
+for key, value in {"PREFECT_HOME": str(HOME / "prefect-bench"),
                    "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_UI_ENABLED": "false",
                    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90", "PREFECT_LOGGING_LEVEL": "WARNING",
                    "DASK_LOGGING__DISTRIBUTED": "warning"}.items():

@@ -28,7 +28,6 @@ if "--scale" not in sys.argv:
     for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 os.environ.setdefault("PREFECT_HOME", str(Path(__file__).resolve().parents[1] / ".eigenflow-home" / "prefect"))
-os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".eigenflow-home" / "numba"))
 
 import numpy as np  # noqa: E402
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis  # noqa: E402

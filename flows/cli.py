@@ -294,6 +294,21 @@ def verify(store: str = typer.Argument(..., help="eigenflow store")) -> None:
 
 
 @app.command()
+def warm() -> None:
+    """Fill the compiled-code cache: load or compile the kNN kernels for every dtype and metric (run once per
+    machine, or once per node of a cluster whose nodes do not share EIGENFLOW_CACHE_DIR)."""
+    from spectral.jit_cache import compile_report, numba_cache_dir
+    from spectral.knn import METRICS
+    from tasks._worker import warm_nndescent
+
+    with compile_report("eigenflow warm") as record:
+        seconds = warm_nndescent(("float32", "float64"), METRICS)
+    cached = [r for r in record if r["cacheable"]]
+    state = (f"{len(cached)} kernels compiled and cached" if cached else "every cacheable kernel loaded from it")
+    out.print(f"compiled-code cache {numba_cache_dir()}: {state} ({seconds:.1f} s)", highlight=False, soft_wrap=True)
+
+
+@app.command()
 def info(
     store: str = typer.Argument(..., help="eigenflow store"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),

@@ -17,11 +17,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .jit_cache import cached_njit
+
 #: metric codes of the kernel
 METRIC_CODES = {"euclidean": 0, "manhattan": 1, "cosine": 2}
 
 
-@numba.njit(parallel=True, cache=True, fastmath={"reassoc"})
+@cached_njit(parallel=True, fastmath={"reassoc"})
 def _refine_rows(X, Q, indices, metric):  # pragma: no cover - compiled
     m, k = indices.shape
     d = X.shape[1]
@@ -71,7 +73,7 @@ def _refine_rows(X, Q, indices, metric):  # pragma: no cover - compiled
     return out_i, out_d
 
 
-@numba.njit(parallel=True, cache=True)
+@cached_njit(parallel=True)
 def _drop_self_rows(indices, k):  # pragma: no cover - compiled
     n = indices.shape[0]
     out = np.empty((n, k), dtype=np.int64)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
 from ._refine import drop_self as _drop_self, refine as _refine
+from .jit_cache import compile_report
 from .errors import InputDataError, ParameterError
 
 METHODS = ("auto", "exact", "nndescent")
@@ -150,7 +151,8 @@ class KNNIndex:
         if n_jobs is not None:
             n_jobs = check_int("n_jobs", n_jobs, low=1, high=_max_threads())
         seed = seed_int(check_random_state(random_state))
-        return cls._build(X, n_neighbors, method, metric, seed, n_jobs)
+        with compile_report("the kNN search"):  # numba's first-ever compile on a machine is announced, not hidden
+            return cls._build(X, n_neighbors, method, metric, seed, n_jobs)
 
     @classmethod
     def _build(cls, X, n_neighbors, method, metric, seed, n_jobs) -> KNNIndex:
@@ -177,7 +179,9 @@ class KNNIndex:
         metric = check_choice("metric", params["metric"], METRICS)
         seed = check_int("seed", params["seed"], low=0)
         n_jobs = params.get("n_jobs")
-        return cls._build(X, k, method, metric, seed, None if n_jobs is None else check_int("n_jobs", n_jobs, low=1))
+        n_jobs = None if n_jobs is None else check_int("n_jobs", n_jobs, low=1)
+        with compile_report("the kNN search"):
+            return cls._build(X, k, method, metric, seed, n_jobs)
 
     @property
     def params(self) -> dict:
@@ -270,6 +274,10 @@ class KNNIndex:
                 f"X_new must have {self._shape[1]} columns like the training data; got {X_new.shape[1]}"
             )
         k = check_int("n_neighbors", n_neighbors, low=1, high=self.n_samples)
+        with compile_report("the kNN search"):
+            return self._query(X_new, k)
+
+    def _query(self, X_new: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         self.prepare()
         if self.method == "exact":
             indices = _query_exact(self._index, X_new, k)[0]
@@ -332,11 +340,12 @@ def _max_threads() -> int:
 
 
 def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int | None):
-    from pynndescent import NNDescent
+    from .nndescent_kernels import CachedNNDescent
 
     threads = _max_threads() if n_jobs is None else min(n_jobs, _max_threads())
-    # compressed=False keeps what .query needs; low_memory is pynndescent's default for large data
-    index = NNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False)
+    # compressed=False keeps what .query needs; low_memory is pynndescent's default for large data. The NN-descent
+    # loop loads from eigenflow's compiled-code cache (spectral/nndescent_kernels.py) instead of compiling here.
+    index = CachedNNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False)
     if np.any(index.neighbor_graph[0] < 0):
         raise InputDataError(
             f"NN-descent found fewer than n_neighbors + 1 = {k} neighbours for some points; "

@@ -8,6 +8,9 @@ values are the measured recipes of STACK.md:
 - ``PREFECT_SERVER_UI_ENABLED=false``: the ephemeral server never serves the UI.
 - ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90``: the default 20 s is tight on 2 cores.
 - ``DASK_LOGGING__DISTRIBUTED=warning``: silences distributed's INFO logs.
+- ``NUMBA_CACHE_DIR``: eigenflow's compiled-code cache (:func:`spectral.jit_cache.numba_cache_dir`, a user cache
+  directory, movable with ``EIGENFLOW_CACHE_DIR``), so that pynndescent's own cached kernels land beside
+  eigenflow's; read by numba when it is first imported, so set before that.
 
 Without ``PREFECT_API_URL``, Prefect runs in ephemeral mode (a temporary local server with a sqlite
 database under ``$PREFECT_HOME``); with it, flows report to that server.
@@ -32,7 +35,9 @@ def apply_env_defaults() -> None:
     Also creates ``$PREFECT_HOME`` (with its parents) when it is set: Prefect itself creates only the last
     path component and otherwise prints a "Failed to create the Prefect home directory" warning.
     """
-    for key, value in ENV_DEFAULTS.items():
+    from spectral.jit_cache import numba_cache_dir
+
+    for key, value in {**ENV_DEFAULTS, "NUMBA_CACHE_DIR": str(numba_cache_dir())}.items():
         os.environ.setdefault(key, value)
     home = os.environ.get("PREFECT_HOME")
     if home:

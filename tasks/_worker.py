@@ -82,22 +82,23 @@ def code_digest(packages: tuple[str, ...] = WORKER_PACKAGES) -> str:
 WARM_DTYPES_ENV = "EIGENFLOW_WARM_DTYPES"
 
 
-def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64")) -> float:
-    """Compile pynndescent's numba kernels in this process (build + query a tiny index) for the X ``dtypes``;
-    returns seconds.
+def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"),
+                   metrics: tuple[str, ...] = ("euclidean",)) -> float:
+    """Load (or, on a machine's first use, compile) the kNN search's numba kernels in this process: build and query
+    a tiny NN-descent index for each X dtype and metric; returns seconds.
 
-    Submitted once per Dask worker at the start of a run that builds or queries an NN-descent index: the
-    compile costs 17-20 s per new process even with ``NUMBA_CACHE_DIR`` (STACK.md), so it is paid by every
-    worker in parallel with the ingest, and a long-lived cluster (``eigenflow serve``) pays it once. A run
-    passes its store's X dtype only (each dtype is a compile of its own: 9-10 s of a worker's 17-20 s); a
-    long-lived cluster warms both (stores hold float32 X by default; ``dtype="float64"`` keeps doubles).
+    The kernels come from eigenflow's compiled-code cache (:mod:`spectral.jit_cache`), so in every process after
+    the first on a machine this is a load of about a second, not a compile. Submitted to every Dask worker at the
+    start of a run that builds or queries an NN-descent index, while the ingest runs, so that the first task
+    does not pay even that; ``eigenflow warm`` runs it for every dtype and metric to fill the cache once.
     """
     from spectral.knn import KNNIndex
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
     for dtype in dtypes:
-        index = KNNIndex.build(rng.normal(size=(300, 4)).astype(dtype), 5, method="nndescent", random_state=0,
-                               n_jobs=1)
-        index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
+        for metric in metrics:
+            index = KNNIndex.build(rng.normal(size=(300, 4)).astype(dtype), 5, method="nndescent", metric=metric,
+                                   random_state=0, n_jobs=1)
+            index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
     return time.perf_counter() - t0

@@ -23,7 +23,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "data"
 
 _HOME = REPO_ROOT / ".eigenflow-home"
-os.environ.setdefault("NUMBA_CACHE_DIR", str(_HOME / "numba"))
+from spectral.jit_cache import numba_cache_dir  # noqa: E402  (numba-free: only the cache's path)
+
+os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_cache_dir()))  # as the CLI: beside eigenflow's own kernels
 os.environ.setdefault("PREFECT_HOME", str(_HOME / "prefect-tests"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_UI_ENABLED", "false")
