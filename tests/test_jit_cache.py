@@ -198,3 +198,58 @@ def test_cached_build_equals_pynndescent_and_other_version_recompiles(warm_cache
     assert other["digest"] == first["digest"]
     again = run_build(cache)
     assert again["stats"][NN_DESCENT] == {"loaded": 1, "compiled": 0}
+
+
+def _worker_build() -> dict:
+    """Runs on a ``dask worker``: an NN-descent build, then what the worker's kernels did."""
+    import numpy as np
+
+    from spectral import jit_cache
+    from spectral.knn import KNNIndex
+
+    X = np.random.default_rng(0).normal(size=(600, 8)).astype(np.float32)
+    KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1)
+    return {"stats": jit_cache.kernel_stats(), "cache": str(jit_cache.numba_cache_dir())}
+
+
+def test_dask_worker_command_loads_from_shared_cache(warm_cache):
+    """Workers started with ``dask worker`` (a real scheduler and worker on loopback) load the kernels from the
+    cache their EIGENFLOW_CACHE_DIR names, instead of compiling them."""
+    import signal
+    import time
+
+    from distributed import Client
+
+    from conftest import free_port
+
+    cache, _ = warm_cache
+    # the worker imports this module to run _worker_build
+    env = {**os.environ, "EIGENFLOW_CACHE_DIR": str(cache), "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    dask = str(Path(sys.executable).with_name("dask"))
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                  "--dashboard-address", ":0"], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--nworkers", "1", "--host", "127.0.0.1",
+                               "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True, cwd=REPO)
+    try:
+        with Client(address, timeout=60) as client:
+            deadline = time.monotonic() + 120
+            while not client.scheduler_info()["workers"]:
+                assert time.monotonic() < deadline, "the dask worker did not connect"
+                time.sleep(0.2)
+            result = client.submit(_worker_build, pure=False).result(timeout=300)
+    finally:
+        for process in (worker, scheduler):
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in (worker, scheduler):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    assert result["cache"] == str(cache / "numba")
+    assert result["stats"][NN_DESCENT] == {"loaded": 1, "compiled": 0}
+    assert result["stats"][REFINE]["compiled"] == 0 and result["stats"][REFINE]["loaded"] >= 1
