@@ -10,9 +10,9 @@ run until the new one completes.
 
 With ``keep_cluster`` (the default) the serving process also keeps one local Dask cluster up between runs and
 passes its address to every run: the runs skip the cluster start, and the workers, warmed once
-(:func:`tasks.common.warm_nndescent`), keep pynndescent's compiled kernels. Every heavy stage (kNN build,
+(:func:`tasks.common.warm_nndescent`), keep the kNN search's kernels loaded. Every heavy stage (kNN build,
 weights, eigensolve, write-back) runs on those workers (:func:`tasks.common.run_on_worker`), so a scheduled run
-pays neither the compile nor the cluster start. ``runner`` chooses how each run executes:
+pays neither the kernels' load nor the cluster start. ``runner`` chooses how each run executes:
 
 - ``"prefect"`` (default): Prefect's runner (``prefect.serve``) starts each run in a fresh subprocess. It
   claims scheduled runs up to 10 s early, so for a scheduled run the subprocess start (9-11 s at 1e6, mostly
@@ -64,12 +64,13 @@ def deployments(source: str, store: str, *, name: str, method: str, params: dict
 
 @contextlib.contextmanager
 def warm_cluster(n_workers: int) -> Iterator[str]:
-    """A local Dask cluster kept up while serving, its workers' pynndescent compiled once; yields its address.
+    """A local Dask cluster kept up while serving, its workers' kNN kernels loaded once; yields its address.
 
-    The workers are plain processes that compile for themselves (in parallel), not forks of a compiled server
-    (:func:`flows.cluster.fork_warm_workers`): forked workers need numba's ``workqueue`` threading layer, with which
-    pynndescent's 1e6 build took 18.9-19.3 s against 14.6-16.9 s with OpenMP (interleaved processes), and served
-    runs' kNN stages took 26.4-32.0 s. A worker that its Nanny restarts compiles again when it first builds an index."""
+    The workers are plain processes that load the kernels from the compiled-code cache for themselves (in
+    parallel), not forks of a warm server (:func:`flows.cluster.fork_warm_workers`): forked workers need numba's
+    ``workqueue`` threading layer, with which pynndescent's 1e6 build took 18.9-19.3 s against 14.6-16.9 s with
+    OpenMP (interleaved processes). A worker that its Nanny restarts loads them again from the cache when it first
+    builds an index."""
     from distributed import Client
 
     from flows.cluster import local_cluster
