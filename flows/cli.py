@@ -39,14 +39,18 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefe
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from prefect.exceptions import ParameterTypeError
-
-    from flows.cluster import WorkerCodeError
+    """The exception classes reported as one-line errors. Prefect's and the cluster's are included only when
+    their modules were imported (an error of a module never imported cannot have been raised): a failing
+    ``info`` or ``export`` stays free of Prefect and Dask."""
     from spectral.errors import EigenflowError
     from storage.errors import StorageError
 
     # OSError: storage faults (read-only or full disk, missing files) end in one line naming the path too
-    return (EigenflowError, StorageError, ValueError, OSError, ParameterTypeError, WorkerCodeError)
+    errors: list[type[BaseException]] = [EigenflowError, StorageError, ValueError, OSError]
+    for module, name in (("prefect.exceptions", "ParameterTypeError"), ("flows.cluster", "WorkerCodeError")):
+        if module in sys.modules:
+            errors.append(getattr(sys.modules[module], name))
+    return tuple(errors)
 
 
 def _run(fn: Callable[[], Any]) -> Any:

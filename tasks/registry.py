@@ -1,7 +1,9 @@
 """The method registry: every method the ``embed`` / ``extend`` flows can run, as one entry naming its estimator.
 
 A method's parameters are its estimator's own ``__init__`` parameters with the estimator's defaults (read
-with :func:`inspect.signature`, declared nowhere else). An entry adds only what the pipeline needs:
+with :func:`inspect.signature`, declared nowhere else; ``eigenflow methods`` reads the same signature from the
+estimator's source text, :mod:`tasks._declared_params`, so that listing the methods imports no estimator).
+An entry adds only what the pipeline needs:
 
 - ``fit``: how to fit it from a store (the name of a strategy of :mod:`tasks.fitting`: the estimator's own
   ``fit`` on the fit rows read into memory, or an at-scale path: kNN graph + sparse eigensolver, chunked
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from spectral.errors import ParameterError
+from tasks._declared_params import UnreadableSignature, declared_init_defaults
 
 #: Per-point outputs an entry may write: the embedding (n, k), predicted labels (n,) and class scores (n, c).
 EMBEDDING, LABELS, SCORES = "embedding", "labels", "scores"
@@ -56,10 +59,21 @@ class MethodEntry:
         return {name: p.default for name, p in sig.parameters.items()
                 if name != "self" and p.kind is not p.VAR_KEYWORD and name not in self.store_params}
 
+    @property
+    def declared_parameters(self) -> dict[str, Any]:
+        """:attr:`parameters` read from the estimator's source text (:mod:`tasks._declared_params`), without
+        importing its module (scikit-learn, numba); the live signature when the source cannot be read that way."""
+        try:
+            defaults = declared_init_defaults(self.estimator)
+        except UnreadableSignature:
+            return self.parameters
+        return {name: value for name, value in defaults.items() if name not in self.store_params}
+
     def describe(self) -> dict[str, Any]:
-        """JSON-able ``{"name", "parameters": {name: default}, "needs_labels", ...}`` (``eigenflow methods``)."""
+        """JSON-able ``{"name", "parameters": {name: default}, "needs_labels", ...}`` (``eigenflow methods``);
+        the parameters are :attr:`declared_parameters`, so describing a method imports no estimator."""
         return {"name": self.name, "estimator": self.estimator.replace(":", "."), "summary": self.summary,
-                "parameters": {k: _jsonable(v) for k, v in self.parameters.items()},
+                "parameters": {k: _jsonable(v) for k, v in self.declared_parameters.items()},
                 "needs_labels": self.needs_labels, "outputs": list(self.outputs)}
 
 
