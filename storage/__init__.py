@@ -17,7 +17,7 @@ from .embedding_io import (
     write_point_array,
     write_point_block,
 )
-from .errors import IngestError, StorageError, StoreFormatError
+from .errors import IngestError, StorageError, StorageWriteError, StoreFormatError
 from .graph_io import (
     create_knn,
     read_csr,
@@ -37,7 +37,8 @@ from .models import list_models, read_model, write_model
 from .store import open_store, read_attrs, validate_store
 
 __all__ = [
-    "IngestError", "IngestInfo", "RunManifest", "StageRecord", "StorageError", "StoreFormatError", "X_as_dask",
+    "IngestError", "IngestInfo", "RunManifest", "StageRecord", "StorageError", "StorageWriteError",
+    "StoreFormatError", "X_as_dask",
     "chunk_rows", "create_embedding", "create_knn", "create_output", "create_point_array", "has_labels", "info",
     "ingest", "iter_row_chunks", "layout", "list_models", "list_runs", "open_store", "read_X", "read_attrs",
     "read_constraints", "read_csr", "read_csr_attrs", "read_embedding", "read_knn", "read_knn_attrs", "read_labels", "read_manifest",

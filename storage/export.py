@@ -3,19 +3,24 @@
 Streamed chunk by chunk (a million-point embedding is never held twice), written to a temporary file in the
 target directory and renamed into place, so a reader never sees half a file and a failed export leaves nothing.
 Rows are in the store's order (row i of the file is point i of X).
+
+Both formats go through ordinary buffered file writes, never a memory map: a full disk under a mapped file is a
+SIGBUS that kills the process without a message, where a ``write`` raises ``OSError`` (ENOSPC), which leaves as
+a :class:`~storage.errors.StorageWriteError` naming the output file (``cannot write out.npy: No space left on
+device (ENOSPC)``).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from . import layout
 from .arrays import iter_row_chunks
-from .errors import StorageError, StoreFormatError
+from .errors import StorageError, StoreFormatError, writing
 from .manifest import list_runs, read_manifest
 from .store import as_group, get_node, has_node
 
@@ -59,32 +64,50 @@ def export_output(store: Any, out_file: str, *, run: str | None = None, output: 
     arr = get_node(as_group(store, "r"), node_path)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
-        if suffix == ".npy":
-            _write_npy(store, node_path, arr, tmp)
-        else:
-            _write_parquet(store, node_path, arr, output, tmp)
-        os.replace(tmp, path)
+        with writing(path), _open_output(tmp) as fh:
+            if suffix == ".npy":
+                _write_npy(store, node_path, arr, fh)
+            else:
+                _write_parquet(store, node_path, arr, output, fh)
+            _sync(fh)
+        with writing(path):
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
     return {"path": str(path), "run": run, "output": output, "shape": list(arr.shape)}
 
 
-def _write_npy(store: Any, node_path: str, arr: Any, tmp: Path) -> None:
-    target = np.lib.format.open_memmap(tmp, mode="w+", dtype=arr.dtype, shape=arr.shape)
-    for start, stop, block in iter_row_chunks(store, node_path):
-        target[start:stop] = block
-    target.flush()
-    del target
+def _open_output(tmp: Path) -> BinaryIO:
+    """The temporary output file, created for buffered binary writes (never an existing file)."""
+    return open(tmp, "xb")
 
 
-def _write_parquet(store: Any, node_path: str, arr: Any, output: str, tmp: Path) -> None:
+def _sync(fh: BinaryIO) -> None:
+    """Push the written bytes to the disk before the rename (a disk that fills only at write-back, as network
+    filesystems do, fails here and not after the file has taken its final name)."""
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def _write_npy(store: Any, node_path: str, arr: Any, fh: BinaryIO) -> None:
+    """The ``.npy`` header of ``arr``'s dtype and shape, then its rows chunk by chunk (C order)."""
+    dtype = np.dtype(arr.dtype)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+              "shape": tuple(int(s) for s in arr.shape)}
+    np.lib.format.write_array_header_1_0(fh, header)
+    for _, _, block in iter_row_chunks(store, node_path):
+        fh.write(memoryview(np.ascontiguousarray(block, dtype=dtype)).cast("B"))
+
+
+def _write_parquet(store: Any, node_path: str, arr: Any, output: str, fh: BinaryIO) -> None:
+    """One row group per chunk: a column per component (``c0``, ``c1``, ...) or one named ``output``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     names = [f"c{i}" for i in range(arr.shape[1])] if len(arr.shape) == 2 else [output]
     schema = pa.schema([(name, pa.from_numpy_dtype(arr.dtype)) for name in names])
-    with pq.ParquetWriter(tmp, schema) as writer:
+    with pq.ParquetWriter(fh, schema) as writer:
         for _, _, block in iter_row_chunks(store, node_path):
             columns = [block[:, i] for i in range(block.shape[1])] if block.ndim == 2 else [block]
             writer.write_table(pa.table(dict(zip(names, columns)), schema=schema))
