@@ -4,8 +4,10 @@ After the ingest has written X and y, :func:`record_checksums` stores the BLAKE2
 chunk file (the encoded bytes, as on disk) in ``checksums/<array>.json``; chunks that were never written
 (zarr leaves them out when they are all fill value) are recorded as absent. :func:`verify` compares the store
 with the records: a chunk whose bytes changed (a flipped block), a recorded chunk that is gone (a deleted
-file reads as zeros!), a chunk that appeared. :func:`check_intact` raises on the first damaged array, naming it
-and its chunks; the flows call it on the arrays they read before any stage.
+file reads as zeros!), a chunk that appeared, and a stray key: a file under a recorded array's prefix that is
+neither its ``zarr.json`` nor a chunk of its chunk grid (``X/c/99/0`` beyond the last row chunk, ``X/c/junk``, a
+torn write's leftover). :func:`check_intact` raises on the first damaged array, naming it and its chunks; the
+flows call it on the arrays they read before any stage (stray keys, which zarr never reads, do not stop them).
 """
 
 from __future__ import annotations
@@ -153,14 +155,35 @@ def completed_row_chunks(store: StoreRef, arrays: list[str], starts: list[int],
     return done
 
 
+def stray_keys(fs: Any, root: str, array: str, meta: dict) -> list[str]:
+    """Keys (relative to ``array``) of the files under its prefix that are neither its ``zarr.json`` nor a chunk key
+    of its chunk grid, sorted; one recursive listing of the prefix on any fsspec filesystem."""
+    base = posixpath.join(root, array).rstrip("/")
+    prefix = base + "/"
+    expected = set(chunk_keys(meta)) | {"zarr.json"}
+    found = (path[len(prefix):] if path.startswith(prefix) else path for path in fs.find(base))
+    return sorted(key for key in found if key not in expected)
+
+
+#: Problem of a key under an array's prefix that is no chunk of it (see :func:`stray_keys`).
+STRAY = "stray key"
+
+
+def _report_strays(fs: Any, root: str, array: str, meta: dict, report: dict) -> None:
+    """Add one problem per stray key of ``array`` to ``report``."""
+    for key in stray_keys(fs, root, array, meta):
+        report["bad"].append({"array": array, "chunk": key, "problem": STRAY})
+
+
 def verify(store: StoreRef, storage_options: dict | None = None,
-           arrays: tuple[str, ...] | None = None) -> dict[str, Any]:
+           arrays: tuple[str, ...] | None = None, strays: bool = True) -> dict[str, Any]:
     """Check every recorded chunk (of ``arrays`` only, when given):
     ``{"arrays": {array: n_chunks}, "bad": [{"array", "chunk", "problem"}]}``.
 
     Problems: ``"changed"`` (bytes differ), ``"missing"`` (recorded, now absent: reads as fill value),
     ``"unexpected"`` (absent when recorded, now present), ``"shape"`` (the array's shape is not the recorded one),
-    ``"array missing"``.
+    ``"array missing"``, and with ``strays`` ``"stray key"`` (a file under the array's prefix that is neither its
+    metadata nor a chunk of its grid: ``chunk`` is its key, see :func:`stray_keys`).
     """
     fs, root = filesystem(store, storage_options)
     folder = posixpath.join(root, CHECKSUMS)
@@ -170,7 +193,7 @@ def verify(store: StoreRef, storage_options: dict | None = None,
         if arrays is not None and _recorded_array(path) not in arrays:
             continue
         if not path.endswith(".json"):  # a folder of per-chunk records
-            _verify_chunk_records(fs, root, path, report)
+            _verify_chunk_records(fs, root, path, report, strays)
             continue
         array = _recorded_array(path)
         recorded = json.loads(fs.cat_file(path))
@@ -188,6 +211,8 @@ def verify(store: StoreRef, storage_options: dict | None = None,
                 continue
             problem = "missing" if now.get(key) is None else ("unexpected" if digest is None else "changed")
             report["bad"].append({"array": array, "chunk": key, "problem": problem})
+        if strays:
+            _report_strays(fs, root, array, meta, report)
     return report
 
 
@@ -197,7 +222,8 @@ def _recorded_array(path: str) -> str:
     return (name[: -len(".json")] if name.endswith(".json") else name).replace("__", "/")
 
 
-def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict) -> None:
+def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict, strays: bool) -> None:
+    """Check the chunks of ``array`` recorded one file each in ``folder`` (and its stray keys, with ``strays``)."""
     array = _recorded_array(folder)
     meta = _array_meta(fs, root, array)
     files = sorted(fs.ls(folder, detail=False))
@@ -220,12 +246,15 @@ def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict) -> None
         else:
             continue
         report["bad"].append({"array": array, "chunk": record["key"], "problem": problem})
+    if strays:
+        _report_strays(fs, root, array, meta, report)
 
 
 def check_intact(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
                  storage_options: dict | None = None) -> None:
-    """Raise :class:`StoreFormatError` naming the damaged chunks of ``arrays`` (see :func:`verify`)."""
-    bad = verify(store, storage_options, arrays=tuple(arrays))["bad"]
+    """Raise :class:`StoreFormatError` naming the damaged chunks of ``arrays`` (see :func:`verify`; stray keys,
+    which zarr never reads, are left to ``eigenflow verify``)."""
+    bad = verify(store, storage_options, arrays=tuple(arrays), strays=False)["bad"]
     if bad:
         listed = ", ".join(f"{b['array']}/{b['chunk']} ({b['problem']})" if b["chunk"] else
                            f"{b['array']} ({b['problem']})" for b in bad[:5])

@@ -14,6 +14,7 @@ import pytest
 import storage
 from storage.checksums import check_intact, verify
 from storage.errors import StoreFormatError
+from storage.store import filesystem
 
 N, D, CHUNK = 100, 4, 32
 
@@ -59,6 +60,60 @@ def test_verify_cli_lists_bad_chunks_and_exits_1(store):
     _flip_block(store / "y" / "c" / "1")
     result = CliRunner().invoke(app, ["verify", str(store)])
     assert result.exit_code == 1 and "bad y/c/1: changed" in result.output and "Traceback" not in result.output
+
+
+@pytest.fixture(params=["local", "memory"])
+def any_store(request, tmp_path):
+    """The ``store`` fixture's data on a local disk or in fsspec's in-memory filesystem (removed afterwards)."""
+    import secrets
+
+    rng = np.random.default_rng(0)
+    url = str(tmp_path / "s.zarr") if request.param == "local" else f"memory://verify-{secrets.token_hex(4)}/s.zarr"
+    storage.ingest(rng.normal(size=(N, D)), url, labels=rng.integers(0, 3, N), chunk_rows=CHUNK)
+    yield url
+    if request.param == "memory":
+        fs, root = filesystem(url)
+        fs.rm(root, recursive=True)
+
+
+def _put(url, key, payload=b"stray"):
+    fs, root = filesystem(url)
+    path = f"{root}/{key}"
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    fs.pipe_file(path, payload)
+
+
+def test_verify_lists_stray_keys_of_an_array(any_store):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    _put(any_store, "X/c/99/0")  # a chunk key beyond X's chunk grid (4 row chunks)
+    _put(any_store, "X/c/junk")
+    _put(any_store, "y/c/1.3f9a.partial")  # a torn write's leftover
+    assert verify(any_store)["bad"] == [
+        {"array": "X", "chunk": "c/99/0", "problem": "stray key"},
+        {"array": "X", "chunk": "c/junk", "problem": "stray key"},
+        {"array": "y", "chunk": "c/1.3f9a.partial", "problem": "stray key"},
+    ]
+    check_intact(any_store)  # zarr never reads them: the flows still run on the store
+    result = CliRunner().invoke(app, ["verify", any_store])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    listed = [ln for ln in result.output.splitlines() if ln.startswith("bad ")]
+    assert listed == ["bad X/c/99/0: stray key", "bad X/c/junk: stray key", "bad y/c/1.3f9a.partial: stray key"]
+
+
+def test_verify_lists_stray_keys_of_arrays_recorded_chunk_by_chunk(any_store):
+    from storage.checksums import record_chunk
+    from storage.embedding_io import create_embedding, write_embedding_block
+
+    create_embedding(any_store, "r", 2)
+    for start in range(0, N, CHUNK):
+        write_embedding_block(any_store, "r", start, np.ones((min(CHUNK, N - start), 2)))
+        record_chunk(any_store, "embeddings/r", start)
+    assert verify(any_store)["bad"] == []
+    _put(any_store, "embeddings/r/c/4/0")
+    assert verify(any_store)["bad"] == [{"array": "embeddings/r", "chunk": "c/4/0", "problem": "stray key"}]
 
 
 def test_embed_refuses_a_damaged_store_before_any_stage(store, prefect_harness):
