@@ -161,6 +161,8 @@ def embed(
     run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
     chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk of the store"),
     overwrite: bool = typer.Option(False, help="re-ingest SOURCE over an existing STORE"),
+    overwrite_run: bool = typer.Option(False, "--overwrite-run", help="start --run-name again from nothing instead "
+                                       "of resuming it (e.g. when its manifest cannot be read)"),
     sharded: Optional[bool] = typer.Option(None, "--sharded/--no-sharded", help="laplacian_eigenmaps: kNN graph, "
                                            "Laplacian and eigensolve split by rows over the workers (default: "
                                            "when one worker's memory is too small for the single-process kNN)"),
@@ -172,7 +174,7 @@ def embed(
     params = _run(lambda: _with_k(parse_params(param), n_components))
     kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
                   scheduler=scheduler, n_workers=workers, run_name=run_name, chunk_rows=chunk_rows,
-                  overwrite=overwrite, sharded=sharded)
+                  overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run)
     _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                        n_workers=workers, random_state=seed, overwrite=overwrite,
                                        sharded=sharded))  # before Prefect

@@ -23,10 +23,11 @@ from spectral._validation import check_float, check_int
 from spectral.errors import ParameterError
 from storage import layout
 from storage.checksums import check_intact
-from storage.errors import StoreFormatError
+from storage.errors import DamagedManifestError, StoreFormatError
 from storage.lock import check_unlocked, store_lock
-from storage.manifest import list_runs, read_manifest, write_manifest
+from storage.manifest import list_runs, read_manifest, readable_manifests, write_manifest
 from storage.models import list_models
+from storage.run_outputs import drop_run_outputs
 from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token, warm_nndescent
 from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, ingest_task
@@ -114,6 +115,7 @@ def embed(
     chunk_rows: int | None = None,
     overwrite: bool = False,
     sharded: bool | None = None,
+    overwrite_run: bool = False,
 ) -> dict[str, Any]:
     """Embed the points of ``source`` into ``store`` with ``method`` and return a summary of the run.
 
@@ -149,6 +151,9 @@ def embed(
         workers and solve with the distributed eigensolver (:mod:`tasks.sharded_eigenmaps`; needs
         ``normalization="symmetric"``; held-out rows are searched in every shard's index). None (default):
         sharded when the single-process kNN stage would need more than half of the smallest worker's memory.
+    overwrite_run : bool
+        Start the run ``run_name`` again from nothing instead of resuming it: its identity is not checked (its
+        manifest may be unreadable) and what it wrote before is dropped (:func:`storage.run_outputs.drop_run_outputs`).
 
     Returns
     -------
@@ -164,11 +169,13 @@ def embed(
     finished: dict[str, dict] = {}
     if run_name is not None:
         check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded,
-                                        **full})
-        finished = finished_stages(store, run)
+                                        **full}, overwrite_run=overwrite_run)
+        finished = {} if overwrite_run else finished_stages(store, run)
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded}) as (ctx, ingested):
+        if overwrite_run:  # under the store's lock
+            drop_run_outputs(ctx.store, ctx.run)
         entry = get_entry(method)
         if entry.needs_labels and not ingested.get(layout.ATTR_HAS_LABELS, True):
             raise StoreFormatError(f"method {method!r} needs labels; store {store} has none (pass labels=...)")
@@ -220,16 +227,23 @@ def existing_store_attrs_or_none(store: str) -> dict | None:
 EXECUTION_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler")
 
 
-def check_run_identity(store: str, run: str, identity: dict[str, Any]) -> None:
-    """Refuse to reuse the name of a run of ``store`` that was started with other parameters.
+def check_run_identity(store: str, run: str, identity: dict[str, Any], *, overwrite_run: bool = False) -> None:
+    """Refuse to reuse the name of a run of ``store`` that was started with other parameters, or whose manifest
+    cannot be read (its parameters are unknown), unless ``overwrite_run``.
 
     A re-run under the same name resumes that run (finished tasks are reused), so it must be the same run:
     the method, labels, hold-out and every method parameter must be equal. The error names the differences.
     """
+    if overwrite_run:
+        return
     try:
         if existing_store_attrs(store) is None or run not in list_runs(store):
             return
         before = read_manifest(store, run).parameters
+    except DamagedManifestError as exc:
+        raise StoreFormatError(f"run {run!r} of store {store} cannot be resumed: its manifest {exc.path} cannot be "
+                               f"read ({exc.reason}); pass overwrite_run=True (CLI --overwrite-run) to start it "
+                               "again from nothing, or choose a new run name") from exc
     except StoreFormatError:
         return  # not a store yet (or not one of ours): the ingest decides
     now = _jsonable(identity)
@@ -401,7 +415,7 @@ def _check_new_points_header(store: str, new_source: str) -> None:
 def latest_model_run(store: str) -> str:
     """The most recent completed ``embed`` run of ``store`` that has a model (any method)."""
     with_models = set(list_models(store))
-    done = [m for m in (read_manifest(store, r) for r in list_runs(store))
+    done = [m for m in readable_manifests(store)  # a damaged manifest is skipped, with a warning
             if m.flow == "embed" and m.status == "completed" and m.run_id in with_models]
     if not done:
         raise StoreFormatError(f"store {store} has no completed embed run with a model; run `eigenflow embed` first")

@@ -132,6 +132,16 @@ def forget_chunk_records(store: StoreRef, array: str, storage_options: dict | No
         fs.rm(folder, recursive=True)
 
 
+def forget_records(store: StoreRef, array: str, storage_options: dict | None = None) -> None:
+    """Remove every checksum record of ``array``: its whole-array record and its per-chunk records (the array is
+    being removed)."""
+    fs, root = filesystem(store, storage_options)
+    record = _record_path(root, array)
+    if fs.exists(record):
+        fs.rm_file(record)
+    forget_chunk_records(store, array, storage_options)
+
+
 def completed_row_chunks(store: StoreRef, arrays: list[str], starts: list[int],
                          storage_options: dict | None = None) -> set[int]:
     """The row-chunk starts whose chunk of every array in ``arrays`` is recorded and intact (a resumed run

@@ -44,3 +44,19 @@ def writing(target: Any) -> Iterator[None]:
         raise
     except OSError as exc:
         raise StorageWriteError(exc.errno, exc.strerror or str(exc) or type(exc).__name__, str(target)) from exc
+
+
+class DamagedManifestError(StoreFormatError):
+    """A run manifest (``runs/<run>.json``) that exists but cannot be read: ``path`` is the file, ``reason`` a
+    short phrase (``not valid JSON (Unterminated string..., line 40)``, ``empty file``, ...)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"manifest {path} is not a valid run manifest: {reason}")
+        self.path, self.reason = path, reason
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.path, self.reason)
+
+
+class DamagedManifestWarning(UserWarning):
+    """A run was skipped because its manifest cannot be read (see :class:`DamagedManifestError`)."""

@@ -21,7 +21,7 @@ import numpy as np
 from . import layout
 from .arrays import iter_row_chunks
 from .errors import StorageError, StoreFormatError, writing
-from .manifest import list_runs, read_manifest
+from .manifest import readable_manifests
 from .store import as_group, get_node, has_node
 
 #: Outputs a run may have: the embedding and the per-point arrays under ``outputs/<run>/``.
@@ -37,9 +37,10 @@ def output_path(run: str, output: str) -> str:
 
 
 def latest_run_with(store: Any, output: str) -> str:
-    """The most recent completed run of ``store`` that has ``output``."""
+    """The most recent completed run of ``store`` that has ``output`` (runs whose manifest cannot be read are
+    skipped with a warning naming the file)."""
     group = as_group(store, "r")
-    done = [m for m in (read_manifest(store, r) for r in list_runs(store))
+    done = [m for m in readable_manifests(store)
             if m.status == "completed" and has_node(group, output_path(m.run_id, output))]
     if not done:
         raise StoreFormatError(f"store {store} has no completed run with a {output!r} output")

@@ -6,6 +6,7 @@ import posixpath
 from typing import Any
 
 from . import layout
+from .errors import DamagedManifestError
 from .manifest import effective_status, list_runs, read_manifest
 from .store import StoreRef, check_root, check_shapes, describe, filesystem, node_metadata, _read_json
 
@@ -22,7 +23,8 @@ def info(store_url: StoreRef, storage_options: dict | None = None) -> dict[str, 
         ``{"store", <root attrs: schema_version, status, n, d, dtype, chunk_rows, has_labels, source,
         fingerprint>, "arrays": [{"path", "shape", "dtype", "chunks"}], "groups": [{"path", "attrs"}],
         "runs": [{"run_id", "flow", "status", "error", "started", "ended", "seconds",
-        "stages": [{"name", "status", "seconds", "error"}]}]}``.
+        "stages": [{"name", "status", "seconds", "error"}]}]}``; a run whose manifest cannot be read has status
+        ``damaged`` and the reason as its error.
 
     Raises
     ------
@@ -52,7 +54,13 @@ def info(store_url: StoreRef, storage_options: dict | None = None) -> dict[str, 
 
 
 def _run_summary(store: StoreRef, run: str, storage_options: dict | None) -> dict[str, Any]:
-    m = read_manifest(store, run, storage_options)
+    """One run of :func:`info`; a manifest that cannot be read is a run of status ``damaged`` whose error says
+    why."""
+    try:
+        m = read_manifest(store, run, storage_options)
+    except DamagedManifestError as exc:
+        return {"run_id": run, "flow": None, "status": "damaged", "error": exc.reason, "started": None,
+                "ended": None, "seconds": None, "stages": []}
     return {"run_id": m.run_id, "flow": m.flow, "status": effective_status(m), "error": m.error, "started": m.started,
             "ended": m.ended, "seconds": m.seconds,
             "stages": [{"name": s.name, "status": s.status, "seconds": s.seconds, "error": s.error}

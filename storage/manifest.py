@@ -1,8 +1,10 @@
 """Run manifests: one JSON file per run at ``runs/<run>.json`` inside the store.
 
 A manifest records the run id, flow name, parameters, seed, package versions, python / platform / host,
-per-stage timings (start, end, seconds, status, error) and the run status (``running`` -> ``completed`` or
-``failed`` with the error message), plus free-form JSON ``results`` (metrics, fingerprints, checksums).
+per-stage timings (start, end, seconds, status, error), the run's fixed time outside its stages
+(``fixed_seconds``: name -> seconds, e.g. the flow engine's and the cluster's start and the teardown; the
+flows define the names, :mod:`flows._fixed_time`) and the run status (``running`` -> ``completed`` or ``failed``
+with the error message), plus free-form JSON ``results`` (metrics, fingerprints, checksums).
 
 Writes go through the store's filesystem: on local disks a temporary file in ``runs/`` then ``os.replace``
 (atomic: a reader sees the old or the new manifest, never half of one); on object stores one PUT.
@@ -26,6 +28,7 @@ import secrets
 import socket
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -33,7 +36,7 @@ from typing import Any, Iterator
 
 from . import layout
 from ._jsonable import check_attrs
-from .errors import StoreFormatError, StorageError
+from .errors import DamagedManifestError, DamagedManifestWarning, StoreFormatError, StorageError
 from .store import StoreRef, filesystem
 
 #: Distributions whose versions every manifest records.
@@ -109,6 +112,7 @@ class RunManifest:
     pid: int = field(default_factory=os.getpid)
     process_start: float | None = field(default_factory=lambda: _process_start())
     stages: list[StageRecord] = field(default_factory=list)
+    fixed_seconds: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)
     schema_version: int = layout.SCHEMA_VERSION
 
@@ -168,16 +172,56 @@ def write_manifest(store: StoreRef, manifest: RunManifest, storage_options: dict
 
 
 def read_manifest(store: StoreRef, run: str, storage_options: dict | None = None) -> RunManifest:
-    """Read the manifest of ``run``."""
+    """Read the manifest of ``run``.
+
+    Raises
+    ------
+    StoreFormatError
+        No manifest for ``run``.
+    DamagedManifestError
+        The file cannot be read as a run manifest (cut short, not JSON, wrong fields); names the file and why.
+    """
     fs, path = _manifest_path(store, run, storage_options)
     try:
         raw = fs.cat_file(path)
     except FileNotFoundError as exc:
         raise StoreFormatError(f"no manifest for run {run!r} ({path})") from exc
     try:
-        return RunManifest.from_dict(json.loads(raw))
-    except (ValueError, TypeError) as exc:
-        raise StoreFormatError(f"manifest {path} is not a valid run manifest: {exc}") from exc
+        return _checked(RunManifest.from_dict(json.loads(raw)))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DamagedManifestError(path, _damage(raw, exc)) from exc
+
+
+def _checked(manifest: RunManifest) -> RunManifest:
+    """``manifest`` if its status and start time are usable (what :func:`effective_status` and the latest-run
+    lookups read), else ValueError."""
+    if manifest.status not in RUN_STATUSES:
+        raise ValueError(f"status {manifest.status!r} is not one of {list(RUN_STATUSES)}")
+    datetime.fromisoformat(str(manifest.started))
+    return manifest
+
+
+def _damage(raw: bytes, exc: Exception) -> str:
+    """A short phrase saying why ``raw`` is not a run manifest."""
+    if not raw.strip():
+        return "empty file"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc.msg}, line {exc.lineno})"
+    return f"wrong content ({type(exc).__name__}: {exc})"
+
+
+def readable_manifests(store: StoreRef, storage_options: dict | None = None) -> list[RunManifest]:
+    """The manifests of the store's runs that can be read; a damaged one is skipped with a
+    :class:`DamagedManifestWarning` naming its file (the latest-run lookups of ``export`` and ``extend``)."""
+    manifests = []
+    for run in list_runs(store, storage_options):
+        try:
+            manifests.append(read_manifest(store, run, storage_options))
+        except DamagedManifestError as exc:
+            warnings.warn(f"skipping run {run!r}: {exc}", DamagedManifestWarning, stacklevel=2)
+    return manifests
 
 
 def list_runs(store: StoreRef, storage_options: dict | None = None) -> list[str]:
