@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import layout
-from .errors import StoreFormatError
-from .store import StoreRef, _read_json, filesystem
+from .errors import StoreFormatError, writing
+from .store import StoreRef, _read_json, file_location, filesystem
 
 #: Folder of the checksum records (one JSON file per array: ``{chunk key: digest or null}``).
 CHECKSUMS = "checksums"
@@ -55,9 +55,10 @@ def chunk_keys(meta: dict) -> list[str]:
 def _write(fs: Any, path: str, payload: bytes) -> None:
     """One small file; folders are made on local disks only (object stores have none: a folder marker would be
     an object of its own, which a later recursive move cannot copy)."""
-    if fs.__class__.__name__ == "LocalFileSystem":
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
-    fs.pipe_file(path, payload)
+    with writing(file_location(fs, path)):
+        if fs.__class__.__name__ == "LocalFileSystem":
+            fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        fs.pipe_file(path, payload)
 
 
 def _array_meta(fs: Any, root: str, array: str) -> dict | None:

@@ -16,9 +16,9 @@ import zarr
 from . import layout
 from .arrays import read_rows
 from .checksums import forget_chunk_records
-from .errors import StoreFormatError, StorageError
+from .errors import StoreFormatError, StorageError, writing
 from ._jsonable import check_attrs
-from .store import StoreRef, as_group, delete_node, get_node, has_node
+from .store import StoreRef, as_group, delete_node, get_node, has_node, location
 
 
 def _default_fill(dtype: np.dtype) -> Any:
@@ -60,19 +60,22 @@ def create_point_array(
         old = group[path]
         same = isinstance(old, zarr.Array) and old.shape == shape and old.chunks == chunks and old.dtype == dt
         if same:
-            old.attrs.update(attrs)
+            with writing(location(group, path)):
+                old.attrs.update(attrs)
             return old
         if not overwrite:
             raise StoreFormatError(
                 f"{path!r} already exists with shape {getattr(old, 'shape', None)}, dtype {getattr(old, 'dtype', None)}; "
                 f"requested shape {shape}, dtype {dt}: pass overwrite=True to replace it"
             )
-        delete_node(group, path)
-        forget_chunk_records(group, path)
+        with writing(location(group, path)):
+            delete_node(group, path)
+            forget_chunk_records(group, path)
     fill = _default_fill(dt) if fill_value is None else fill_value
-    arr = group.create_array(path, shape=shape, chunks=chunks, dtype=dt, fill_value=fill,
-                             compressors=layout.compressors())
-    arr.attrs.update(attrs)
+    with writing(location(group, path)):
+        arr = group.create_array(path, shape=shape, chunks=chunks, dtype=dt, fill_value=fill,
+                                 compressors=layout.compressors())
+        arr.attrs.update(attrs)
     return arr
 
 
@@ -94,7 +97,9 @@ def write_point_block(store: StoreRef, path: str, start: int, block: Any,
             "aligned with the chunks of X"
         )
     expected = min(rows, n - int(start))
-    arr[int(start):int(start) + expected] = _checked_rows(arr, path, int(start), expected, block, "block")
+    rows_block = _checked_rows(arr, path, int(start), expected, block, "block")
+    with writing(location(store, path)):
+        arr[int(start):int(start) + expected] = rows_block
 
 
 def write_all_rows(store: StoreRef, path: str, values: Any, storage_options: dict | None = None) -> None:
@@ -103,7 +108,9 @@ def write_all_rows(store: StoreRef, path: str, values: Any, storage_options: dic
     Same checks as :func:`write_point_block` on the whole array (shape, dtype kind, NaN/inf with its row).
     """
     arr = get_node(as_group(store, "r+", storage_options), path)
-    arr[:] = _checked_rows(arr, path, 0, int(arr.shape[0]), values, "values")
+    values = _checked_rows(arr, path, 0, int(arr.shape[0]), values, "values")
+    with writing(location(store, path)):
+        arr[:] = values
 
 
 def _checked_rows(arr: Any, path: str, start: int, expected: int, block: Any, what: str) -> np.ndarray:

@@ -21,8 +21,8 @@ from . import layout
 from ._jsonable import check_attrs
 from .embedding_io import create_point_array, write_all_rows, write_point_block
 from .arrays import read_rows, read_rows_at
-from .errors import StoreFormatError, StorageError
-from .store import StoreRef, as_group, decoding, delete_node, get_node, has_node
+from .errors import StoreFormatError, StorageError, writing
+from .store import StoreRef, as_group, decoding, delete_node, get_node, has_node, location
 
 _RESERVED_CSR_ATTRS = (layout.ATTR_ENCODING, layout.ATTR_ENCODING_VERSION, layout.ATTR_SHAPE)
 
@@ -65,7 +65,8 @@ def create_knn(store: StoreRef, k: int, attrs: dict | None = None, *, n_index: i
     create_point_array(group, layout.KNN_INDICES, int(k), dtype=layout.KNN_INDICES_DTYPE, fill_value=-1,
                        overwrite=overwrite)
     create_point_array(group, layout.KNN_DISTANCES, int(k), dtype=layout.KNN_DISTANCES_DTYPE, overwrite=overwrite)
-    group[layout.KNN].attrs.update(attrs)
+    with writing(location(group, layout.KNN)):
+        group[layout.KNN].attrs.update(attrs)
 
 
 def write_knn_block(store: StoreRef, start: int, indices: Any, distances: Any,
@@ -143,6 +144,15 @@ def write_csr(store: StoreRef, name: str, csr: Any, attrs: dict | None = None,
     parts = {layout.CSR_INDPTR: csr.indptr.astype(np.int64), layout.CSR_INDICES: csr.indices.astype(index_dtype),
              layout.CSR_DATA: csr.data.astype(data_dtype)}
     group = as_group(store, "r+", storage_options)
+    with writing(location(group, name)):
+        _write_csr_parts(group, name, parts)
+        group[name].attrs.update({**attrs, layout.ATTR_ENCODING: layout.CSR_ENCODING,
+                                  layout.ATTR_ENCODING_VERSION: layout.CSR_ENCODING_VERSION,
+                                  layout.ATTR_SHAPE: [int(n_rows), int(n_cols)]})  # written last
+
+
+def _write_csr_parts(group: Any, name: str, parts: dict[str, np.ndarray]) -> None:
+    """Replace the group ``name`` by one holding the 1-D arrays ``parts`` (``indptr``, ``indices``, ``data``)."""
     delete_node(group, name)
     node = group.require_group(name)
     for key, arr in parts.items():
@@ -150,9 +160,6 @@ def write_csr(store: StoreRef, name: str, csr: Any, attrs: dict | None = None,
         out = node.create_array(key, shape=arr.shape, chunks=(chunk,), dtype=arr.dtype, fill_value=0,
                                 compressors=layout.compressors())
         out[:] = arr
-    node.attrs.update({**attrs, layout.ATTR_ENCODING: layout.CSR_ENCODING,
-                       layout.ATTR_ENCODING_VERSION: layout.CSR_ENCODING_VERSION,
-                       layout.ATTR_SHAPE: [int(n_rows), int(n_cols)]})  # written last
 
 
 def _csr_group(store: StoreRef, name: str, storage_options: dict | None) -> Any:
@@ -206,10 +213,11 @@ def write_constraints(store: StoreRef, must_link: Any = None, cannot_link: Any =
     pairs = {layout.MUST_LINK: _check_pairs("must_link", [] if must_link is None else must_link, n),
              layout.CANNOT_LINK: _check_pairs("cannot_link", [] if cannot_link is None else cannot_link, n)}
     for path, arr in pairs.items():
-        delete_node(group, path)
-        out = group.create_array(path, shape=arr.shape, chunks=(max(1, min(arr.shape[0], 2**20)), 2),
-                                 dtype="int64", fill_value=0, compressors=layout.compressors())
-        out[...] = arr
+        with writing(location(group, path)):
+            delete_node(group, path)
+            out = group.create_array(path, shape=arr.shape, chunks=(max(1, min(arr.shape[0], 2**20)), 2),
+                                     dtype="int64", fill_value=0, compressors=layout.compressors())
+            out[...] = arr
 
 
 def read_constraints(store: StoreRef, storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:

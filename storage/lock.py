@@ -28,8 +28,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import layout
-from .errors import StorageError
-from .store import StoreRef, filesystem
+from .errors import StorageError, writing
+from .store import StoreRef, file_location, filesystem
 
 #: The lock file, next to the run manifests.
 LOCK_KEY = f"{layout.RUNS}/.lock.json"
@@ -114,7 +114,9 @@ def store_lock(store: StoreRef, run: str, storage_options: dict | None = None) -
 def _acquire(fs: Any, path: str, record: dict, store: StoreRef) -> None:
     payload = json.dumps(record).encode()
     for _ in range(2):  # second pass after removing a stale lock
-        if _create_exclusive(fs, path, payload):
+        with writing(file_location(fs, path)):
+            created = _create_exclusive(fs, path, payload)
+        if created:
             return
         holder = read_lock(store) or {}
         if owner_alive(holder, taken=holder.get("taken")) and not holder.get("unreadable"):

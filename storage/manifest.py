@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import posixpath
-import secrets
 import socket
 import sys
 import time
@@ -36,8 +35,8 @@ from typing import Any, Iterator
 
 from . import layout
 from ._jsonable import check_attrs
-from .errors import DamagedManifestError, DamagedManifestWarning, StoreFormatError, StorageError
-from .store import StoreRef, filesystem
+from .errors import DamagedManifestError, DamagedManifestWarning, StoreFormatError, StorageError, writing
+from .store import StoreRef, file_location, filesystem, replace_local_file
 
 #: Distributions whose versions every manifest records.
 TRACKED_PACKAGES = ("eigenflow", "numpy", "scipy", "dask", "distributed", "zarr", "prefect", "pynndescent",
@@ -158,16 +157,11 @@ def write_manifest(store: StoreRef, manifest: RunManifest, storage_options: dict
     """Write ``runs/<run>.json`` atomically; returns its path on the store's filesystem."""
     fs, path = _manifest_path(store, manifest.run_id, storage_options)
     payload = json.dumps(manifest.to_dict(), indent=2, allow_nan=False).encode()
-    if fs.__class__.__name__ == "LocalFileSystem":
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{secrets.token_hex(4)}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    else:
-        fs.pipe_file(path, payload)  # a single object PUT is atomic on object stores
+    with writing(file_location(fs, path)):
+        if fs.__class__.__name__ == "LocalFileSystem":
+            replace_local_file(path, payload)
+        else:
+            fs.pipe_file(path, payload)  # a single object PUT is atomic on object stores
     return path
 
 

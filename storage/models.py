@@ -15,8 +15,8 @@ import numpy as np
 
 from . import layout
 from ._jsonable import check_attrs
-from .errors import StoreFormatError, StorageError
-from .store import StoreRef, as_group, decoding, delete_node, get_node, has_node
+from .errors import StoreFormatError, StorageError, writing
+from .store import StoreRef, as_group, decoding, delete_node, get_node, has_node, location
 
 
 def _check_arrays(arrays: Any) -> dict[str, np.ndarray]:
@@ -66,18 +66,21 @@ def create_model(store: StoreRef, run: str, row_arrays: dict, chunk_rows: int | 
     different row chunks (:func:`write_model_rows`, e.g. Dask workers) never share a zarr chunk. The model is
     incomplete (refused by :func:`read_model`) until :func:`finish_model`."""
     path = layout.model_path(run)
-    group = as_group(store, "r+", storage_options)
-    delete_node(group, path)
-    model = group.require_group(path)
+    specs = {}
     for name, (shape, dtype) in row_arrays.items():
         layout.check_name("model array name", name)
         dtype = np.dtype(dtype)
         if dtype.kind not in "biuf" or not len(shape):
             raise StorageError(f"model row array {name!r} must have rows and a bool / integer / float dtype; got "
                                f"shape {shape}, dtype {dtype}")
-        chunks = (max(1, min(int(chunk_rows or shape[0]), shape[0])),) + tuple(shape[1:])
-        model.create_array(name, shape=tuple(shape), dtype=dtype, chunks=chunks, fill_value=0,
-                           compressors=layout.compressors())
+        specs[name] = (tuple(shape), dtype, (max(1, min(int(chunk_rows or shape[0]), shape[0])),) + tuple(shape[1:]))
+    group = as_group(store, "r+", storage_options)
+    with writing(location(group, path)):
+        delete_node(group, path)
+        model = group.require_group(path)
+        for name, (shape, dtype, chunks) in specs.items():
+            model.create_array(name, shape=shape, dtype=dtype, chunks=chunks, fill_value=0,
+                               compressors=layout.compressors())
     return path
 
 
@@ -93,7 +96,8 @@ def write_model_rows(store: StoreRef, run: str, start: int, blocks: dict,
         if start % chunk or (block.shape[0] % chunk and start + block.shape[0] != node.shape[0]):
             raise StorageError(f"rows {start}:{start + block.shape[0]} of model array {name!r} are not whole chunks "
                                f"of {chunk} rows (of {node.shape[0]})")
-        node[start:start + block.shape[0]] = block
+        with writing(location(model, name)):
+            node[start:start + block.shape[0]] = block
 
 
 def finish_model(store: StoreRef, run: str, arrays: dict | None = None, attrs: dict | None = None,
@@ -106,11 +110,12 @@ def finish_model(store: StoreRef, run: str, arrays: dict | None = None, attrs: d
     if layout.ATTR_MODEL_COMPLETE in attrs:
         raise StorageError(f"attrs key {layout.ATTR_MODEL_COMPLETE!r} is reserved")
     model = get_node(as_group(store, "r+", storage_options), path, kind="group")
-    for name, arr in arrays.items():
-        node = model.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks="auto" if arr.ndim else (),
-                                  fill_value=0, compressors=layout.compressors())
-        node[...] = arr
-    model.attrs.update({**attrs, layout.ATTR_MODEL_COMPLETE: True})  # written last
+    with writing(location(model)):
+        for name, arr in arrays.items():
+            node = model.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks="auto" if arr.ndim else (),
+                                      fill_value=0, compressors=layout.compressors())
+            node[...] = arr
+        model.attrs.update({**attrs, layout.ATTR_MODEL_COMPLETE: True})  # written last
     return path
 
 

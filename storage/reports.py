@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import posixpath
-import secrets
 
 from . import layout
-from .store import StoreRef, filesystem, is_url
+from .errors import writing
+from .store import StoreRef, file_location, filesystem, is_url, replace_local_file
 
 #: Folder of the report files (not a zarr node: the store's validation does not descend into it).
 REPORTS = "reports"
@@ -21,12 +20,11 @@ def write_report_file(store: StoreRef, run: str, name: str, payload: bytes,
     fs, root = filesystem(store, storage_options)
     path = posixpath.join(root, REPORTS, run, name)
     if fs.__class__.__name__ == "LocalFileSystem":
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(payload)
-        os.replace(tmp, path)
+        with writing(path):
+            replace_local_file(path, payload)
         return f"file://{path}"
-    fs.pipe_file(path, payload)  # one PUT: atomic on object stores
+    with writing(file_location(fs, path)):
+        fs.pipe_file(path, payload)  # one PUT: atomic on object stores
     protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
     return f"{protocol}://{path}" if not is_url(path) else path
+

@@ -16,6 +16,7 @@ import json
 import os
 import math
 import posixpath
+import secrets
 from typing import Any, Iterator, Union
 
 import fsspec
@@ -87,6 +88,40 @@ def describe(store: StoreRef) -> str:
     if isinstance(store, zarr.Group):
         return str(store.store) + (f"/{store.path}" if store.path else "")
     return str(store)
+
+
+def location(store: StoreRef, path: str = "") -> str:
+    """Where ``path`` (a node or file key, ``""`` = the root) of ``store`` is, for messages: a local file path, or a
+    URL with its protocol (``s3://bucket/s.zarr/embeddings/r1``)."""
+    if isinstance(store, zarr.Group):
+        fs, root = _group_filesystem(store)
+        protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+        base = root if protocol in ("file", "local") else f"{protocol}://{root.lstrip('/')}"
+    else:
+        url = _normalize(store)
+        base = url.rstrip("/") if is_url(url) else os.path.abspath(url)
+    return posixpath.join(base, path) if path else base
+
+
+def file_location(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """``path`` on ``fs`` for messages: as it is on a local disk, with its protocol elsewhere."""
+    return path if fs.__class__.__name__ == "LocalFileSystem" else fs.unstrip_protocol(path)
+
+
+def replace_local_file(path: str, payload: bytes) -> None:
+    """Write ``payload`` to a temporary file beside ``path``, synced, then renamed over it; a failed write
+    removes the temporary file and leaves ``path`` as it was."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{secrets.token_hex(4)}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 # ---- validation of raw metadata -----------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""Storage faults on real filesystems: a full disk and a read-only disk (small tmpfs mounts made by the test).
+"""Storage faults: a full disk and a read-only disk (small tmpfs mounts made by the test), and writes into a folder
+of a store that cannot be written (read-only for a user; for root, whom permissions do not stop, a file opener
+that fails with ENOSPC under that folder).
 
 Each failure must end in one ``error:`` line naming the path, exit code 1, and no store marked complete that is
-not. Skipped where the test cannot mount a tmpfs (not root, or no CAP_SYS_ADMIN).
+not. The tmpfs tests are skipped where the test cannot mount a tmpfs (not root, or no CAP_SYS_ADMIN).
 """
 
 from __future__ import annotations
@@ -148,3 +150,116 @@ def test_failing_export_write_names_the_file_and_removes_its_temporary(tmp_path,
         storage.export.export_output(store, out / name)
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(out / name)
     assert isinstance(info.value.__cause__, OSError) and list(out.iterdir()) == []
+
+
+# ---- writes into a store folder that cannot be written: the error names what was being written -------------------
+@pytest.fixture
+def unwritable(monkeypatch):
+    """``block(folder) -> reason``: make writes under ``folder`` fail. A user gets a read-only folder (chmod 0o500,
+    restored afterwards: EACCES); root, whom permissions do not stop, a file opener that raises ENOSPC for files
+    opened for writing under it (every writer of the store opens its files through ``io.open``)."""
+    import builtins
+    import io
+
+    chmodded = []
+
+    def block(folder: Path) -> str:
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() != 0:
+            folder.chmod(0o500)
+            chmodded.append(folder)
+            return "Permission denied (EACCES)"
+        real_open, prefix = io.open, str(folder) + os.sep
+
+        def failing_open(file, mode="r", *args, **kwargs):
+            if isinstance(file, (str, os.PathLike)) and os.fspath(file).startswith(prefix) and set(mode) & set("wxa+"):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real_open(file, mode, *args, **kwargs)
+
+        monkeypatch.setattr(io, "open", failing_open)
+        monkeypatch.setattr(builtins, "open", failing_open)
+        return "No space left on device (ENOSPC)"
+
+    yield block
+    for folder in chmodded:
+        folder.chmod(0o700)
+
+
+def _write_faults():
+    """``(id, folder to block, write, path named)`` for every kind of store write of a run."""
+    import scipy.sparse as sp
+
+    from storage.checksums import record_chunk
+    from storage.embedding_io import write_embedding_block, write_output_block
+    from storage.graph_io import write_knn_block
+    from storage.models import create_model, write_model_rows
+    from storage.reports import write_report_file
+
+    return [
+        ("embedding chunk", "embeddings/r", lambda s: write_embedding_block(s, "r", 0, np.ones((16, 2))),
+         "embeddings/r"),
+        ("output chunk", "outputs/r", lambda s: write_output_block(s, "r", "labels", 0, np.ones(16, np.int32)),
+         "outputs/r/labels"),
+        ("kNN chunk", "graph/knn", lambda s: write_knn_block(s, 0, np.ones((16, 3), int), np.ones((16, 3))),
+         "graph/knn/indices"),
+        ("weights", "graph", lambda s: storage.write_csr(s, "graph/weights", sp.eye(40, format="csr")),
+         "graph/weights"),
+        ("model", "models", lambda s: storage.write_model(s, "m", {"vectors": np.ones((40, 2))}), "models/m"),
+        ("model rows", "models/r", lambda s: write_model_rows(s, "r", 0, {"vectors": np.ones((16, 2))}),
+         "models/r/vectors"),
+        ("manifest", "runs", lambda s: storage.write_manifest(s, storage.RunManifest.start("r", flow="embed")),
+         "runs/r.json"),
+        ("checksum record", "checksums", lambda s: record_chunk(s, "embeddings/r", 16),
+         "checksums/embeddings__r/c_1_0.json"),
+        ("report", "reports", lambda s: write_report_file(s, "r", "plot.png", b"png"), "reports/r/plot.png"),
+    ]
+
+
+def _run_store(path: Path) -> Path:
+    """A 40-point store with the arrays of run ``r`` created (embedding, labels, kNN graph, model rows) and its
+    embedding's second chunk written."""
+    from storage.embedding_io import create_embedding, create_output, write_embedding_block
+    from storage.graph_io import create_knn
+    from storage.models import create_model
+
+    storage.ingest(np.random.default_rng(0).normal(size=(40, 3)), path, chunk_rows=16)
+    create_embedding(path, "r", 2)
+    create_output(path, "r", "labels", dtype="int32")
+    create_knn(path, 3)
+    create_model(path, "r", {"vectors": ((40, 2), "float64")}, chunk_rows=16)
+    write_embedding_block(path, "r", 16, np.ones((16, 2)))
+    return path
+
+
+@pytest.mark.parametrize("fault", _write_faults(), ids=lambda f: f[0])
+def test_store_write_fault_names_what_was_being_written(tmp_path, unwritable, fault):
+    _, folder, write, named = fault
+    store = _run_store(tmp_path / "s.zarr")
+    reason = unwritable(store / folder)
+    with pytest.raises(OSError) as raised:
+        write(store)
+    assert isinstance(raised.value, storage.StorageWriteError), repr(raised.value)
+    assert str(raised.value) == f"cannot write {store / named}: {reason}"
+    assert isinstance(raised.value.__cause__, OSError) and raised.value.errno == raised.value.__cause__.errno
+    assert not [p for p in (store / folder).rglob("*.tmp")]  # no temporary file left behind
+
+
+def test_embed_into_an_unwritable_folder_fails_in_one_line_naming_it(tmp_path, unwritable, prefect_harness,
+                                                                       thread_cluster):
+    """The embed CLI on a cluster whose workers run in this process (the blocked writes reach them)."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    np.save(tmp_path / "X.npy", np.random.default_rng(1).normal(size=(200, 4)))
+    store = tmp_path / "s.zarr"
+    storage.ingest(tmp_path / "X.npy", store, chunk_rows=64)
+    reason = unwritable(store / "embeddings")
+    result = CliRunner().invoke(app, ["embed", str(store), str(store), "-p", "knn_method=exact", "-p",
+                                      "n_neighbors=5", "--scheduler", thread_cluster, "--run-name", "r1"])
+    # in this process Prefect's own log of the failed task comes out too; the CLI's message is one line
+    errors = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
+    assert result.exit_code == 1, result.output
+    assert errors == [f"error: cannot write {store}/embeddings/r1: {reason}"], result.output
+    manifest = storage.read_manifest(store, "r1")
+    assert manifest.status == "failed" and f"{store}/embeddings/r1" in manifest.error
