@@ -92,9 +92,13 @@ def describe(store: StoreRef) -> str:
 
 def location(store: StoreRef, path: str = "") -> str:
     """Where ``path`` (a node or file key, ``""`` = the root) of ``store`` is, for messages: a local file path, or a
-    URL with its protocol (``s3://bucket/s.zarr/embeddings/r1``)."""
+    URL with its protocol (``s3://bucket/s.zarr/embeddings/r1``); a group on another kind of zarr store is named by
+    :func:`describe`."""
     if isinstance(store, zarr.Group):
-        fs, root = _group_filesystem(store)
+        try:
+            fs, root = _group_filesystem(store)
+        except StorageError:
+            return posixpath.join(describe(store), path) if path else describe(store)
         protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
         base = root if protocol in ("file", "local") else f"{protocol}://{root.lstrip('/')}"
     else:
