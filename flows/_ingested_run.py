@@ -1,8 +1,9 @@
 """The prologue every store-writing flow shares: cluster start, ingest, then the run's manifest context.
 
-``with ingested_run(...) as (ctx, ingested):`` starts the Dask cluster in the background (it comes up while
-the ingest and the fit run in the flow process), ingests ``source`` into ``store`` (skipped when ``source``
-is already that complete store), takes the store's lock (:mod:`storage.lock`: a second run on the store fails
+``with ingested_run(...) as (ctx, ingested):`` starts the Dask cluster in the background (or takes over the one
+the CLI started before the flow, :func:`flows.cluster.client_started_early`), begins the workers' NN-descent
+warm-up once it is up when the run asks for it, ingests ``source`` into ``store`` (skipped when ``source`` is
+already that complete store), takes the store's lock (:mod:`storage.lock`: a second run on the store fails
 here, naming the first) and opens :func:`flows._runtime.run_context` with the ingest recorded as the first
 stage of the manifest. The body runs the method's stages; the manifest ends ``completed``, or
 ``failed`` with the error (re-raised).
@@ -20,20 +21,24 @@ from tasks.common import store_token
 from tasks.ingest import ingest_task
 
 from flows._runtime import RunContext, emit, run_context, timed
+from flows._warm_up import start_when_ready
 from flows.cluster import dask_client_in_background, scheduler_address
 
 
 @contextmanager
 def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, params: dict,
                  labels: str | None, chunk_rows: int | None, overwrite: bool, scheduler: str | None,
-                 n_workers: int, seed: Any, extra_manifest: dict | None = None
-                 ) -> Iterator[tuple[RunContext, dict]]:
+                 n_workers: int, seed: Any, extra_manifest: dict | None = None, fixed_seconds: dict | None = None,
+                 warm_up: tuple[str, ...] = ()) -> Iterator[tuple[RunContext, dict]]:
     """Yield ``(ctx, ingested)``: the run context and the ingest summary (``n``, ``d``, ``fingerprint``, ...).
 
     ``params`` are the method's parameters, recorded in the manifest with the store / cluster options and
-    ``extra_manifest``.
+    ``extra_manifest``; ``fixed_seconds`` the run's fixed time so far (:mod:`flows._fixed_time`). ``warm_up``:
+    X dtypes whose NN-descent warm-up the workers begin as soon as the cluster is up, while the ingest runs
+    (:func:`flows._warm_up.start_when_ready`).
     """
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
+        start_when_ready(pending, warm_up)
         emit("start", "ingest")
         with timed() as t_ingest:
             ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
@@ -44,5 +49,6 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
                            "n_workers": n_workers, "scheduler": scheduler, **(extra_manifest or {}), **params}
         with store_lock(store, run), \
                 run_context(store, run, flow=flow, parameters=manifest_params, seed=seed, pending_client=pending,
-                            token=store_token(store), stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
+                            token=store_token(store), stages_before=[("ingest", t_ingest["seconds"], ingested)],
+                            fixed_seconds=fixed_seconds) as ctx:
             yield ctx, ingested

@@ -24,6 +24,8 @@ from typing import Any
 from storage import layout
 from storage.manifest import RunManifest, StageRecord, run_context as manifest_context, stage as manifest_stage
 
+from flows._fixed_time import cluster_seconds
+
 #: ``listener(event, stage, payload)`` with event in {"start", "end", "progress"}; payload: seconds for "end",
 #: ``(done, total)`` for "progress", None for "start".
 Listener = Callable[[str, str, Any], None]
@@ -88,6 +90,7 @@ class RunContext:
             emit("start", "cluster")
             self.record_stage("cluster", self.pending_client.seconds, {"overlapped_earlier_stages": True})
             emit("end", "cluster", self.pending_client.seconds)
+        self.manifest.fixed_seconds.update(cluster_seconds(self.pending_client))
         return client
 
     @contextlib.contextmanager
@@ -124,23 +127,26 @@ class RunContext:
         """Small JSON-able summary of the run (what the flows return)."""
         m = self.manifest
         return {"store": self.store, "run": self.run, "flow": m.flow, "status": m.status,
-                "seconds": m.seconds, "stages": m.stage_seconds(), "results": dict(m.results)}
+                "seconds": m.seconds, "stages": m.stage_seconds(), "results": dict(m.results),
+                "fixed_seconds": dict(m.fixed_seconds)}
 
 
 @contextlib.contextmanager
 def run_context(store: str, run: str, *, flow: str, parameters: dict, seed: Any, pending_client: Any = None,
                 token: str = "", stages_before: list[tuple[str, float, dict]] = (),
-                client: Any = None) -> Iterator[RunContext]:
+                client: Any = None, fixed_seconds: dict | None = None) -> Iterator[RunContext]:
     """Start the manifest of ``run`` in ``store`` and finish it ``completed`` / ``failed`` (re-raising).
 
     ``pending_client`` is the :class:`flows.cluster.PendingClient` of the flow (see ``require_cluster``);
-    a flow that started its client itself passes it as ``client`` instead.
+    a flow that started its client itself passes it as ``client`` instead. ``fixed_seconds``: the run's fixed
+    time known so far (:mod:`flows._fixed_time`), kept in the manifest and completed by the flow.
     """
     if pending_client is None and client is not None:
         from flows.cluster import ReadyClient
 
         pending_client = ReadyClient(client)
     manifest = RunManifest.start(run, flow=flow, parameters=parameters, seed=seed)
+    manifest.fixed_seconds.update(fixed_seconds or {})
     ctx = RunContext(store=store, run=run, manifest=manifest, pending_client=pending_client, token=token)
     for name, seconds, info in stages_before:
         ctx.record_stage(name, seconds, info)

@@ -88,13 +88,22 @@ def _with_progress(fn: Callable[[], Any]) -> Any:
         return fn()
 
 
-def _summary_table(summary: dict, extra: dict | None = None) -> Table:
+def _summary_table(summary: dict, extra: dict | None = None, clock: Any = None) -> Table:
+    """The run's stages, its total, its fixed time (``fixed: <name>`` rows, :mod:`flows._fixed_time`; with the
+    CLI's ``clock``, ``teardown`` runs until the flow has returned) and ``extra`` rows."""
     table = Table(title=f"{summary['flow']} run {summary['run']} ({summary['status']})", show_lines=False)
     table.add_column("stage")
     table.add_column("seconds", justify="right")
     for name, seconds in summary["stages"].items():
         table.add_row(name, "-" if seconds is None else f"{seconds:.2f}")
     table.add_row("[bold]total[/]", f"[bold]{summary.get('total_seconds', summary['seconds'] or 0):.2f}[/]")
+    fixed = summary.get("fixed_seconds") or {}
+    if clock is not None:
+        from flows._fixed_time import cli_teardown
+
+        fixed = cli_teardown(clock, fixed)
+    for name, seconds in fixed.items():
+        table.add_row(f"fixed: {name}", f"{seconds:.2f}")
     for key, value in (extra or {}).items():
         table.add_row(key, str(value))
     return table
@@ -168,6 +177,10 @@ def embed(
                                            "when one worker's memory is too small for the single-process kNN)"),
 ) -> None:
     """Embed the points of SOURCE into STORE with any method (ingest, fit, every point written back)."""
+    from flows._fixed_time import command_clock
+
+    clock = command_clock()  # first: the interpreter's start ends here
+    from flows.cluster import client_started_early
     from flows.embed import check_embed_arguments
     from flows.embed import embed as embed_flow
 
@@ -178,8 +191,9 @@ def embed(
     _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                        n_workers=workers, random_state=seed, overwrite=overwrite,
                                        sharded=sharded))  # before Prefect
-    summary = _run(lambda: _with_progress(lambda: embed_flow(source, store, **kwargs)))
-    out.print(_summary_table(summary, _result_rows(store, summary["results"])))
+    with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
+        summary = _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs))))
+    out.print(_summary_table(summary, _result_rows(store, summary["results"]), clock))
 
 
 def _result_rows(store: str, results: dict) -> dict[str, Any]:
@@ -274,13 +288,19 @@ def extend(
                                                 "the workers (default: as the model was fitted)"),
 ) -> None:
     """Embed the points of NEW with the model stored in STORE; write them to OUT."""
+    from flows._fixed_time import command_clock
+
+    clock = command_clock()  # first: the interpreter's start ends here
+    from flows.cluster import client_started_early
     from flows.embed import extend as extend_flow
 
-    summary = _run(lambda: _with_progress(lambda: extend_flow(
-        store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
-        overwrite=overwrite, sharded=sharded)))
+    with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
+        summary = _run(lambda: _with_progress(lambda: clock.call(lambda: extend_flow(
+            store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
+            overwrite=overwrite, sharded=sharded))))
     results = summary["results"]
-    out.print(_summary_table(summary, {"model": results.get("model_run"), **_result_rows(out_store, results)}))
+    out.print(_summary_table(summary, {"model": results.get("model_run"), **_result_rows(out_store, results)},
+                             clock))
 
 
 @app.command()

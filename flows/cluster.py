@@ -8,8 +8,10 @@ of every Dask worker starting its own temporary Prefect server (STACK.md).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from distributed import Client, LocalCluster
 
@@ -150,21 +152,45 @@ def dask_client(
 class PendingClient:
     """A Dask client being started in a background thread (:func:`dask_client_in_background`).
 
-    :meth:`result` waits for it; :attr:`seconds` is how long the start took (cluster + client).
+    :meth:`result` waits for it; :attr:`seconds` is how long the start took (cluster + client), :attr:`waited`
+    how long callers of :meth:`result` were blocked in it; :meth:`close` closes it (once).
     """
 
-    def __init__(self, future, started: float):
+    def __init__(self, future, started: float, key: tuple | None = None, release: Callable[[], None] | None = None):
         self._future = future
         self._started = started
+        self._release = release
+        self.key = key
         self.seconds: float | None = None
+        self.waited = 0.0
+        self.adopted = False
 
     def result(self) -> Client:
         """The client, once started (re-raises a start failure)."""
-        return self._future.result()
+        t0 = time.perf_counter()
+        try:
+            return self._future.result()
+        finally:
+            self.waited += time.perf_counter() - t0
 
     def done(self) -> bool:
         """True once the client is started (or failed to start)."""
         return self._future.done() and self._future.exception() is None
+
+    def when_ready(self, fn: Callable[[Client], None]) -> None:
+        """Call ``fn(client)`` once the client is started: at once if it is, else in the thread that started it
+        (not called if the start failed; ``fn`` handles its own errors)."""
+        def call(future) -> None:
+            if future.exception() is None:
+                fn(future.result())
+
+        self._future.add_done_callback(call)
+
+    def close(self) -> None:
+        """Close the client and its local cluster (waits for them); later calls do nothing."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
 
 class ReadyClient(PendingClient):
@@ -179,6 +205,70 @@ class ReadyClient(PendingClient):
         self.seconds = 0.0
 
 
+#: The client started by :func:`client_started_early` for the flow run called inside its block.
+_EARLY: ContextVar[PendingClient | None] = ContextVar("eigenflow_early_client", default=None)
+
+
+def _start_in_background(scheduler: str | None, n_workers: int, threads_per_worker: int) -> PendingClient:
+    """:func:`dask_client` entered in a daemon thread, which holds it open until the result's :meth:`close`."""
+    import threading
+    from concurrent.futures import Future
+
+    future: Future = Future()
+    release = threading.Event()
+
+    def hold() -> None:
+        try:
+            with dask_client(scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker) as client:
+                pending.seconds = time.perf_counter() - pending._started
+                future.set_result(client)
+                release.wait()
+        except BaseException as exc:  # reported to the caller by pending.result()
+            if not future.done():
+                future.set_exception(exc)
+
+    thread = threading.Thread(target=hold, name="eigenflow-dask-client", daemon=True)
+
+    def close() -> None:
+        release.set()
+        thread.join()
+
+    pending = PendingClient(future, time.perf_counter(), key=(scheduler, n_workers, threads_per_worker), release=close)
+    thread.start()
+    return pending
+
+
+@contextmanager
+def client_started_early(
+    scheduler: str | None = None,
+    *,
+    n_workers: int = DEFAULT_N_WORKERS,
+    threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
+) -> Iterator[PendingClient]:
+    """Start a flow's Dask client now, in the background, for the flow run called inside this block.
+
+    The CLI enters it before it calls a flow, so that the cluster starts while Prefect starts the flow run
+    (without ``PREFECT_API_URL``, Prefect's temporary API server: seconds). The flow's
+    :func:`dask_client_in_background` with the same arguments takes this client over (and closes it at the
+    run's end); if no flow takes it (e.g. the run fails before it needs one), it is closed at the block's exit.
+    """
+    pending = _start_in_background(scheduler, n_workers, threads_per_worker)
+    token = _EARLY.set(pending)
+    try:
+        yield pending
+    finally:
+        _EARLY.reset(token)
+        pending.close()
+
+
+def _take_early_client(key: tuple) -> PendingClient | None:
+    pending = _EARLY.get()
+    if pending is None or pending.adopted or pending.key != key:
+        return None
+    pending.adopted = True
+    return pending
+
+
 @contextmanager
 def dask_client_in_background(
     scheduler: str | None = None,
@@ -189,34 +279,16 @@ def dask_client_in_background(
     """Like :func:`dask_client`, but the start overlaps the caller's work until ``pending.result()``.
 
     Starting a local cluster of worker processes takes 3 s on an idle 2-core machine (much more when it is
-    busy); the flows start it first and need it only at their first per-chunk stage.
+    busy); the flows start it first and need it only at their first per-chunk stage. A client the caller
+    started earlier with the same arguments (:func:`client_started_early`) is used instead of a new one. Either
+    is closed at the block's exit.
     """
-    import threading
-    import time
-    from concurrent.futures import Future
-
-    future: Future = Future()
-    release = threading.Event()
-    started = time.perf_counter()
-    pending = PendingClient(future, started)
-
-    def hold() -> None:
-        try:
-            with dask_client(scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker) as client:
-                pending.seconds = time.perf_counter() - started
-                future.set_result(client)
-                release.wait()
-        except BaseException as exc:  # reported to the caller by pending.result()
-            if not future.done():
-                future.set_exception(exc)
-
-    thread = threading.Thread(target=hold, name="eigenflow-dask-client", daemon=True)
-    thread.start()
+    key = (scheduler, n_workers, threads_per_worker)
+    pending = _take_early_client(key) or _start_in_background(*key)
     try:
         yield pending
     finally:
-        release.set()
-        thread.join()
+        pending.close()
 
 
 def fork_warm_workers(dtypes: tuple[str, ...] = ("float32",)) -> None:

@@ -28,7 +28,7 @@ from storage.lock import check_unlocked, store_lock
 from storage.manifest import list_runs, read_manifest, readable_manifests, write_manifest
 from storage.models import list_models
 from storage.run_outputs import drop_run_outputs
-from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token, warm_nndescent
+from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token
 from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, ingest_task
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
@@ -36,8 +36,10 @@ from tasks.registry import LABELS, SCORES, check_params, get_entry
 from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, single_process_knn_bytes
 from tasks.sharded_extend import sharded_fit_record
 
+from flows._fixed_time import cluster_seconds, entry_seconds, final_write
 from flows._ingested_run import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
+from flows._warm_up import finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent
 from flows.cluster import dask_client_in_background
 from flows.reporting import figures_on_worker, publish_run
 
@@ -159,12 +161,14 @@ def embed(
     -------
     dict
         ``store``, ``run``, ``flow``, ``status``, ``seconds``, ``stages`` (name -> seconds), ``results``,
-        ``total_seconds``.
+        ``fixed_seconds`` (name -> seconds outside the stages, :mod:`flows._fixed_time`), ``total_seconds``.
     """
+    fixed = entry_seconds()  # first: the flow engine's start ends here
     t_flow = time.perf_counter()
     full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite,
                                  sharded=sharded)
+    warm_up = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # begun while the ingest runs
     run = new_run_id("embed", run_name)
     finished: dict[str, dict] = {}
     if run_name is not None:
@@ -173,7 +177,8 @@ def embed(
         finished = {} if overwrite_run else finished_stages(store, run)
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
-                      seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded}) as (ctx, ingested):
+                      seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded},
+                      fixed_seconds=fixed, warm_up=warm_up) as (ctx, ingested):
         if overwrite_run:  # under the store's lock
             drop_run_outputs(ctx.store, ctx.run)
         entry = get_entry(method)
@@ -184,8 +189,8 @@ def embed(
         client.register_plugin(HandoffPlugin(), name=HANDOFF_PLUGIN)  # stage outputs kept for the next stage
         use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
         ctx.manifest.results["sharded"] = use_shards
-        warm = (_warm_workers(client, dtype=ingested[layout.ATTR_DTYPE]) if use_shards or _uses_nndescent(full, n_fit)
-                else [])
+        warm = (finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
+                if use_shards or uses_nndescent(full, n_fit) else [])
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                              holdout=holdout, random_state=random_state, sharded=use_shards)
         try:
@@ -202,17 +207,21 @@ def embed(
                                                   random_state=random_state))
             ctx.manifest.results.update(_output_paths(method, run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method})
-            if warm:  # seconds each worker spent compiling pynndescent (~0 on a warm, long-lived cluster)
-                ctx.manifest.results["nndescent_compile_seconds"] = [round(s, 2) for s in client.gather(warm)]
+            compile_seconds = client.gather(warm)  # each worker's warm-up (loaded from the cache: ~1 s)
+            ctx.manifest.fixed_seconds["compile"] = max(compile_seconds, default=0.0)
+            if warm:
+                ctx.manifest.results["nndescent_compile_seconds"] = [round(s, 2) for s in compile_seconds]
         finally:
             release_index(ctx.token, ctx.run)
             del warm
         figures = figures_on_worker(client, ctx.store, ctx.run, method)  # while the cluster is up
+        work_ended = time.perf_counter()
     summary = ctx.summary()
     summary["results"].update(publish_run(summary, store, method, full, {"points": ingested["n"], "fitted": n_fit,
                                                                          "features": ingested["d"]}, figures))
-    write_manifest_results(store, run, summary["results"])
-    return {**summary, "total_seconds": time.perf_counter() - t_flow}
+    fixed = final_write({**summary["fixed_seconds"], **cluster_seconds(ctx.pending_client)}, work_ended,
+                        lambda seconds: write_manifest_results(store, run, summary["results"], seconds))
+    return {**summary, "fixed_seconds": fixed, "total_seconds": time.perf_counter() - t_flow}
 
 
 def existing_store_attrs_or_none(store: str) -> dict | None:
@@ -277,10 +286,12 @@ def finished_stages(store: str, run: str) -> dict[str, dict]:
     return {s.name: dict(s.info) for s in previous.stages if s.status == "completed"}
 
 
-def write_manifest_results(store: str, run: str, results: dict) -> None:
-    """Add the report figures (quality, plot, peak memory) to the completed run's manifest."""
+def write_manifest_results(store: str, run: str, results: dict, fixed_seconds: dict | None = None) -> None:
+    """Add the report figures (quality, plot, peak memory) and the final ``fixed_seconds``
+    (:mod:`flows._fixed_time`) to the completed run's manifest."""
     manifest = read_manifest(store, run)
     manifest.results.update(results)
+    manifest.fixed_seconds.update(fixed_seconds or {})
     write_manifest(store, manifest)
 
 
@@ -299,23 +310,6 @@ def _output_paths(method: str, run: str, info: dict) -> dict[str, Any]:
     if "label_counts" in info:
         out["label_counts"] = info["label_counts"]
     return out
-
-
-def _uses_nndescent(params: dict, n_fit: int) -> bool:
-    """Whether the run will build or query an NN-descent index on the workers (then compile pynndescent on every
-    worker at once, before the fit stages: a long-lived cluster pays it once)."""
-    from spectral.knn import EXACT_MAX_SAMPLES
-
-    knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)
-    return knn_method == "nndescent" or (knn_method == "auto" and n_fit >= EXACT_MAX_SAMPLES)
-
-
-def _warm_workers(client, warm=warm_nndescent, dtype: str = "float32") -> list:
-    """Compile pynndescent for X of ``dtype`` on every worker now (``warm``: one task per worker, placed on it;
-    the fit stages queue behind it). A worker that dies loses its task's result: the scheduler computes it again,
-    on another worker (``allow_other_workers``); pinned to the dead worker's address it would wait forever."""
-    workers = list(client.scheduler_info(n_workers=-1)["workers"])
-    return [client.submit(warm, (dtype,), workers=[w], allow_other_workers=True, pure=False) for w in workers]
 
 
 @flow(name="extend", validate_parameters=True)
@@ -344,6 +338,7 @@ def extend(
     index of all fit rows; a ``knn`` stage before ``extend-points``); False rebuilds one index of the fit rows
     (in the worker that restores the model); None (default): as the model's run was fitted.
     """
+    fixed = entry_seconds()  # first: the flow engine's start ends here
     t_flow = time.perf_counter()
     n_workers = check_int("n_workers", n_workers, low=1)
     if sharded is not None and not isinstance(sharded, bool):
@@ -352,7 +347,8 @@ def extend(
     if model_run not in list_models(store):
         raise StoreFormatError(f"store {store} has no model for run {model_run!r}; runs with models: "
                                f"{list_models(store)}")
-    method = read_manifest(store, model_run).parameters.get("method", DEFAULT_METHOD)
+    model = read_manifest(store, model_run)
+    method = model.parameters.get("method", DEFAULT_METHOD)
     fit_record = sharded_fit_record(store, model_run)
     use_shards = fit_record is not None if sharded is None else sharded
     if use_shards and method != SHARDED_METHOD:
@@ -360,7 +356,9 @@ def extend(
     _check_new_points_header(store, new_source)
     check_intact(store)  # the model store's X (a kNN index may be rebuilt from it)
     out_run = new_run_id("extend", run_name)
+    warm_up = model_dtypes(store, model, use_shards)
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
+        start_when_ready(pending, warm_up)  # the workers' warm-up overlaps the ingest
         emit("start", "ingest")
         with timed() as t_ingest:
             ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite)
@@ -376,8 +374,9 @@ def extend(
         with store_lock(out_store, out_run), \
                 run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
                             pending_client=pending, token=store_token(out_store),
-                            stages_before=[("ingest", t_ingest["seconds"], ingested)]) as ctx:
-            ctx.require_cluster()
+                            stages_before=[("ingest", t_ingest["seconds"], ingested)], fixed_seconds=fixed) as ctx:
+            client = ctx.require_cluster()
+            warm = [finish_on_workers(client, dtype=dtype) for dtype in warm_up]
             if use_shards:
                 with ctx.stage("knn") as rec:
                     if candidates_complete(ctx.store, ctx.run):  # a resumed run keeps them
@@ -391,12 +390,16 @@ def extend(
             ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
                                          "method": method})
-            figures = figures_on_worker(ctx.require_cluster(), ctx.store, ctx.run, method)
+            ctx.manifest.fixed_seconds["compile"] = max((s for w in warm for s in client.gather(w)), default=0.0)
+            figures = figures_on_worker(client, ctx.store, ctx.run, method)
+            work_ended = time.perf_counter()
     summary = ctx.summary()
     summary["results"].update(publish_run(summary, out_store, method, parameters, {"points": ingested["n"]},
                                           figures))
-    write_manifest_results(out_store, out_run, summary["results"])
-    return {**summary, "total_seconds": time.perf_counter() - t_flow}
+    fixed = final_write({**summary["fixed_seconds"], **cluster_seconds(pending)}, work_ended,
+                        lambda seconds: write_manifest_results(out_store, out_run, summary["results"], seconds))
+    return {**summary, "fixed_seconds": fixed, "total_seconds": time.perf_counter() - t_flow}
+
 
 
 def _check_new_points_header(store: str, new_source: str) -> None:

@@ -81,6 +81,27 @@ def test_embed_extend_info_chain(files):
     assert [s["name"] for s in info["runs"][0]["stages"]][-1] == "embed-points"
 
 
+def test_embed_and_extend_show_and_record_their_fixed_time(files):
+    """The CLI's summary and each run's manifest show where the fixed time went (:mod:`flows._fixed_time`): every
+    key, each a non-negative number of seconds; with NN-descent the workers' warm-up ran (``compile`` > 0)."""
+    from flows._fixed_time import FIXED_KEYS
+    from storage.manifest import list_runs, read_manifest
+
+    r = eigenflow("embed", "X.npy", "fixed.zarr", "-p", "knn_method=nndescent", "--workers", "1", "--run-name",
+                  "fixed-run", cwd=files)
+    assert r.returncode == 0, r.stderr
+    r_extend = eigenflow("extend", "fixed.zarr", "new.npy", "fixed-out.zarr", "--workers", "1", cwd=files)
+    assert r_extend.returncode == 0, r_extend.stderr
+    [extend_run] = list_runs(str(files / "fixed-out.zarr"))
+    for out, store, run in ((r.stdout, "fixed.zarr", "fixed-run"), (r_extend.stdout, "fixed-out.zarr", extend_run)):
+        fixed = read_manifest(str(files / store), run).fixed_seconds
+        assert list(fixed) == list(FIXED_KEYS), store
+        assert all(isinstance(s, float) and s >= 0 for s in fixed.values()), fixed
+        assert fixed["compile"] > 0, fixed
+        for key in FIXED_KEYS:
+            assert f"fixed: {key} " in out, key
+
+
 def test_parse_params_reads_json_values_and_strings():
     from flows.cli import parse_params
 

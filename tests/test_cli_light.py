@@ -76,7 +76,7 @@ def test_the_blocker_blocks(store):
     d, _ = store
     r = light("embed", "X.npy", "never.zarr", cwd=d)
     assert r.returncode != 0
-    assert "blocked import: prefect" in r.stderr
+    assert "blocked import: " in r.stderr
     assert not (d / "never.zarr").exists()
 
 

@@ -82,6 +82,12 @@ def test_embed_store_contents_and_manifest(embedded, data):
     assert infos["weights"]["graph_source"] == "memory" and infos["eigensolve"]["weights_source"] == "memory"
     assert manifest.parameters["n_neighbors"] == PARAMS["n_neighbors"] and manifest.seed == 0
     assert manifest.versions["prefect"] and manifest.versions["zarr"]
+    # fixed time outside the stages (flows._fixed_time): called from Python, the flow knows the cluster's start,
+    # its wait for it, the warm-up (none: exact kNN) and the teardown, not the interpreter's or Prefect's start
+    fixed = manifest.fixed_seconds
+    assert list(fixed) == ["cluster_start", "cluster_wait", "compile", "teardown"]
+    assert all(isinstance(s, float) and s >= 0 for s in fixed.values()) and fixed["compile"] == 0.0
+    assert summary["fixed_seconds"] == fixed
 
 
 def test_embed_equals_estimator_up_to_sign(embedded, data):

@@ -157,16 +157,16 @@ def _pid_of_worker(dtypes: tuple) -> int:
 
 
 def test_the_compile_results_survive_a_killed_worker():
-    """The per-worker compile tasks of the flow (``_warm_workers``) hold their result on their worker. When that
-    worker dies the scheduler computes the result again; pinned to the dead worker's address it would wait
-    forever, and the flow with it (the end of a sharded 1e6 run hung so). It runs on another worker. (The
-    placement is what is tested: the worker's pid stands in for the compile.)"""
+    """The per-worker warm-up tasks of the flow (``flows._warm_up.finish_on_workers``) hold their result on their
+    worker. When that worker dies the scheduler computes the result again; pinned to the dead worker's address it
+    would wait forever, and the flow with it (the end of a sharded 1e6 run hung so). It runs on another worker.
+    (The placement is what is tested: the worker's pid stands in for the warm-up.)"""
     from distributed import Client, wait
 
-    from flows.embed import _warm_workers
+    from flows._warm_up import finish_on_workers
 
     with _cluster() as cluster, Client(cluster) as client:  # the default client: distributed.wait uses it
-        warm = _warm_workers(client, _pid_of_worker)
+        warm = finish_on_workers(client, _pid_of_worker)
         first = client.gather(warm)
         holder = next(iter(client.who_has(warm[0]).values()))[0]
         os.kill(first[0], signal.SIGKILL)

@@ -1,0 +1,123 @@
+"""Where a run's fixed time goes: the seconds around its stages, recorded in its manifest and shown by the CLI.
+
+``fixed_seconds`` of a run's manifest (:class:`storage.manifest.RunManifest`), each a number of seconds
+(:data:`FIXED_KEYS`, in this order):
+
+- ``interpreter``: the process's creation -> the CLI command starts (Python's start, the import of the CLI,
+  argument parsing). Only when the CLI called the flow (``eigenflow embed`` / ``extend``).
+- ``imports``: the CLI command starts -> the flow is called (the flow modules' imports: Prefect, Dask, the tasks;
+  the argument checks, which import the method's estimator; the launch of the early cluster start). CLI only.
+- ``prefect_start``: the flow is called -> its body starts (without ``PREFECT_API_URL``, the start of Prefect's
+  temporary API server; the flow run's creation and parameter validation). CLI only.
+- ``cluster_start``: the Dask client's start -> ready (a local cluster's worker processes, or the connection to
+  a scheduler and the check of its workers' code). The CLI starts it before it calls the flow
+  (:func:`flows.cluster.client_started_early`), so it overlaps ``prefect_start``; a flow called otherwise starts
+  it at its beginning, beside the ingest.
+- ``cluster_wait``: the part of ``cluster_start`` the flow waited for (what nothing else overlapped).
+- ``compile``: the NN-descent warm-up on the workers, seconds of the slowest (:mod:`tasks._warm_up`: the kNN
+  kernels loaded from the compiled-code cache, or compiled on a machine's first use). It starts when the
+  cluster is up, during the ingest when the run knows from the source's header that it will need it, so only
+  what outlasts the ingest delays the run. 0 when the run uses no NN-descent index (no warm-up).
+- ``teardown``: the end of the run's work -> the final manifest write (the manifest's completion, the store
+  lock's release, the closing of the Dask client and its local cluster, Prefect artifacts).
+
+What follows the final manifest write cannot be in the manifest: Prefect's end of the flow run (its final
+state) and the process's exit (Prefect's temporary server is stopped at exit). The CLI's summary shows
+``teardown`` measured until the flow has returned (:func:`cli_teardown`), which adds Prefect's end of the run;
+the server's stop at exit is after the summary and not measured. A run's own teardown is known only after its
+manifest is final, so no run records a previous run's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+#: The keys of ``fixed_seconds``, in the order they happen (module docstring).
+FIXED_KEYS = ("interpreter", "imports", "prefect_start", "cluster_start", "cluster_wait", "compile", "teardown")
+
+
+def process_age() -> float | None:
+    """Seconds since this process was created; None where that is unknown.
+
+    Linux: the start time of ``/proc/self/stat`` (clock ticks since boot) against ``CLOCK_BOOTTIME``, exact to a
+    tick (psutil's ``create_time`` adds the boot time, which Linux gives in whole seconds: up to 1 s off).
+    """
+    try:
+        with open("/proc/self/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+@dataclass
+class CallClock:
+    """Times (``time.perf_counter``) around one flow call made by the CLI, shared with the flow it calls."""
+
+    interpreter: float | None
+    command_started: float
+    flow_called: float | None = None
+    manifest_written: float | None = None
+
+    def call(self, flow: Callable[[], Any]) -> Any:
+        """Call ``flow()`` with this clock visible to it (:func:`entry_seconds`); returns its result."""
+        token = _CLOCK.set(self)
+        try:
+            self.flow_called = time.perf_counter()
+            return flow()
+        finally:
+            _CLOCK.reset(token)
+
+
+_CLOCK: ContextVar[CallClock | None] = ContextVar("eigenflow_call_clock", default=None)
+
+
+def command_clock() -> CallClock:
+    """A clock started now: the first call of a CLI command that runs a flow."""
+    return CallClock(interpreter=process_age(), command_started=time.perf_counter())
+
+
+def entry_seconds() -> dict[str, float]:
+    """The first call of a flow body: ``interpreter``, ``imports`` and ``prefect_start`` when the CLI called the
+    flow (:meth:`CallClock.call`), else ``{}`` (their start is unknown to the flow)."""
+    entered = time.perf_counter()
+    clock = _CLOCK.get()
+    if clock is None or clock.flow_called is None:
+        return {}
+    out = {"imports": clock.flow_called - clock.command_started, "prefect_start": entered - clock.flow_called}
+    if clock.interpreter is not None:
+        out = {"interpreter": clock.interpreter, **out}
+    return out
+
+
+def cluster_seconds(pending: Any) -> dict[str, float]:
+    """``cluster_start`` and ``cluster_wait`` of a :class:`flows.cluster.PendingClient` (once it is ready)."""
+    return {"cluster_start": float(pending.seconds or 0.0), "cluster_wait": float(pending.waited)}
+
+
+def final_write(fixed: dict[str, float], work_ended: float, write: Callable[[dict[str, float]], None]
+                ) -> dict[str, float]:
+    """Set ``teardown`` (``work_ended``, a ``time.perf_counter()`` taken where the run's work ended, to now),
+    call ``write(fixed_seconds)`` (the run's final manifest write) and tell the CLI's clock when that happened;
+    returns ``fixed_seconds`` in :data:`FIXED_KEYS` order."""
+    fixed = {**fixed, "teardown": time.perf_counter() - work_ended}
+    ordered = {key: round(float(fixed[key]), 3) for key in FIXED_KEYS if key in fixed}
+    write(ordered)
+    clock = _CLOCK.get()
+    if clock is not None:
+        clock.manifest_written = time.perf_counter()
+    return ordered
+
+
+def cli_teardown(clock: CallClock, fixed: dict[str, float]) -> dict[str, float]:
+    """``fixed`` (a flow summary's ``fixed_seconds``) with ``teardown`` extended to now: the flow has returned,
+    so Prefect's end of the run is included."""
+    if clock.manifest_written is None or "teardown" not in fixed:
+        return dict(fixed)
+    return {**fixed, "teardown": round(fixed["teardown"] + time.perf_counter() - clock.manifest_written, 3)}

@@ -1,0 +1,98 @@
+"""When a flow warms its workers' NN-descent kernels up, and the calls that do it (:mod:`tasks._warm_up`).
+
+A run that builds or queries an NN-descent index (``knn_method="nndescent"``, or ``"auto"`` with at least
+:data:`spectral.knn.EXACT_MAX_SAMPLES` fit rows, or the sharded path) warms every worker up: the kernels are
+loaded from the compiled-code cache (compiled on a machine's first use) before the first stage needs them.
+
+- :func:`planned_dtypes` decides it before the ingest when the source's header gives its row count (``.npy``,
+  ``.npz``, parquet, zarr; not CSV): then :func:`start_when_ready` begins the warm-up on every worker as soon as
+  the cluster is up, in a thread of each worker, while the ingest's chunks run on the workers' task threads.
+- after the ingest, the flow decides again on the stored sizes (:func:`uses_nndescent`) and submits
+  :func:`finish_on_workers` before the fit stages: each task waits for its worker's warm-up (or warms up, when
+  none was begun) and returns the warm-up's seconds, the run's ``compile`` time (:mod:`flows._fixed_time`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage import layout
+from tasks._warm_up import finish_warm_up, start_warm_up
+
+
+def uses_nndescent(params: dict, n_fit: int) -> bool:
+    """Whether a run with method parameters ``params`` and ``n_fit`` fit rows builds or queries an NN-descent
+    index on the workers (then every worker is warmed up at once, before the fit stages: a long-lived cluster
+    pays it once)."""
+    from spectral.knn import EXACT_MAX_SAMPLES
+
+    knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)
+    return knn_method == "nndescent" or (knn_method == "auto" and n_fit >= EXACT_MAX_SAMPLES)
+
+
+def planned_dtypes(source: str, store: str, params: dict, holdout: float, sharded: bool | None,
+                   overwrite: bool) -> tuple[str, ...]:
+    """The X dtypes to warm up before the ingest: the store's X dtype when the run will surely need NN-descent
+    (``sharded=True``, or :func:`uses_nndescent` with the row count read from the source's header), else ``()``
+    (decided after the ingest)."""
+    from storage.readers import open_source
+    from tasks.ingest import existing_store_attrs
+
+    attrs = None
+    for candidate in (source,) if overwrite else (store, source):
+        try:
+            attrs = existing_store_attrs(candidate)
+        except Exception:  # noqa: BLE001 - not a store: the ingest reports what is wrong with it
+            continue
+        if attrs is not None:
+            break
+    dtype = str(attrs.get(layout.ATTR_DTYPE)) if attrs else layout.DEFAULT_X_DTYPE
+    if sharded:
+        return (dtype,)
+    n = attrs.get(layout.ATTR_N) if attrs else None
+    if n is None:
+        try:
+            n = open_source(source).n_rows
+        except Exception:  # noqa: BLE001 - unreadable here: the ingest reports it
+            return ()
+    if n is None:
+        return ()
+    return (dtype,) if uses_nndescent(params, int(n) - round(holdout * int(n))) else ()
+
+
+def model_dtypes(store: str, model: Any, use_shards: bool) -> tuple[str, ...]:
+    """The X dtypes to warm up for extending ``model`` (the :class:`storage.manifest.RunManifest` of an embed run
+    of ``store``): the model store's X dtype when the extend builds or queries NN-descent indexes (the model's kNN
+    index was one, or the sharded path), else ``()``."""
+    from storage.store import read_attrs
+
+    n_fit = model.results.get("n_fit")
+    if not use_shards and (n_fit is None or not uses_nndescent(model.parameters, int(n_fit))):
+        return ()
+    return (str(read_attrs(store).get(layout.ATTR_DTYPE, layout.DEFAULT_X_DTYPE)),)
+
+
+def start_when_ready(pending: Any, dtypes: tuple[str, ...]) -> None:
+    """Begin the warm-up for ``dtypes`` on every worker once the :class:`flows.cluster.PendingClient` is ready
+    (:func:`tasks._warm_up.start_warm_up`, a thread per worker; returns at once). A failure to begin it is
+    logged: the fit stages' :func:`finish_on_workers` then warms up in its tasks."""
+    if not dtypes:
+        return
+
+    def begin(client: Any) -> None:
+        try:
+            client.run(start_warm_up, tuple(dtypes))
+        except Exception as exc:  # noqa: BLE001 - the warm-up is then done by finish_on_workers
+            import logging
+
+            logging.getLogger("eigenflow").warning("the workers' NN-descent warm-up did not start early: %s", exc)
+
+    pending.when_ready(begin)
+
+
+def finish_on_workers(client: Any, finish: Any = finish_warm_up, dtype: str = "float32") -> list:
+    """One ``finish(dtypes)`` task per worker, placed on it (the fit stages queue behind it): the warm-up's
+    seconds on that worker. A worker that dies loses its task's result: the scheduler computes it again, on
+    another worker (``allow_other_workers``); pinned to the dead worker's address it would wait forever."""
+    workers = list(client.scheduler_info(n_workers=-1)["workers"])
+    return [client.submit(finish, (dtype,), workers=[w], allow_other_workers=True, pure=False) for w in workers]

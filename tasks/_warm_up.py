@@ -1,0 +1,70 @@
+"""A run's NN-descent warm-up on each Dask worker, begun in a thread so that it overlaps the ingest.
+
+:func:`tasks._worker.warm_nndescent` loads (or, on a machine's first use, compiles) the kNN search's numba
+kernels. A flow that will build or query an NN-descent index calls :func:`start_warm_up` on every worker
+(``Client.run``) as soon as its cluster is up: each worker begins the warm-up in a thread of its own and returns
+at once, so its task thread stays free for the ingest's chunks. Before the first stage that needs the kernels,
+the flow submits :func:`finish_warm_up` to each worker as a task (the stages queue behind it): it waits for that
+thread and returns the warm-up's own seconds. A worker without such a thread (started or restarted since, or
+a run that decided to warm up only after its ingest) warms up in the task itself. Prefect-free: runs on the
+workers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from tasks._worker import warm_nndescent
+
+
+@dataclass
+class _WarmUp:
+    """One warm-up thread of this process and its outcome."""
+
+    dtypes: tuple[str, ...]
+    seconds: float | None = None
+    error: BaseException | None = None
+    thread: threading.Thread = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="eigenflow-warm-up", daemon=True)
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            warm_nndescent(self.dtypes)
+        except BaseException as exc:  # re-raised in the task that waits for it
+            self.error = exc
+        finally:
+            self.seconds = time.perf_counter() - t0
+
+
+_LOCK = threading.Lock()
+#: Warm-ups begun in this process and not yet waited for, by X dtypes.
+_STARTED: dict[tuple[str, ...], _WarmUp] = {}
+
+
+def start_warm_up(dtypes: tuple[str, ...]) -> None:
+    """Begin :func:`~tasks._worker.warm_nndescent` for the X ``dtypes`` in a daemon thread of this process and
+    return at once (one thread per ``dtypes`` until :func:`finish_warm_up` collects it)."""
+    key = tuple(dtypes)
+    with _LOCK:
+        if key in _STARTED:
+            return
+        warm = _STARTED[key] = _WarmUp(key)
+    warm.thread.start()
+
+
+def finish_warm_up(dtypes: tuple[str, ...]) -> float:
+    """Wait for the warm-up :func:`start_warm_up` began in this process for ``dtypes`` and return its seconds
+    (the warm-up's duration, not the wait); without one, run the warm-up now and return its seconds."""
+    with _LOCK:
+        warm = _STARTED.pop(tuple(dtypes), None)
+    if warm is None:
+        return warm_nndescent(tuple(dtypes))
+    warm.thread.join()
+    if warm.error is not None:
+        raise warm.error
+    return float(warm.seconds)
