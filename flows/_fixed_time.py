@@ -14,10 +14,11 @@
   (:func:`flows.cluster.client_started_early`), so it overlaps ``prefect_start``; a flow called otherwise starts
   it at its beginning, beside the ingest.
 - ``cluster_wait``: the part of ``cluster_start`` the flow waited for (what nothing else overlapped).
-- ``compile``: the NN-descent warm-up on the workers, seconds of the slowest (:mod:`tasks._warm_up`: the kNN
-  kernels loaded from the compiled-code cache, or compiled on a machine's first use). It starts when the
-  cluster is up, during the ingest when the run knows from the source's header that it will need it, so only
-  what outlasts the ingest delays the run. 0 when the run uses no NN-descent index (no warm-up).
+- ``compile``: the NN-descent warm-up on the workers, seconds of the slowest (:mod:`tasks._warm_up`: the import
+  of the kNN modules, numba and pynndescent, and the kernels loaded from the compiled-code cache, or compiled on
+  a machine's first use). It starts when the cluster is up, during the ingest when the run knows from the
+  source's header that it will need it, so only what outlasts the ingest delays the run. 0 when the run uses no
+  NN-descent index (no warm-up).
 - ``teardown``: the end of the run's work -> the final manifest write (the manifest's completion, the store
   lock's release, the closing of the Dask client and its local cluster, Prefect artifacts).
 

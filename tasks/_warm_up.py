@@ -21,7 +21,8 @@ from tasks._worker import warm_nndescent
 
 @dataclass
 class _WarmUp:
-    """One warm-up thread of this process and its outcome."""
+    """One warm-up of this process (run in its thread, or in the caller) and its outcome: ``seconds`` from its
+    start to its end, the import of the kNN modules (numba, pynndescent) included."""
 
     dtypes: tuple[str, ...]
     seconds: float | None = None
@@ -29,9 +30,10 @@ class _WarmUp:
     thread: threading.Thread = field(init=False)
 
     def __post_init__(self) -> None:
-        self.thread = threading.Thread(target=self._run, name="eigenflow-warm-up", daemon=True)
+        self.thread = threading.Thread(target=self.run, name="eigenflow-warm-up", daemon=True)
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Warm up (the thread's target); the outcome goes to ``seconds`` and ``error``."""
         t0 = time.perf_counter()
         try:
             warm_nndescent(self.dtypes)
@@ -59,12 +61,15 @@ def start_warm_up(dtypes: tuple[str, ...]) -> None:
 
 def finish_warm_up(dtypes: tuple[str, ...]) -> float:
     """Wait for the warm-up :func:`start_warm_up` began in this process for ``dtypes`` and return its seconds
-    (the warm-up's duration, not the wait); without one, run the warm-up now and return its seconds."""
+    (the warm-up's duration, not the wait); without one, run the warm-up now and return its seconds (measured
+    the same way: the kNN modules' import included)."""
     with _LOCK:
         warm = _STARTED.pop(tuple(dtypes), None)
     if warm is None:
-        return warm_nndescent(tuple(dtypes))
-    warm.thread.join()
+        warm = _WarmUp(tuple(dtypes))
+        warm.run()
+    else:
+        warm.thread.join()
     if warm.error is not None:
         raise warm.error
     return float(warm.seconds)

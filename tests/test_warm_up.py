@@ -1,0 +1,63 @@
+"""The NN-descent warm-up of a run: when a flow plans it before the ingest (:mod:`flows._warm_up`) and how a worker
+begins it in a thread and a task collects it (:mod:`tasks._warm_up`; ``warm_nndescent`` replaced by a stand-in)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import tasks._warm_up as warm_up
+from flows._warm_up import planned_dtypes
+from spectral.knn import EXACT_MAX_SAMPLES
+from storage.ingest import ingest
+
+
+def test_finish_collects_the_thread_that_start_began(monkeypatch):
+    calls, gate = [], threading.Event()
+
+    def stand_in(dtypes):
+        calls.append(dtypes)
+        assert gate.wait(10)
+
+    monkeypatch.setattr(warm_up, "warm_nndescent", stand_in)
+    warm_up.start_warm_up(("float32",))
+    warm_up.start_warm_up(("float32",))  # begun once per process and dtypes
+    gate.set()
+    assert warm_up.finish_warm_up(("float32",)) >= 0.0
+    assert calls == [("float32",)]
+    # without a thread begun here (a restarted worker), the task warms up itself
+    assert warm_up.finish_warm_up(("float64",)) >= 0.0 and calls == [("float32",), ("float64",)]
+
+
+def test_a_failed_warm_up_fails_the_task_that_collects_it(monkeypatch):
+    def stand_in(dtypes):
+        raise RuntimeError("no kernels")
+
+    monkeypatch.setattr(warm_up, "warm_nndescent", stand_in)
+    warm_up.start_warm_up(("float32",))
+    with pytest.raises(RuntimeError, match="no kernels"):
+        warm_up.finish_warm_up(("float32",))
+
+
+def test_the_warm_up_is_planned_from_the_source_header(tmp_path):
+    """Before the ingest: NN-descent asked for, or 'auto' with enough fit rows by the header, or the sharded path;
+    otherwise (exact, too few rows, a CSV whose length is unknown) the run decides after its ingest."""
+    big, small = tmp_path / "big.npy", tmp_path / "small.npy"
+    np.lib.format.open_memmap(big, mode="w+", dtype=np.float32, shape=(EXACT_MAX_SAMPLES, 2)).flush()
+    np.save(small, np.zeros((100, 2), np.float32))
+    (tmp_path / "small.csv").write_text("a,b\n1,2\n")
+    auto = {"n_neighbors": 15, "knn_method": "auto"}
+    store = str(tmp_path / "s.zarr")
+    assert planned_dtypes(str(big), store, auto, 0.0, None, False) == ("float32",)
+    assert planned_dtypes(str(big), store, auto, 0.5, None, False) == ()  # half the rows are held out
+    assert planned_dtypes(str(big), store, {**auto, "knn_method": "exact"}, 0.0, None, False) == ()
+    assert planned_dtypes(str(small), store, auto, 0.0, None, False) == ()
+    assert planned_dtypes(str(small), store, {**auto, "knn_method": "nndescent"}, 0.0, None, False) == ("float32",)
+    assert planned_dtypes(str(tmp_path / "small.csv"), store, auto, 0.0, None, False) == ()
+    assert planned_dtypes(str(small), store, auto, 0.0, True, False) == ("float32",)
+    # an existing store gives its own dtype and size
+    ingest(np.zeros((100, 2)), store, dtype="float64")
+    assert planned_dtypes(store, store, {**auto, "knn_method": "nndescent"}, 0.0, None, False) == ("float64",)
+    assert planned_dtypes(store, store, auto, 0.0, None, False) == ()
