@@ -1,4 +1,4 @@
-"""k-nearest-neighbour graphs: exact (scikit-learn) and approximate (pynndescent) behind one contract.
+"""k-nearest-neighbour graphs: exact (:mod:`.knn_exact`) and approximate (pynndescent) behind one contract.
 
 Contract (ARCHITECTURE.md): ``knn_graph(X, k) -> (indices int64 (n, k), distances float32 (n, k))``, rows
 sorted by increasing distance, no self-neighbours. :class:`KNNIndex` builds the index once and answers
@@ -9,7 +9,8 @@ Both methods finish with the same refinement step: the distances of the selected
 in float64 directly from the coordinates (``||x - x_i||``, not the ``|x|^2 - 2 x.y + |y|^2`` expansion of
 brute force), then each row is re-sorted (stable). So identical points are at distance exactly 0, the graph
 distances are exactly symmetric (``d(i, j) == d(j, i)``) and both methods return bitwise-identical distances
-for the same neighbour pairs.
+for the same neighbour pairs. The exact method's neighbours are the first k by (refined distance, index) among
+all training points (:mod:`.knn_exact`): ties at the k-th place go to the smaller index.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from ._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
 from ._refine import drop_self as _drop_self, refine as _refine
+from .knn_exact import ExactIndex
 from .jit_cache import compile_report
 from .errors import InputDataError, ParameterError
 
@@ -36,10 +38,6 @@ METRICS = ("euclidean", "manhattan", "cosine")
 #: of CPU under load here) and its queries compile another set. Exact build plus a same-size query costs
 #: ~2 * 6.2e-9 n^2 s, equal to that 17 s at n ~ 38k; 30k keeps below it and keeps exact results there.
 EXACT_MAX_SAMPLES = 30_000
-
-#: Rows queried at once by the exact search: bounds the (chunk, n) brute-force distance block to 1024 * n
-#: float64 (250 MB at n = 30k); scikit-learn's ``working_memory`` (1 GB default) caps it further.
-EXACT_CHUNK_ROWS = 1024
 
 #: NN-descent query breadth (pynndescent's ``epsilon``; its default 0.1 gave a query recall of 0.92 at
 #: k = 5 on 8-d blobs here). Queries also ask for at least the index's own k + 1 neighbours and keep the
@@ -61,9 +59,9 @@ def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "
     n_neighbors : int in [1, n - 1]
         Number of neighbours ``k`` per point, the point itself excluded.
     method : {"auto", "exact", "nndescent", "sharded"}
-        "exact" is scikit-learn's ``NearestNeighbors`` (kd-tree / brute force chosen by scikit-learn),
-        queried in chunks of :data:`EXACT_CHUNK_ROWS` rows; "nndescent" is ``pynndescent.NNDescent`` built
-        with ``k + 1`` neighbours; "auto" is "exact" below :data:`EXACT_MAX_SAMPLES` points (and never
+        "exact" is :mod:`spectral.knn_exact` (a pruned scan of a leaf partition in float32, every row's
+        k-th neighbour certified in float64; ties go to the smaller index); "nndescent" is
+        ``pynndescent.NNDescent`` built with ``k + 1`` neighbours; "auto" is "exact" below :data:`EXACT_MAX_SAMPLES` points (and never
         "sharded": callers that own a cluster choose "sharded" explicitly). "sharded" runs on the active
         ``distributed.Client``: one NN-descent index per row shard, every shard queried against every other
         shard's index, the candidates merged (:func:`spectral.knn_sharded.sharded_knn_graph`).
@@ -72,8 +70,9 @@ def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "
         Seeds NN-descent (through one integer drawn from the generator); unused by "exact". "sharded" seeds
         shard ``p`` with the ``p``-th child of ``SeedSequence(that integer).spawn(n_shards)``.
     n_jobs : int or None
-        Threads of NN-descent, in [1, numba's thread count]; None uses them all (the cores this process may
-        run on: ``taskset`` / container CPU limits count, not ``os.cpu_count()``). Pass 1 inside Dask workers.
+        Threads of the search (NN-descent's or the exact scan's), in [1, numba's thread count]; None uses them
+        all (the cores this process may run on: ``taskset`` / container CPU limits count, not
+        ``os.cpu_count()``). Pass 1 inside Dask workers.
         With "sharded": threads per shard task on the workers, None meaning 1 there.
     n_shards : int in [1, n // 2] or None
         Only with "sharded": the number of row shards; None is
@@ -108,9 +107,9 @@ class KNNIndex:
     :meth:`query` the ``k`` nearest training points of new points. The object pickles (for in-memory
     transport to Dask workers; an NN-descent index of ``n`` points takes about ``n * (d + 3 k) * 4``
     bytes), but it is never persisted: a stored model keeps :attr:`params` (JSON-able) and the training X is
-    in the store, so :meth:`rebuild` recreates the index. Rebuilding costs one index construction: exact
-    search is instant (scikit-learn fit), NN-descent about 45 s for 10^6 x 32 points on this machine (plus
-    numba's compile on first use). With the same ``random_state`` and ``n_jobs=1``, the rebuilt NN-descent
+    in the store, so :meth:`rebuild` recreates the index. Rebuilding costs one index construction and its graph:
+    exact about 1 s for 10^5 x 24-32 points (benchmarks/results/knn_exact.md), NN-descent about 45 s for
+    10^6 x 32 points on this machine. With the same ``random_state`` and ``n_jobs=1``, the rebuilt NN-descent
     index is the same.
     """
 
@@ -139,7 +138,7 @@ class KNNIndex:
     ) -> KNNIndex:
         """Build the index of ``X`` (n, d) and its kNN graph; parameters as :func:`knn_graph`.
 
-        A float32 ``X`` is indexed as it is (NN-descent works in float32 anyway; the refinement computes in
+        A float32 ``X`` is indexed as it is (both methods search in float32 anyway; the refinement computes in
         float64 from the float32 coordinates): converting 1e6 x 32 points to float64 and back cost ~1 s and
         the index kept the float64 copy. Any other dtype is converted to float64.
         """
@@ -160,9 +159,8 @@ class KNNIndex:
         if method == "auto":
             method = "exact" if n < EXACT_MAX_SAMPLES else "nndescent"
         if method == "exact":
-            X = X.astype(np.float64, copy=False)  # scikit-learn's brute force would compute in float32
-            index = _build_exact(X, metric)
-            raw = _query_exact(index, X, n_neighbors + 1)
+            index = ExactIndex(X, metric)
+            return cls(X, method, metric, n_neighbors, seed, n_jobs, index, index.graph(X, n_neighbors, n_jobs))
         else:
             index = _build_nndescent(X, metric, n_neighbors + 1, seed, n_jobs)
             raw = index.neighbor_graph
@@ -196,8 +194,8 @@ class KNNIndex:
 
     @property
     def training_points(self) -> np.ndarray:
-        """The indexed training points (n, d): float64, or float32 for NN-descent on float32 data (read-only
-        view; what :meth:`rebuild` needs)."""
+        """The indexed training points (n, d): float64, or float32 for float32 data (read-only view; what
+        :meth:`rebuild` needs)."""
         if self._X is None:  # the prepared index's reordered copy, put back in X's order (a copy)
             points = self._index._raw_data[self._position]
         else:
@@ -225,11 +223,14 @@ class KNNIndex:
         while a task queries it) fails in pynndescent's ``__getstate__``. What only the construction needs
         is dropped then (``NNDescent.compress_index``: its random-projection forest and its own neighbour
         heaps, ~200 of its ~530 bytes per point at d = 32, k = 15; :meth:`neighbor_graph` is this object's
-        refined copy and stays). Nothing to do for "exact".
+        refined copy and stays). "exact" builds its leaf-ordered float32 copy of the points (``n * d * 4`` bytes;
+        the graph's construction drops its own, pickles leave it out).
         """
         if self.method == "nndescent" and not self._index.compressed:
             self._index.compress_index()
             self._drop_duplicate_points()
+        elif self.method == "exact":
+            self._index.prepare(self._X)
         return self
 
     def _drop_duplicate_points(self) -> None:
@@ -280,7 +281,7 @@ class KNNIndex:
     def _query(self, X_new: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         self.prepare()
         if self.method == "exact":
-            indices = _query_exact(self._index, X_new, k)[0]
+            return self._index.query(self._X, X_new, k, self.n_jobs)
         else:
             wide = min(self.n_samples, max(k, self.n_neighbors + 1))
             indices = _query_nndescent(self._index, X_new, wide)
@@ -312,20 +313,6 @@ def nndescent_index_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
     """Approximate memory of an NN-descent :class:`KNNIndex` of ``n`` points in ``d`` dimensions with ``k``
     neighbours: ``n (d + 3 k)`` items (its copy of the points and its neighbour heaps)."""
     return n * (d + 3 * k) * itemsize
-
-
-def _build_exact(X: np.ndarray, metric: str):
-    from sklearn.neighbors import NearestNeighbors
-
-    return NearestNeighbors(metric=metric, algorithm="brute" if metric == "cosine" else "auto").fit(X)
-
-
-def _query_exact(index, Q: np.ndarray, k: int) -> tuple[np.ndarray, None]:
-    blocks = [
-        index.kneighbors(Q[i : i + EXACT_CHUNK_ROWS], n_neighbors=k, return_distance=False)
-        for i in range(0, Q.shape[0], EXACT_CHUNK_ROWS)
-    ]
-    return np.vstack(blocks), None
 
 
 def _max_threads() -> int:

@@ -225,3 +225,126 @@ def test_knn_mask_from_distances_matches_the_index_and_restricts_candidates():
     np.testing.assert_array_equal(m, same)
     m = knn_mask_from_distances(D2, 2, same)
     assert m.sum(axis=1).tolist() == [2] * 60 and not (m & ~same).any()
+
+
+# --- the exact path: the same graph as scikit-learn's float64 brute force followed by the refinement -------------
+
+def _grid_with_copies() -> np.ndarray:
+    """Integer grid points (many equal distances) shifted off the origin, plus exact copies: 25 of one point (more
+    than k + 1) and a pair. (262, 3) float64."""
+    grid = np.stack(np.meshgrid(np.arange(1, 8), np.arange(1, 8), np.arange(1, 6), indexing="ij"), -1).reshape(-1, 3)
+    return np.vstack([grid, np.repeat(grid[[40]], 25, axis=0), grid[[100, 100]]]).astype(np.float64)
+
+
+def brute_force_then_refine(X, Q, k, metric, graph):
+    """The reference: scikit-learn's ``NearestNeighbors(algorithm="brute")`` in float64 lists each query's ``w``
+    nearest training points (the query itself dropped from a training graph's lists), listed in index order and
+    refined (:func:`spectral._refine._refine_rows`: float64 distances, stable sort), first k kept. ``w`` is wide
+    enough that every point tied at the k-th distance is listed: asserted (scikit-learn's w-th distance exceeds
+    the k-th refined one), since a tie cut by scikit-learn's own selection would make the reference arbitrary."""
+    from sklearn.neighbors import NearestNeighbors
+
+    from spectral._refine import METRIC_CODES, _refine_rows
+
+    n = X.shape[0]
+    w = min(n, k + 1 + 60)
+    dist, cand = NearestNeighbors(n_neighbors=w, algorithm="brute", metric=metric).fit(
+        X.astype(np.float64)).kneighbors(Q.astype(np.float64))
+    if graph:  # drop the point itself (else the last column), as the training graph does
+        own = cand == np.arange(n)[:, None]
+        keep = np.ones(cand.shape, dtype=bool)
+        keep[np.arange(n), np.where(own.any(axis=1), own.argmax(axis=1), w - 1)] = False
+        cand, dist = cand[keep].reshape(n, w - 1), dist[keep].reshape(n, w - 1)
+    found, refined = _refine_rows(X, np.ascontiguousarray(Q), np.sort(cand, axis=1), METRIC_CODES[metric])
+    assert w == n or np.all(dist[:, -1] > refined[:, k - 1] + 1e-9), "widen the reference's candidate lists"
+    return found[:, :k], refined[:, :k].astype(np.float32)
+
+
+def full_sort_reference(X, Q, k, metric, graph):
+    """The definition: every training point (but the query itself in a graph) refined in index order, first k."""
+    from spectral._refine import METRIC_CODES, _refine_rows
+
+    n = X.shape[0]
+    cand = np.tile(np.arange(n), (Q.shape[0], 1))
+    if graph:
+        cand = cand[~np.eye(n, dtype=bool)].reshape(n, n - 1)
+    found, refined = _refine_rows(X, np.ascontiguousarray(Q), cand, METRIC_CODES[metric])
+    return found[:, :k], refined[:, :k].astype(np.float32)
+
+
+@pytest.fixture(params=[None, (16, 1)], ids=["defaults", "small-leaves-one-extra"])
+def exact_settings(request, monkeypatch):
+    """The default settings, and leaves of 16 rows with a single extra candidate: many leaves pruned, and most rows
+    with a tie at the k-th place searched again with more candidates."""
+    from spectral import knn_exact
+
+    if request.param is not None:
+        monkeypatch.setattr(knn_exact, "LEAF_SIZE", request.param[0])
+        monkeypatch.setattr(knn_exact, "EXTRA_CANDIDATES", request.param[1])
+    return request.param
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("metric", ["euclidean", "manhattan", "cosine"])
+def test_exact_graph_and_queries_equal_brute_force_then_refinement(metric, dtype, exact_settings):
+    """Ties (grid points, exact copies) resolve to the smaller index at the k-th place and within rows, exactly as
+    scikit-learn's float64 brute force listing every tied point, then the refinement."""
+    X = _grid_with_copies().astype(dtype)
+    Q = np.vstack([X[:30], X[[40, 261]], X[50:80] + 0.5]).astype(dtype)  # training points, copies, between points
+    k = 10
+    index = KNNIndex.build(X, k, method="exact", metric=metric)
+    for got, ref in zip(index.neighbor_graph(), brute_force_then_refine(X, X, k, metric, graph=True)):
+        np.testing.assert_array_equal(got, ref)
+    for kq in (1, 7, 30):
+        for got, ref in zip(index.query(Q, kq), brute_force_then_refine(X, Q, kq, metric, graph=False)):
+            np.testing.assert_array_equal(got, ref)
+    if metric != "cosine":  # (cosine: the grid points on the same ray are at distance 0 too)
+        copies = np.r_[40, 245:270]  # the 26 equal rows: each lists the 10 first of the others, at distance 0
+        idx, dist = index.neighbor_graph()
+        for i in copies:
+            np.testing.assert_array_equal(idx[i], copies[copies != i][:k])
+        assert np.all(dist[copies] == 0.0)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "manhattan", "cosine"])
+def test_exact_certifies_near_ties_that_float32_cannot_order(metric, exact_settings):
+    """400 points at distance 1 +- 1e-11 of a centre (float32 cannot tell them apart; the scan's candidates are
+    re-ranked in float64 and the centre's row is searched again until proven), far from the origin; cosine also
+    with all-zero rows (distance 0 to each other, 1 to the others)."""
+    rng = np.random.default_rng(3)
+    V = rng.normal(size=(400, 6))
+    V *= (1 + 1e-11 * rng.normal(size=(400, 1))) / np.linalg.norm(V, axis=1, keepdims=True)
+    X = np.vstack([np.zeros((1, 6)), V]) + 50.0
+    if metric == "cosine":
+        X[[5, 9, 13]] = 0.0
+    for k in (3, 20):
+        index = KNNIndex.build(X, k, method="exact", metric=metric)
+        for got, ref in zip(index.neighbor_graph(), full_sort_reference(X, X, k, metric, graph=True)):
+            np.testing.assert_array_equal(got, ref)
+        Q = X[[0, 5, 100]] + np.array([[0.0], [0.0], [1e-12]])
+        for got, ref in zip(index.query(Q, k), full_sort_reference(X, Q, k, metric, graph=False)):
+            np.testing.assert_array_equal(got, ref)
+
+
+def test_exact_large_copy_groups_threads_and_pickles():
+    """A group of 300 equal rows (and 200 all-zero rows under cosine) costs one search, not 300 wide ones; one
+    thread gives the same graph; a pickle leaves the float32 copy out and answers the same."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1200, 5))
+    X[100:400] = X[7]
+    X[500:700] = 0.0
+    for metric in ("euclidean", "cosine"):
+        index = KNNIndex.build(X, 12, method="exact", metric=metric)
+        graph = index.neighbor_graph()
+        for got, ref in zip(graph, full_sort_reference(X, X, 12, metric, graph=True)):
+            np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(graph[0][150], np.r_[7, 100:111])
+        for got, ref in zip(KNNIndex.build(X, 12, method="exact", metric=metric, n_jobs=1).neighbor_graph(), graph):
+            np.testing.assert_array_equal(got, ref)
+        index.prepare()
+        clone = pickle.loads(pickle.dumps(index))
+        assert clone._index._points is None and len(pickle.dumps(index)) < X.nbytes + 2 * graph[0].nbytes
+        Q = np.vstack([X[:20], np.zeros((3, 5)), rng.normal(size=(10, 5))])
+        for a, b, ref in zip(index.query(Q, 40), clone.query(Q, 40), full_sort_reference(X, Q, 40, metric, False)):
+            np.testing.assert_array_equal(a, ref)
+            np.testing.assert_array_equal(b, ref)
