@@ -66,11 +66,15 @@ class CallClock:
     flow_called: float | None = None
     manifest_written: float | None = None
 
-    def call(self, flow: Callable[[], Any]) -> Any:
-        """Call ``flow()`` with this clock visible to it (:func:`entry_seconds`); returns its result."""
+    def call(self, flow: Callable[[], Any], *, before: Any = None) -> Any:
+        """Call ``flow()`` with this clock visible to it (:func:`entry_seconds`); returns its result. ``before``
+        (e.g. the early start of Prefect's server, :mod:`flows._prefect_start`) is waited for first, and that wait
+        counts as Prefect's start."""
         token = _CLOCK.set(self)
         try:
             self.flow_called = time.perf_counter()
+            if before is not None:
+                before.wait()
             return flow()
         finally:
             _CLOCK.reset(token)

@@ -180,6 +180,9 @@ def embed(
     from flows._fixed_time import command_clock
 
     clock = command_clock()  # first: the interpreter's start ends here
+    from flows._prefect_start import start_early
+
+    prefect_start = start_early()  # Prefect's temporary server starts up while the flow is imported
     from flows.cluster import client_started_early
     from flows.embed import check_embed_arguments
     from flows.embed import embed as embed_flow
@@ -192,7 +195,8 @@ def embed(
                                        n_workers=workers, random_state=seed, overwrite=overwrite,
                                        sharded=sharded))  # before Prefect
     with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
-        summary = _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs))))
+        summary = _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
+                                                                  before=prefect_start)))
     out.print(_summary_table(summary, _result_rows(store, summary["results"]), clock))
 
 
@@ -291,13 +295,16 @@ def extend(
     from flows._fixed_time import command_clock
 
     clock = command_clock()  # first: the interpreter's start ends here
+    from flows._prefect_start import start_early
+
+    prefect_start = start_early()  # Prefect's temporary server starts up while the flow is imported
     from flows.cluster import client_started_early
     from flows.embed import extend as extend_flow
 
     with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
         summary = _run(lambda: _with_progress(lambda: clock.call(lambda: extend_flow(
             store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
-            overwrite=overwrite, sharded=sharded))))
+            overwrite=overwrite, sharded=sharded), before=prefect_start)))
     results = summary["results"]
     out.print(_summary_table(summary, {"model": results.get("model_run"), **_result_rows(out_store, results)},
                              clock))
