@@ -68,7 +68,22 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
         raise ParameterError(f"sharded must be True, False or None (auto); got {sharded!r}")
     if sharded:
         check_sharded(method, full)
+    _check_source_shape(source, store, method, full, labels=labels, holdout=holdout, overwrite=overwrite)
     return full
+
+
+def _check_source_shape(source: str, store: str, method: str, full: dict, *, labels: str | None, holdout: float,
+                        overwrite: bool) -> None:
+    """The checks of :mod:`flows._source_checks`: rows of the source against the parameters, labels against a
+    supervised method; from the source's header and the labels alone, before the ingest."""
+    from flows._source_checks import check_labeled, check_rows, labels_of, source_rows
+
+    entry = get_entry(method)
+    n = source_rows(source)
+    if n is not None:
+        check_rows(method, entry.fit, full, n, holdout)
+    if entry.needs_labels:
+        check_labeled(method, labels_of(source, store, labels, overwrite))
 
 
 def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
