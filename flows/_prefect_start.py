@@ -8,12 +8,18 @@ up while this process imports Prefect, Dask and the flows and starts the cluster
 called right before the flow, which then finds the server running (``start`` is idempotent in Prefect 3: one
 server per process). With an API URL configured nothing is started. If the early start fails, the flow's own
 start runs as it would have and reports its error.
+
+The server's process is started in its own session (:class:`SessionASGIServer`): a Ctrl-C or a SIGTERM sent to
+the CLI's process group does not reach it, so the run can still report its end to it; the CLI stops it on exit
+(Prefect's ``atexit`` stop, or :mod:`flows._stop` on an interrupted run).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import threading
 
 logger = logging.getLogger(__name__)
@@ -33,9 +39,7 @@ class EarlyStart:
 
             if get_current_settings().api.url:  # a configured server: the flow talks to it
                 return
-            from prefect.server.api.server import SubprocessASGIServer
-
-            SubprocessASGIServer().start()
+            SessionASGIServer().start()
         except BaseException as exc:  # the flow's own start retries and reports it
             self.error = exc
             logger.debug("early start of Prefect's temporary server failed: %s", exc)
@@ -43,6 +47,52 @@ class EarlyStart:
     def wait(self) -> None:
         """Block until the background start has ended (successfully or not)."""
         self._thread.join()
+
+
+def _session_server_class() -> type:
+    """:class:`prefect.server.api.server.SubprocessASGIServer` whose uvicorn process starts in a new session.
+
+    Prefect keeps one instance per port in ``SubprocessASGIServer._instances`` (shared with subclasses): once this
+    class has made the instance of the default port, Prefect's own ``SubprocessASGIServer()`` calls return it.
+    The command is Prefect's own (:meth:`SubprocessASGIServer._run_uvicorn_command`), with ``start_new_session``.
+    """
+    import prefect
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    class SessionASGIServer(SubprocessASGIServer):
+        """Prefect's temporary server in a process of its own session (not hit by the CLI's group signals)."""
+
+        def _run_uvicorn_command(self) -> subprocess.Popen:
+            server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+            args = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+                    "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+                    "--log-level", "error", "--lifespan", "on"]
+            env = {**os.environ, **server_env,
+                   **get_current_settings().to_environment_variables(exclude_unset=True)}
+            return subprocess.Popen(args=args, env=env, start_new_session=True)
+
+    return SessionASGIServer
+
+
+def SessionASGIServer() -> object:  # noqa: N802 - stands for the class, built on first use (Prefect imported late)
+    """The process's temporary-server instance, made by the class of :func:`_session_server_class` (see there)."""
+    global _SESSION_CLASS
+    if _SESSION_CLASS is None:
+        _SESSION_CLASS = _session_server_class()
+    return _SESSION_CLASS()
+
+
+_SESSION_CLASS: type | None = None
+
+
+def running_server() -> object | None:
+    """The temporary server started in this process, if any (to be stopped on an interrupted run)."""
+    if "prefect.server.api.server" not in sys.modules:
+        return None
+    from prefect.server.api.server import SubprocessASGIServer
+
+    return next((s for s in list(SubprocessASGIServer._instances.values()) if s.server_process is not None), None)
 
 
 def start_early() -> EarlyStart | None:

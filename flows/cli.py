@@ -58,9 +58,39 @@ def _run(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except _user_errors() as exc:
+        stop = _current_stop()
+        if stop is not None:  # the run is stopping (a signal, a lost Prefect API): that is its error
+            raise stop from exc
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILURE) from None
+
+
+def _current_stop() -> BaseException | None:
+    """The stop of the run this process is running, if it is stopping (:func:`flows._stop.current_stop`)."""
+    module = sys.modules.get("flows._stop")
+    return None if module is None else module.current_stop()
+
+
+def _guarded(store: str, body: Callable[[Any], Any]) -> Any:
+    """``body(guard)`` under a :class:`flows._stop.RunGuard` of ``store`` (``body`` sets ``guard.run``): a
+    SIGINT / SIGTERM or a lost Prefect API ends the command with one line, after its children are stopped, and
+    exit code 130 / 143 (1 for the API)."""
+    from flows._stop import RunGuard
+
+    guard = _run(lambda: RunGuard(store))
+    with guard:
+        try:
+            return body(guard)
+        except BaseException as exc:
+            stop = None if isinstance(exc, typer.Exit) and guard.stopping is None else guard.stop_of(exc)
+            if stop is None:
+                raise
+            text = guard.report_once(stop)
+            if text is not None:
+                err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
+            guard.stop_children()
+            raise typer.Exit(stop.exit_code) from None
 
 
 def _with_progress(fn: Callable[[], Any]) -> Any:
@@ -180,23 +210,30 @@ def embed(
     from flows._fixed_time import command_clock
 
     clock = command_clock()  # first: the interpreter's start ends here
-    from flows._prefect_start import start_early
 
-    prefect_start = start_early()  # Prefect's temporary server starts up while the flow is imported
-    from flows.cluster import client_started_early
-    from flows.embed import check_embed_arguments
-    from flows.embed import embed as embed_flow
+    def body(guard: Any) -> dict:
+        from flows._prefect_start import start_early
 
-    params = _run(lambda: _with_k(parse_params(param), n_components))
-    kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
-                  scheduler=scheduler, n_workers=workers, run_name=run_name, chunk_rows=chunk_rows,
-                  overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run)
-    _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
-                                       n_workers=workers, random_state=seed, overwrite=overwrite,
-                                       sharded=sharded))  # before Prefect
-    with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
-        summary = _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
-                                                                  before=prefect_start)))
+        prefect_start = start_early()  # Prefect's temporary server starts up while the flow is imported
+        from flows._runtime import new_run_id
+        from flows.cluster import client_started_early
+        from flows.embed import check_embed_arguments
+        from flows.embed import embed as embed_flow
+
+        params = _run(lambda: _with_k(parse_params(param), n_components))
+        run = _run(lambda: new_run_id("embed", run_name))  # named here: an interrupted run can be resumed
+        kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
+                      scheduler=scheduler, n_workers=workers, run_name=run, chunk_rows=chunk_rows,
+                      overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run)
+        _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+                                           n_workers=workers, random_state=seed, overwrite=overwrite,
+                                           sharded=sharded))  # before Prefect
+        guard.run = run
+        with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
+            return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
+                                                                   before=prefect_start)))
+
+    summary = _guarded(store, body)
     out.print(_summary_table(summary, _result_rows(store, summary["results"]), clock))
 
 
@@ -290,21 +327,29 @@ def extend(
     sharded: Optional[bool] = typer.Option(None, "--sharded/--no-sharded",
                                            help="laplacian_eigenmaps: search the new points in per-shard indexes on "
                                                 "the workers (default: as the model was fitted)"),
+    run_name: Optional[str] = typer.Option(None, help="id of this extend run (reuse an interrupted run's id to "
+                                                      "resume it)"),
 ) -> None:
     """Embed the points of NEW with the model stored in STORE; write them to OUT."""
     from flows._fixed_time import command_clock
 
     clock = command_clock()  # first: the interpreter's start ends here
-    from flows._prefect_start import start_early
 
-    prefect_start = start_early()  # Prefect's temporary server starts up while the flow is imported
-    from flows.cluster import client_started_early
-    from flows.embed import extend as extend_flow
+    def body(guard: Any) -> dict:
+        from flows._prefect_start import start_early
 
-    with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
-        summary = _run(lambda: _with_progress(lambda: clock.call(lambda: extend_flow(
-            store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
-            overwrite=overwrite, sharded=sharded), before=prefect_start)))
+        prefect_start = start_early()  # Prefect's temporary server starts up while the flow is imported
+        from flows._runtime import new_run_id
+        from flows.cluster import client_started_early
+        from flows.embed import extend as extend_flow
+
+        guard.run = _run(lambda: new_run_id("extend", run_name))  # named here: an interrupted run can be resumed
+        with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
+            return _run(lambda: _with_progress(lambda: clock.call(lambda: extend_flow(
+                store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
+                overwrite=overwrite, sharded=sharded, run_name=guard.run), before=prefect_start)))
+
+    summary = _guarded(out_store, body)
     results = summary["results"]
     out.print(_summary_table(summary, {"model": results.get("model_run"), **_result_rows(out_store, results)},
                              clock))

@@ -24,6 +24,8 @@ DEFAULT_THREADS_PER_WORKER = 1
 #: The value of ``MALLOC_TRIM_THRESHOLD_`` that Dask's Nanny sets in its workers by default
 #: (``distributed.nanny.pre-spawn-environ``), which eigenflow's local workers do without (:func:`local_cluster`).
 DASK_DEFAULT_MALLOC_TRIM_THRESHOLD = 65536
+#: Preload of eigenflow's local workers: they ignore the stop signals sent to the CLI's process group.
+WORKER_SIGNALS_PRELOAD = "tasks.worker_signals"
 
 
 def worker_environ() -> dict:
@@ -50,12 +52,14 @@ def worker_environ() -> dict:
 def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
                   threads_per_worker: int = DEFAULT_THREADS_PER_WORKER) -> Iterator[LocalCluster]:
     """eigenflow's local Dask cluster: ``n_workers`` worker processes (Nannies restart a dead one) of
-    ``threads_per_worker`` threads, dashboard on a free port, workers started with :func:`worker_environ`."""
+    ``threads_per_worker`` threads, dashboard on a free port, workers started with :func:`worker_environ` and
+    ignoring SIGINT / SIGTERM sent to the process group (:mod:`tasks.worker_signals`: the flow process stops them)."""
     import dask
 
     with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                               dashboard_address=":0")  # ":0": a free port; None would still bind 8787
+                               dashboard_address=":0",  # ":0": a free port; None would still bind 8787
+                               preload=[WORKER_SIGNALS_PRELOAD])
     with cluster:
         yield cluster
 

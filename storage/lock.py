@@ -29,6 +29,7 @@ from typing import Any
 
 from . import layout
 from .errors import StorageError, writing
+from .signals import signals_held
 from .store import StoreRef, file_location, filesystem
 
 #: The lock file, next to the run manifests.
@@ -105,7 +106,7 @@ def store_lock(store: StoreRef, run: str, storage_options: dict | None = None) -
     try:
         yield record
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with signals_held(), contextlib.suppress(FileNotFoundError):  # a second Ctrl-C cannot keep the lock
             current = json.loads(fs.cat_file(path))
             if current.get("run") == run and current.get("pid") == record["pid"]:
                 fs.rm_file(path)

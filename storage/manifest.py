@@ -36,6 +36,7 @@ from typing import Any, Iterator
 from . import layout
 from ._jsonable import check_attrs
 from .errors import DamagedManifestError, DamagedManifestWarning, StoreFormatError, StorageError, writing
+from .signals import signals_held
 from .store import StoreRef, file_location, filesystem, replace_local_file
 
 #: Distributions whose versions every manifest records.
@@ -244,15 +245,16 @@ def stage(store: StoreRef, manifest: RunManifest, name: str, storage_options: di
     try:
         yield record
     except BaseException as exc:
-        record.status, record.error = "failed", f"{type(exc).__name__}: {exc}"
+        record.status, record.error = "failed", _error_text(exc)
         raise
     else:
         record.status = "completed"
     finally:
-        record.seconds = time.perf_counter() - t0
-        record.end = _now()
-        record.info = check_attrs(record.info, f"info of stage {name!r}")
-        write_manifest(store, manifest, storage_options)
+        with signals_held():
+            record.seconds = time.perf_counter() - t0
+            record.end = _now()
+            record.info = check_attrs(record.info, f"info of stage {name!r}")
+            write_manifest(store, manifest, storage_options)
 
 
 @contextlib.contextmanager
@@ -263,8 +265,22 @@ def run_context(store: StoreRef, manifest: RunManifest, storage_options: dict | 
     try:
         yield manifest
     except BaseException as exc:
-        manifest.finish("failed", f"{type(exc).__name__}: {exc}")
-        write_manifest(store, manifest, storage_options)
+        with signals_held():  # a second Ctrl-C cannot leave the run "running"
+            manifest.finish("failed", _error_text(exc))
+            write_manifest(store, manifest, storage_options)
         raise
-    manifest.finish("completed")
-    write_manifest(store, manifest, storage_options)
+    with signals_held():
+        manifest.finish("completed")
+        write_manifest(store, manifest, storage_options)
+
+
+def _error_text(exc: BaseException) -> str:
+    """``"<type>: <message>"``; a signal's exception without a message is named by its signal
+    (``"TerminationSignal: SIGTERM"``)."""
+    text = str(exc)
+    number = getattr(exc, "signal", None)
+    if not text and isinstance(number, int):
+        import signal
+
+        text = signal.Signals(number).name
+    return f"{type(exc).__name__}: {text}"

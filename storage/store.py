@@ -114,18 +114,22 @@ def file_location(fs: fsspec.AbstractFileSystem, path: str) -> str:
 
 def replace_local_file(path: str, payload: bytes) -> None:
     """Write ``payload`` to a temporary file beside ``path``, synced, then renamed over it; a failed write
-    removes the temporary file and leaves ``path`` as it was."""
+    removes the temporary file and leaves ``path`` as it was (stop signals are held meanwhile:
+    :func:`storage.signals.signals_held`)."""
+    from .signals import signals_held
+
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{secrets.token_hex(4)}.tmp"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with signals_held():  # a Ctrl-C cannot leave the temporary file behind
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 # ---- validation of raw metadata -----------------------------------------------------------------------

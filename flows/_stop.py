@@ -1,0 +1,298 @@
+"""How a CLI ``embed`` / ``extend`` run stops: on a signal, or when its Prefect API goes away.
+
+:class:`RunGuard` (``with RunGuard(store, run, resume=...) as guard:`` around the flow call) turns
+
+- SIGINT (Ctrl-C) and SIGTERM, sent to the CLI's process group or to its pid alone, into :class:`RunInterrupted`
+  in the main thread: the run's manifest records it as failed (:func:`storage.manifest.run_context`), the
+  store's lock is released, the Dask cluster closed; exit code 128 + the signal's number (130, 143). The
+  children do not receive the group's signal: Prefect's temporary server runs in its own session
+  (:mod:`flows._prefect_start`), the local Dask workers ignore it (:mod:`tasks.worker_signals`); the guard
+  stops them (:meth:`RunGuard.stop_children`). During the flow Prefect's own SIGTERM handler raises its
+  ``TerminationSignal`` first and then delivers the signal again to this handler.
+- a Prefect API that does not answer its ``/health`` for :func:`api_timeout` seconds (default 30,
+  ``$EIGENFLOW_PREFECT_API_TIMEOUT``) into :class:`PrefectAPILost`, raised in the main thread by a watchdog
+  thread (through :data:`API_LOST_SIGNAL`): without it Prefect's client retries every state report of the run
+  for minutes.
+
+Either way the run gets :data:`FORCED_EXIT_SECONDS` to unwind; after that the guard records the run as failed
+itself if it is still ``running``, releases the lock, kills the remaining children and ends the process.
+Completed stages stay in the store's manifest: ``--run-name`` resumes from them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from datetime import datetime
+from typing import Any
+
+#: Environment variable: seconds an unreachable Prefect API is tolerated before the run fails.
+API_TIMEOUT_ENV = "EIGENFLOW_PREFECT_API_TIMEOUT"
+DEFAULT_API_TIMEOUT = 30.0
+#: Seconds between two probes of the Prefect API's health.
+PROBE_SECONDS = 2.0
+#: Seconds a stopping run has to unwind before the guard ends the process itself.
+FORCED_EXIT_SECONDS = 10.0
+#: The signal the watchdog sends to the main thread when the API is lost (held by :mod:`storage.signals`).
+API_LOST_SIGNAL = signal.SIGUSR1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class RunStopped(KeyboardInterrupt):
+    """A run stopped from outside its work (a base exception: no ``except Exception`` of a library keeps it)."""
+
+    exit_code = 1
+
+
+class RunInterrupted(RunStopped):
+    """SIGINT or SIGTERM received; exit code 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted ({signal.Signals(signum).name})")
+
+
+class PrefectAPILost(RunStopped):
+    """The Prefect API did not answer for the configured time."""
+
+    def __init__(self, url: str, since: float):
+        self.url, self.since = url, since
+        super().__init__(f"Prefect API at {url} unreachable since {datetime.fromtimestamp(since):%H:%M:%S}")
+
+
+def api_timeout() -> float:
+    """``$EIGENFLOW_PREFECT_API_TIMEOUT`` (seconds > 0) or :data:`DEFAULT_API_TIMEOUT`."""
+    raw = os.environ.get(API_TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_API_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{API_TIMEOUT_ENV} must be a number of seconds > 0; got {raw!r}")
+    return value
+
+
+def prefect_api_url() -> str | None:
+    """The API the run reports to: ``$PREFECT_API_URL``, the active profile's, or this process's temporary
+    server once started; None while unknown."""
+    url = os.environ.get("PREFECT_API_URL")
+    if url:
+        return url.rstrip("/")
+    if "prefect.settings" in sys.modules:
+        configured = sys.modules["prefect.settings"].get_current_settings().api.url
+        if configured:
+            return str(configured).rstrip("/")
+    from flows._prefect_start import running_server
+
+    server = running_server()
+    return None if server is None else server.api_url
+
+
+def api_answers(url: str, timeout: float) -> bool:
+    """Whether ``url``/health answers within ``timeout`` seconds."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as response:
+            return response.status == 200
+    except Exception:  # noqa: BLE001 - refused, reset, timed out, HTTP error: not answering
+        return False
+
+
+_CURRENT: RunGuard | None = None
+
+
+def current_stop() -> RunStopped | None:
+    """The stop of the run guarded in this process, if it is stopping (for the CLI's error reporting)."""
+    return None if _CURRENT is None else _CURRENT.stopping
+
+
+class RunGuard:
+    """Signal handlers and the Prefect API watchdog of one CLI run (see the module docstring).
+
+    ``store`` / ``run``: where the run's manifest is (``run`` may be set once known, before the flow starts).
+    """
+
+    def __init__(self, store: str, run: str | None = None, *, timeout: float | None = None):
+        self.store, self.run = store, run
+        self.timeout = api_timeout() if timeout is None else timeout
+        self.stopping: RunStopped | None = None
+        self.down_since: float | None = None
+        self.down_url: str | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._reported = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "RunGuard":
+        global _CURRENT
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+        self._previous[API_LOST_SIGNAL] = signal.signal(API_LOST_SIGNAL, self._on_api_lost)
+        _CURRENT = self
+        threading.Thread(target=self._watch_api, name="eigenflow-api-watchdog", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _CURRENT
+        self._done.set()
+        _CURRENT = None
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    # ---- stopping -------------------------------------------------------------------------------------------
+    def _begin(self, stop: RunStopped) -> bool:
+        """Record the first stop and start the forced-exit timer; False when the run is already stopping."""
+        with self._lock:
+            if self.stopping is not None:
+                return False
+            self.stopping = stop
+        threading.Thread(target=self._force_exit, name="eigenflow-forced-exit", daemon=True).start()
+        return True
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """SIGINT / SIGTERM: raise :class:`RunInterrupted` once; later signals wait for the stop under way."""
+        if self._begin(RunInterrupted(signum)):
+            raise self.stopping
+
+    def _on_api_lost(self, signum: int, frame: Any) -> None:
+        """The watchdog's signal: raise its :class:`PrefectAPILost` in the main thread."""
+        if isinstance(self.stopping, PrefectAPILost) and not getattr(self.stopping, "raised", False):
+            self.stopping.raised = True
+            raise self.stopping
+
+    def _watch_api(self) -> None:
+        """Probe the Prefect API every :data:`PROBE_SECONDS`; lost after :attr:`timeout` seconds without answer."""
+        while not self._done.wait(PROBE_SECONDS):
+            url = prefect_api_url()
+            if url is None or self.stopping is not None:
+                continue
+            if api_answers(url, timeout=min(5.0, self.timeout)):
+                self.down_since = None
+                continue
+            if self.down_since is None:
+                self.down_since, self.down_url = time.time(), url
+            elif time.time() - self.down_since >= self.timeout:
+                if self._begin(PrefectAPILost(url, self.down_since)):
+                    signal.pthread_kill(threading.main_thread().ident, API_LOST_SIGNAL)
+                return
+
+    def stop_of(self, exc: BaseException) -> RunStopped | None:
+        """The stop that ended the run with ``exc``: the guard's own, or a lost API when the run failed while the
+        API was not answering (e.g. Prefect's client gave up first); None for any other failure."""
+        if isinstance(exc, RunStopped) and self.stopping is None:
+            return exc
+        if self.stopping is not None:
+            return self.stopping
+        if self.down_since is not None and not api_answers(self.down_url, timeout=2.0):
+            return PrefectAPILost(self.down_url, self.down_since)
+        return None
+
+    # ---- reporting and the end of the process ---------------------------------------------------------------
+    def line(self, stop: RunStopped) -> str:
+        """The one-line message of ``stop``, saying what the store's manifest of the run records."""
+        if self.run is None:
+            return f"{stop}; nothing was recorded in {self.store} (stopped before the run started)"
+        status = self._status()
+        hint = f"; rerun with --run-name {self.run} to resume"
+        if status == "failed":
+            where = f"run {self.run} recorded as failed{hint}" if isinstance(stop, RunInterrupted) else \
+                f"the run is recorded as failed in the store{hint.replace(' to resume', '')}"
+        elif status == "completed":
+            where = f"run {self.run} had completed; its results are in {self.store}"
+        else:
+            where = f"run {self.run} was not recorded in {self.store} (stopped before it started)"
+        return f"{stop}; {where}"
+
+    def _status(self) -> str | None:
+        """Status of the run's manifest in the store (None: no manifest)."""
+        from storage.errors import StorageError
+        from storage.manifest import read_manifest
+
+        try:
+            return read_manifest(self.store, self.run).status
+        except (StorageError, OSError):
+            return None
+
+    def report_once(self, stop: RunStopped) -> str | None:
+        """The line of ``stop`` the first time it is asked for (the main thread or the forced exit), else None."""
+        with self._lock:
+            if self._reported:
+                return None
+            self._reported = True
+        return self.line(stop)
+
+    def stop_children(self) -> None:
+        """Stop Prefect's temporary server of this process and kill every child process left."""
+        from flows._prefect_start import running_server
+
+        server = running_server()
+        if server is not None:
+            try:
+                server.stop()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        kill_children()
+
+    def _force_exit(self) -> None:
+        """After :data:`FORCED_EXIT_SECONDS` of a stop still unwinding: record the run failed, release the lock,
+        kill the children, print the line and end the process."""
+        if self._done.wait(FORCED_EXIT_SECONDS):
+            return
+        stop = self.stopping
+        if self.run is not None:
+            mark_failed(self.store, self.run, f"{type(stop).__name__}: {stop}")
+            release_lock(self.store, self.run)
+        kill_children()
+        text = self.report_once(stop)
+        if text is not None:
+            sys.stderr.write(f"error: {text}\n")
+            sys.stderr.flush()
+        os._exit(stop.exit_code)
+
+
+def mark_failed(store: str, run: str, error: str) -> None:
+    """Record ``run`` as failed with ``error`` if its manifest in ``store`` is still ``running`` in this process."""
+    from storage.errors import StorageError
+    from storage.manifest import read_manifest, write_manifest
+
+    try:
+        manifest = read_manifest(store, run)
+        if manifest.status == "running" and manifest.pid == os.getpid():
+            manifest.finish("failed", error)
+            write_manifest(store, manifest)
+    except (StorageError, OSError):
+        pass
+
+
+def release_lock(store: str, run: str) -> None:
+    """Remove the store's lock if ``run`` of this process holds it."""
+    from storage.errors import StorageError
+    from storage.lock import LOCK_KEY, read_lock
+    from storage.store import filesystem
+
+    try:
+        holder = read_lock(store)
+        if holder and holder.get("run") == run and holder.get("pid") == os.getpid():
+            fs, root = filesystem(store)
+            fs.rm_file(f"{root.rstrip('/')}/{LOCK_KEY}")
+    except (StorageError, OSError):
+        pass
+
+
+def kill_children() -> None:
+    """SIGKILL every descendant process of this one that is still alive, and reap them."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(children, timeout=5)
