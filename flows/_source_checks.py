@@ -51,7 +51,8 @@ def check_rows(method: str, fit: str, params: dict[str, Any], n: int, holdout: f
     where = f"{n_fit} rows to fit (a source of {n} rows, holdout={holdout})" if n_fit != n else \
         f"a source of {n} rows"
     if n_fit < MIN_FIT_ROWS:
-        raise ParameterError(f"method {method!r} needs at least {MIN_FIT_ROWS} rows to fit; got {n_fit} ({where})")
+        after = f" ({where})" if n_fit != n else ""
+        raise ParameterError(f"method {method!r} needs at least {MIN_FIT_ROWS} rows to fit; got {n_fit}{after}")
     if fit != GRAPH_STRATEGY:
         return
     _check_bounded("n_neighbors", params.get("n_neighbors"), n_fit - 1, where)

@@ -6,16 +6,17 @@
   in the main thread: the run's manifest records it as failed (:func:`storage.manifest.run_context`), the
   store's lock is released, the Dask cluster closed; exit code 128 + the signal's number (130, 143). The
   children do not receive the group's signal: Prefect's temporary server runs in its own session
-  (:mod:`flows._prefect_start`), the local Dask workers ignore it (:mod:`tasks.worker_signals`); the guard
-  stops them (:meth:`RunGuard.stop_children`). During the flow Prefect's own SIGTERM handler raises its
+  (:mod:`flows._prefect_start`), the local Dask workers ignore it (:mod:`tasks.worker_signals`); the flow
+  closes the cluster, Prefect's ``atexit`` stops its server, the forced exit kills what is left. During the flow Prefect's own SIGTERM handler raises its
   ``TerminationSignal`` first and then delivers the signal again to this handler.
 - a Prefect API that does not answer its ``/health`` for :func:`api_timeout` seconds (default 30,
   ``$EIGENFLOW_PREFECT_API_TIMEOUT``) into :class:`PrefectAPILost`, raised in the main thread by a watchdog
   thread (through :data:`API_LOST_SIGNAL`): without it Prefect's client retries every state report of the run
   for minutes.
 
-Either way the run gets :data:`FORCED_EXIT_SECONDS` to unwind; after that the guard records the run as failed
-itself if it is still ``running``, releases the lock, kills the remaining children and ends the process.
+Either way the run gets :data:`FORCED_EXIT_SECONDS` to unwind and the process to exit (Prefect's ``atexit``
+stop of its temporary server included); after that the guard records the run as failed itself if it is still
+``running``, releases the lock, kills the remaining children and ends the process.
 Completed stages stay in the store's manifest: ``--run-name`` resumes from them.
 """
 
@@ -139,7 +140,12 @@ class RunGuard:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """A run that ended by itself: the watchdog stops, the handlers are restored. A stopping run keeps both
+        until the process ends: the forced exit also bounds the interpreter's exit (Prefect's ``atexit`` flushes
+        of logs and events to its API, the stop of its temporary server)."""
         global _CURRENT
+        if self.stopping is not None:
+            return
         self._done.set()
         _CURRENT = None
         for signum, handler in self._previous.items():
@@ -226,18 +232,6 @@ class RunGuard:
                 return None
             self._reported = True
         return self.line(stop)
-
-    def stop_children(self) -> None:
-        """Stop Prefect's temporary server of this process and kill every child process left."""
-        from flows._prefect_start import running_server
-
-        server = running_server()
-        if server is not None:
-            try:
-                server.stop()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        kill_children()
 
     def _force_exit(self) -> None:
         """After :data:`FORCED_EXIT_SECONDS` of a stop still unwinding: record the run failed, release the lock,

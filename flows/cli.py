@@ -32,6 +32,9 @@ EXIT_FAILURE = 1
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect and Dask logs.")) -> None:
     """eigenflow: ingest data into zarr stores, embed it, extend embeddings to new points."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
+    # Prefect's internal services (e.g. its events worker) log each failed delivery at ERROR: a lost API is
+    # reported in one line by flows._stop instead
+    os.environ.setdefault("PREFECT_INTERNAL_LOGGING_LEVEL", "ERROR" if verbose else "CRITICAL")
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if verbose else "error")
     from tasks._env import apply_env_defaults
 
@@ -74,8 +77,9 @@ def _current_stop() -> BaseException | None:
 
 def _guarded(store: str, body: Callable[[Any], Any]) -> Any:
     """``body(guard)`` under a :class:`flows._stop.RunGuard` of ``store`` (``body`` sets ``guard.run``): a
-    SIGINT / SIGTERM or a lost Prefect API ends the command with one line, after its children are stopped, and
-    exit code 130 / 143 (1 for the API)."""
+    SIGINT / SIGTERM or a lost Prefect API ends the command with one line and exit code 130 / 143 (1 for the
+    API); Prefect's temporary server is stopped at the interpreter's exit (Prefect's ``atexit``, after its
+    services flushed), within the guard's forced-exit bound."""
     from flows._stop import RunGuard
 
     guard = _run(lambda: RunGuard(store))
@@ -89,7 +93,6 @@ def _guarded(store: str, body: Callable[[Any], Any]) -> Any:
             text = guard.report_once(stop)
             if text is not None:
                 err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
-            guard.stop_children()
             raise typer.Exit(stop.exit_code) from None
 
 
