@@ -15,7 +15,9 @@ replaced:
   and starts each at its scheduled time (Prefect's runner claims runs up to 10 s early to hide its subprocess
   start; here there is nothing to hide);
 - claims each run by proposing *Pending* (the server's orchestration rules decide: a rejected proposal, e.g.
-  the deployment's concurrency slot taken by another server, skips the run);
+  the deployment's concurrency slot taken by another server, skips the run) and records this process as the
+  run's owner (:func:`flows._serve_recovery.record_owner`: a ``serve`` started after this one dies marks the
+  run *Crashed*);
 - executes it with Prefect's engine in this process (``prefect.flow_engine.run_flow`` with the flow run, the
   same call the runner's subprocess makes), so states, logs and artifacts are the usual ones;
 - cancellation: while a run executes, a watcher thread polls its state every ``poll_seconds``; when the UI or
@@ -43,6 +45,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
+
+from storage.lock import process_identity
+
+from flows._serve_recovery import record_owner
 
 logger = logging.getLogger("eigenflow.serve")
 
@@ -134,6 +140,7 @@ class InProcessRunner:
         if not state.is_pending():
             logger.info("flow run %s not claimed: the server set it %s", flow_run.name, state.type.value)
             return False
+        record_owner(client, flow_run.id, process_identity())  # a restarted serve can tell it died with us
         return True
 
     def _execute(self, client: Any, flow_run_id: UUID) -> None:

@@ -23,6 +23,14 @@ pays neither the kernels' load nor the cluster start. ``runner`` chooses how eac
   runner's (their stages on the workers took longer; not explained, README "Served runs"), hence not the
   default.
 
+A served run whose process died (the serving process killed with SIGKILL, say) would stay *Running* in Prefect
+and hold ``embed/<name>``'s one concurrency slot forever. ``serve`` marks such runs *Crashed* when it starts and
+every 30 s while serving, only when their recorded process provably no longer exists on this host
+(:mod:`flows._serve_recovery`); the next scheduled run then starts and takes over the store's stale lock.
+SIGTERM and SIGINT stop ``serve`` within seconds: the run in progress is ended (its manifest ``failed``, the
+store's lock released; *Cancelled* / *Crashed* in Prefect), its subprocess and the local Dask cluster are stopped
+and the schedules paused.
+
 ``prefect deploy`` with the repository's ``prefect.yaml`` serves the same flows from a
 work pool instead (README, "Scheduled runs").
 """
@@ -30,11 +38,16 @@ work pool instead (README, "Scheduled runs").
 from __future__ import annotations
 
 import contextlib
+import logging
+import signal
 from collections.abc import Iterator
 from typing import Any
 
 from flows._in_process_runner import DEFAULT_POLL_SECONDS, InProcessRunner
+from flows._serve_recovery import ServeWatch, recover_crashed_runs, served_deployment_ids
 from flows.embed import check_embed_arguments, embed, extend
+
+logger = logging.getLogger("eigenflow.serve")
 
 #: How the served runs execute (module docstring).
 RUNNERS = ("prefect", "in-process")
@@ -86,8 +99,6 @@ def serve(source: str, store: str, *, name: str, method: str, params: dict, labe
           scheduler: str | None = None, n_workers: int = 2, keep_cluster: bool = True,
           runner: str = "prefect", poll_seconds: float = DEFAULT_POLL_SECONDS) -> None:
     """Serve the deployments until SIGTERM / Ctrl-C (see the module docstring)."""
-    import prefect
-
     options = dict(name=name, method=method, params=params, labels=labels, holdout=holdout, interval=interval,
                    cron=cron, n_workers=n_workers)
     deployments(source, store, scheduler=scheduler, **options)  # the arguments are checked before a cluster starts
@@ -95,11 +106,74 @@ def serve(source: str, store: str, *, name: str, method: str, params: dict, labe
 
     in_process = InProcessRunner(poll_seconds=poll_seconds) if check_choice("runner", runner, RUNNERS) == "in-process" \
         else None
-    with contextlib.ExitStack() as stack:
+    names = served_names(name)
+    recover(names)  # frees the slot a dead run holds before the first run is claimed
+    with contextlib.ExitStack() as stack, interrupted_by_sigterm():
         if keep_cluster and scheduler is None:
             scheduler = stack.enter_context(warm_cluster(n_workers))
         served = deployments(source, store, scheduler=scheduler, **options)
+        watch = ServeWatch(names, record_children=in_process is None)
+        watch.start()
+        stack.callback(watch.stop)
+        stack.callback(recover, names, at_shutdown=True)  # a run whose process the shutdown ended
         if in_process is None:
-            prefect.serve(*served)
+            serve_with_prefect_runner(served)
         else:
             in_process.run(list(zip(served, (embed, extend))))
+
+
+@contextlib.contextmanager
+def interrupted_by_sigterm() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the main thread during the block (the runners install their own
+    handlers while they serve), so that a SIGTERM during the cluster's start still closes the cluster."""
+    from flows._in_process_runner import _raise_keyboard_interrupt
+
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def served_names(name: str) -> list[str]:
+    """The ``<flow>/<deployment>`` names of the deployments ``serve`` registers under ``name``."""
+    return [f"{embed.name}/{name}", f"{extend.name}/{name}{EXTEND_SUFFIX}"]
+
+
+def serve_with_prefect_runner(served: list[Any]) -> None:
+    """``prefect.serve(*served)``, except that SIGINT stops the runner as SIGTERM does (Prefect's runner handles
+    only SIGTERM: on a bare SIGINT it returned at once and left the run in progress *Running* in Prefect, its
+    manifest ``running`` and its lock behind). Both end the run subprocesses (SIGTERM: the flow marks its manifest
+    ``failed`` and releases the store's lock, Prefect's runner marks the run *Cancelled*) and pause the schedules."""
+    import asyncio
+
+    from prefect.exceptions import TerminationSignal
+    from prefect.runner import Runner
+
+    class _Runner(Runner):
+        async def start(self, *args: Any, **kwargs: Any) -> None:
+            signal.signal(signal.SIGINT, self.handle_sigterm)
+            await super().start(*args, **kwargs)
+
+    runner = _Runner(pause_on_shutdown=True)
+    for deployment in served:
+        runner.add_deployment(deployment)
+    try:
+        asyncio.run(runner.start())
+    except (KeyboardInterrupt, TerminationSignal):  # a signal before the runner started
+        pass
+
+
+def recover(names: list[str], *, at_shutdown: bool = False) -> list[Any]:
+    """Mark *Crashed* the runs of the deployments ``names`` whose process died (:mod:`flows._serve_recovery`);
+    returns their ids. ``at_shutdown``: a server error is logged, not raised (the process is exiting anyway)."""
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            return recover_crashed_runs(client, served_deployment_ids(client, names))
+    except Exception:
+        if not at_shutdown:
+            raise
+        logger.warning("serve: could not check the served runs at shutdown", exc_info=True)
+        return []
