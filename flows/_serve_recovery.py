@@ -112,7 +112,8 @@ def recover_crashed_runs(client: Any, deployment_ids: Sequence[UUID]) -> list[UU
         if owner is None or not owner_gone(owner):
             continue
         message = (f"its process is gone (pid {owner['pid']} on {owner['host']}, started at "
-                   f"{owner.get('process_start')}: no such process now); marked by eigenflow serve")
+                   f"{owner.get('process_start')}: no process with that pid and start time now); "
+                   "marked by eigenflow serve")
         client.set_flow_run_state(flow_run.id, Crashed(message=message), force=True)
         logger.warning("flow run %s (%s) crashed: %s", flow_run.name, flow_run.id, message)
         crashed.append(flow_run.id)

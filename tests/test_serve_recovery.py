@@ -172,3 +172,69 @@ def test_sigterm_stops_serve_within_seconds(prefect_server, tmp_path, signum, to
     assert _state(api_url, deployment, flow_run.id) in ("CRASHED", "CANCELLED")
     assert read_manifest(store, run).status == "failed"
     assert read_lock(store) is None
+
+
+_RECOVERY_SCRIPT = r"""
+import json, os, socket, subprocess, sys
+
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.states import Running
+
+from flows._serve_recovery import record_owner, recover_crashed_runs
+from storage.lock import process_identity
+
+
+@flow(name="eigenflow-test-owned")
+def owned() -> None:
+    pass
+
+
+dead = subprocess.Popen([sys.executable, "-c", "pass"])
+dead.wait()  # a real process of this host that no longer exists
+owners = {
+    "dead": {"host": socket.gethostname(), "pid": dead.pid, "process_start": 1.0},
+    "alive": process_identity(),
+    "reused": {**process_identity(), "process_start": process_identity()["process_start"] - 100.0},
+    "other_host": {"host": "another-host.invalid", "pid": dead.pid, "process_start": 1.0},
+    "unrecorded": None,
+}
+with get_client(sync_client=True) as client:
+    deployment_id = owned.to_deployment(name="recovery-rule").apply()
+    runs = {}
+    for case, owner in owners.items():
+        run = client.create_flow_run_from_deployment(deployment_id)
+        client.set_flow_run_state(run.id, Running(), force=True)
+        if owner is not None:
+            record_owner(client, run.id, owner)
+        runs[case] = run.id
+    crashed = set(recover_crashed_runs(client, [deployment_id]))
+    again = recover_crashed_runs(client, [deployment_id])
+    states = {case: client.read_flow_run(rid).state for case, rid in runs.items()}
+    recorded = client.read_flow_run(runs["dead"]).infrastructure_pid
+print(json.dumps({"crashed": sorted(c for c, rid in runs.items() if rid in crashed), "again": len(again),
+                  "states": {c: s.type.value for c, s in states.items()},
+                  "message": states["dead"].message,
+                  "recorded": recorded, "expected": f"{socket.gethostname()}:{dead.pid}"}))
+"""
+
+
+def test_recovery_marks_only_provably_dead_owners(prefect_server, tmp_path):
+    """The rule on real flow runs of a real server: a run whose recorded process is gone (a pid that exited, or
+    a live pid with another start time: reused) is set Crashed with a message; a live owner, an owner on another
+    host and a run without an owner record stay Running; a second pass finds nothing more."""
+    import json
+
+    api_url, home = prefect_server
+    script = tmp_path / "recovery_rule.py"
+    script.write_text(_RECOVERY_SCRIPT)
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print("recovery rule:", result)
+    assert result["crashed"] == ["dead", "reused"] and result["again"] == 0
+    assert result["states"] == {"dead": "CRASHED", "reused": "CRASHED", "alive": "RUNNING",
+                                "other_host": "RUNNING", "unrecorded": "RUNNING"}
+    assert "process is gone" in result["message"] and result["recorded"] == result["expected"]
