@@ -216,3 +216,39 @@ def test_inputs_too_small_or_unlabeled_are_refused_before_any_store(tmp_path):
         assert r.returncode == 1, r.stderr
         assert r.stderr.strip().splitlines() == [f"error: {message}"], r.stderr
         assert not (tmp_path / args[1]).exists()
+
+
+def test_a_signal_during_a_manifest_write_waits_for_its_end(tmp_path):
+    """SIGINT delivered in the middle of an atomic write (:func:`storage.signals.signals_held`): the file is
+    written whole, no temporary file is left, and the interrupt arrives right after."""
+    from storage.signals import signals_held
+    from storage.store import replace_local_file
+
+    target = tmp_path / "runs" / "r.json"
+    with pytest.raises(KeyboardInterrupt):
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # delivered now, were it not held
+            replace_local_file(str(target), b'{"status": "failed"}')
+            interrupted_inside = False
+        interrupted_inside = True  # not reached: raised as the block ends
+    assert not interrupted_inside
+    assert target.read_bytes() == b'{"status": "failed"}'
+    assert list(target.parent.iterdir()) == [target]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_an_interrupted_run_resumes_from_its_completed_stages(points):
+    """SIGINT to the group during the eigensolve, then the same command with ``--run-name``: the run completes,
+    reusing the kNN graph and the weights of the interrupted attempt."""
+    process = start_embed(points, "resume.zarr")
+    wait_for_stage(process, points / "resume.zarr", "eigensolve")
+    os.killpg(process.pid, signal.SIGINT)
+    assert wait_exit(process, EXIT_BOUND)[0] == 130
+    again = start_embed(points, "resume.zarr")
+    assert wait_exit(again, 300)[0] == 0, (points / "resume.zarr.err").read_text()[-3000:]
+    m = manifest(points / "resume.zarr")
+    assert m["status"] == "completed"
+    reused = {s["name"] for s in m["stages"] if s["info"].get("reused")}
+    assert {"knn", "weights"} <= reused, reused
