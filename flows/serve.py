@@ -89,7 +89,12 @@ def warm_cluster(n_workers: int) -> Iterator[str]:
     from flows.cluster import local_cluster
     from tasks.common import warm_nndescent
 
-    with local_cluster(n_workers, 1) as cluster, Client(cluster, set_as_default=False) as client:
+    from storage.signals import signals_held
+
+    with contextlib.ExitStack() as stack:
+        with signals_held():  # a stop signal during the start is raised once the cluster can be closed cleanly
+            cluster = stack.enter_context(local_cluster(n_workers, 1))
+        client = stack.enter_context(Client(cluster, set_as_default=False))
         client.run(warm_nndescent)
         yield cluster.scheduler_address
 
@@ -108,9 +113,18 @@ def serve(source: str, store: str, *, name: str, method: str, params: dict, labe
         else None
     names = served_names(name)
     recover(names)  # frees the slot a dead run holds before the first run is claimed
+    try:
+        _serve(source, store, names, in_process, keep_cluster=keep_cluster, scheduler=scheduler, options=options)
+    except KeyboardInterrupt:  # SIGTERM / Ctrl-C before a runner took over the signals: stopped, not failed
+        logger.info("serve stopped by a signal")
+
+
+def _serve(source: str, store: str, names: list[str], in_process: InProcessRunner | None, *, keep_cluster: bool,
+           scheduler: str | None, options: dict) -> None:
+    """The cluster, the watch and the runner of :func:`serve`, each stopped in turn at the end."""
     with contextlib.ExitStack() as stack, interrupted_by_sigterm():
         if keep_cluster and scheduler is None:
-            scheduler = stack.enter_context(warm_cluster(n_workers))
+            scheduler = stack.enter_context(warm_cluster(options["n_workers"]))
         served = deployments(source, store, scheduler=scheduler, **options)
         watch = ServeWatch(names, record_children=in_process is None)
         watch.start()

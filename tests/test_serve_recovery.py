@@ -33,10 +33,13 @@ def _start_serve(tmp_path: Path, api_url: str, home: Path, name: str, interval: 
     """``eigenflow serve`` in its own process group (stderr to a file of ``tmp_path``)."""
     env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
            "PREFECT_LOGGING_LEVEL": "WARNING"}
-    log = open(tmp_path / f"serve-{name}-{time.time():.0f}.log", "w")  # noqa: SIM115 - kept open by the child
-    return subprocess.Popen([str(BIN / "eigenflow"), "serve", "X.npy", "served.zarr", "-p", "knn_method=exact",
+    log_path = tmp_path / f"serve-{name}-{time.time():.0f}.log"
+    log = open(log_path, "w")  # noqa: SIM115 - kept open by the child
+    serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "X.npy", "served.zarr", "-p", "knn_method=exact",
                              "--interval", str(interval), "--name", name, "--workers", "1"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    serve.log_path = log_path
+    return serve
 
 
 def _dataset(tmp_path: Path) -> None:
@@ -238,3 +241,25 @@ def test_recovery_marks_only_provably_dead_owners(prefect_server, tmp_path):
     assert result["states"] == {"dead": "CRASHED", "reused": "CRASHED", "alive": "RUNNING",
                                 "other_host": "RUNNING", "unrecorded": "RUNNING"}
     assert "process is gone" in result["message"] and result["recorded"] == result["expected"]
+
+
+def test_sigterm_while_the_cluster_starts(prefect_server, tmp_path):
+    """SIGTERM as soon as the serving process has started its local cluster's first process (before any run):
+    serve exits within 20 s and leaves no process behind."""
+    api_url, home = prefect_server
+    _dataset(tmp_path)
+    serve = _start_serve(tmp_path, api_url, home, "stop-at-start", interval=15)
+    try:
+        _wait(lambda: psutil.Process(serve.pid).children(recursive=True), 120, "a cluster process", serve, step=0.05)
+        children = _group(serve.pid)[1:]
+        t0 = time.time()
+        os.kill(serve.pid, signal.SIGTERM)
+        serve.wait(timeout=60)
+        elapsed = time.time() - t0
+        _, alive = psutil.wait_procs(children, timeout=5)
+        print(f"serve exited {elapsed:.1f} s after SIGTERM during the cluster start ({len(children)} children)")
+    finally:
+        _stop(serve)
+    assert elapsed < 20
+    assert not alive, f"children left after serve exited: {[(p.pid, p.name()) for p in alive]}"
+    assert serve.returncode == 0 and "Traceback" not in serve.log_path.read_text(), serve.log_path.read_text()[-2000:]
