@@ -86,17 +86,37 @@ def warm_cluster(n_workers: int) -> Iterator[str]:
     builds an index."""
     from distributed import Client
 
-    from flows.cluster import local_cluster
+    from storage.signals import signals_held
     from tasks.common import warm_nndescent
 
-    from storage.signals import signals_held
+    from flows.cluster import local_cluster
 
     with contextlib.ExitStack() as stack:
         with signals_held():  # a stop signal during the start is raised once the cluster can be closed cleanly
             cluster = stack.enter_context(local_cluster(n_workers, 1))
+        stack.callback(stop_workers_now, cluster)  # before the cluster's own close
         client = stack.enter_context(Client(cluster, set_as_default=False))
         client.run(warm_nndescent)
         yield cluster.scheduler_address
+
+
+#: Seconds a served cluster's worker gets to stop when serve exits, before its Nanny kills it.
+WORKER_STOP_SECONDS = 1.0
+
+
+def stop_workers_now(cluster: Any) -> None:
+    """Stop the workers of a local cluster with a :data:`WORKER_STOP_SECONDS` timeout (the cluster's own close
+    gives each 5 s, waiting for the task it is running). When serve exits every run has ended, so a task still
+    running on a worker belongs to none."""
+    import asyncio
+
+    async def close_all() -> None:
+        await asyncio.gather(*(worker.close(timeout=WORKER_STOP_SECONDS) for worker in list(cluster.workers.values())))
+
+    try:
+        cluster.sync(close_all)
+    except Exception:  # noqa: BLE001 - the cluster's own close follows and reports what is wrong
+        logger.warning("serve: stopping the local workers failed; the cluster's close follows", exc_info=True)
 
 
 def serve(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None = None,
