@@ -9,7 +9,7 @@ called right before the flow, which then finds the server running (``start`` is 
 server per process). With an API URL configured nothing is started. If the early start fails, the flow's own
 start runs as it would have and reports its error.
 
-The server's process is started in its own session (:class:`SessionASGIServer`): a Ctrl-C or a SIGTERM sent to
+The server's process is started in its own session (:func:`session_server`): a Ctrl-C or a SIGTERM sent to
 the CLI's process group does not reach it, so the run can still report its end to it; the CLI stops it on exit
 (Prefect's ``atexit`` stop, or :mod:`flows._stop` on an interrupted run).
 """
@@ -39,7 +39,7 @@ class EarlyStart:
 
             if get_current_settings().api.url:  # a configured server: the flow talks to it
                 return
-            SessionASGIServer().start()
+            session_server().start()
         except BaseException as exc:  # the flow's own start retries and reports it
             self.error = exc
             logger.debug("early start of Prefect's temporary server failed: %s", exc)
@@ -75,8 +75,9 @@ def _session_server_class() -> type:
     return SessionASGIServer
 
 
-def SessionASGIServer() -> object:  # noqa: N802 - stands for the class, built on first use (Prefect imported late)
-    """The process's temporary-server instance, made by the class of :func:`_session_server_class` (see there)."""
+def session_server() -> object:
+    """The process's temporary-server instance, made by the class of :func:`_session_server_class` (built on first
+    use: Prefect is imported late)."""
     global _SESSION_CLASS
     if _SESSION_CLASS is None:
         _SESSION_CLASS = _session_server_class()
