@@ -192,6 +192,8 @@ def serve_with_prefect_runner(served: list[Any]) -> None:
     runner = _Runner(pause_on_shutdown=True)
     for deployment in served:
         runner.add_deployment(deployment)
+    print("serving " + ", ".join(f"{d.flow_name}/{d.name}" for d in served) + "; stop with Ctrl-C or SIGTERM",
+          flush=True)  # in place of prefect.serve's start message
     try:
         asyncio.run(runner.start())
     except (KeyboardInterrupt, TerminationSignal):  # a signal before the runner started
