@@ -433,7 +433,8 @@ def demo(
     seed: int = typer.Option(0, help="random seed"),
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
-    knn_method: str = typer.Option("exact", help="exact (default: no numba compile) | nndescent | auto"),
+    knn_method: str = typer.Option("auto", help="auto (default: exact or NN-descent by the data) | exact | "
+                                               "nndescent"),
 ) -> None:
     """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
     from flows.demo import run_demo

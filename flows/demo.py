@@ -26,10 +26,9 @@ DEFAULT_HOLDOUT = 0.1
 N_CLASSES = 6
 
 
-#: Exact kNN for the demo's 100k points: on a fresh machine NN-descent's numba compile costs ~50 s in each
-#: process that uses it (flow + 2 workers, which then compile concurrently on 2 cores: the kNN stage took
-#: 221 s in a first `make demo`), while the exact graph of 90k x 32 points takes 28 s wall here.
-DEFAULT_KNN_METHOD = "exact"
+#: The library's own choice (``knn_method="auto"``: exact or NN-descent by the data's size and dimension): the
+#: NN-descent kernels load from the compiled-code cache that the set-up commands fill (``eigenflow warm``).
+DEFAULT_KNN_METHOD = "auto"
 
 
 def run_demo(
@@ -44,8 +43,7 @@ def run_demo(
 ) -> dict[str, Any]:
     """Run the demo into the directory ``out``; returns the flow summary plus ``accuracy`` and ``plot``.
 
-    ``knn_method`` defaults to :data:`DEFAULT_KNN_METHOD` (see there why); ``"nndescent"`` runs the
-    NN-descent path of large datasets.
+    ``knn_method`` defaults to :data:`DEFAULT_KNN_METHOD`; ``"exact"`` / ``"nndescent"`` force either search.
     """
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
