@@ -11,7 +11,8 @@ start runs as it would have and reports its error.
 
 The server's process is started in its own session (:func:`session_server`): a Ctrl-C or a SIGTERM sent to
 the CLI's process group does not reach it, so the run can still report its end to it; the CLI stops it on exit
-(Prefect's ``atexit`` stop, or :mod:`flows._stop` on an interrupted run).
+(Prefect's ``atexit`` stop, or :mod:`flows._stop` on an interrupted run), and the server stops itself when the
+CLI is gone (:mod:`flows._server_watch`: a SIGKILL of the CLI leaves no server behind).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def _session_server_class() -> type:
 
     Prefect keeps one instance per port in ``SubprocessASGIServer._instances`` (shared with subclasses): once this
     class has made the instance of the default port, Prefect's own ``SubprocessASGIServer()`` calls return it.
-    The command is Prefect's own (:meth:`SubprocessASGIServer._run_uvicorn_command`), with ``start_new_session``.
+    The command is Prefect's own (:meth:`SubprocessASGIServer._run_uvicorn_command`), with ``start_new_session``,
+    run by :mod:`flows._server_watch` (uvicorn stopped when this process is gone, even after a SIGKILL).
     """
     import prefect
     from prefect.server.api.server import SubprocessASGIServer
@@ -65,8 +67,8 @@ def _session_server_class() -> type:
 
         def _run_uvicorn_command(self) -> subprocess.Popen:
             server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-            args = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-                    "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+            args = [sys.executable, "-m", "flows._server_watch", str(os.getpid()),  # uvicorn, watching this process
+                    "--app-dir", str(prefect.__module_path__.parent), "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
                     "--log-level", "error", "--lifespan", "on"]
             env = {**os.environ, **server_env,
                    **get_current_settings().to_environment_variables(exclude_unset=True)}
