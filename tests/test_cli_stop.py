@@ -252,3 +252,19 @@ def test_an_interrupted_run_resumes_from_its_completed_stages(points):
     assert m["status"] == "completed"
     reused = {s["name"] for s in m["stages"] if s["info"].get("reused")}
     assert {"knn", "weights"} <= reused, reused
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigkill_of_the_cli_leaves_no_child_behind(points):
+    """SIGKILL of the CLI's pid alone during the kNN stage: Prefect's temporary server (its own session, watching
+    its parent) and the Dask workers end within seconds; the store's lock is stale (its owner is gone)."""
+    from storage.lock import check_unlocked
+
+    process = start_embed(points, "killed.zarr")
+    wait_for_stage(process, points / "killed.zarr", "knn")
+    children = psutil.Process(process.pid).children(recursive=True)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    assert alive(children, wait=10) == []
+    check_unlocked(str(points / "killed.zarr"))  # a stale lock does not hold the store
