@@ -80,9 +80,9 @@ def api_timeout() -> float:
     return value
 
 
-def prefect_api_url() -> str | None:
-    """The API the run reports to: ``$PREFECT_API_URL``, the active profile's, or this process's temporary
-    server once started; None while unknown."""
+def configured_api_url() -> str | None:
+    """``$PREFECT_API_URL`` or the active profile's API URL; None in ephemeral mode (or while Prefect is not
+    imported and the variable is unset)."""
     url = os.environ.get("PREFECT_API_URL")
     if url:
         return url.rstrip("/")
@@ -90,6 +90,15 @@ def prefect_api_url() -> str | None:
         configured = sys.modules["prefect.settings"].get_current_settings().api.url
         if configured:
             return str(configured).rstrip("/")
+    return None
+
+
+def prefect_api_url() -> str | None:
+    """The API the run reports to: :func:`configured_api_url`, or this process's temporary server once its
+    process exists; None while unknown."""
+    url = configured_api_url()
+    if url:
+        return url
     from flows._prefect_start import running_server
 
     server = running_server()
@@ -125,6 +134,7 @@ class RunGuard:
         self.stopping: RunStopped | None = None
         self.down_since: float | None = None
         self.down_url: str | None = None
+        self._answered: set[str] = set()
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._reported = False
@@ -173,13 +183,17 @@ class RunGuard:
             raise self.stopping
 
     def _watch_api(self) -> None:
-        """Probe the Prefect API every :data:`PROBE_SECONDS`; lost after :attr:`timeout` seconds without answer."""
+        """Probe the Prefect API every :data:`PROBE_SECONDS`; lost after :attr:`timeout` seconds without answer
+        (a temporary server still starting up is not probed as lost before it has answered once)."""
         while not self._done.wait(PROBE_SECONDS):
             url = prefect_api_url()
             if url is None or self.stopping is not None:
                 continue
             if api_answers(url, timeout=min(5.0, self.timeout)):
                 self.down_since = None
+                self._answered.add(url)
+                continue
+            if url not in self._answered and url != configured_api_url():
                 continue
             if self.down_since is None:
                 self.down_since, self.down_url = time.time(), url
