@@ -216,8 +216,6 @@ def embed(
 
     def body(guard: Any) -> dict:
         from flows._prefect_start import start_early
-
-        prefect_start = start_early()  # Prefect's temporary server starts up while the flow is imported
         from flows._runtime import new_run_id
         from flows.cluster import client_started_early
         from flows.embed import check_embed_arguments
@@ -231,6 +229,7 @@ def embed(
         _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                            n_workers=workers, random_state=seed, overwrite=overwrite,
                                            sharded=sharded))  # before Prefect
+        prefect_start = start_early()  # refused input starts nothing; else the server starts with the cluster
         guard.run = run
         with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
             return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
