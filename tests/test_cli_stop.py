@@ -225,13 +225,18 @@ def test_a_signal_during_a_manifest_write_waits_for_its_end(tmp_path):
     from storage.store import replace_local_file
 
     target = tmp_path / "runs" / "r.json"
-    with pytest.raises(KeyboardInterrupt):
-        with signals_held():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # delivered now, were it not held
-            replace_local_file(str(target), b'{"status": "failed"}')
-            interrupted_inside = False
-        interrupted_inside = True  # not reached: raised as the block ends
+    # Python's own SIGINT handler, whatever an earlier test of the session (a flow engine, a runner) installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # delivered now, were it not held
+                replace_local_file(str(target), b'{"status": "failed"}')
+                interrupted_inside = False
+            interrupted_inside = True  # not reached: raised as the block ends
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert not interrupted_inside
     assert target.read_bytes() == b'{"status": "failed"}'
     assert list(target.parent.iterdir()) == [target]
