@@ -36,16 +36,9 @@ def planned_dtypes(source: str, store: str, params: dict, holdout: float, sharde
     (``sharded=True``, or :func:`uses_nndescent` with the row count read from the source's header), else ``()``
     (decided after the ingest)."""
     from storage.readers import open_source
-    from tasks.ingest import existing_store_attrs
+    from tasks.ingest import first_store_attrs
 
-    attrs = None
-    for candidate in (source,) if overwrite else (store, source):
-        try:
-            attrs = existing_store_attrs(candidate)
-        except Exception:  # noqa: BLE001 - not a store: the ingest reports what is wrong with it
-            continue
-        if attrs is not None:
-            break
+    attrs = first_store_attrs((source,) if overwrite else (store, source))
     dtype = str(attrs.get(layout.ATTR_DTYPE)) if attrs else layout.DEFAULT_X_DTYPE
     if sharded:
         return (dtype,)

@@ -30,7 +30,7 @@ from storage.models import list_models
 from storage.run_outputs import drop_run_outputs
 from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token
 from tasks.fitting import FitRequest, fit_stages, release_index
-from tasks.ingest import existing_store_attrs, ingest_task
+from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
 from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, single_process_knn_bytes
@@ -106,14 +106,8 @@ def _will_have_labels(source: str, store: str, labels: str | None, overwrite: bo
     that the ingest will reuse) is a store that has them."""
     if labels is not None:
         return True
-    for candidate in (source,) if overwrite else (source, store):
-        try:
-            attrs = existing_store_attrs(candidate)
-        except Exception:  # noqa: BLE001 - not a store: the ingest reports what is wrong with it
-            continue
-        if attrs is not None:
-            return bool(attrs.get(layout.ATTR_HAS_LABELS))
-    return False
+    attrs = first_store_attrs((source,) if overwrite else (source, store))
+    return bool(attrs.get(layout.ATTR_HAS_LABELS)) if attrs is not None else False
 
 
 @flow(name="embed", validate_parameters=True)

@@ -36,6 +36,20 @@ def existing_store_attrs(store_url: str) -> dict | None:
     return attrs
 
 
+def first_store_attrs(candidates) -> dict | None:
+    """Root attributes of the first of ``candidates`` (URLs, in order) that is a complete store; None if none is.
+    A candidate that is not a store (e.g. the source file itself) is skipped: the ingest reports what is wrong
+    with it."""
+    for candidate in candidates:
+        try:
+            attrs = existing_store_attrs(candidate)
+        except Exception:  # noqa: BLE001 - not a store
+            continue
+        if attrs is not None:
+            return attrs
+    return None
+
+
 # Not cached by Prefect: whether the store already exists is checked on the store itself every time.
 @task(name="ingest", retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY_SECONDS, cache_policy=NO_CACHE)
 def ingest_task(
