@@ -382,7 +382,7 @@ def warm() -> None:
     from tasks._worker import warm_nndescent
 
     with compile_report("eigenflow warm") as record:
-        seconds = warm_nndescent(("float32", "float64"), METRICS)
+        seconds = warm_nndescent(("float32", "float64"), METRICS, ("nndescent", "exact"))
     cached = [r for r in record if r["cacheable"]]
     state = (f"{len(cached)} kernels compiled and cached" if cached else "every cacheable kernel loaded from it")
     out.print(f"compiled-code cache {numba_cache_dir()}: {state} ({seconds:.1f} s)", highlight=False, soft_wrap=True)

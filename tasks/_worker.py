@@ -82,10 +82,10 @@ def code_digest(packages: tuple[str, ...] = WORKER_PACKAGES) -> str:
 WARM_DTYPES_ENV = "EIGENFLOW_WARM_DTYPES"
 
 
-def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"),
-                   metrics: tuple[str, ...] = ("euclidean",)) -> float:
+def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"), metrics: tuple[str, ...] = ("euclidean",),
+                   methods: tuple[str, ...] = ("nndescent",)) -> float:
     """Load (or, on a machine's first use, compile) the kNN search's numba kernels in this process: build and query
-    a tiny NN-descent index for each X dtype and metric; returns seconds.
+    a tiny index for each X dtype, metric and search ``method`` ("nndescent", "exact"); returns seconds.
 
     The kernels come from eigenflow's compiled-code cache (:mod:`spectral.jit_cache`), so in every process after
     the first on a machine this is a load of about a second, not a compile. Submitted to every Dask worker at the
@@ -98,7 +98,8 @@ def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"),
     rng = np.random.default_rng(0)
     for dtype in dtypes:
         for metric in metrics:
-            index = KNNIndex.build(rng.normal(size=(300, 4)).astype(dtype), 5, method="nndescent", metric=metric,
-                                   random_state=0, n_jobs=1)
-            index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
+            for method in methods:
+                index = KNNIndex.build(rng.normal(size=(300, 4)).astype(dtype), 5, method=method, metric=metric,
+                                       random_state=0, n_jobs=1)
+                index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
     return time.perf_counter() - t0
