@@ -30,14 +30,21 @@ METHODS = ("auto", "exact", "nndescent")
 GRAPH_METHODS = METHODS + ("sharded",)
 METRICS = ("euclidean", "manhattan", "cosine")
 
-#: ``method="auto"`` uses the exact search when n_samples < EXACT_MAX_SAMPLES, NN-descent otherwise.
-#: Measured here (benchmarks/bench_knn_crossover.py, k = 15, one thread each, CPU seconds, compile excluded):
-#: d = 32 Gaussian mixture, exact / nndescent: 5k 0.32 / 0.12, 10k 0.51 / 0.26, 20k 2.5 / 0.63,
-#: 40k 9.9 / 1.3 (NN-descent recall 0.998 / 0.991 / 0.978 / 0.954); USPS 9.3k x 256: 1.7 / 0.59.
-#: NN-descent is cheaper per call, but every new process first pays numba's compile (>= 17 s, STACK.md; ~50 s
-#: of CPU under load here) and its queries compile another set. Exact build plus a same-size query costs
-#: ~2 * 6.2e-9 n^2 s, equal to that 17 s at n ~ 38k; 30k keeps below it and keeps exact results there.
-EXACT_MAX_SAMPLES = 30_000
+#: ``method="auto"`` is the exact search when n_samples < EXACT_MAX_SAMPLES and n_samples * n_features <
+#: EXACT_MAX_CELLS (:func:`auto_method`), NN-descent otherwise. Measured 2026-12-05 on 2 shared cores
+#: (benchmarks/results/knn_exact.md: ``bench_knn_exact.py --crossover``; k = 15, medians of 3 interleaved
+#: ``KNNIndex.build`` calls in one process, the refined graph included, NN-descent warm: its kernels loaded
+#: first), exact / NN-descent seconds: noisy torus d = 8: 1e5 1.07 / 5.44, 1e6 9.5 / 50.7; d = 32: 3e4
+#: 0.29 / 1.37, 1e5 0.96 / 1.05, 3e5 4.1 / 14.6, 1e6 13.6 / 16.5; d = 128: 3e4 0.59 / 0.53, 1e5 4.9 / 6.4,
+#: 3e5 29.4 / 19.7. 20-cluster Gaussian mixture d = 32: 1e5 1.09 / 1.28, 3e5 9.8 / 11.4, 1e6 70.6 / 91.8;
+#: d = 128: 1e5 2.8 / 4.0, 3e5 23.1 / 24.0, 6e5 91.2 / 49.6. Exact is the faster up to 1e6 points at d <= 32
+#: and up to ~2.5e5 at d = 128: its cost follows the size of X, n * d, hence the two bounds (1e6 points,
+#: 3.2e7 = 1e6 x 32 = 2.5e5 x 128 values). Builds alone are the comparison least favourable to exact:
+#: NN-descent's graphs are approximate there (recall 0.96 torus 1e6 x 32, 0.74 mixture 1e6 x 32, 0.50 mixture
+#: 3e5 x 128) and its queries cost far more (1e4 new points at torus 1e6 x 32: 174 s against 1.0 s).
+#: Data without low-dimensional structure are the exception: one 32-d Gaussian, 1e5 points, 6.1 / 1.6 s.
+EXACT_MAX_SAMPLES = 1_000_000
+EXACT_MAX_CELLS = 32_000_000
 
 #: NN-descent query breadth (pynndescent's ``epsilon``; its default 0.1 gave a query recall of 0.92 at
 #: k = 5 on 8-d blobs here). Queries also ask for at least the index's own k + 1 neighbours and keep the
@@ -61,7 +68,8 @@ def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "
     method : {"auto", "exact", "nndescent", "sharded"}
         "exact" is :mod:`spectral.knn_exact` (a pruned scan of a leaf partition in float32, every row's
         k-th neighbour certified in float64; ties go to the smaller index); "nndescent" is
-        ``pynndescent.NNDescent`` built with ``k + 1`` neighbours; "auto" is "exact" below :data:`EXACT_MAX_SAMPLES` points (and never
+        ``pynndescent.NNDescent`` built with ``k + 1`` neighbours; "auto" is :func:`auto_method`: "exact" below
+        :data:`EXACT_MAX_SAMPLES` points and :data:`EXACT_MAX_CELLS` values of X, else "nndescent" (never
         "sharded": callers that own a cluster choose "sharded" explicitly). "sharded" runs on the active
         ``distributed.Client``: one NN-descent index per row shard, every shard queried against every other
         shard's index, the candidates merged (:func:`spectral.knn_sharded.sharded_knn_graph`).
@@ -98,6 +106,14 @@ def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "
     return KNNIndex.build(
         X, n_neighbors, method=method, metric=metric, random_state=random_state, n_jobs=n_jobs
     ).neighbor_graph()
+
+
+def auto_method(n_samples: int, n_features: int) -> str:
+    """The method ``method="auto"`` resolves to for X of shape ``(n_samples, n_features)``: "exact" when
+    ``n_samples < EXACT_MAX_SAMPLES`` and ``n_samples * n_features < EXACT_MAX_CELLS`` (measured there:
+    :data:`EXACT_MAX_SAMPLES`), else "nndescent"."""
+    exact = n_samples < EXACT_MAX_SAMPLES and n_samples * n_features < EXACT_MAX_CELLS
+    return "exact" if exact else "nndescent"
 
 
 class KNNIndex:
@@ -157,7 +173,7 @@ class KNNIndex:
     def _build(cls, X, n_neighbors, method, metric, seed, n_jobs) -> KNNIndex:
         n = X.shape[0]
         if method == "auto":
-            method = "exact" if n < EXACT_MAX_SAMPLES else "nndescent"
+            method = auto_method(n, X.shape[1])
         if method == "exact":
             index = ExactIndex(X, metric)
             return cls(X, method, metric, n_neighbors, seed, n_jobs, index, index.graph(X, n_neighbors, n_jobs))

@@ -100,6 +100,19 @@ def test_auto_threshold_picks_exact_below():
     assert EXACT_MAX_SAMPLES > 100
 
 
+def test_auto_rule_bounds_points_and_values():
+    """'auto' is exact below EXACT_MAX_SAMPLES points and EXACT_MAX_CELLS values of X (n * d), NN-descent above
+    either: the measured crossovers (1e6 points at d = 32, ~2.5e5 at d = 128)."""
+    from spectral.knn import EXACT_MAX_CELLS, auto_method
+
+    assert auto_method(EXACT_MAX_SAMPLES - 1, 8) == "exact"
+    assert auto_method(EXACT_MAX_SAMPLES, 8) == "nndescent"
+    assert auto_method(100_000, 128) == "exact" and auto_method(300_000, 128) == "nndescent"
+    assert auto_method(EXACT_MAX_CELLS // 64 - 1, 64) == "exact"
+    assert auto_method(EXACT_MAX_CELLS // 64, 64) == "nndescent"
+    assert auto_method(30_000, 16) == "exact" and auto_method(999_999, 32) == "exact"
+
+
 def test_nndescent_small_graph_contract(cluster):
     """The default test of pynndescent's graph. It runs on a worker of the module's cluster, a fork of the session's
     server that compiled pynndescent for float32 X (:func:`flows.cluster.fork_warm_workers`): in this process the
