@@ -7,8 +7,9 @@ dropped), on the same float64 X. Quality: recall of our graph against scikit-lea
 1.0 on these tie-free data) and the largest absolute difference of the sorted distances of each row.
 
 ``--crossover`` instead times, for the ``method="auto"`` rule, eigenflow's exact index against NN-descent built warm
-(pynndescent's numba kernels compiled by a first build in this process), each with a query of ``n / 10`` new
-points, over ``--sizes`` and ``--dims`` (noisy torus; Gaussian mixture with ``--crossover-data mixture``).
+(pynndescent's numba kernels loaded by a first build and query in this process), each followed by a query of
+``--query-fraction * n`` new points, over ``--sizes`` and ``--dims`` (``--crossover-data``: torus, mixture, roll,
+or gauss, the exact search's worst case). Results: benchmarks/results/knn_exact.md.
 
     .venv/bin/python benchmarks/bench_knn_exact.py                      # the table, k = 15, 3 repeats
     .venv/bin/python benchmarks/bench_knn_exact.py --crossover --sizes 30000 100000 300000 --dims 8 32 128
@@ -38,12 +39,14 @@ K = 15
 SKLEARN_ALGORITHMS = ("kd_tree", "ball_tree", "brute")
 #: (data, n, d) rows of the default table
 TABLE = (("torus", 100_000, 24), ("mixture", 100_000, 32), ("torus", 100_000, 32), ("roll", 30_000, 16))
+DATA = ("torus", "mixture", "roll", "gauss")
 
 
 def make_data(name: str, n: int, d: int, seed: int = 0) -> np.ndarray:
     """float64 (n, d) test data: ``"torus"`` (a torus, radii 3 and 1, isometrically lifted into d dimensions plus
-    N(0, 0.05^2) noise per coordinate), ``"mixture"`` (20 Gaussian clusters, centres N(0, 16 I), unit variance) or
-    ``"roll"`` (:func:`spectral.datasets.make_swiss_roll_lifted`, noise 0.05)."""
+    N(0, 0.05^2) noise per coordinate), ``"mixture"`` (20 Gaussian clusters, centres N(0, 16 I), unit variance),
+    ``"roll"`` (:func:`spectral.datasets.make_swiss_roll_lifted`, noise 0.05) or ``"gauss"`` (one standard
+    Gaussian: no structure at all, the exact search's worst case)."""
     rng = np.random.default_rng(seed)
     if name == "torus":
         u, v = rng.uniform(0, 2 * np.pi, n), rng.uniform(0, 2 * np.pi, n)
@@ -54,7 +57,9 @@ def make_data(name: str, n: int, d: int, seed: int = 0) -> np.ndarray:
         return centres[rng.integers(0, 20, n)] + rng.normal(size=(n, d))
     if name == "roll":
         return make_swiss_roll_lifted(n, n_features=d, random_state=seed)[0].astype(np.float64)
-    raise ValueError(f"data must be one of ['torus', 'mixture', 'roll']; got {name!r}")
+    if name == "gauss":
+        return rng.normal(size=(n, d))
+    raise ValueError(f"data must be one of {list(DATA)}; got {name!r}")
 
 
 def _drop_self(indices: np.ndarray, distances: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +189,7 @@ def main() -> None:
     parser.add_argument("--crossover", action="store_true", help="exact vs warm NN-descent (the auto rule)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[30_000, 100_000, 300_000])
     parser.add_argument("--dims", type=int, nargs="+", default=[8, 32, 128])
-    parser.add_argument("--crossover-data", default="torus", choices=["torus", "mixture", "roll"])
+    parser.add_argument("--crossover-data", default="torus", choices=DATA)
     parser.add_argument("--query-fraction", type=float, default=0.1,
                         help="crossover: new points queried, as a fraction of n (0: builds only)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results to this file")
