@@ -175,7 +175,7 @@ class KNNIndex:
         if method == "auto":
             method = auto_method(n, X.shape[1])
         if method == "exact":
-            index = ExactIndex(X, metric)
+            index = ExactIndex(X, metric, n_jobs=n_jobs)
             return cls(X, method, metric, n_neighbors, seed, n_jobs, index, index.graph(X, n_neighbors, n_jobs))
         else:
             index = _build_nndescent(X, metric, n_neighbors + 1, seed, n_jobs)

@@ -81,14 +81,17 @@ class ExactIndex:
     metric : {"euclidean", "manhattan", "cosine"}
     leaf_size : int or None
         Rows per leaf and per block of queries; None is :data:`LEAF_SIZE`.
+    n_jobs : int or None
+        Threads of the construction's kernels (None: numba's thread count).
     """
 
-    def __init__(self, X: np.ndarray, metric: str, leaf_size: int | None = None):
+    def __init__(self, X: np.ndarray, metric: str, leaf_size: int | None = None, n_jobs: int | None = None):
         self.metric = metric
         self.leaf_size = LEAF_SIZE if leaf_size is None else leaf_size
         P = search_coordinates(X, metric)
-        self.perm, self.starts = partition(P, self.leaf_size)
-        self.centers, self.radii = _exact_search.leaf_statistics(P, self.perm, self.starts, self._code)
+        with _threads(n_jobs):
+            self.perm, self.starts = partition(P, self.leaf_size)
+            self.centers, self.radii = _exact_search.leaf_statistics(P, self.perm, self.starts, self._code)
         groups = duplicate_groups(X)
         #: (n,) int64 in the leaf order: how many equal rows precede each row in X; (0,) when all rows differ
         self.rank = np.empty(0, dtype=np.int64) if groups is None else groups[1][self.perm]
@@ -148,6 +151,7 @@ class ExactIndex:
 
         Returns ``(indices int64 (n, k), distances float32 (n, k))``, sorted by (distance, index).
         """
+        X = np.ascontiguousarray(X)
         n = X.shape[0]
         groups = self._groups.pop() if self._groups else duplicate_groups(X)
         first = np.arange(n) if groups is None else groups[0]
@@ -158,7 +162,7 @@ class ExactIndex:
         kept = self._points is not None
         self.prepare(X)
         try:
-            found, dist = self._search(X, X[queries], blocks, k + 1, self._eligible(k + 1), n_jobs)
+            found, dist = self._search(X, X, queries, blocks, k + 1, self._eligible(k + 1), n_jobs)
         finally:
             if not kept:
                 self.release()
@@ -176,29 +180,33 @@ class ExactIndex:
 
         Returns ``(indices int64 (m, k), distances float32 (m, k))``, sorted by (distance, index).
         """
+        X, Q = np.ascontiguousarray(X), np.ascontiguousarray(Q)
         self.prepare(X)
         groups = duplicate_groups(Q)
         first = None if groups is None else groups[0]
         distinct = np.arange(Q.shape[0]) if first is None else np.flatnonzero(first == np.arange(Q.shape[0]))
-        order, qstarts = partition(search_coordinates(Q[distinct], self.metric), self.leaf_size)
+        with _threads(n_jobs):
+            order, qstarts = partition(search_coordinates(Q[distinct], self.metric), self.leaf_size)
         queries = distinct[order]
-        found, dist = self._search(X, Q[queries], qstarts, k, self._eligible(k), n_jobs)
+        found, dist = self._search(X, Q, queries, qstarts, k, self._eligible(k), n_jobs)
         slot = np.empty(Q.shape[0], dtype=np.int64)
         slot[queries] = np.arange(queries.size)
         if first is not None:
             slot = slot[first]
         return found[slot], dist[slot]
 
-    def _search(self, X, Q, qstarts, k, eligible, n_jobs):
-        """Certified ``k`` nearest training points of the query rows ``Q`` (m, d), given in blocks of nearby rows
-        ``Q[qstarts[b]:qstarts[b + 1]]``, in chunks of about :data:`CHUNK_ROWS` rows."""
-        m = Q.shape[0]
+    def _search(self, X, source, rows, qstarts, k, eligible, n_jobs):
+        """Certified ``k`` nearest training points of the query rows ``source[rows]`` (m, d), given in blocks of
+        nearby rows ``rows[qstarts[b]:qstarts[b + 1]]``, in chunks of about :data:`CHUNK_ROWS` rows (each gathered
+        from ``source`` when searched)."""
+        m = rows.size
         indices = np.empty((m, k), dtype=np.int64)
         distances = np.empty((m, k), dtype=np.float32)
         with _threads(n_jobs):
             for b0, b1 in _leaf_chunks(qstarts, CHUNK_ROWS):
                 s, e = qstarts[b0], qstarts[b1]
-                indices[s:e], distances[s:e] = self._solve(X, Q[s:e], qstarts[b0:b1 + 1] - s, k, eligible)
+                indices[s:e], distances[s:e] = self._solve(X, source[rows[s:e]], qstarts[b0:b1 + 1] - s, k,
+                                                           eligible)
         return indices, distances
 
     def _solve(self, X, Q, qstarts, k, eligible):
