@@ -20,14 +20,14 @@ from storage import layout
 from tasks._warm_up import finish_warm_up, start_warm_up
 
 
-def uses_nndescent(params: dict, n_fit: int) -> bool:
-    """Whether a run with method parameters ``params`` and ``n_fit`` fit rows builds or queries an NN-descent
-    index on the workers (then every worker is warmed up at once, before the fit stages: a long-lived cluster
-    pays it once)."""
-    from spectral.knn import EXACT_MAX_SAMPLES
+def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
+    """Whether a run with method parameters ``params``, ``n_fit`` fit rows and ``n_features`` columns builds or
+    queries an NN-descent index on the workers (``knn_method="auto"`` resolved by :func:`spectral.knn.auto_method`;
+    then every worker is warmed up at once, before the fit stages: a long-lived cluster pays it once)."""
+    from spectral.knn import auto_method
 
     knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)
-    return knn_method == "nndescent" or (knn_method == "auto" and n_fit >= EXACT_MAX_SAMPLES)
+    return knn_method == "nndescent" or (knn_method == "auto" and auto_method(n_fit, n_features) == "nndescent")
 
 
 def planned_dtypes(source: str, store: str, params: dict, holdout: float, sharded: bool | None,
@@ -42,15 +42,16 @@ def planned_dtypes(source: str, store: str, params: dict, holdout: float, sharde
     dtype = str(attrs.get(layout.ATTR_DTYPE)) if attrs else layout.DEFAULT_X_DTYPE
     if sharded:
         return (dtype,)
-    n = attrs.get(layout.ATTR_N) if attrs else None
-    if n is None:
+    n, d = (attrs.get(layout.ATTR_N), attrs.get(layout.ATTR_D)) if attrs else (None, None)
+    if n is None or d is None:
         try:
-            n = open_source(source).n_rows
+            opened = open_source(source)
+            n, d = opened.n_rows, opened.n_columns
         except Exception:  # noqa: BLE001 - unreadable here: the ingest reports it
             return ()
-    if n is None:
+    if n is None or d is None:
         return ()
-    return (dtype,) if uses_nndescent(params, int(n) - round(holdout * int(n))) else ()
+    return (dtype,) if uses_nndescent(params, int(n) - round(holdout * int(n)), int(d)) else ()
 
 
 def model_dtypes(store: str, model: Any, use_shards: bool) -> tuple[str, ...]:
@@ -59,10 +60,11 @@ def model_dtypes(store: str, model: Any, use_shards: bool) -> tuple[str, ...]:
     index was one, or the sharded path), else ``()``."""
     from storage.store import read_attrs
 
-    n_fit = model.results.get("n_fit")
-    if not use_shards and (n_fit is None or not uses_nndescent(model.parameters, int(n_fit))):
+    attrs = read_attrs(store)
+    n_fit, d = model.results.get("n_fit"), attrs.get(layout.ATTR_D)
+    if not use_shards and (n_fit is None or d is None or not uses_nndescent(model.parameters, int(n_fit), int(d))):
         return ()
-    return (str(read_attrs(store).get(layout.ATTR_DTYPE, layout.DEFAULT_X_DTYPE)),)
+    return (str(attrs.get(layout.ATTR_DTYPE, layout.DEFAULT_X_DTYPE)),)
 
 
 def start_when_ready(pending: Any, dtypes: tuple[str, ...]) -> None:

@@ -199,7 +199,7 @@ def embed(
         use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
         ctx.manifest.results["sharded"] = use_shards
         warm = (finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
-                if use_shards or uses_nndescent(full, n_fit) else [])
+                if use_shards or uses_nndescent(full, n_fit, ingested["d"]) else [])
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                              holdout=holdout, random_state=random_state, sharded=use_shards)
         try:

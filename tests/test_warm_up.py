@@ -57,6 +57,9 @@ def test_the_warm_up_is_planned_from_the_source_header(tmp_path):
     assert planned_dtypes(str(small), store, {**auto, "knn_method": "nndescent"}, 0.0, None, False) == ("float32",)
     assert planned_dtypes(str(tmp_path / "small.csv"), store, auto, 0.0, None, False) == ()
     assert planned_dtypes(str(small), store, auto, 0.0, True, False) == ("float32",)
+    wide = tmp_path / "wide.npy"  # fewer rows than EXACT_MAX_SAMPLES, but n * d above EXACT_MAX_CELLS
+    np.lib.format.open_memmap(wide, mode="w+", dtype=np.float32, shape=(300_000, 128)).flush()
+    assert planned_dtypes(str(wide), store, auto, 0.0, None, False) == ("float32",)
     # an existing store gives its own dtype and size
     ingest(np.zeros((100, 2)), store, dtype="float64")
     assert planned_dtypes(store, store, {**auto, "knn_method": "nndescent"}, 0.0, None, False) == ("float64",)
