@@ -68,14 +68,15 @@ class CallClock:
 
     def call(self, flow: Callable[[], Any], *, before: Any = None) -> Any:
         """Call ``flow()`` with this clock visible to it (:func:`entry_seconds`); returns its result. ``before``
-        (e.g. the early start of Prefect's server, :mod:`flows._prefect_start`) is waited for first, and that wait
-        counts as Prefect's start."""
+        (Prefect's temporary server started early, :class:`flows._prefect_start.TemporaryServer`) is waited for
+        first and serves the call (``before.serving()``); that wait counts as Prefect's start."""
         token = _CLOCK.set(self)
         try:
             self.flow_called = time.perf_counter()
-            if before is not None:
-                before.wait()
-            return flow()
+            if before is None:
+                return flow()
+            with before.serving():
+                return flow()
         finally:
             _CLOCK.reset(token)
 

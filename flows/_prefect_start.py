@@ -1,106 +1,211 @@
-"""Prefect's temporary API server started early: while the CLI imports the flow and the Dask cluster starts.
+"""Prefect's temporary API server, started by the CLI before it imports Prefect.
 
-Without ``PREFECT_API_URL`` (in the environment or the active Prefect profile), the first flow call of a process
-starts Prefect's temporary server (``prefect.server.api.server.SubprocessASGIServer``: a uvicorn subprocess with
-a sqlite database, 5-6 s on this 2-core machine), and only then does the flow begin. :func:`start_early` starts
-that same server in a background thread at the beginning of ``embed`` / ``extend``, so that its subprocess starts
-up while this process imports Prefect, Dask and the flows and starts the cluster; :meth:`EarlyStart.wait` is
-called right before the flow, which then finds the server running (``start`` is idempotent in Prefect 3: one
-server per process). With an API URL configured nothing is started. If the early start fails, the flow's own
-start runs as it would have and reports its error.
+Without an API URL (``PREFECT_API_URL`` in the environment, the active profile or a settings file), the first flow
+call of a process starts Prefect's temporary server (``prefect.server.api.server.SubprocessASGIServer``: a uvicorn
+process with a sqlite database, 2.9 s on an idle 2-core machine, most of it the server's imports) and the flow
+begins only once it answers. Importing that class alone costs the calling process ~1.9 s more (FastAPI,
+SQLAlchemy, the server's models). :func:`start_early` therefore launches the same uvicorn command itself, at the
+very beginning of ``embed`` / ``extend``, without importing Prefect: the server's start overlaps the CLI's own
+imports and the start of the Dask cluster. :meth:`TemporaryServer.serving` (entered right before the flow is
+called) waits until it answers and points this process's Prefect settings at it. When the settings turn out to
+name a server after all (a profile or a ``prefect.toml``), or forbid ephemeral mode, the speculative server is
+stopped unused and Prefect does what it would have done.
 
-The server's process is started in its own session (:func:`session_server`): a Ctrl-C or a SIGTERM sent to
-the CLI's process group does not reach it, so the run can still report its end to it; the CLI stops it on exit
-(Prefect's ``atexit`` stop, or :mod:`flows._stop` on an interrupted run), and the server stops itself when the
-CLI is gone (:mod:`flows._server_watch`: a SIGKILL of the CLI leaves no server behind).
+The server's process runs in its own session: a Ctrl-C or a SIGTERM sent to the CLI's process group does not
+reach it, so the run can still report its end to it. It is stopped when this process exits (an ``atexit``
+handler registered before Prefect's, so it runs after Prefect has flushed its logs and events) or by
+:mod:`flows._stop` on an interrupted run, and it stops itself when the CLI is gone (:mod:`flows._server_watch`: a
+SIGKILL of the CLI leaves no server behind).
 """
 
 from __future__ import annotations
 
-import logging
+import atexit
+import importlib.util
 import os
+import socket
 import subprocess
 import sys
-import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
-logger = logging.getLogger(__name__)
+#: uvicorn's exit code when its port is taken (Prefect's own start retries on a new port then, as this one does).
+PORT_TAKEN_EXIT = 3
+#: Seconds between two probes of the server's ``/health`` while it starts.
+PROBE_SECONDS = 0.05
+#: Seconds to wait for the server when ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` is unset.
+DEFAULT_STARTUP_SECONDS = 90.0
+#: The environment of the server's process, as Prefect's own start sets it (no UI, ephemeral services).
+SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+
+_FALSE = {"0", "false", "no", "off"}
+#: The environment variables (Prefect's setting and its alias) that can forbid ephemeral mode.
+_EPHEMERAL_SWITCHES = ("PREFECT_SERVER_EPHEMERAL_ENABLED", "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE")
 
 
-class EarlyStart:
-    """A background start of Prefect's temporary server; :meth:`wait` before the flow is called."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (uvicorn exits with :data:`PORT_TAKEN_EXIT` if it was
+    taken in between; :meth:`TemporaryServer.wait` then starts again on another)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _prefect_dir() -> str:
+    """The directory holding the ``prefect`` package (uvicorn's ``--app-dir``, as Prefect passes it), found
+    without importing Prefect."""
+    spec = importlib.util.find_spec("prefect")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("prefect is not installed")
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+class TemporaryServer:
+    """One uvicorn process serving Prefect's API on a free loopback port (Prefect's temporary server).
+
+    ``TemporaryServer()`` launches it and returns at once; :meth:`wait` blocks until ``/health`` answers;
+    :meth:`stop` ends it (idempotent; also registered with ``atexit``).
+    """
 
     def __init__(self) -> None:
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._start, name="eigenflow-prefect-start", daemon=True)
-        self._thread.start()
+        self.port = free_port()
+        self.process: subprocess.Popen | None = self._launch()
+        self.answered = False
+        atexit.register(self.stop)
 
-    def _start(self) -> None:
-        try:
-            from prefect.settings import get_current_settings
+    @property
+    def api_url(self) -> str:
+        """``http://127.0.0.1:PORT/api``."""
+        return f"http://127.0.0.1:{self.port}/api"
 
-            if get_current_settings().api.url:  # a configured server: the flow talks to it
+    def _launch(self) -> subprocess.Popen:
+        args = [sys.executable, "-m", "flows._server_watch", str(os.getpid()),  # uvicorn, watching this process
+                "--app-dir", _prefect_dir(), "--factory", "prefect.server.api.server:create_app",
+                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
+        return subprocess.Popen(args, env={**os.environ, **SERVER_ENV}, start_new_session=True)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the server answers ``/health`` (at most ``timeout`` seconds, by default Prefect's
+        ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` or 90); RuntimeError if its process exits or the
+        time runs out (the message names the URL and the exit code)."""
+        if self.answered:
+            return
+        if self.process is None:
+            raise RuntimeError(f"Prefect's temporary server at {self.api_url} was stopped")
+        limit = startup_timeout() if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code == PORT_TAKEN_EXIT:
+                self.port = free_port()
+                self.process = self._launch()
+                continue
+            if code is not None:
+                self.process = None
+                raise RuntimeError(f"Prefect's temporary server at {self.api_url} exited with code {code} "
+                                   "before it answered")
+            if _answers(self.api_url):
+                self.answered = True
                 return
-            session_server().start()
-        except BaseException as exc:  # the flow's own start retries and reports it
-            self.error = exc
-            logger.debug("early start of Prefect's temporary server failed: %s", exc)
+            time.sleep(PROBE_SECONDS)
+        raise RuntimeError(f"Prefect's temporary server at {self.api_url} did not answer within {limit:g} s "
+                           "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)")
 
-    def wait(self) -> None:
-        """Block until the background start has ended (successfully or not)."""
-        self._thread.join()
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        """For the flow call inside this block: the server this process's Prefect reports to.
+
+        Prefect must be importable here (it is imported). If its settings already name an API URL, or forbid
+        ephemeral mode, this server is stopped unused and the block runs on Prefect's settings as they are.
+        Otherwise it waits for the server (:meth:`wait`) and sets ``PREFECT_API_URL`` in the environment and in
+        Prefect's process-global settings (``prefect.context.refresh_global_settings_context``), so that every
+        thread (Prefect's log and event workers included) reports to it; both stay until :meth:`stop`. Settings
+        entered by the caller (``temporary_settings``) shadow the global ones: the block runs in a copy of them
+        with the URL set.
+        """
+        from prefect.context import refresh_global_settings_context
+        from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+        settings = get_current_settings()
+        if os.environ.get("PREFECT_API_URL") != self.api_url and (
+                settings.api.url or not settings.server.ephemeral.enabled):
+            self.stop()
+            yield
+            return
+        self.wait()
+        os.environ["PREFECT_API_URL"] = self.api_url
+        refresh_global_settings_context()
+        with temporary_settings(updates={PREFECT_API_URL: self.api_url}):
+            yield
+
+    def stop(self) -> None:
+        """Terminate the server (SIGTERM, then SIGKILL after 5 s) and take its URL out of the environment."""
+        process, self.process = self.process, None
+        if os.environ.get("PREFECT_API_URL") == self.api_url:
+            del os.environ["PREFECT_API_URL"]
+            if "prefect.context" in sys.modules:
+                sys.modules["prefect.context"].refresh_global_settings_context()
+        if process is None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
-def _session_server_class() -> type:
-    """:class:`prefect.server.api.server.SubprocessASGIServer` whose uvicorn process starts in a new session.
+def _answers(api_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=1.0) as response:
+            return response.status == 200
+    except Exception:  # noqa: BLE001 - refused, reset, timed out: not answering yet
+        return False
 
-    Prefect keeps one instance per port in ``SubprocessASGIServer._instances`` (shared with subclasses): once this
-    class has made the instance of the default port, Prefect's own ``SubprocessASGIServer()`` calls return it.
-    The command is Prefect's own (:meth:`SubprocessASGIServer._run_uvicorn_command`), with ``start_new_session``,
-    run by :mod:`flows._server_watch` (uvicorn stopped when this process is gone, even after a SIGKILL).
+
+def startup_timeout() -> float:
+    """``$PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (seconds > 0), else :data:`DEFAULT_STARTUP_SECONDS`."""
+    raw = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "").strip()
+    if not raw:
+        return DEFAULT_STARTUP_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS must be a number of seconds > 0; "
+                         f"got {raw!r}")
+    return value
+
+
+def running_server() -> TemporaryServer | None:
+    """The temporary server this process started and has not stopped, if any (stopped on an interrupted run)."""
+    return _SERVER if _SERVER is not None and _SERVER.process is not None else None
+
+
+def start_early() -> TemporaryServer | None:
+    """Launch Prefect's temporary server now (or return the one this process already runs), unless the
+    environment names a server (``PREFECT_API_URL``) or forbids ephemeral mode; None when nothing was started.
+
+    Settings that only Prefect can read (profiles, ``prefect.toml``) are checked when the flow is called
+    (:meth:`TemporaryServer.serving`); in a process that has already imported Prefect they are checked here.
     """
-    import prefect
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import get_current_settings
-
-    class SessionASGIServer(SubprocessASGIServer):
-        """Prefect's temporary server in a process of its own session (not hit by the CLI's group signals)."""
-
-        def _run_uvicorn_command(self) -> subprocess.Popen:
-            server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-            args = [sys.executable, "-m", "flows._server_watch", str(os.getpid()),  # uvicorn, watching this process
-                    "--app-dir", str(prefect.__module_path__.parent), "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
-                    "--log-level", "error", "--lifespan", "on"]
-            env = {**os.environ, **server_env,
-                   **get_current_settings().to_environment_variables(exclude_unset=True)}
-            return subprocess.Popen(args=args, env=env, start_new_session=True)
-
-    return SessionASGIServer
-
-
-def session_server() -> object:
-    """The process's temporary-server instance, made by the class of :func:`_session_server_class` (built on first
-    use: Prefect is imported late)."""
-    global _SESSION_CLASS
-    if _SESSION_CLASS is None:
-        _SESSION_CLASS = _session_server_class()
-    return _SESSION_CLASS()
-
-
-_SESSION_CLASS: type | None = None
-
-
-def running_server() -> object | None:
-    """The temporary server started in this process, if any (to be stopped on an interrupted run)."""
-    if "prefect.server.api.server" not in sys.modules:
-        return None
-    from prefect.server.api.server import SubprocessASGIServer
-
-    return next((s for s in list(SubprocessASGIServer._instances.values()) if s.server_process is not None), None)
-
-
-def start_early() -> EarlyStart | None:
-    """Start Prefect's temporary server in the background unless ``PREFECT_API_URL`` is set in the environment
-    (the thread also checks the active profile); None when nothing was started."""
+    global _SERVER
+    if running_server() is not None:
+        return _SERVER
     if os.environ.get("PREFECT_API_URL"):
         return None
-    return EarlyStart()
+    if any(os.environ.get(name, "").strip().lower() in _FALSE for name in _EPHEMERAL_SWITCHES):
+        return None
+    if "prefect.settings" in sys.modules:
+        settings = sys.modules["prefect.settings"].get_current_settings()
+        if settings.api.url or not settings.server.ephemeral.enabled:
+            return None
+    _SERVER = TemporaryServer()
+    return _SERVER
+
+
+_SERVER: TemporaryServer | None = None

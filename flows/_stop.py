@@ -7,14 +7,14 @@
   store's lock is released, the Dask cluster closed; exit code 128 + the signal's number (130, 143). The
   children do not receive the group's signal: Prefect's temporary server runs in its own session
   (:mod:`flows._prefect_start`), the local Dask workers ignore it (:mod:`tasks.worker_signals`); the flow
-  closes the cluster, Prefect's ``atexit`` stops its server, the forced exit kills what is left. During the flow Prefect's own SIGTERM handler raises its
+  closes the cluster, an ``atexit`` handler stops the server, the forced exit kills what is left. During the flow Prefect's own SIGTERM handler raises its
   ``TerminationSignal`` first and then delivers the signal again to this handler.
 - a Prefect API that does not answer its ``/health`` for :func:`api_timeout` seconds (default 30,
   ``$EIGENFLOW_PREFECT_API_TIMEOUT``) into :class:`PrefectAPILost`, raised in the main thread by a watchdog
   thread (through :data:`API_LOST_SIGNAL`): without it Prefect's client retries every state report of the run
   for minutes.
 
-Either way the run gets :data:`FORCED_EXIT_SECONDS` to unwind and the process to exit (Prefect's ``atexit``
+Either way the run gets :data:`FORCED_EXIT_SECONDS` to unwind and the process to exit (the ``atexit``
 stop of its temporary server included); after that the guard records the run as failed itself if it is still
 ``running``, releases the lock, kills the remaining children and ends the process.
 Completed stages stay in the store's manifest: ``--run-name`` resumes from them.
@@ -82,27 +82,31 @@ def api_timeout() -> float:
 
 def configured_api_url() -> str | None:
     """``$PREFECT_API_URL`` or the active profile's API URL; None in ephemeral mode (or while Prefect is not
-    imported and the variable is unset)."""
+    imported and the variable is unset). The URL of this process's own temporary server
+    (:mod:`flows._prefect_start`, which sets the variable) is not a configured one."""
+    own = _own_server_url()
     url = os.environ.get("PREFECT_API_URL")
-    if url:
+    if url and url.rstrip("/") != own:
         return url.rstrip("/")
     if "prefect.settings" in sys.modules:
         configured = sys.modules["prefect.settings"].get_current_settings().api.url
-        if configured:
+        if configured and str(configured).rstrip("/") != own:
             return str(configured).rstrip("/")
     return None
+
+
+def _own_server_url() -> str | None:
+    """The API URL of the temporary server this process started and has not stopped, if any."""
+    from flows._prefect_start import running_server
+
+    server = running_server()
+    return None if server is None else server.api_url
 
 
 def prefect_api_url() -> str | None:
     """The API the run reports to: :func:`configured_api_url`, or this process's temporary server once its
     process exists; None while unknown."""
-    url = configured_api_url()
-    if url:
-        return url
-    from flows._prefect_start import running_server
-
-    server = running_server()
-    return None if server is None else server.api_url
+    return configured_api_url() or _own_server_url()
 
 
 def api_answers(url: str, timeout: float) -> bool:

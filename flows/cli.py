@@ -78,8 +78,9 @@ def _current_stop() -> BaseException | None:
 def _guarded(store: str, body: Callable[[Any], Any]) -> Any:
     """``body(guard)`` under a :class:`flows._stop.RunGuard` of ``store`` (``body`` sets ``guard.run``): a
     SIGINT / SIGTERM or a lost Prefect API ends the command with one line and exit code 130 / 143 (1 for the
-    API); Prefect's temporary server is stopped at the interpreter's exit (Prefect's ``atexit``, after its
-    services flushed), within the guard's forced-exit bound."""
+    API); Prefect's temporary server (:mod:`flows._prefect_start`) is stopped at the interpreter's exit (an
+    ``atexit`` handler that runs after Prefect's own have flushed its logs and events), within the guard's
+    forced-exit bound."""
     from flows._stop import RunGuard
 
     guard = _run(lambda: RunGuard(store))
@@ -216,6 +217,8 @@ def embed(
 
     def body(guard: Any) -> dict:
         from flows._prefect_start import start_early
+
+        prefect_start = start_early()  # first: the server starts up while this process imports the flow
         from flows._runtime import new_run_id
         from flows.cluster import client_started_early
         from flows.embed import check_embed_arguments
@@ -228,8 +231,7 @@ def embed(
                       overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run)
         _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                            n_workers=workers, random_state=seed, overwrite=overwrite,
-                                           sharded=sharded))  # before Prefect
-        prefect_start = start_early()  # refused input starts nothing; else the server starts with the cluster
+                                           sharded=sharded))  # before the cluster (refused: the server stops)
         guard.run = run
         with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
             return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
@@ -340,7 +342,7 @@ def extend(
     def body(guard: Any) -> dict:
         from flows._prefect_start import start_early
 
-        prefect_start = start_early()  # Prefect's temporary server starts up while the flow is imported
+        prefect_start = start_early()  # first: the server starts up while this process imports the flow
         from flows._runtime import new_run_id
         from flows.cluster import client_started_early
         from flows.embed import extend as extend_flow

@@ -1,0 +1,153 @@
+"""Prefect's temporary server started by the CLI before Prefect is imported (:mod:`flows._prefect_start`).
+
+Real uvicorn processes serving Prefect's API on loopback ports; a real CLI ``embed`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import numpy as np
+import pytest
+
+from flows import _prefect_start
+from flows._prefect_start import TemporaryServer, start_early
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def test_server_answers_then_stops(monkeypatch):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    server = TemporaryServer()
+    try:
+        server.wait(timeout=90)
+        assert answers(server.api_url)
+        process = server.process
+    finally:
+        server.stop()
+    assert server.process is None and process.poll() is not None
+    assert not answers(server.api_url)
+    server.stop()  # idempotent
+
+
+def test_taken_port_starts_again_on_another(monkeypatch):
+    """uvicorn exits with code 3 on a taken port; the start goes on with a new free port."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = iter([busy])
+        real_free_port = _prefect_start.free_port
+        monkeypatch.setattr(_prefect_start, "free_port", lambda: next(ports, None) or real_free_port())
+        server = TemporaryServer()
+        try:
+            assert server.port == busy
+            server.wait(timeout=90)
+            assert server.port != busy and answers(server.api_url)
+        finally:
+            server.stop()
+
+
+def test_exited_server_is_an_error_naming_the_url(monkeypatch):
+    monkeypatch.setattr(TemporaryServer, "_launch",
+                        lambda self: subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"]))
+    server = TemporaryServer()
+    with pytest.raises(RuntimeError, match=r"127\.0\.0\.1:\d+/api exited with code 7"):
+        server.wait(timeout=30)
+    server.stop()
+
+
+def test_startup_timeout_is_checked(monkeypatch):
+    monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "-2")
+    with pytest.raises(ValueError, match="PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.*> 0.*'-2'"):
+        _prefect_start.startup_timeout()
+
+
+@pytest.mark.parametrize("name, value", [("PREFECT_API_URL", "http://127.0.0.1:9/api"),
+                                         ("PREFECT_SERVER_EPHEMERAL_ENABLED", "false"),
+                                         ("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "0")])
+def test_configured_environment_starts_nothing(monkeypatch, name, value):
+    monkeypatch.setattr(_prefect_start, "_SERVER", None)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv(name, value)
+    assert start_early() is None
+
+
+def test_settings_naming_a_server_stop_the_speculative_one(monkeypatch):
+    """A URL that only Prefect's settings know (here entered as Prefect's temporary settings, as a profile would
+    give it): the server started early is stopped unused and the block sees the configured URL."""
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    server = TemporaryServer()
+    configured = "http://127.0.0.1:9/api"
+    with temporary_settings(updates={PREFECT_API_URL: configured}):
+        with server.serving():
+            assert server.process is None
+            assert str(get_current_settings().api.url) == configured
+    assert "PREFECT_API_URL" not in os.environ
+
+
+def test_serving_points_prefect_at_the_server_in_every_thread(monkeypatch):
+    import threading
+
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    server = TemporaryServer()
+    seen = {}
+    try:
+        with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):  # the caller's own settings
+            with server.serving():
+                seen["main"] = str(get_current_settings().api.url)
+                thread = threading.Thread(target=lambda: seen.update(thread=str(get_current_settings().api.url)))
+                thread.start()
+                thread.join()
+                assert answers(server.api_url)
+    finally:
+        server.stop()
+    assert seen == {"main": server.api_url, "thread": server.api_url}
+    assert "PREFECT_API_URL" not in os.environ and get_current_settings().api.url is None
+
+
+CLI_PROBE = """
+import atexit, sys
+from flows.cli import app
+
+def report():
+    print("SERVER-MODULE", "prefect.server.api.server" in sys.modules, file=sys.stderr)
+
+atexit.register(report)
+sys.argv = ["eigenflow", *sys.argv[1:]]
+app()
+"""
+
+
+def test_cli_embed_never_imports_prefects_server_and_leaves_nothing(tmp_path):
+    """``eigenflow embed`` runs on the server started before Prefect's import: the CLI's process never imports
+    ``prefect.server.api.server`` (Prefect's own start would), the run records ``prefect_start``, and no server
+    process outlives the command."""
+    from storage.manifest import read_manifest
+
+    X = np.random.default_rng(0).normal(size=(600, 5))
+    np.save(tmp_path / "X.npy", X)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    cli = subprocess.Popen([sys.executable, "-c", CLI_PROBE, "embed", str(tmp_path / "X.npy"),
+                            str(tmp_path / "s.zarr"), "--run-name", "probe", "--workers", "1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    _, stderr = cli.communicate(timeout=300)
+    assert cli.returncode == 0, stderr[-2000:]
+    assert "SERVER-MODULE False" in stderr
+    assert read_manifest(str(tmp_path / "s.zarr"), "probe").fixed_seconds["prefect_start"] > 0
+    left = subprocess.run(["pgrep", "-f", f"flows._server_watch {cli.pid} "], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
