@@ -438,11 +438,20 @@ def demo(
                                                "nndescent"),
 ) -> None:
     """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
+    from flows._prefect_start import start_early
+
+    server = start_early()  # first: Prefect's temporary server starts up while the demo is imported
     from flows.demo import run_demo
 
-    result = _run(lambda: _with_progress(lambda: run_demo(n_points, out_dir, holdout=holdout, seed=seed,
-                                                          scheduler=scheduler, n_workers=workers,
-                                                          knn_method=knn_method)))
+    def call() -> dict:
+        if server is None:
+            return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,
+                            knn_method=knn_method)
+        with server.serving():
+            return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,
+                            knn_method=knn_method)
+
+    result = _run(lambda: _with_progress(call))
     out.print(_summary_table(result, {
         "points": result["results"].get("n"),
         "held out": result["n_heldout"],

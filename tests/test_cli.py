@@ -199,3 +199,17 @@ def test_disconnected_graph_advice_is_followable_from_the_cli(tmp_path):
                   cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert np.isfinite(read_embedding(str(tmp_path / "two.zarr"), "b")).all()
+
+
+def test_demo_prints_accuracy_and_writes_the_plot(tmp_path):
+    """``eigenflow demo`` (the first command of a new user): held-out 1-NN accuracy printed, store and plot
+    written."""
+    from storage.manifest import list_runs
+
+    r = eigenflow("demo", "--n-points", "3000", "--out", "out", "--workers", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    accuracy = float(r.stdout.split("1-NN accuracy (held out)")[1].split("│")[1])
+    assert accuracy > 0.9
+    assert (tmp_path / "out" / "demo_embedding.png").stat().st_size > 0
+    store = str(tmp_path / "out" / "demo.zarr")
+    assert len(list_runs(store)) == 1

@@ -133,21 +133,24 @@ app()
 """
 
 
-def test_cli_embed_never_imports_prefects_server_and_leaves_nothing(tmp_path):
-    """``eigenflow embed`` runs on the server started before Prefect's import: the CLI's process never imports
-    ``prefect.server.api.server`` (Prefect's own start would), the run records ``prefect_start``, and no server
-    process outlives the command."""
+@pytest.mark.parametrize("command", ["embed", "demo"])
+def test_cli_never_imports_prefects_server_and_leaves_nothing(tmp_path, command):
+    """``eigenflow embed`` / ``demo`` run on the server started before Prefect's import: the CLI's process never
+    imports ``prefect.server.api.server`` (Prefect's own start would), an embed run records ``prefect_start``, and
+    no server process outlives the command."""
     from storage.manifest import read_manifest
 
     X = np.random.default_rng(0).normal(size=(600, 5))
     np.save(tmp_path / "X.npy", X)
+    args = {"embed": ["embed", str(tmp_path / "X.npy"), str(tmp_path / "s.zarr"), "--run-name", "probe"],
+            "demo": ["demo", "--n-points", "1500", "--out", str(tmp_path / "demo")]}[command]
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    cli = subprocess.Popen([sys.executable, "-c", CLI_PROBE, "embed", str(tmp_path / "X.npy"),
-                            str(tmp_path / "s.zarr"), "--run-name", "probe", "--workers", "1"],
+    cli = subprocess.Popen([sys.executable, "-c", CLI_PROBE, *args, "--workers", "1"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     _, stderr = cli.communicate(timeout=300)
     assert cli.returncode == 0, stderr[-2000:]
     assert "SERVER-MODULE False" in stderr
-    assert read_manifest(str(tmp_path / "s.zarr"), "probe").fixed_seconds["prefect_start"] > 0
+    if command == "embed":
+        assert read_manifest(str(tmp_path / "s.zarr"), "probe").fixed_seconds["prefect_start"] > 0
     left = subprocess.run(["pgrep", "-f", f"flows._server_watch {cli.pid} "], capture_output=True, text=True)
     assert left.stdout.strip() == ""
