@@ -145,17 +145,20 @@ def _summary_table(summary: dict, extra: dict | None = None, clock: Any = None) 
 
 @app.command()
 def ingest(
-    source: str = typer.Argument(..., help=".npy / .npz / .csv / .parquet file or zarr store"),
+    source: str = typer.Argument(..., help=".npy / .npz / .csv / .parquet / .h5ad file, file.h5:/group/dataset "
+                                           "or zarr store"),
     store: str = typer.Argument(..., help="eigenflow store to create (local path or URL)"),
     labels: Optional[str] = typer.Option(None, help=".npy file of integer labels (-1 = unlabeled)"),
     chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk"),
     overwrite: bool = typer.Option(False, help="replace an existing store"),
+    use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
 ) -> None:
     """Ingest SOURCE into a chunked zarr STORE (validated, streamed chunk by chunk)."""
     from storage.ingest import ingest as ingest_store  # plain storage call: no Prefect needed
 
+    keys = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
     result = _run(lambda: ingest_store(source, store, labels=labels, chunk_rows=chunk_rows,
-                                       overwrite=overwrite).to_dict())
+                                       overwrite=overwrite, **keys).to_dict())
     table = Table(title=f"store {store}")
     table.add_column("field")
     table.add_column("value")
@@ -190,6 +193,9 @@ PARAM_OPT = typer.Option([], "--param", "-p", help="method parameter NAME=VALUE 
 K_OPT = typer.Option(None, "--n-components", "-k", help="embedding dimension (the method's n_components)")
 LABELS_OPT = typer.Option(None, help=".npy file of labels ingested with the points (-1 = unlabeled)")
 HOLDOUT_OPT = typer.Option(0.0, help="fraction of points left out of the fit and mapped out-of-sample")
+USE_REP_OPT = typer.Option(None, "--use-rep", help="AnnData source: X from 'X' (default) or this obsm key, e.g. X_pca")
+LABELS_OBS_OPT = typer.Option(None, "--labels-obs", help="AnnData source: labels from this obs column (categorical "
+                                                         "or string; missing = unlabeled)")
 
 
 @app.command()
@@ -198,6 +204,7 @@ def embed(
     store: str = typer.Argument(..., help="eigenflow store to write (the source itself to skip the ingest)"),
     method: str = METHOD_OPT, param: list[str] = PARAM_OPT, n_components: Optional[int] = K_OPT,
     labels: Optional[str] = LABELS_OPT, holdout: float = HOLDOUT_OPT,
+    use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
     seed: int = typer.Option(0, help="random seed of the run"),
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
@@ -228,10 +235,11 @@ def embed(
         run = _run(lambda: new_run_id("embed", run_name))  # named here: an interrupted run can be resumed
         kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
                       scheduler=scheduler, n_workers=workers, run_name=run, chunk_rows=chunk_rows,
-                      overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run)
+                      overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep,
+                      labels_obs=labels_obs)
         _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                            n_workers=workers, random_state=seed, overwrite=overwrite,
-                                           sharded=sharded))  # before the cluster (refused: the server stops)
+                                           sharded=sharded, use_rep=use_rep, labels_obs=labels_obs))  # before the cluster (refused: the server stops)
         guard.run = run
         with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
             return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),

@@ -48,7 +48,8 @@ DEFAULT_METHOD = "laplacian_eigenmaps"
 
 def check_embed_arguments(source: str, store: str, method: str, params: dict | None, *, labels: str | None,
                           holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
-                          sharded: bool | None = None) -> dict[str, Any]:
+                          sharded: bool | None = None, use_rep: str | None = None,
+                          labels_obs: str | None = None) -> dict[str, Any]:
     """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
 
     The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it.
@@ -59,9 +60,11 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
                              "parameter")
     check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
     check_int("n_workers", n_workers, low=1)
+    _check_anndata_options(source, use_rep, labels_obs, labels)
     if not overwrite and existing_store_attrs_or_none(store) is not None:
         check_unlocked(store)  # another live run on this store: fail now, before any work
-    full = check_params(method, params, has_labels=_will_have_labels(source, store, labels, overwrite))
+    full = check_params(method, params, has_labels=labels_obs is not None or _will_have_labels(source, store, labels,
+                                                                                            overwrite))
     if "random_state" in full:
         full["random_state"] = random_state
     if sharded is not None and not isinstance(sharded, bool):
@@ -84,6 +87,18 @@ def _check_source_shape(source: str, store: str, method: str, full: dict, *, lab
         check_rows(method, entry.fit, full, n, holdout)
     if entry.needs_labels:
         check_labeled(method, labels_of(source, store, labels, overwrite))
+
+
+def _check_anndata_options(source: str, use_rep: str | None, labels_obs: str | None, labels: str | None) -> None:
+    """``use_rep`` / ``labels_obs`` select X and the labels of an AnnData source, and nothing else."""
+    from storage.readers import source_kind
+
+    for name, value in (("use_rep", use_rep), ("labels_obs", labels_obs)):
+        if value is not None and (not isinstance(source, str) or source_kind(source) != "anndata"):
+            raise ParameterError(f"{name} selects part of an AnnData source (.h5ad or AnnData zarr); source "
+                                 f"{source!r} is not one (got {name}={value!r})")
+    if labels_obs is not None and labels is not None:
+        raise ParameterError(f"labels are given twice: labels={labels!r} and labels_obs={labels_obs!r}; pass one")
 
 
 def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
@@ -127,14 +142,17 @@ def embed(
     overwrite: bool = False,
     sharded: bool | None = None,
     overwrite_run: bool = False,
+    use_rep: str | None = None,
+    labels_obs: str | None = None,
 ) -> dict[str, Any]:
     """Embed the points of ``source`` into ``store`` with ``method`` and return a summary of the run.
 
     Parameters
     ----------
     source : str
-        A ``.npy`` / ``.npz`` / ``.csv`` / ``.parquet`` file or a zarr store; ``store`` itself (or a store
-        already ingested from ``source``) skips the ingest.
+        A ``.npy`` / ``.npz`` / ``.csv`` / ``.parquet`` file, a zarr store, an ``.h5ad`` file or AnnData zarr
+        directory, or an HDF5 dataset ``file.h5:/group/dataset``; ``store`` itself (or a store already ingested
+        from ``source``) skips the ingest.
     store : str
         The eigenflow store to write (local path or fsspec URL).
     method : str
@@ -166,6 +184,12 @@ def embed(
         Start the run ``run_name`` again from nothing instead of resuming it: its identity is not checked (its
         manifest may be unreadable) and what it wrote before is dropped (:func:`storage.run_outputs.drop_run_outputs`).
 
+    use_rep : str, optional
+        AnnData source: X is ``"X"`` (default) or this key of ``obsm`` (e.g. ``"X_pca"``).
+    labels_obs : str, optional
+        AnnData source: the ``obs`` column of the labels (categorical or string; missing values are unlabeled).
+        Its category names are kept in the store for :func:`storage.anndata_export.export_to_anndata`.
+
     Returns
     -------
     dict
@@ -176,18 +200,20 @@ def embed(
     t_flow = time.perf_counter()
     full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite,
-                                 sharded=sharded)
+                                 sharded=sharded, use_rep=use_rep, labels_obs=labels_obs)
     warm_up = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # begun while the ingest runs
     run = new_run_id("embed", run_name)
     finished: dict[str, dict] = {}
     if run_name is not None:
         check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded,
-                                        **full}, overwrite_run=overwrite_run)
+                                        "use_rep": use_rep, "labels_obs": labels_obs, **full},
+                           overwrite_run=overwrite_run)
         finished = {} if overwrite_run else finished_stages(store, run)
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded},
-                      fixed_seconds=fixed, warm_up=warm_up) as (ctx, ingested):
+                      fixed_seconds=fixed, warm_up=warm_up, use_rep=use_rep,
+                      labels_obs=labels_obs) as (ctx, ingested):
         if overwrite_run:  # under the store's lock
             drop_run_outputs(ctx.store, ctx.run)
         entry = get_entry(method)
