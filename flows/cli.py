@@ -143,6 +143,12 @@ def _summary_table(summary: dict, extra: dict | None = None, clock: Any = None) 
     return table
 
 
+# AnnData sources (`ingest` and `embed`): X's representation and the labels' obs column.
+USE_REP_OPT = typer.Option(None, "--use-rep", help="AnnData source: X from 'X' (default) or this obsm key, e.g. X_pca")
+LABELS_OBS_OPT = typer.Option(None, "--labels-obs", help="AnnData source: labels from this obs column (categorical "
+                                                         "or string; missing = unlabeled)")
+
+
 @app.command()
 def ingest(
     source: str = typer.Argument(..., help=".npy / .npz / .csv / .parquet / .h5ad file, file.h5:/group/dataset "
@@ -193,9 +199,6 @@ PARAM_OPT = typer.Option([], "--param", "-p", help="method parameter NAME=VALUE 
 K_OPT = typer.Option(None, "--n-components", "-k", help="embedding dimension (the method's n_components)")
 LABELS_OPT = typer.Option(None, help=".npy file of labels ingested with the points (-1 = unlabeled)")
 HOLDOUT_OPT = typer.Option(0.0, help="fraction of points left out of the fit and mapped out-of-sample")
-USE_REP_OPT = typer.Option(None, "--use-rep", help="AnnData source: X from 'X' (default) or this obsm key, e.g. X_pca")
-LABELS_OBS_OPT = typer.Option(None, "--labels-obs", help="AnnData source: labels from this obs column (categorical "
-                                                         "or string; missing = unlabeled)")
 
 
 @app.command()
