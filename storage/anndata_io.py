@@ -86,7 +86,10 @@ def _is_array(node: Any) -> bool:
 
 
 def _strings(node: Any, start: int, stop: int) -> np.ndarray:
-    """Rows ``start:stop`` of a string dataset as a numpy ``str`` array (h5py bytes and zarr strings alike)."""
+    """Rows ``start:stop`` of a string dataset as a numpy ``str`` array (h5py bytes and zarr strings alike; the
+    values of a numeric dataset, e.g. integer categories, as their decimal strings)."""
+    if node.dtype.kind in "biuf":
+        return np.array([str(v) for v in np.asarray(node[start:stop]).tolist()], dtype=str)
     if hasattr(node, "asstr"):  # h5py
         return np.asarray(node.asstr()[start:stop], dtype=str)
     return np.array([str(s) for s in np.asarray(node[start:stop]).tolist()], dtype=str)

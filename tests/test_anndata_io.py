@@ -82,6 +82,16 @@ def test_h5ad_dense_x_and_a_string_obs_column(tmp_path):
     assert read_attrs(tmp_path / "s.zarr")[layout.ATTR_LABEL_CATEGORIES] == ["d1", "d2"]
 
 
+def test_integer_categories_are_named_by_their_values(tmp_path):
+    adata = _cells()
+    clusters = np.arange(N) % 4 * 10
+    adata.obs["leiden"] = pd.Categorical(clusters)  # categories 0, 10, 20, 30 stored as integers
+    adata.write_h5ad(tmp_path / "cells.h5ad")
+    ingest(str(tmp_path / "cells.h5ad"), tmp_path / "s.zarr", labels_key="leiden")
+    assert read_attrs(tmp_path / "s.zarr")[layout.ATTR_LABEL_CATEGORIES] == ["0", "10", "20", "30"]
+    np.testing.assert_array_equal(read_labels(tmp_path / "s.zarr"), clusters // 10)
+
+
 def test_anndata_zarr_layout(tmp_path):
     adata = _cells(1)
     with warnings.catch_warnings():
