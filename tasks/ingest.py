@@ -87,8 +87,10 @@ def ingest_task(
         if same_location(str(attrs.get(layout.ATTR_SOURCE, "")), source) and labels_ok and \
                 _same_selection(attrs, use_rep, labels_obs):
             return {"skipped": True, "reason": "store already holds this source", **_summary(store_url)}
+        selection = (f" with use_rep={attrs[layout.ATTR_CELLS_X_KEY]!r}, labels_obs="
+                     f"{attrs.get(layout.ATTR_CELLS_LABELS_KEY)!r}" if layout.ATTR_CELLS_X_KEY in attrs else "")
         raise StoreFormatError(
-            f"store {store_url} already exists (ingested from {attrs.get(layout.ATTR_SOURCE)!r}); "
+            f"store {store_url} already exists (ingested from {attrs.get(layout.ATTR_SOURCE)!r}{selection}); "
             "choose another store path, pass the store itself as SOURCE, or use overwrite"
         )
     keys = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}

@@ -152,3 +152,20 @@ def test_missing_representation_and_missing_obs_column_are_one_line_errors(h5ad,
     with pytest.raises(IngestError, match=r"obs column 'batch' is encoded as 'array'; labels_obs"):
         ingest(str(path), tmp_path / "s.zarr", labels_key="batch")
     assert not (tmp_path / "s.zarr").exists()
+
+
+def test_cli_ingest_takes_use_rep_and_labels_obs_and_ends_a_bad_key_in_one_line(h5ad, tmp_path):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    path, adata = h5ad
+    runner = CliRunner()
+    bad = runner.invoke(app, ["ingest", str(path), str(tmp_path / "s.zarr"), "--use-rep", "X_scvi"])
+    assert bad.exit_code == 1
+    assert bad.output.strip().splitlines() == [f"error: {path}: use_rep (--use-rep) 'X_scvi' is neither 'X' nor a "
+                                               "key of obsm; obsm keys are ['X_pca']"]
+    done = runner.invoke(app, ["ingest", str(path), str(tmp_path / "s.zarr"), "--use-rep", "X_pca",
+                               "--labels-obs", "cell_type"])
+    assert done.exit_code == 0, done.output
+    np.testing.assert_array_equal(read_labels(tmp_path / "s.zarr"), _expected_codes(adata, "cell_type"))
