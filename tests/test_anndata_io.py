@@ -92,9 +92,10 @@ def test_integer_categories_are_named_by_their_values(tmp_path):
     np.testing.assert_array_equal(read_labels(tmp_path / "s.zarr"), clusters // 10)
 
 
-def test_anndata_zarr_layout(tmp_path):
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_anndata_zarr_layout(tmp_path, zarr_format):
     adata = _cells(1)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), anndata.settings.override(zarr_write_format=zarr_format):
         warnings.simplefilter("ignore", UserWarning)  # anndata's note on the zarr format version it writes
         adata.write_zarr(tmp_path / "cells.zarr")
     ingest(str(tmp_path / "cells.zarr"), tmp_path / "s.zarr", x_key="X_pca", labels_key="cell_type", chunk_rows=16)
