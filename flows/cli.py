@@ -356,6 +356,7 @@ def extend(
                                                 "the workers (default: as the model was fitted)"),
     run_name: Optional[str] = typer.Option(None, help="id of this extend run (reuse an interrupted run's id to "
                                                       "resume it)"),
+    use_rep: Optional[str] = USE_REP_OPT,
 ) -> None:
     """Embed the points of NEW with the model stored in STORE; write them to OUT."""
     from flows._fixed_time import command_clock
@@ -374,7 +375,7 @@ def extend(
         with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
             return _run(lambda: _with_progress(lambda: clock.call(lambda: extend_flow(
                 store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
-                overwrite=overwrite, sharded=sharded, run_name=guard.run), before=prefect_start)))
+                overwrite=overwrite, sharded=sharded, run_name=guard.run, use_rep=use_rep), before=prefect_start)))
 
     summary = _guarded(out_store, body)
     results = summary["results"]

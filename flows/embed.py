@@ -360,6 +360,7 @@ def extend(
     run_name: str | None = None,
     overwrite: bool = False,
     sharded: bool | None = None,
+    use_rep: str | None = None,
 ) -> dict[str, Any]:
     """Map the points of ``new_source`` with the model of ``run`` stored in ``store``, into ``out_store``.
 
@@ -372,10 +373,14 @@ def extend(
     on the workers and maps them from their stored candidates (:mod:`tasks.sharded_extend`: no process holds an
     index of all fit rows; a ``knn`` stage before ``extend-points``); False rebuilds one index of the fit rows
     (in the worker that restores the model); None (default): as the model's run was fitted.
+
+    ``use_rep``: for an AnnData ``new_source``, ``"X"`` (default) or the ``obsm`` key of the representation the
+    model was fitted on; ``out_store`` keeps the new file's obs names for the export back into it.
     """
     fixed = entry_seconds()  # first: the flow engine's start ends here
     t_flow = time.perf_counter()
     n_workers = check_int("n_workers", n_workers, low=1)
+    _check_anndata_options(new_source, use_rep, None, None)
     if sharded is not None and not isinstance(sharded, bool):
         raise ParameterError(f"sharded must be True, False or None (as the model was fitted); got {sharded!r}")
     model_run = run if run is not None else latest_model_run(store)
@@ -388,7 +393,7 @@ def extend(
     use_shards = fit_record is not None if sharded is None else sharded
     if use_shards and method != SHARDED_METHOD:
         raise ParameterError(f"sharded=True extends {SHARDED_METHOD!r} models; run {model_run!r} is method {method!r}")
-    _check_new_points_header(store, new_source)
+    _check_new_points_header(store, new_source, use_rep)
     check_intact(store)  # the model store's X (a kNN index may be rebuilt from it)
     out_run = new_run_id("extend", run_name)
     warm_up = model_dtypes(store, model, use_shards)
@@ -396,7 +401,8 @@ def extend(
         start_when_ready(pending, warm_up)  # the workers' warm-up overlaps the ingest
         emit("start", "ingest")
         with timed() as t_ingest:
-            ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite)
+            ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite,
+                                   use_rep=use_rep)
         emit("end", "ingest", t_ingest["seconds"])
         check_intact(out_store)
         from storage.arrays import x_shape
@@ -405,7 +411,8 @@ def extend(
             raise StoreFormatError(f"new points must have {x_shape(store)[1]} features like the model's training "
                                    f"data; got {ingested['d']}")
         parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
-                      "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards}
+                      "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards,
+                      "use_rep": use_rep}
         with store_lock(out_store, out_run), \
                 run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
                             pending_client=pending, token=store_token(out_store),
@@ -437,14 +444,14 @@ def extend(
 
 
 
-def _check_new_points_header(store: str, new_source: str) -> None:
+def _check_new_points_header(store: str, new_source: str, use_rep: str | None = None) -> None:
     """New points must have the model's number of features: checked from the source's header, before the ingest
     (a CSV, whose width is known only once read, is checked after it)."""
     from storage.arrays import x_shape
     from storage.readers import source_n_columns
 
     expected = x_shape(store)[1]
-    got = source_n_columns(new_source)
+    got = source_n_columns(new_source, x_key=use_rep or "X")
     if got is not None and got != expected:
         raise StoreFormatError(f"new points must have {expected} features like the model's training data; "
                                f"{new_source} has {got}")

@@ -4,8 +4,9 @@
 writer (``anndata.io.write_elem``), and leaves every other element as it was:
 
 - ``obsm[key]``: the embedding ``(n, k)``;
-- ``obs[key + "_labels"]``: the predicted labels (TSK / RSK) as a categorical with the store's category names
-  (those of the ``obs`` column the labels were ingested from; the label values as strings otherwise);
+- ``obs[key + "_labels"]``: the predicted labels (TSK / RSK) as a categorical with the category names of the
+  model's store (those of the ``obs`` column its labels were ingested from; for an ``extend`` run, the store of
+  the model it used; the label values as strings when it has none);
 - ``obsm[key + "_scores"]``: the scores ``(n, c)``, column ``j`` for class ``uns[key]["scores_columns"][j]``;
 - ``uns[key]``: where the results come from (``store``, ``run``) and the scores' column names.
 
@@ -31,6 +32,7 @@ from . import layout
 from .anndata_io import _attr_str, _closing, _obs_columns, _strings, read_obs_names
 from .errors import StorageError, writing
 from .export import latest_run_with, output_path
+from .manifest import list_runs, read_manifest
 from .store import as_group, get_node, has_node, read_attrs
 
 #: Default ``obsm`` key of the embedding.
@@ -97,11 +99,11 @@ def _elements(store: Any, run: str, key: str) -> list[tuple[str, str, Any]]:
     import pandas as pd
 
     group = as_group(store, "r")
-    attrs = read_attrs(store)
     embedding = da.from_zarr(get_node(group, output_path(run, "embedding")))
     elements: list[tuple[str, str, Any]] = [("obsm", key, embedding)]
     info: dict[str, Any] = {"store": str(store), "run": run}
-    names = attrs.get(layout.ATTR_LABEL_CATEGORIES)
+    model_store, model_run = _model_of(store, run)
+    names = read_attrs(model_store).get(layout.ATTR_LABEL_CATEGORIES)
     if has_node(group, output_path(run, "labels")):
         codes = np.asarray(get_node(group, output_path(run, "labels"))[:], dtype=np.int64)  # (n,) small
         categories = list(names) if names is not None else [str(v) for v in range(int(codes.max(initial=-1)) + 1)]
@@ -110,13 +112,25 @@ def _elements(store: Any, run: str, key: str) -> list[tuple[str, str, Any]]:
         elements.append(("obs", f"{key}_labels", pd.Categorical.from_codes(codes, categories=categories)))
     if has_node(group, output_path(run, "scores")):
         elements.append(("obsm", f"{key}_scores", da.from_zarr(get_node(group, output_path(run, "scores")))))
-        classes_path = f"{layout.model_path(run)}/classes"
-        if has_node(group, classes_path):
-            classes = np.asarray(get_node(group, classes_path)[:], dtype=np.int64)
+        model_group = as_group(model_store, "r")
+        classes_path = f"{layout.model_path(model_run)}/classes"
+        if has_node(model_group, classes_path):
+            classes = np.asarray(get_node(model_group, classes_path)[:], dtype=np.int64)
             info["scores_columns"] = [names[c] if names is not None and 0 <= c < len(names) else str(c)
                                       for c in classes.tolist()]
     elements.append(("uns", key, info))
     return elements
+
+
+def _model_of(store: Any, run: str) -> tuple[Any, str]:
+    """``(store, run)`` of the model behind ``run``: the run itself, or for an ``extend`` run the model store and
+    run its manifest names."""
+    if run not in list_runs(store):
+        return store, run
+    parameters = read_manifest(store, run).parameters
+    if parameters.get("model_run") and parameters.get("store"):
+        return parameters["store"], parameters["model_run"]
+    return store, run
 
 
 def _check_cells(f: Any, store: Any, path: str) -> None:

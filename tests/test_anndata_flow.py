@@ -92,6 +92,29 @@ def test_h5ad_round_trip_with_label_transfer(cells, cluster, prefect_harness, tm
         assert accuracy >= FLOORS[method], accuracy
 
 
+def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells, cluster, prefect_harness,
+                                                                           tmp_path):
+    from flows.embed import embed, extend
+    from storage.anndata_export import export_to_anndata
+    from storage.embedding_io import read_embedding, read_output
+
+    d, adata, _, _ = cells
+    new = adata[::3].copy()  # "another sample": every third cell, with its own obs names
+    new.write_h5ad(tmp_path / "new.h5ad")
+    store, out = str(tmp_path / "ref.zarr"), str(tmp_path / "new.zarr")
+    s = embed(str(d / "cells.h5ad"), store, method="rsk", use_rep="X_pca", labels_obs="cell_type", holdout=0.2,
+              chunk_rows=128, random_state=0, scheduler=cluster)
+    e = extend(store, str(tmp_path / "new.h5ad"), out, use_rep="X_pca", chunk_rows=64, scheduler=cluster)
+    assert e["status"] == "completed"
+    export_to_anndata(out, str(tmp_path / "new.h5ad"), run=e["run"], key="X_rsk")
+    back = anndata.read_h5ad(tmp_path / "new.h5ad")
+    held = read_output(store, s["run"], "held_out").astype(bool)[::3]  # the reference's held-out cells among them
+    np.testing.assert_array_equal(back.obsm["X_rsk"][held], read_embedding(store, s["run"])[::3][held])
+    labels = back.obs["X_rsk_labels"]  # named with the categories of the model's store
+    assert list(labels.cat.categories) == NAMES and list(back.uns["X_rsk"]["scores_columns"]) == NAMES
+    np.testing.assert_array_equal(labels.cat.codes.to_numpy()[held], read_output(store, s["run"], "labels")[::3][held])
+
+
 def test_anndata_options_are_refused_for_other_sources(tmp_path):
     from flows.embed import check_embed_arguments
     from spectral.errors import ParameterError
