@@ -35,7 +35,7 @@ class Source:
     Attributes
     ----------
     kind : str
-        ``"npy"``, ``"npz"``, ``"csv"``, ``"parquet"``, ``"zarr"`` or ``"array"``.
+        ``"npy"``, ``"npz"``, ``"csv"``, ``"parquet"``, ``"zarr"``, ``"anndata"``, ``"hdf5"`` or ``"array"``.
     description : str
         Human-readable origin (file path or array type), stored as the ``source`` root attribute.
     n_rows : int or None
@@ -356,7 +356,8 @@ def read_rows_from_spec(spec: tuple, start: int, stop: int) -> Block:
 
 # ---- dispatch -------------------------------------------------------------------------------------------------
 def source_kind(source: Any) -> str:
-    """Kind of a path-like source from its suffix (or a directory holding ``zarr.json``)."""
+    """Kind of a path-like source from its suffix (or a directory holding ``zarr.json``; an AnnData zarr directory
+    by its root attributes; an HDF5 path may end in ``:/group/dataset``)."""
     from .anndata_io import H5AD_SUFFIX, is_anndata_zarr, split_hdf5_path
 
     path = os.fspath(source)
