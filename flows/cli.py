@@ -143,19 +143,28 @@ def _summary_table(summary: dict, extra: dict | None = None, clock: Any = None) 
     return table
 
 
+# AnnData sources (`ingest` and `embed`): X's representation and the labels' obs column.
+USE_REP_OPT = typer.Option(None, "--use-rep", help="AnnData source: X from 'X' (default) or this obsm key, e.g. X_pca")
+LABELS_OBS_OPT = typer.Option(None, "--labels-obs", help="AnnData source: labels from this obs column (categorical "
+                                                         "or string; missing = unlabeled)")
+
+
 @app.command()
 def ingest(
-    source: str = typer.Argument(..., help=".npy / .npz / .csv / .parquet file or zarr store"),
+    source: str = typer.Argument(..., help=".npy / .npz / .csv / .parquet / .h5ad file, file.h5:/group/dataset "
+                                           "or zarr store"),
     store: str = typer.Argument(..., help="eigenflow store to create (local path or URL)"),
     labels: Optional[str] = typer.Option(None, help=".npy file of integer labels (-1 = unlabeled)"),
     chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk"),
     overwrite: bool = typer.Option(False, help="replace an existing store"),
+    use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
 ) -> None:
     """Ingest SOURCE into a chunked zarr STORE (validated, streamed chunk by chunk)."""
     from storage.ingest import ingest as ingest_store  # plain storage call: no Prefect needed
 
+    keys = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
     result = _run(lambda: ingest_store(source, store, labels=labels, chunk_rows=chunk_rows,
-                                       overwrite=overwrite).to_dict())
+                                       overwrite=overwrite, **keys).to_dict())
     table = Table(title=f"store {store}")
     table.add_column("field")
     table.add_column("value")
@@ -198,6 +207,7 @@ def embed(
     store: str = typer.Argument(..., help="eigenflow store to write (the source itself to skip the ingest)"),
     method: str = METHOD_OPT, param: list[str] = PARAM_OPT, n_components: Optional[int] = K_OPT,
     labels: Optional[str] = LABELS_OPT, holdout: float = HOLDOUT_OPT,
+    use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
     seed: int = typer.Option(0, help="random seed of the run"),
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
@@ -228,10 +238,11 @@ def embed(
         run = _run(lambda: new_run_id("embed", run_name))  # named here: an interrupted run can be resumed
         kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
                       scheduler=scheduler, n_workers=workers, run_name=run, chunk_rows=chunk_rows,
-                      overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run)
+                      overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep,
+                      labels_obs=labels_obs)
         _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                            n_workers=workers, random_state=seed, overwrite=overwrite,
-                                           sharded=sharded))  # before the cluster (refused: the server stops)
+                                           sharded=sharded, use_rep=use_rep, labels_obs=labels_obs))  # before the cluster (refused: the server stops)
         guard.run = run
         with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
             return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
@@ -306,12 +317,24 @@ def methods(as_json: bool = typer.Option(False, "--json", help="print the list a
 @app.command()
 def export(
     store: str = typer.Argument(..., help="eigenflow store"),
-    out_file: str = typer.Argument(..., metavar="OUT", help="file to write: .npy or .parquet"),
+    out_file: str = typer.Argument(..., metavar="OUT", help="file to write: .npy or .parquet; or an .h5ad file "
+                                                            "of the store's cells to add the results to"),
     run: Optional[str] = typer.Option(None, help="run (default: the latest completed run with results)"),
     output: str = typer.Option("embedding", help="embedding | labels | scores | in_fit | held_out"),
-    overwrite: bool = typer.Option(False, help="replace an existing OUT"),
+    overwrite: bool = typer.Option(False, help="replace an existing OUT (.h5ad: existing keys)"),
+    obsm: str = typer.Option("X_eigenflow", "--obsm", help=".h5ad: obsm key of the embedding (labels: obs "
+                                                           "KEY_labels, scores: obsm KEY_scores)"),
+    copy_to: Optional[str] = typer.Option(None, "--out", help=".h5ad: write a copy with the results to this file "
+                                                              "instead of adding them to OUT"),
 ) -> None:
-    """Write one per-point result of a run (one row per point of the store, in order) to OUT."""
+    """Write one per-point result of a run (one row per point of the store, in order) to OUT, or every per-point
+    result of the run into the AnnData file OUT (.h5ad)."""
+    if out_file.lower().endswith(".h5ad"):
+        from storage.anndata_export import export_to_anndata
+
+        done = _run(lambda: export_to_anndata(store, out_file, run=run, key=obsm, out=copy_to, overwrite=overwrite))
+        out.print(f"wrote {', '.join(done['written'])} of run {done['run']} into {done['path']}")
+        return
     from storage.export import export_output
 
     result = _run(lambda: export_output(store, out_file, run=run, output=output, overwrite=overwrite))
@@ -333,6 +356,7 @@ def extend(
                                                 "the workers (default: as the model was fitted)"),
     run_name: Optional[str] = typer.Option(None, help="id of this extend run (reuse an interrupted run's id to "
                                                       "resume it)"),
+    use_rep: Optional[str] = USE_REP_OPT,
 ) -> None:
     """Embed the points of NEW with the model stored in STORE; write them to OUT."""
     from flows._fixed_time import command_clock
@@ -351,7 +375,7 @@ def extend(
         with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
             return _run(lambda: _with_progress(lambda: clock.call(lambda: extend_flow(
                 store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
-                overwrite=overwrite, sharded=sharded, run_name=guard.run), before=prefect_start)))
+                overwrite=overwrite, sharded=sharded, run_name=guard.run, use_rep=use_rep), before=prefect_start)))
 
     summary = _guarded(out_store, body)
     results = summary["results"]

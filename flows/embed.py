@@ -48,7 +48,8 @@ DEFAULT_METHOD = "laplacian_eigenmaps"
 
 def check_embed_arguments(source: str, store: str, method: str, params: dict | None, *, labels: str | None,
                           holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
-                          sharded: bool | None = None) -> dict[str, Any]:
+                          sharded: bool | None = None, use_rep: str | None = None,
+                          labels_obs: str | None = None) -> dict[str, Any]:
     """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
 
     The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it.
@@ -59,9 +60,11 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
                              "parameter")
     check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
     check_int("n_workers", n_workers, low=1)
+    _check_anndata_options(source, use_rep, labels_obs, labels)
     if not overwrite and existing_store_attrs_or_none(store) is not None:
         check_unlocked(store)  # another live run on this store: fail now, before any work
-    full = check_params(method, params, has_labels=_will_have_labels(source, store, labels, overwrite))
+    full = check_params(method, params, has_labels=labels_obs is not None or _will_have_labels(source, store, labels,
+                                                                                            overwrite))
     if "random_state" in full:
         full["random_state"] = random_state
     if sharded is not None and not isinstance(sharded, bool):
@@ -84,6 +87,18 @@ def _check_source_shape(source: str, store: str, method: str, full: dict, *, lab
         check_rows(method, entry.fit, full, n, holdout)
     if entry.needs_labels:
         check_labeled(method, labels_of(source, store, labels, overwrite))
+
+
+def _check_anndata_options(source: str, use_rep: str | None, labels_obs: str | None, labels: str | None) -> None:
+    """``use_rep`` / ``labels_obs`` select X and the labels of an AnnData source, and nothing else."""
+    from storage.readers import source_kind
+
+    for name, value in (("use_rep", use_rep), ("labels_obs", labels_obs)):
+        if value is not None and (not isinstance(source, str) or source_kind(source) != "anndata"):
+            raise ParameterError(f"{name} selects part of an AnnData source (.h5ad or AnnData zarr); source "
+                                 f"{source!r} is not one (got {name}={value!r})")
+    if labels_obs is not None and labels is not None:
+        raise ParameterError(f"labels are given twice: labels={labels!r} and labels_obs={labels_obs!r}; pass one")
 
 
 def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
@@ -127,14 +142,17 @@ def embed(
     overwrite: bool = False,
     sharded: bool | None = None,
     overwrite_run: bool = False,
+    use_rep: str | None = None,
+    labels_obs: str | None = None,
 ) -> dict[str, Any]:
     """Embed the points of ``source`` into ``store`` with ``method`` and return a summary of the run.
 
     Parameters
     ----------
     source : str
-        A ``.npy`` / ``.npz`` / ``.csv`` / ``.parquet`` file or a zarr store; ``store`` itself (or a store
-        already ingested from ``source``) skips the ingest.
+        A ``.npy`` / ``.npz`` / ``.csv`` / ``.parquet`` file, a zarr store, an ``.h5ad`` file or AnnData zarr
+        directory, or an HDF5 dataset ``file.h5:/group/dataset``; ``store`` itself (or a store already ingested
+        from ``source``) skips the ingest.
     store : str
         The eigenflow store to write (local path or fsspec URL).
     method : str
@@ -166,6 +184,12 @@ def embed(
         Start the run ``run_name`` again from nothing instead of resuming it: its identity is not checked (its
         manifest may be unreadable) and what it wrote before is dropped (:func:`storage.run_outputs.drop_run_outputs`).
 
+    use_rep : str, optional
+        AnnData source: X is ``"X"`` (default) or this key of ``obsm`` (e.g. ``"X_pca"``).
+    labels_obs : str, optional
+        AnnData source: the ``obs`` column of the labels (categorical or string; missing values are unlabeled).
+        Its category names are kept in the store for :func:`storage.anndata_export.export_to_anndata`.
+
     Returns
     -------
     dict
@@ -176,18 +200,20 @@ def embed(
     t_flow = time.perf_counter()
     full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite,
-                                 sharded=sharded)
+                                 sharded=sharded, use_rep=use_rep, labels_obs=labels_obs)
     warm_up = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # begun while the ingest runs
     run = new_run_id("embed", run_name)
     finished: dict[str, dict] = {}
     if run_name is not None:
         check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded,
-                                        **full}, overwrite_run=overwrite_run)
+                                        "use_rep": use_rep, "labels_obs": labels_obs, **full},
+                           overwrite_run=overwrite_run)
         finished = {} if overwrite_run else finished_stages(store, run)
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded},
-                      fixed_seconds=fixed, warm_up=warm_up) as (ctx, ingested):
+                      fixed_seconds=fixed, warm_up=warm_up, use_rep=use_rep,
+                      labels_obs=labels_obs) as (ctx, ingested):
         if overwrite_run:  # under the store's lock
             drop_run_outputs(ctx.store, ctx.run)
         entry = get_entry(method)
@@ -334,6 +360,7 @@ def extend(
     run_name: str | None = None,
     overwrite: bool = False,
     sharded: bool | None = None,
+    use_rep: str | None = None,
 ) -> dict[str, Any]:
     """Map the points of ``new_source`` with the model of ``run`` stored in ``store``, into ``out_store``.
 
@@ -346,10 +373,14 @@ def extend(
     on the workers and maps them from their stored candidates (:mod:`tasks.sharded_extend`: no process holds an
     index of all fit rows; a ``knn`` stage before ``extend-points``); False rebuilds one index of the fit rows
     (in the worker that restores the model); None (default): as the model's run was fitted.
+
+    ``use_rep``: for an AnnData ``new_source``, ``"X"`` (default) or the ``obsm`` key of the representation the
+    model was fitted on; ``out_store`` keeps the new file's obs names for the export back into it.
     """
     fixed = entry_seconds()  # first: the flow engine's start ends here
     t_flow = time.perf_counter()
     n_workers = check_int("n_workers", n_workers, low=1)
+    _check_anndata_options(new_source, use_rep, None, None)
     if sharded is not None and not isinstance(sharded, bool):
         raise ParameterError(f"sharded must be True, False or None (as the model was fitted); got {sharded!r}")
     model_run = run if run is not None else latest_model_run(store)
@@ -362,7 +393,7 @@ def extend(
     use_shards = fit_record is not None if sharded is None else sharded
     if use_shards and method != SHARDED_METHOD:
         raise ParameterError(f"sharded=True extends {SHARDED_METHOD!r} models; run {model_run!r} is method {method!r}")
-    _check_new_points_header(store, new_source)
+    _check_new_points_header(store, new_source, use_rep)
     check_intact(store)  # the model store's X (a kNN index may be rebuilt from it)
     out_run = new_run_id("extend", run_name)
     warm_up = model_dtypes(store, model, use_shards)
@@ -370,7 +401,8 @@ def extend(
         start_when_ready(pending, warm_up)  # the workers' warm-up overlaps the ingest
         emit("start", "ingest")
         with timed() as t_ingest:
-            ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite)
+            ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite,
+                                   use_rep=use_rep)
         emit("end", "ingest", t_ingest["seconds"])
         check_intact(out_store)
         from storage.arrays import x_shape
@@ -379,7 +411,8 @@ def extend(
             raise StoreFormatError(f"new points must have {x_shape(store)[1]} features like the model's training "
                                    f"data; got {ingested['d']}")
         parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
-                      "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards}
+                      "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards,
+                      "use_rep": use_rep}
         with store_lock(out_store, out_run), \
                 run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
                             pending_client=pending, token=store_token(out_store),
@@ -411,14 +444,14 @@ def extend(
 
 
 
-def _check_new_points_header(store: str, new_source: str) -> None:
+def _check_new_points_header(store: str, new_source: str, use_rep: str | None = None) -> None:
     """New points must have the model's number of features: checked from the source's header, before the ingest
     (a CSV, whose width is known only once read, is checked after it)."""
     from storage.arrays import x_shape
     from storage.readers import source_n_columns
 
     expected = x_shape(store)[1]
-    got = source_n_columns(new_source)
+    got = source_n_columns(new_source, x_key=use_rep or "X")
     if got is not None and got != expected:
         raise StoreFormatError(f"new points must have {expected} features like the model's training data; "
                                f"{new_source} has {got}")

@@ -286,7 +286,7 @@ def _labels_by_name(source: Any, name: str, labels_key: Any, label_column: Any) 
     kind = source_kind(source) if isinstance(source, (str, os.PathLike)) else "array"
     if kind in ("csv", "parquet") and label_column is None:
         return labels_key, name
-    if kind in ("npz", "zarr") and labels_key in ("auto", None, name):
+    if kind in ("npz", "zarr", "anndata", "hdf5") and labels_key in ("auto", None, name):
         return name, label_column
     raise IngestError(
         f"labels={name!r} is neither a .npy file nor a label column/key of the {kind} source "
@@ -323,7 +323,8 @@ def ingest(
     ----------
     source : str, os.PathLike, numpy.ndarray, dask.array.Array, zarr.Array or zarr.Group
         ``.npy`` / ``.npz`` / ``.csv`` / ``.parquet`` file, a zarr store path or URL (array, or group holding
-        ``x_key``), or an in-memory array of shape ``(n, d)``.
+        ``x_key``), an ``.h5ad`` file or AnnData zarr directory, an HDF5 dataset ``file.h5:/group/dataset``
+        (:mod:`storage.anndata_io`), or an in-memory array of shape ``(n, d)``.
     store_url : str or os.PathLike
         Target store (local path or fsspec URL).
     labels : array-like of shape (n,), path to a .npy file, or a name, optional
@@ -331,10 +332,11 @@ def ingest(
         that does not end in ``.npy`` names the label column (csv / parquet) or key (npz / zarr group) of the
         source, i.e. it is shorthand for ``label_column`` / ``labels_key`` (convenient for the CLI).
     x_key : str
-        Key of X in a ``.npz`` or zarr group source.
+        Key of X in a ``.npz`` or zarr group source; of an AnnData source, ``"X"`` or a key of ``obsm``.
     labels_key : str or None
-        Key of the labels in a ``.npz`` or zarr group source; ``"auto"`` uses ``"y"`` when present, ``None``
-        ignores labels in the source.
+        Key of the labels in a ``.npz`` or zarr group source (an ``obs`` column of an AnnData source, a dataset
+        of an HDF5 file); ``"auto"`` uses ``"y"`` when present (AnnData, HDF5: no labels), ``None`` ignores
+        labels in the source.
     label_column : str or int, optional
         Label column (name or position) of a CSV or parquet source; the other columns are the features.
     chunk_rows : int, optional
@@ -396,6 +398,10 @@ def ingest(
         else:
             attrs = _write_chunks(group, src, ext_labels, rows, dtype)
         attrs[layout.ATTR_SOURCE] = src.description
+        if src.cells is not None:  # AnnData: the obs names and the label categories, for the exports
+            from .anndata_io import write_cells
+
+            attrs.update(write_cells(group, src.cells, rows))
         record_checksums(tmp_url, storage_options=storage_options if is_url(url) else None)
         group.attrs.update({**attrs, layout.ATTR_STATUS: layout.STATUS_COMPLETE})  # written LAST
         _swap_into_place(fs, tmp_root, root)

@@ -14,6 +14,8 @@ Layout (DESIGN section 2)::
       models/<run>/        arrays of ``to_state()`` + JSON attrs (never pickle)
       embeddings/<run>     (n, n_components) float32, row chunks aligned with X
       outputs/<run>/<name> other per-point outputs (predicted labels, scores), row chunks aligned with X
+      obs/                 the cells' names of an AnnData source (:mod:`storage.anndata_io`): name_offsets
+                           (n + 1,) int64 into name_bytes (total,) uint8, UTF-8 (no string dtype in a store)
       runs/<run>.json      run manifest (JSON file, not a zarr node)
 
 Every other module of :mod:`storage` takes its names from here.
@@ -70,6 +72,9 @@ MODELS = "models"
 EMBEDDINGS = "embeddings"
 OUTPUTS = "outputs"
 RUNS = "runs"
+OBS = "obs"
+OBS_NAME_OFFSETS = "obs/name_offsets"
+OBS_NAME_BYTES = "obs/name_bytes"
 CSR_INDPTR = "indptr"
 CSR_INDICES = "indices"
 CSR_DATA = "data"
@@ -84,6 +89,12 @@ ATTR_SOURCE = "source"
 ATTR_FINGERPRINT = "fingerprint"
 ATTR_CHUNK_ROWS = "chunk_rows"
 ATTR_HAS_LABELS = "has_labels"
+#: Root attributes of a store ingested from AnnData: the source file, the representation X was read from, the
+#: ``obs`` column of the labels and the category names (label code ``i`` is ``label_categories[i]``).
+ATTR_CELLS_FILE = "cells_file"
+ATTR_CELLS_X_KEY = "cells_x_key"
+ATTR_CELLS_LABELS_KEY = "cells_labels_key"
+ATTR_LABEL_CATEGORIES = "label_categories"
 STATUS_INCOMPLETE = "incomplete"
 STATUS_COMPLETE = "complete"
 #: Attribute marking a model group whose arrays are all written (set last by ``write_model``).

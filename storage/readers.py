@@ -35,7 +35,7 @@ class Source:
     Attributes
     ----------
     kind : str
-        ``"npy"``, ``"npz"``, ``"csv"``, ``"parquet"``, ``"zarr"`` or ``"array"``.
+        ``"npy"``, ``"npz"``, ``"csv"``, ``"parquet"``, ``"zarr"``, ``"anndata"``, ``"hdf5"`` or ``"array"``.
     description : str
         Human-readable origin (file path or array type), stored as the ``source`` root attribute.
     n_rows : int or None
@@ -49,6 +49,8 @@ class Source:
     spec : tuple or None
         For file-backed random-access sources (npy, zarr path), a small picklable description that
         :func:`read_rows_from_spec` re-opens in another process (parallel ingest); None otherwise.
+    cells : storage.anndata_io.Cells or None
+        For an AnnData source: the obs names and label categories the ingest keeps in the store.
     """
 
     kind: str
@@ -58,6 +60,7 @@ class Source:
     has_labels: bool
     blocks: Callable[[int], Iterator[Block]] = field(repr=False)
     spec: tuple | None = None
+    cells: Any = None
 
 
 def check_shape_2d(shape: tuple, what: str) -> None:
@@ -353,16 +356,24 @@ def read_rows_from_spec(spec: tuple, start: int, stop: int) -> Block:
 
 # ---- dispatch -------------------------------------------------------------------------------------------------
 def source_kind(source: Any) -> str:
-    """Kind of a path-like source from its suffix (or a directory holding ``zarr.json``)."""
+    """Kind of a path-like source from its suffix (or a directory holding ``zarr.json``; an AnnData zarr directory
+    by its root attributes; an HDF5 path may end in ``:/group/dataset``)."""
+    from .anndata_io import H5AD_SUFFIX, is_anndata_zarr, split_hdf5_path
+
     path = os.fspath(source)
     lower = path.rstrip("/").lower()
+    if lower.endswith(H5AD_SUFFIX) or is_anndata_zarr(path):
+        return "anndata"
+    if split_hdf5_path(path) is not None:
+        return "hdf5"
     for suffix, kind in SUFFIXES.items():
         if lower.endswith(suffix):
             return kind
     if "://" in path or os.path.isfile(os.path.join(path, "zarr.json")):
         return "zarr"
     raise IngestError(
-        f"source {path!r} has an unknown format; expected one of {sorted(SUFFIXES)}, a zarr store or an array"
+        f"source {path!r} has an unknown format; expected one of {sorted(SUFFIXES)}, .h5ad, an AnnData zarr "
+        "directory, file.h5:/group/dataset, a zarr store or an array"
     )
 
 
@@ -375,6 +386,10 @@ def open_source(source: Any, *, x_key: str = "X", labels_key: str | None = "auto
         return array_source(source)
     kind = source_kind(source)
     path = os.fspath(source)
+    if kind in ("anndata", "hdf5"):
+        from .anndata_io import anndata_source, hdf5_source
+
+        return anndata_source(path, x_key, labels_key) if kind == "anndata" else hdf5_source(path, labels_key)
     if kind == "zarr":
         return zarr_source(path, x_key, labels_key, storage_options)
     if not os.path.exists(path):

@@ -60,6 +60,8 @@ def ingest_task(
     chunk_rows: int | None = None,
     overwrite: bool = False,
     scheduler_address: str | None = None,
+    use_rep: str | None = None,
+    labels_obs: str | None = None,
 ) -> dict[str, Any]:
     """Ingest ``source`` into ``store_url`` unless the store already holds it; return the store's summary.
 
@@ -72,6 +74,9 @@ def ingest_task(
     the result's ``parallel`` says whether that happened (CSV, parquet and npz are streamed in order). The
     workers must be able to read ``source`` and write ``store_url`` (true on a local cluster; a shared
     filesystem or object store otherwise, as for every other stage).
+
+    ``use_rep`` (``"X"`` or an ``obsm`` key) and ``labels_obs`` (an ``obs`` column) select X and the labels of an
+    AnnData source (:mod:`storage.anndata_io`); a store holds this source only if it was ingested with the same.
     """
     source = os.fspath(source)
     if same_location(source, store_url):
@@ -79,21 +84,32 @@ def ingest_task(
     attrs = None if overwrite else existing_store_attrs(store_url)
     if attrs is not None:
         labels_ok = labels is None or bool(attrs.get(layout.ATTR_HAS_LABELS))
-        if same_location(str(attrs.get(layout.ATTR_SOURCE, "")), source) and labels_ok:
+        if same_location(str(attrs.get(layout.ATTR_SOURCE, "")), source) and labels_ok and \
+                _same_selection(attrs, use_rep, labels_obs):
             return {"skipped": True, "reason": "store already holds this source", **_summary(store_url)}
+        selection = (f" with use_rep={attrs[layout.ATTR_CELLS_X_KEY]!r}, labels_obs="
+                     f"{attrs.get(layout.ATTR_CELLS_LABELS_KEY)!r}" if layout.ATTR_CELLS_X_KEY in attrs else "")
         raise StoreFormatError(
-            f"store {store_url} already exists (ingested from {attrs.get(layout.ATTR_SOURCE)!r}); "
+            f"store {store_url} already exists (ingested from {attrs.get(layout.ATTR_SOURCE)!r}{selection}); "
             "choose another store path, pass the store itself as SOURCE, or use overwrite"
         )
+    keys = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
     if scheduler_address is None:
-        result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
+        result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite, **keys)
     else:
         from distributed import Client
 
         with Client(scheduler_address, set_as_default=False) as client:
             result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
-                            executor=client.get_executor())
+                            executor=client.get_executor(), **keys)
     return {"skipped": False, **result.to_dict()}
+
+
+def _same_selection(attrs: dict, use_rep: str | None, labels_obs: str | None) -> bool:
+    """Whether a store's X and labels were read from the representation and ``obs`` column asked for."""
+    if layout.ATTR_CELLS_X_KEY not in attrs:
+        return use_rep is None and labels_obs is None
+    return attrs[layout.ATTR_CELLS_X_KEY] == (use_rep or "X") and attrs.get(layout.ATTR_CELLS_LABELS_KEY) == labels_obs
 
 
 def _summary(store_url: str) -> dict[str, Any]:

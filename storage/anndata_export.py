@@ -1,0 +1,194 @@
+"""A run's per-point results written back into an AnnData file (``.h5ad``), element by element.
+
+``export_to_anndata(store, "cells.h5ad", key="X_eigenflow")`` adds to the open file, with anndata's element-level
+writer (``anndata.io.write_elem``), and leaves every other element as it was:
+
+- ``obsm[key]``: the embedding ``(n, k)``;
+- ``obs[key + "_labels"]``: the predicted labels (TSK / RSK) as a categorical with the category names of the
+  model's store (those of the ``obs`` column its labels were ingested from; for an ``extend`` run, the store of
+  the model it used; the label values as strings when it has none);
+- ``obsm[key + "_scores"]``: the scores ``(n, c)``, column ``j`` for class ``uns[key]["scores_columns"][j]``;
+- ``uns[key]``: where the results come from (``store``, ``run``) and the scores' column names.
+
+The file must hold the store's cells: the same number and, when the store kept the obs names of an AnnData source,
+the same names in the same order; otherwise nothing is written. Each element is written under a temporary
+top-level group of the file and moved to its name only once complete (an existing key is replaced only with
+``overwrite``), and the temporary group is removed, also on failure: an element is either absent or whole.
+``out="copy.h5ad"`` leaves the file alone and writes a copy (a temporary file in the target's directory,
+renamed into place once every element is in it).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import layout
+from .anndata_io import _attr_str, _closing, _obs_columns, _strings, read_obs_names
+from .errors import StorageError, writing
+from .export import latest_run_with, output_path
+from .manifest import list_runs, read_manifest
+from .store import as_group, get_node, has_node, read_attrs
+
+#: Default ``obsm`` key of the embedding.
+DEFAULT_KEY = "X_eigenflow"
+#: Temporary top-level group of the file that holds elements being written.
+PARTIAL_GROUP = "eigenflow-partial"
+#: Rows compared at a time when the file's obs names are checked against the store's.
+_NAME_ROWS = 2**16
+
+
+def export_to_anndata(store: Any, target: str, *, run: str | None = None, key: str = DEFAULT_KEY,
+                      out: str | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """Write the results of ``run`` (default: the latest completed run with an embedding) into ``target``.
+
+    Returns ``{"path", "run", "written"}`` (``written``: the element paths, e.g. ``["obsm/X_eigenflow", ...]``).
+
+    Raises
+    ------
+    StorageError
+        ``target`` is not an ``.h5ad`` file, its cells are not the store's (count or names), ``key`` is not a
+        valid name, or an element exists already and ``overwrite`` is False.
+    """
+    import h5py
+
+    layout.check_name("obsm key", key)
+    source = Path(target)
+    if source.suffix.lower() != ".h5ad" or not source.is_file():
+        raise StorageError(f"{target} must be an existing .h5ad file (AnnData's HDF5 format)")
+    run = run if run is not None else latest_run_with(store, "embedding")
+    elements = _elements(store, run, key)
+    with h5py.File(source, "r") as f:
+        _check_cells(f, store, str(source))
+        _check_free(f, elements, str(source), overwrite)
+    if out is None:
+        with writing(source), h5py.File(source, "r+") as f:
+            _write(f, elements)
+        return {"path": str(source), "run": run, "written": [e[0] + "/" + e[1] for e in elements]}
+    return _write_copy(source, Path(out), elements, run, overwrite)
+
+
+def _write_copy(source: Path, out: Path, elements: list, run: str, overwrite: bool) -> dict[str, Any]:
+    """Copy ``source`` to a temporary file beside ``out``, add the elements, rename it to ``out``."""
+    import h5py
+
+    if out.exists() and not overwrite:
+        raise StorageError(f"{out} already exists: pass overwrite=True (CLI --overwrite) to replace it")
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    try:
+        with writing(out):
+            shutil.copyfile(source, tmp)
+            with h5py.File(tmp, "r+") as f:
+                _write(f, elements)
+            os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return {"path": str(out), "run": run, "written": [e[0] + "/" + e[1] for e in elements]}
+
+
+# ---- what is written ----------------------------------------------------------------------------------------
+def _elements(store: Any, run: str, key: str) -> list[tuple[str, str, Any]]:
+    """``[(group, name, value), ...]``: the run's outputs as anndata elements (dask arrays read chunk by chunk)."""
+    import dask.array as da
+    import pandas as pd
+
+    group = as_group(store, "r")
+    embedding = da.from_zarr(get_node(group, output_path(run, "embedding")))
+    elements: list[tuple[str, str, Any]] = [("obsm", key, embedding)]
+    info: dict[str, Any] = {"store": str(store), "run": run}
+    model_store, model_run = _model_of(store, run)
+    names = read_attrs(model_store).get(layout.ATTR_LABEL_CATEGORIES)
+    if has_node(group, output_path(run, "labels")):
+        codes = np.asarray(get_node(group, output_path(run, "labels"))[:], dtype=np.int64)  # (n,) small
+        categories = list(names) if names is not None else [str(v) for v in range(int(codes.max(initial=-1)) + 1)]
+        if codes.size and (codes.min() < -1 or codes.max() >= len(categories)):
+            raise StorageError(f"labels of run {run!r} hold codes outside the store's {len(categories)} categories")
+        elements.append(("obs", f"{key}_labels", pd.Categorical.from_codes(codes, categories=categories)))
+    if has_node(group, output_path(run, "scores")):
+        elements.append(("obsm", f"{key}_scores", da.from_zarr(get_node(group, output_path(run, "scores")))))
+        model_group = as_group(model_store, "r")
+        classes_path = f"{layout.model_path(model_run)}/classes"
+        if has_node(model_group, classes_path):
+            classes = np.asarray(get_node(model_group, classes_path)[:], dtype=np.int64)
+            info["scores_columns"] = [names[c] if names is not None and 0 <= c < len(names) else str(c)
+                                      for c in classes.tolist()]
+    elements.append(("uns", key, info))
+    return elements
+
+
+def _model_of(store: Any, run: str) -> tuple[Any, str]:
+    """``(store, run)`` of the model behind ``run``: the run itself, or for an ``extend`` run the model store and
+    run its manifest names."""
+    if run not in list_runs(store):
+        return store, run
+    parameters = read_manifest(store, run).parameters
+    if parameters.get("model_run") and parameters.get("store"):
+        return parameters["store"], parameters["model_run"]
+    return store, run
+
+
+def _check_cells(f: Any, store: Any, path: str) -> None:
+    """Refuse a file whose cells are not the store's: another count, or other obs names (first difference)."""
+    n = int(read_attrs(store)[layout.ATTR_N])
+    obs = f["obs"] if "obs" in f else None
+    if obs is None:
+        raise StorageError(f"{path} is not an AnnData file: it has no obs")
+    index = obs[_attr_str(obs, "_index", "_index")]
+    n_file = int(index.shape[0])
+    if n_file != n:
+        raise StorageError(f"{path} has {n_file} cells and store {store} has {n}: the file's cells are not the "
+                           "store's")
+    group = as_group(store, "r")
+    for start in range(0, n, _NAME_ROWS):
+        stop = min(start + _NAME_ROWS, n)
+        kept = read_obs_names(group, start, stop)
+        if kept is None:
+            return  # a store ingested from another format: only the count can be checked
+        ours = _strings(index, start, stop)
+        differ = np.flatnonzero(ours != kept)
+        if differ.size:
+            i = int(differ[0])
+            raise StorageError(f"{path}: cell {start + i} is named {str(ours[i])!r} in the file and {str(kept[i])!r} in store "
+                               f"{store}: the file's cells are not the store's")
+
+
+def _check_free(f: Any, elements: list, path: str, overwrite: bool) -> None:
+    """Refuse to replace existing elements unless ``overwrite``."""
+    taken = [f"{g}/{name}" for g, name, _ in elements if g in f and name in f[g]]
+    if taken and not overwrite:
+        raise StorageError(f"{path} already has {taken}: choose another key (CLI --obsm) or pass overwrite=True "
+                           "(CLI --overwrite)")
+
+
+def _write(f: Any, elements: list) -> None:
+    """Write every element under :data:`PARTIAL_GROUP`, check that every destination is a group, then move each
+    element to its place (and name a new obs column in the dataframe's ``column-order``); the partial group is
+    removed whatever happens."""
+    import h5py
+    from anndata.io import write_elem
+
+    partial = f"{PARTIAL_GROUP}-{secrets.token_hex(4)}"
+    try:
+        tmp = f.create_group(partial)
+        for i, (_, _, value) in enumerate(elements):
+            write_elem(tmp, str(i), value)
+        for group in sorted({g for g, _, _ in elements}):
+            if group in f and not isinstance(f[group], h5py.Group):
+                raise StorageError(f"{f.filename}: {group} is a {type(f[group]).__name__}, not a group; the file is "
+                                   "not a valid AnnData file")
+        for i, (group, name, _) in enumerate(elements):
+            parent = f.require_group(group)
+            if name in parent:
+                del parent[name]
+            f.move(f"{partial}/{i}", f"{group}/{name}")
+            if group == "obs" and name not in _obs_columns(parent):
+                parent.attrs["column-order"] = np.array(_obs_columns(parent) + [name], dtype=object)
+    finally:
+        if partial in f:
+            del f[partial]
