@@ -50,7 +50,7 @@ DIMS = {"coil20": [2, 3, 5, 8, 10, 15, 19, 25], "orl": [3, 5, 10, 15, 20, 30, 39
 # (coordinate descent: mu2 and mu3 interact through the sigma-step, which depends on mu3 / mu2 only). Our
 # images are in [0, 1] (the paper's ranges mu1 in [100, 1000], mu2 in [1e-4, 1e-3], mu3 in [1, 5] are for its
 # scaling). The grids are wide: a first CV with mu1 >= 1e-3, mu2 >= 1e-3, mu3 in [10, 1e4] picked edge values
-# on ORL, and the test-label oracle of benchmarks/diagnose_nsse_orl.py found ORL's best region at
+# on ORL, and the test-label oracle of benchmarks/diagnostics/diagnose_nsse_orl.py found ORL's best region at
 # mu2 <= 1e-5 with mu3 / s0^2 <= 1 and mu1 ~ 1e-3..1e-2 (mu1 >= 1, the paper's 100-1000 included, is worse)
 NSSE_INIT = {"mu1": 0.01, "mu2": 0.01, "mu3": 100.0}
 NSSE_GRID = {"mu2": [1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0],
