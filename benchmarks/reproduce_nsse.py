@@ -1,8 +1,8 @@
-"""Reproduce the qualitative claims of paper 001 (NSSE) on COIL-20, ORL and Extended Yale B (data/, 32x32).
+"""Reproduce the qualitative claims of OV19 (NSSE) on COIL-20, ORL and Extended Yale B (data/, 32x32).
 
-Protocol (paper 001 Sect. 5): random train/test splits per realization (``--realizations``, paper: 20),
+Protocol (OV19 Sect. 5): random train/test splits per realization (``--realizations``, paper: 20),
 several training sizes per class, 1-NN in the embedding; misclassification rate vs d for NSSE, SUPLAP,
-LDA, LFDA, LDE (= MFA of paper 000), NYS (Laplacian eigenmaps + Nystrom); best rate over d per method and
+LDA, LFDA, LDE (= MFA of CK08), NYS (Laplacian eigenmaps + Nystrom); best rate over d per method and
 training size, plus 1-NN and SVM in the input space (the paper's Tables 1-6 columns that we have).
 Parameters of NSSE and SUPLAP are chosen as in Sect. 5.1 by sequential cross-validation on the training
 set (constants below); chosen values are printed and written to the JSON. Images are scaled to [0, 1].
@@ -121,7 +121,7 @@ def baseline_errors(X, y, tr, te, dims, per_class):
     lda = LinearDiscriminantAnalysis(solver="svd").fit(X[tr], y[tr])
     out["LDA"] = nested_errors(lda, X, y, tr, te, dims)
     for name, cls in (("LFDA", LFDA), ("LDE", MFA)):
-        # PCA reduction of paper 000 Sect. 3.2 (with C + eps I, MFA projects on the null space of the data: ~97% error)
+        # PCA reduction of CK08 Sect. 3.2 (with C + eps I, MFA projects on the null space of the data: ~97% error)
         est = cls(dmax, n_neighbors=k, mode="linear", regularization="pca", pca_variance=1.0).fit(X[tr], y[tr])
         out[name] = nested_errors(est, X, y, tr, te, dims)
     out["NYS"] = nys_errors(X, y, tr, te, dims)

@@ -1,4 +1,4 @@
-"""Diagnose why NSSE loses to LFDA on ORL at small training sizes (issue 7, the one open claim).
+"""Diagnose why NSSE loses to LFDA on ORL at small training sizes.
 
 Run pinned to one core from the repository root, e.g.
     taskset -c 1 env OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/diagnostics/diagnose_nsse_orl.py \
