@@ -1,4 +1,4 @@
-"""Scale benchmark of paper 000: SS-LFDA (linear) and SS-KLFDA (Nyström) on n points, 1% labeled.
+"""Scale benchmark of CK08: SS-LFDA (linear) and SS-KLFDA (Nyström) on n points, 1% labeled.
 
 ``--route flow`` runs the Prefect flow end to end (ingest -> kNN graph + chunked fit -> per-chunk write-back
 of every point); ``--route direct`` calls :func:`spectral.discriminant.scale.fit_at_scale` on a Dask array and

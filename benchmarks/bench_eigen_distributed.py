@@ -1,4 +1,4 @@
-"""Distributed eigensolver benchmark (issue 16 item 2): ``spectral.eigen.distributed`` on a 2-worker LocalCluster
+"""Distributed eigensolver benchmark: ``spectral.eigen.distributed`` on a 2-worker LocalCluster
 vs the single-process LOBPCG + AMG solver, on the kNN graph (k = 15, local scaling) of the lifted Swiss roll of
 ``benchmarks/common.py``; the ``--pairs`` smallest eigenpairs of the symmetric normalized Laplacian.
 
@@ -170,7 +170,7 @@ def main() -> None:
 
 
 def write_results(args, lines, singles, before: str, after: str) -> None:
-    text = [] if args.append else ["# Distributed eigensolver (issue 16 item 2)", ""]
+    text = [] if args.append else ["# Distributed eigensolver", ""]
     text += [
         f"## `python benchmarks/bench_eigen_distributed.py --n {' '.join(map(str, args.n))} --blocks "
         f"{' '.join(map(str, args.blocks))} --partition {' '.join(args.partition)} "

@@ -13,11 +13,11 @@ For each N (default 1e4 and 1e5; ``--n 1000000`` for the million-point run) on t
    in a subprocess with a time limit (their load time excluded: the child times the call itself).
 
 Printed: a table per N and the ratio ``flow / (pynndescent + eigensolver)`` (target <= 1.5). ``--flow-only``
-runs step 4 alone (issue 16's 1e6 / 3e6 / 1e7 growth figures: stages, peak RSS of the tree, of the flow process
+runs step 4 alone (the 1e6 / 3e6 / 1e7 growth figures: stages, peak RSS of the tree, of the flow process
 and of the busiest worker). ``--json PATH``
 also writes the figures. Run: ``python benchmarks/bench_embed.py [--n 10000 100000] [--time-limit 300]``.
 
-``--served`` (issue 15's benchmark) replaces step 4 by the way the flow runs in production:
+``--served`` replaces step 4 by the way the flow runs in production:
 
 - **served**: a real ``prefect server`` on loopback and ``eigenflow serve X.npy STORE --interval I --poll 1`` in
   its own process (a warm Dask cluster kept up between runs), once per ``--serve-modes``: ``in-process`` (``--runner

@@ -1,9 +1,9 @@
-"""Eigensolver benchmark (issue 4): our solvers vs lobpcg+pyamg as scikit-learn configures it and eigsh as
+"""Eigensolver benchmark: our solvers vs lobpcg+pyamg as scikit-learn configures it and eigsh as
 umap configures it, on the kNN graph (k = 15) of the lifted Swiss roll of ``benchmarks/common.py``
 (``spectral.datasets.make_swiss_roll_lifted``, 32-D); d = 10 smallest eigenpairs of the symmetric
 normalized Laplacian. Then the one-shot Nystrom (m = 2000 uniform landmarks, RBF, top 10 of the normalized
 kernel, out-of-sample for every point). Prints time, peak memory (RSS of the process tree above the
-pre-solve baseline) and residuals ``max_i ||L v_i - lambda_i v_i||`` (unit v_i), and the issue's ratios.
+pre-solve baseline) and residuals ``max_i ||L v_i - lambda_i v_i||`` (unit v_i), and the ratios to the references.
 
     python benchmarks/bench_solvers.py --n 100000            # ~ minutes
     python benchmarks/bench_solvers.py --n 1000000           # heavy: eigsh as umap configures it ~6 min+

@@ -1,4 +1,4 @@
-"""Paper 003 (GRAD), Sect. V-B: semi-supervised GKPCA (eq. 22-24) vs KPCA on USPS digit pairs.
+"""STG18 (GRAD), Sect. V-B: semi-supervised GKPCA (eq. 22-24) vs KPCA on USPS digit pairs.
 
 Used by ``benchmarks/reproduce_graph_kpca.py`` (parts ``usps`` and ``usps_ablation``).
 

@@ -1,6 +1,6 @@
-"""Reproduce Tables 2-7 of paper 000 (DNE / MFA / LFDA, linear and kernel, supervised and semi-supervised).
+"""Reproduce Tables 2-7 of CK08 (DNE / MFA / LFDA, linear and kernel, supervised and semi-supervised).
 
-Protocol (paper 000 Sect. 5 and Table 1): Balance, Glass, Ionosphere, Yeast; l labeled, u unlabeled and t test
+Protocol (CK08 Sect. 5 and Table 1): Balance, Glass, Ionosphere, Yeast; l labeled, u unlabeled and t test
 points per random split (Glass and Ionosphere are transductive: the unlabeled points are the test points);
 1-NN in the embedding trained on the labeled points; kernel <x, x'>^2; k = 3 for W^I, W^E and W^(2) (local
 scaling); d = number of negative eigenvalues for DNE, d = c for MFA/LFDA; gamma of the semi-supervised variants
@@ -34,7 +34,7 @@ from spectral.discriminant import DNE, LFDA, MFA  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
-# Table 1 of paper 000: file, l, u, t (None = transductive: test on the unlabeled points)
+# Table 1 of CK08: file, l, u, t (None = transductive: test on the unlabeled points)
 DATASETS = {
     "Balance": ("balance-scale", 100, 300, 225),
     "Glass": ("glass", 100, 114, None),
@@ -42,7 +42,7 @@ DATASETS = {
     "Yeast": ("yeast", 100, 300, 1084),
 }
 
-# Tables 2-7 of paper 000: (mean, std) of the 1-NN test accuracy over 50 splits, per dataset and method.
+# Tables 2-7 of CK08: (mean, std) of the 1-NN test accuracy over 50 splits, per dataset and method.
 PAPER = {
     # Table 2: DNE versus SS-DNE
     "DNE": {"Balance": (0.81, 0.05), "Glass": (0.65, 0.05), "Ionosphere": (0.85, 0.03), "Yeast": (0.42, 0.04)},

@@ -1,4 +1,4 @@
-"""Reproduce the experiments of paper 003 (GRAD, Shen, Traganitis & Giannakis) on the bundled datasets.
+"""Reproduce the experiments of STG18 (GRAD, Shen, Traganitis & Giannakis 2018) on the bundled datasets.
 
 Parts (``--parts``, default all):
 

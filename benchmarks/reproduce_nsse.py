@@ -1,8 +1,8 @@
-"""Reproduce the qualitative claims of paper 001 (NSSE) on COIL-20, ORL and Extended Yale B (data/, 32x32).
+"""Reproduce the qualitative claims of OV19 (NSSE) on COIL-20, ORL and Extended Yale B (data/, 32x32).
 
-Protocol (paper 001 Sect. 5): random train/test splits per realization (``--realizations``, paper: 20),
+Protocol (OV19 Sect. 5): random train/test splits per realization (``--realizations``, paper: 20),
 several training sizes per class, 1-NN in the embedding; misclassification rate vs d for NSSE, SUPLAP,
-LDA, LFDA, LDE (= MFA of paper 000), NYS (Laplacian eigenmaps + Nystrom); best rate over d per method and
+LDA, LFDA, LDE (= MFA of CK08), NYS (Laplacian eigenmaps + Nystrom); best rate over d per method and
 training size, plus 1-NN and SVM in the input space (the paper's Tables 1-6 columns that we have).
 Parameters of NSSE and SUPLAP are chosen as in Sect. 5.1 by sequential cross-validation on the training
 set (constants below); chosen values are printed and written to the JSON. Images are scaled to [0, 1].
@@ -50,7 +50,7 @@ DIMS = {"coil20": [2, 3, 5, 8, 10, 15, 19, 25], "orl": [3, 5, 10, 15, 20, 30, 39
 # (coordinate descent: mu2 and mu3 interact through the sigma-step, which depends on mu3 / mu2 only). Our
 # images are in [0, 1] (the paper's ranges mu1 in [100, 1000], mu2 in [1e-4, 1e-3], mu3 in [1, 5] are for its
 # scaling). The grids are wide: a first CV with mu1 >= 1e-3, mu2 >= 1e-3, mu3 in [10, 1e4] picked edge values
-# on ORL, and the test-label oracle of benchmarks/diagnose_nsse_orl.py found ORL's best region at
+# on ORL, and the test-label oracle of benchmarks/diagnostics/diagnose_nsse_orl.py found ORL's best region at
 # mu2 <= 1e-5 with mu3 / s0^2 <= 1 and mu1 ~ 1e-3..1e-2 (mu1 >= 1, the paper's 100-1000 included, is worse)
 NSSE_INIT = {"mu1": 0.01, "mu2": 0.01, "mu3": 100.0}
 NSSE_GRID = {"mu2": [1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0],
@@ -121,7 +121,7 @@ def baseline_errors(X, y, tr, te, dims, per_class):
     lda = LinearDiscriminantAnalysis(solver="svd").fit(X[tr], y[tr])
     out["LDA"] = nested_errors(lda, X, y, tr, te, dims)
     for name, cls in (("LFDA", LFDA), ("LDE", MFA)):
-        # PCA reduction of paper 000 Sect. 3.2 (with C + eps I, MFA projects on the null space of the data: ~97% error)
+        # PCA reduction of CK08 Sect. 3.2 (with C + eps I, MFA projects on the null space of the data: ~97% error)
         est = cls(dmax, n_neighbors=k, mode="linear", regularization="pca", pca_variance=1.0).fit(X[tr], y[tr])
         out[name] = nested_errors(est, X, y, tr, te, dims)
     out["NYS"] = nys_errors(X, y, tr, te, dims)

@@ -1,4 +1,4 @@
-"""Reproduce Table 3 of paper 002 (Liu et al., IJCAI 2009): TSK on Heart, Ionosphere and Sonar.
+"""Reproduce Table 3 of LQCL09 (Liu et al., IJCAI 2009): TSK on Heart, Ionosphere and Sonar.
 
 Protocol (paper Sect. 5.1): features min-max scaled to [0, 1]; 20 random draws of 20 labeled points with at least
 one per class (the same draws for every method); kNN graph k = 6 with the Hein-Maier weights of eq. 2; m = 10

@@ -35,7 +35,7 @@ def worker_environ() -> dict:
 
     Why: setting any glibc malloc threshold turns off glibc's dynamic mmap threshold, so every array above 128 KB
     is a fresh ``mmap`` whose pages fault in again at each allocation. Measured on this machine (1e6 x 32, k = 15,
-    a LocalCluster of 2 x 1 workers, the same task on the same worker, 2026-12-02): the eigensolve took
+    a LocalCluster of 2 x 1 workers, the same task on the same worker): the eigensolve took
     16.6-17.6 s with Dask's default against 14.0-15.5 s without it (14.5-14.7 s in the driver process),
     pynndescent's build 13.7-13.9 s against 13.0-13.4 s. The price is that freed heap memory is kept for reuse
     instead of returned at once (bounded by glibc's dynamic trim threshold, at most 64 MB of free heap top).

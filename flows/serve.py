@@ -20,8 +20,8 @@ pays neither the kernels' load nor the cluster start. ``runner`` chooses how eac
 - ``"in-process"``: :class:`flows._in_process_runner.InProcessRunner` executes each run inside the serving
   process at its scheduled time: no subprocess start, so an on-demand run starts at once. In
   ``benchmarks/bench_embed.py --served`` at 1e6 its scheduled runs were nevertheless 3-8 s slower than Prefect's
-  runner's (their stages on the workers took longer; not explained, README "Served runs"), hence not the
-  default.
+  runner's (their stages on the workers took longer; not explained, ``benchmarks/results/served_1e6.md``),
+  hence not the default.
 
 A served run whose process died (the serving process killed with SIGKILL, say) would stay *Running* in Prefect
 and hold ``embed/<name>``'s one concurrency slot forever. ``serve`` marks such runs *Crashed* when it starts and
@@ -32,7 +32,7 @@ store's lock released; *Cancelled* / *Crashed* in Prefect), its subprocess and t
 and the schedules paused.
 
 ``prefect deploy`` with the repository's ``prefect.yaml`` serves the same flows from a
-work pool instead (README, "Scheduled runs").
+work pool instead (docs/operations.md, "Scheduled runs").
 """
 
 from __future__ import annotations

@@ -6,6 +6,18 @@ compile time until a kNN routine is actually used.
 
 >>> from spectral import LaplacianEigenmaps          # doctest: +SKIP
 >>> Z = LaplacianEigenmaps(n_components=2, random_state=0).fit_transform(X)  # doctest: +SKIP
+
+The docstrings cite the methods' papers by key, with their section and equation numbers (full references in
+docs/methods.md):
+
+- CK08: R. Chatpatanasiri, B. Kijsirikul, A unified semi-supervised dimensionality reduction framework for
+  manifold learning, arXiv:0804.0924, 2008 (DNE, MFA, LFDA: :mod:`spectral.discriminant`);
+- OV19: C. Örnek, E. Vural, Nonlinear supervised dimensionality reduction via smooth regular embeddings,
+  Pattern Recognition 87, 2019 (NSSE, SUPLAP: :mod:`spectral.nsse`);
+- LQCL09: W. Liu, B. Qian, J. Cui, J. Liu, Spectral kernel learning for semi-supervised classification, IJCAI
+  2009 (TSK, RSK: :mod:`spectral.spectral_kernels`);
+- STG18: Y. Shen, P. A. Traganitis, G. B. Giannakis, Graph-adaptive nonlinear dimensionality reduction,
+  arXiv:1801.09390, 2018 (GraphKPCA, MultiGraphKPCA, LNEG: :mod:`spectral.graph_kpca`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import numpy as np
 from ._validation import check_float, check_int, check_random_state
 from .errors import InputDataError
 
-#: Number of ambient dimensions the 3-D manifolds are lifted into (the benchmark setting of issue 3).
+#: Number of ambient dimensions the 3-D manifolds are lifted into (the benchmarks' setting).
 DEFAULT_N_FEATURES = 32
 
 #: The roll makes 1.5 turns: t in [1.5 pi, 4.5 pi] as in scikit-learn's ``make_swiss_roll``; its arc length

@@ -41,7 +41,7 @@ class LaplacianEigenmapsModel:
     - normalized (symmetric / random walk): with ``M = D^-1/2 W D^-1/2``, ``M u_j = mu_j u_j``,
       ``mu_j = 1 - lambda_j``, Nystrom gives ``u_j(x) = (1/mu_j) sum_i W(x, x_i) / sqrt(d_x d_i) u_ij``; dividing
       by ``sqrt(d_x)`` as in the fit (``f_ij = u_ij / sqrt(d_i)``):
-      ``f_j(x) = (1 / (mu_j d_x)) sum_i W(x, x_i) f_ij`` (paper 002 eq. 17-19 in this convention). It needs only
+      ``f_j(x) = (1 / (mu_j d_x)) sum_i W(x, x_i) f_ij`` (LQCL09 eq. 17-19 in this convention). It needs only
       row ratios, computed without underflow (:func:`query_weights` with ``return_log_scale``).
     - unnormalized: from ``(D - W) f_j = lambda_j f_j``: ``f_j(x) = sum_i W(x, x_i) f_ij / (d_x - lambda_j)``.
 

@@ -1,8 +1,8 @@
 """Laplacian eigenmaps with ``eigen_solver="nystrom"``: the fully connected heat-kernel graph, Nystrom-solved.
 
-The one-shot Nystrom solver (:mod:`spectral.eigen.nystrom`, paper 000 Sect. 4, Fowlkes et al.) works on
+The one-shot Nystrom solver (:mod:`spectral.eigen.nystrom`, CK08 Sect. 4, Fowlkes et al.) works on
 the data and a kernel, not on a sparse graph. So with ``eigen_solver="nystrom"`` the affinity is the fully
-connected heat kernel ``K(x, y) = exp(-||x - y||^2 / sigma^2)`` (paper 000 eq. 14) with ``sigma`` the mean
+connected heat kernel ``K(x, y) = exp(-||x - y||^2 / sigma^2)`` (CK08 eq. 14) with ``sigma`` the mean
 kNN distance of the data's kNN graph (the heat default of :mod:`spectral.weights`); ``weighting`` and
 ``symmetrize`` do not apply and the normalization must be "symmetric" or "random_walk". With ``C = K(X, Z)``
 for m landmarks ``Z`` and ``K_mm^+ = N N^T`` (:class:`spectral.nystrom.NystromFeatures`), ``K ~ C N N^T C^T``,

@@ -16,7 +16,7 @@ taken as 0 there, scipy.sparse.csgraph's convention for ``normed=True`` would pu
 contribute the eigenvalue 0 and never produce NaN or inf.
 
 Signed graphs (``signed=True``, unnormalized only): the difference graphs of the discriminant methods
-(DNE's ``W^I - W^E``, LFDA's ``W^bet`` with its ``-1/n`` entries, paper 000 Sect. 2.1.2) have negative
+(DNE's ``W^I - W^E``, LFDA's ``W^bet`` with its ``-1/n`` entries, CK08 Sect. 2.1.2) have negative
 weights; ``L = D - W`` (eq. 3) is still their quadratic form ``sum_ij w_ij (z_i - z_j)^2 / 2``.
 """
 
@@ -86,7 +86,7 @@ def laplacian(W: Any, normalization: str = "unnormalized", *, signed: bool = Fal
 
 
 def dense_laplacian(W: Any, *, signed: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Unnormalized ``L = D - W`` (paper 000 eq. 3, paper 001 eq. 9-10) of a dense symmetric W.
+    """Unnormalized ``L = D - W`` (CK08 eq. 3, OV19 eq. 9-10) of a dense symmetric W.
 
     Parameters
     ----------

@@ -4,7 +4,7 @@ Names, parameters and defaults are those of ``sklearn.metrics.pairwise.pairwise_
 every named kernel except "rbf", computed here with the in-place expansion below), so "poly" means one
 thing in the whole package: ``(gamma x . y + coef0)^degree`` with ``degree=3, coef0=1, gamma=1/d`` unless
 given. An estimator that needs other values states them as its own defaults (DNE / MFA / LFDA's
-``<x, x'>^2`` of paper 000 Sect. 5 is ``degree=2, gamma=1, coef0=0``).
+``<x, x'>^2`` of CK08 Sect. 5 is ``degree=2, gamma=1, coef0=0``).
 
 | kernel | formula | parameters |
 |---|---|---|

@@ -31,7 +31,7 @@ GRAPH_METHODS = METHODS + ("sharded",)
 METRICS = ("euclidean", "manhattan", "cosine")
 
 #: ``method="auto"`` is the exact search when n_samples < EXACT_MAX_SAMPLES and n_samples * n_features <
-#: EXACT_MAX_CELLS (:func:`auto_method`), NN-descent otherwise. Measured 2026-12-05 on 2 shared cores
+#: EXACT_MAX_CELLS (:func:`auto_method`), NN-descent otherwise. Measured on 2 shared cores
 #: (benchmarks/results/knn_exact.md: ``bench_knn_exact.py --crossover``; k = 15, medians of 3 interleaved
 #: ``KNNIndex.build`` calls in one process, the refined graph included, NN-descent warm: its kernels loaded
 #: first), exact / NN-descent seconds: noisy torus d = 8: 1e5 1.07 / 5.44, 1e6 9.5 / 50.7; d = 32: 3e4
@@ -367,8 +367,8 @@ def _query_nndescent(index, Q: np.ndarray, k: int) -> np.ndarray:
 def knn_mask_from_distances(D: np.ndarray, n_neighbors, allowed: np.ndarray | None = None) -> np.ndarray:
     """Directed kNN relation from a dense (n, n) distance matrix (squared or not): ``(n, n)`` bool.
 
-    For points known only through their distances (kernel feature spaces, paper 000 Sect. 5) and for
-    label-restricted neighbourhoods (same class / other classes, paper 000 Sect. 2.1.2, paper 001 eq. 9-10).
+    For points known only through their distances (kernel feature spaces, CK08 Sect. 5) and for
+    label-restricted neighbourhoods (same class / other classes, CK08 Sect. 2.1.2, OV19 eq. 9-10).
     ``mask[i, j]`` is True when j is among the ``k_i`` nearest allowed columns of row i, ties broken by the
     smaller column index (stable sort). ``n_neighbors`` is an int or a per-row (n,) int array, capped at the
     number of allowed columns of each row; ``allowed`` (n, n) bool defaults to every ``j != i``.

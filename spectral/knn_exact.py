@@ -47,7 +47,7 @@ from ._arrays import row_bytes, row_hashes
 from ._refine import METRIC_CODES, _refine_rows
 
 #: Rows per leaf of the training points and per block of queries (the float32 products are (block, leaf) tiles).
-#: Measured 2026-12-05 (2 cores, k = 15, medians of 3, s) for leaves of 64 / 128 / 256 / 512: noisy torus
+#: Measured (2 cores, k = 15, medians of 3, s) for leaves of 64 / 128 / 256 / 512: noisy torus
 #: 1e5 x 24 1.22 / 0.99 / 0.92 / 1.01, swiss roll 3e4 x 16 0.13 / 0.13 / 0.16 / 0.18; Gaussian mixture 1e5 x 32
 #: 2.8 / 1.9 / 1.2 / 1.1; one Gaussian 1e5 x 32 (nothing to prune) - / 8.3 / 5.7 / 5.2; USPS 9.3k x 256
 #: 0.77 / - / 0.38 / 0.31.

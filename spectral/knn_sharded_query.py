@@ -18,7 +18,7 @@ then the ``2 P`` answers of a block (each listing the rows it searched) are merg
 (:func:`~spectral.knn_merge.merge_candidates`). With
 exact shard searches the result equals the unpruned search of every shard (tested); with NN-descent searches,
 the pruned shards are those whose search could only return rows farther than ``r``. Without cuts (contiguous
-shards, or one shard) every bound is 0 and the second round searches every shard, as before this pruning.
+shards, or one shard) every bound is 0 and the second round searches every shard, as without the pruning.
 
 This is the shard-pair pruning of :func:`spectral.knn_sharded.shard_graph_futures` (where a shard's own rows know
 their radius from the shard's own graph) given to points that belong to no shard: their radius comes from the

@@ -16,7 +16,7 @@ __all__ = ["one_nn_accuracy", "trustworthiness", "max_subspace_angle", "knn_reca
 
 def one_nn_accuracy(Z_train: Any, y_train: Any, Z_test: Any, y_test: Any) -> float:
     """Accuracy of a 1-nearest-neighbour classifier trained on ``(Z_train (n, d), y_train (n,))`` and
-    evaluated on ``(Z_test (m, d), y_test (m,))``: the evaluation of paper 000 Sect. 5 and paper 001."""
+    evaluated on ``(Z_test (m, d), y_test (m,))``: the evaluation of CK08 Sect. 5 and OV19."""
     Z_train, Z_test = np.asarray(Z_train, dtype=np.float64), np.asarray(Z_test, dtype=np.float64)
     y_train, y_test = np.asarray(y_train), np.asarray(y_test)
     if Z_train.ndim != 2 or Z_test.ndim != 2 or Z_train.shape[1] != Z_test.shape[1]:

@@ -1,5 +1,5 @@
 """Nystrom kernel machinery: landmarks, the feature map ``Phi = K_nm K_mm^{-1/2}`` and the one-shot Nystrom
-eigendecomposition (paper 000 Sect. 4; Fowlkes, Belongie, Chung & Malik 2004).
+eigendecomposition (CK08 Sect. 4; Fowlkes, Belongie, Chung & Malik 2004).
 
 Kernel blocks ``K(X_chunk, landmarks)`` are computed chunk by chunk: with ``dask.array.map_blocks`` in
 :meth:`NystromFeatures.transform` when X is a dask array, and as one Dask task per row chunk in
@@ -234,11 +234,11 @@ class NystromFeatures:
 
 def nystrom_eigh(X, n_components, features: NystromFeatures, *, normalized=False, dtype=np.float64,
                  chunk_rows=DEFAULT_CHUNK_ROWS):
-    """One-shot Nystrom eigendecomposition of the kernel matrix of X (paper 000 Sect. 4; Fowlkes et al.).
+    """One-shot Nystrom eigendecomposition of the kernel matrix of X (CK08 Sect. 4; Fowlkes et al.).
 
     With ``C = K(X, landmarks)`` (n, m) and ``A = K_mm = N^{-T} N^{-1}`` (pseudo-inverse ``A^+ = N N^T``),
     ``K ~ C A^+ C^T``. For landmarks among the points, ``C^T C = A^2 + B B^T`` so
-    ``S = N^T C^T C N`` is Fowlkes' ``A + A^{-1/2} B B^T A^{-1/2}`` (paper 000: S = Q Lambda Q^T) and
+    ``S = N^T C^T C N`` is Fowlkes' ``A + A^{-1/2} B B^T A^{-1/2}`` (CK08: S = Q Lambda Q^T) and
     ``V = C N Q Lambda^{-1/2}`` (= ``[A; B^T] A^{-1/2} Q Lambda^{-1/2}``) has orthonormal columns with
     ``V Lambda V^T = C A^+ C^T``. ``normalized=True`` decomposes ``D^{-1/2} C A^+ C^T D^{-1/2}`` with the
     Nystrom row sums ``d = C A^+ C^T 1`` (Fowlkes et al. eq. for d_hat: ``a_r + b_r``,

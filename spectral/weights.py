@@ -1,15 +1,15 @@
 """Edge weights of kNN graphs and the weight rows of new (out-of-sample) points.
 
-Weightings (``d`` = kNN distance, paper 000 Sect. 3.3 and paper 002 Sect. 4):
+Weightings (``d`` = kNN distance, CK08 Sect. 3.3 and LQCL09 Sect. 4):
 
 - ``"binary"``: ``w_ij = 1``.
-- ``"heat"``: ``w_ij = exp(-d_ij^2 / sigma^2)`` (paper 000 eq. 14, with the sign typo exp(+...) corrected);
+- ``"heat"``: ``w_ij = exp(-d_ij^2 / sigma^2)`` (CK08 eq. 14, with the sign typo exp(+...) corrected);
   ``sigma`` defaults to the mean of all kNN distances.
-- ``"local_scaling"``: ``w_ij = exp(-d_ij^2 / (sigma_i sigma_j))`` (paper 000 eq. 15, Zelnik-Manor & Perona),
+- ``"local_scaling"``: ``w_ij = exp(-d_ij^2 / (sigma_i sigma_j))`` (CK08 eq. 15, Zelnik-Manor & Perona),
   ``sigma_i`` = distance of ``i`` to its ``scale_k``-th neighbour (``scale_k`` defaults to ``k``, as DESIGN.md
   says; Zelnik-Manor & Perona used the 7th).
 - ``"hein_maier"``: ``w_ij = exp(-d_ij^2 / max(h_i, h_j)^2)`` with ``h_i`` the distance to the ``scale_k``-th
-  neighbour (paper 002, weights of Hein & Maier).
+  neighbour (LQCL09, weights of Hein & Maier).
 
 Duplicates and floors: a point with more than ``scale_k`` exact duplicates has ``sigma_i = 0``. Every per-point
 scale is floored at ``floor`` = the smallest positive kNN distance of the training graph (1.0 if all kNN
@@ -291,11 +291,11 @@ def _exponent(dist: np.ndarray, s_a: np.ndarray, s_b: np.ndarray, params: Weight
     if out_of_place or s_b.shape != dist.shape or s_b.dtype != np.float64:
         s_b = np.array(np.broadcast_to(s_b, dist.shape), dtype=np.float64)
     out = s_b
-    if params.weighting == "heat":  # paper 000 eq. 14 (sign corrected): -d^2 / sigma^2
+    if params.weighting == "heat":  # CK08 eq. 14 (sign corrected): -d^2 / sigma^2
         out.fill(params.sigma**2)
-    elif params.weighting == "local_scaling":  # paper 000 eq. 15 (sign corrected): -d^2 / (s_a s_b)
+    elif params.weighting == "local_scaling":  # CK08 eq. 15 (sign corrected): -d^2 / (s_a s_b)
         np.multiply(out, s_a, out=out)
-    elif params.weighting == "hein_maier":  # paper 002, Hein & Maier weights: -d^2 / max(s_a, s_b)^2
+    elif params.weighting == "hein_maier":  # LQCL09, Hein & Maier weights: -d^2 / max(s_a, s_b)^2
         np.maximum(out, s_a, out=out)
         np.square(out, out=out)
     else:  # binary

@@ -190,7 +190,7 @@ def read_csr_attrs(store: StoreRef, name: str, storage_options: dict | None = No
     return dict(_csr_group(store, name, storage_options).attrs)
 
 
-# ---- pairwise constraints (paper 003, semi-supervised) -----------------------------------------------------------
+# ---- pairwise constraints (STG18, semi-supervised) -----------------------------------------------------------
 def _check_pairs(name: str, pairs: Any, n: int) -> np.ndarray:
     pairs = np.asarray(pairs)
     if pairs.size == 0:

@@ -7,7 +7,7 @@ Layout (DESIGN section 2)::
                            has_labels, status ("incomplete" while an ingest runs, "complete" written LAST)
       X                    (n, d) float32 (float64 on request), row chunks of ``chunk_rows`` rows, C order
       y                    (n,) int32, -1 = unlabeled (optional), same row chunks as X
-      constraints/         must_link (p, 2) int64, cannot_link (q, 2) int64 (optional, paper 003)
+      constraints/         must_link (p, 2) int64, cannot_link (q, 2) int64 (optional, STG18)
       graph/knn/           indices (n, k) int64, distances (n, k) float32, row chunks aligned with X;
                            attrs k, n_index (rows the indices point into), metric, method, recall, ...
       graph/weights/       CSR group: indptr int64, indices int32 (int64 if n_cols >= 2**31), data float32|float64

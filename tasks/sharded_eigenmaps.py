@@ -1,4 +1,4 @@
-"""The sharded fit of Laplacian eigenmaps (``embed(..., sharded=True)``, issue 16): no process holds X, the kNN
+"""The sharded fit of Laplacian eigenmaps (``embed(..., sharded=True)``): no process holds X, the kNN
 graph, the Laplacian or one index of all fit rows; every heavy object is split by rows over the Dask workers.
 
 The shards are the ``P`` parts of a locality partition of the fit rows (:data:`PARTITION`,
@@ -53,13 +53,11 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
 their stored candidates (:meth:`spectral.embedding_model.LaplacianEigenmapsModel.transform_candidates`, the Nystrom
 map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
 
-Measured (``benchmarks/results/sharded_partition.md``, 1e6 x 32 lifted Swiss roll, 4 workers x 1.5 GB on 2
-cores, 2026-12-01, ``holdout=0``): 99.5 % of the kNN edges inside a shard, eigensolve 44.4 s in 18 LOBPCG
-iterations (58.7 MB per iteration), kNN stage 156.0 s, wall 213.2 s, workers' peaks 1.28-1.42 GB, recall
-0.9998, 0.17 degree from the single-process embedding. With contiguous row ranges as shards (before) 25 % of
-the edges were inside a shard and the eigensolve stopped at its 300-iteration cap after 261.6 s (wall 392.0 s).
-Held-out points at 1e6 (10 %): 1.05 shards searched per point, the embeddings 0.52 degree from the single-process
-flow's (``benchmarks/results/sharded_holdout_1e6.json``).
+Why a locality partition (``benchmarks/results/sharded_flow.md``, 1e6 x 32 lifted Swiss roll, 4 workers x 1.5
+GB): 99.5 % of the kNN edges lie inside a shard and the eigensolve converges in 18 LOBPCG iterations, 0.17
+degree from the single-process embedding; with contiguous row ranges as shards 25 % of the edges were inside a
+shard and the eigensolve stopped at its 300-iteration cap. Held-out points at 1e6 (10 %): 1.05 shards searched
+per point, the embeddings 0.52 degree from the single-process flow's.
 
 Scope (refused or stated, not silently changed): Laplacian eigenmaps with ``affinity="knn"`` and
 ``normalization="symmetric"`` only (:func:`check_sharded` refuses the rest); any ``holdout`` in [0, 1). Each

@@ -1,4 +1,4 @@
-"""``extend`` of a Laplacian eigenmaps model without one kNN index of all its fit rows (issue 16).
+"""``extend`` of a Laplacian eigenmaps model without one kNN index of all its fit rows.
 
 The fit rows of the model's store are indexed per shard on the workers (:func:`spectral.knn_sharded.build_shard_indexes`
 with the partition of the sharded path, :data:`tasks.sharded_eigenmaps.PARTITION`, and the embed run's number of

@@ -1,9 +1,9 @@
-"""The kernel of the kernel variants of paper 000 and its (K)PCA / Nystrom feature maps.
+"""The kernel of the kernel variants of CK08 and its (K)PCA / Nystrom feature maps.
 
-The kernel is :mod:`spectral.kernels` (scikit-learn's meaning of ``gamma``, ``degree``, ``coef0``); paper 000's
+The kernel is :mod:`spectral.kernels` (scikit-learn's meaning of ``gamma``, ``degree``, ``coef0``); CK08's
 own default, Sect. 5's "2nd-degree polynomial kernel k(x, x') = <x, x'>^2", is the estimators' explicit
 default ``DEFAULT_KERNEL_PARAMS``. The Nystrom map ``Phi(x) = k(x, landmarks) M`` with ``M = V Lambda^(-1/2)``
-from ``K_mm = V Lambda V^T`` (rank-truncated, paper 000 Sect. 4) is :class:`spectral.nystrom.NystromFeatures`
+from ``K_mm = V Lambda V^T`` (rank-truncated, CK08 Sect. 4) is :class:`spectral.nystrom.NystromFeatures`
 (``M`` = its ``normalization_``). With all training points as landmarks and ``regularization="pca"``,
 :func:`centered_kpca_map` gives the KPCA features of the reduction of Sect. 3.2 (remark 1).
 """

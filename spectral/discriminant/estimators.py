@@ -1,4 +1,4 @@
-"""DNE, MFA and LFDA with their semi-supervised, kernel and transductive forms (paper 000).
+"""DNE, MFA and LFDA with their semi-supervised, kernel and transductive forms (CK08).
 
 One estimator per algorithm; the six variants of the paper are parameters:
 
@@ -68,7 +68,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
         "auto" (default): "pca" in linear and kernel modes, "eps" in transductive mode.
     pca_variance : float in (0, 1], default 0.99
         Fraction of the centered (kernel) feature variance kept by the "pca" reduction; 1 keeps every direction
-        of nonzero variance. Defaults that work: with the previous defaults ("eps", all directions), linear
+        of nonzero variance. Why these defaults: with "eps" and every direction kept, linear
         MFA's held-out 1-NN accuracy is 0.48 on USPS (30 per class) and 0.05 on COIL-20 (10 per class; it
         spends its components on directions of near-zero variance, where within- and between-class scatter
         are both ~0), LFDA's 0.59 on USPS; with "auto" and 0.99: 0.78 / 0.89 and 0.82 (1-NN on the raw
@@ -185,7 +185,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
             c, nc = classes[small][0], counts[small][0]
             raise InputDataError(
                 f"class {c} has {nc} labeled points; every class needs at least n_neighbors={self.n_neighbors} "
-                "(paper 000 Sect. 5), or pass small_classes='keep'"
+                "(CK08 Sect. 5), or pass small_classes='keep'"
             )
         if self.mode == "transductive" and self.gamma == 0 and len(labeled) < len(y):
             raise ParameterError("mode='transductive' with unlabeled points needs gamma > 0 (they have no edge otherwise)")
@@ -370,7 +370,7 @@ class _Paper000Estimator(TransformerMixin, BaseEstimator):
 
 
 class DNE(_Paper000Estimator):
-    """(SS-)(K)DNE: ``W^(1) = W^I - W^E``, ``C = I`` (linear) / ``K`` (kernel); paper 000 Sect. 2.1.2, 3.1.
+    """(SS-)(K)DNE: ``W^(1) = W^I - W^E``, ``C = I`` (linear) / ``K`` (kernel); CK08 Sect. 2.1.2, 3.1.
 
     ``n_components=None`` takes the number of negative eigenvalues (Sect. 5, after [9]). See the module
     docstring for the parameters.

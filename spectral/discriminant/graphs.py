@@ -1,4 +1,4 @@
-"""Graphs of paper 000 (Sect. 2.1.2 and 3.3): label graphs W^I / W^E, the LFDA weights, the manifold graph W^(2).
+"""Graphs of CK08 (Sect. 2.1.2 and 3.3): label graphs W^I / W^E, the LFDA weights, the manifold graph W^(2).
 
 All graphs are symmetric ``scipy.sparse.csr_matrix`` of shape (n, n) with a zero diagonal. Points are rows of
 ``X``; labels use -1 for unlabeled points, which get no edge in the label graphs (Sect. 3.1:

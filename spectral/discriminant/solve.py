@@ -1,4 +1,4 @@
-"""The generalized eigenproblems of paper 000: regularization of C (Sect. 3.2, remark 1), the scalings T
+"""The generalized eigenproblems of CK08: regularization of C (Sect. 3.2, remark 1), the scalings T
 (remark 2) and the default target dimensionality (Sect. 5); signs: :func:`spectral.eigen.sign_flip`.
 
 The problems are small and dense (d0 x d0, r x r or n x n with n in the hundreds), so the solver is the
@@ -85,7 +85,7 @@ def generalized_eigh(A: np.ndarray, B: np.ndarray, what: str) -> tuple[np.ndarra
     if b[0] <= COND_RTOL * max(float(b[-1]), np.finfo(float).tiny):
         raise NotPositiveDefiniteError(
             f"the constraint matrix C of {what} is not positive definite (eigenvalues in [{b[0]:.3g}, {b[-1]:.3g}]); "
-            "use reg_eps > 0 (C + eps I) or regularization='pca' (paper 000 Sect. 3.2, remark 1)"
+            "use reg_eps > 0 (C + eps I) or regularization='pca' (CK08 Sect. 3.2, remark 1)"
         )
     return scipy.linalg.eigh(A, B)
 

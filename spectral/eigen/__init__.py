@@ -2,7 +2,7 @@
 
 One module per solver: :mod:`.dense` (LAPACK reference), :mod:`.arpack` (eigsh), :mod:`.lobpcg`
 (LOBPCG + AMG), :mod:`.randomized` (block subspace / Krylov / Chebyshev with Rayleigh-Ritz),
-:mod:`.nystrom` (one-shot Nystrom, paper 000 Sect. 4); :mod:`.generalized` handles ``B``.
+:mod:`.nystrom` (one-shot Nystrom, CK08 Sect. 4); :mod:`.generalized` handles ``B``.
 """
 
 from ._result import EigenResult

@@ -1,4 +1,4 @@
-"""LOBPCG whose (n, b) blocks stay on the workers, as row parts of the shards (issue 16, item 2).
+"""LOBPCG whose (n, b) blocks stay on the workers, as row parts of the shards.
 
 The same iteration as scipy's ``lobpcg`` (Knyazev 2001; the basis ``[X, W, P]`` of Hetmaniuk & Lehoucq 2006)
 for the ``b`` smallest eigenpairs of a :class:`.distributed.DistributedLaplacian` ``L`` with a preconditioner

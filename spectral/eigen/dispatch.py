@@ -52,7 +52,7 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
     n_components : int
         Number k of eigenpairs, in [1, n - 1] for the iterative solvers, [1, n] for ``"dense"``.
     B : None, ndarray, sparse matrix or LinearOperator (n, n)
-        Symmetric positive definite right-hand side (paper 000 eq. 4, 7, 10); None for ``B = I``.
+        Symmetric positive definite right-hand side (CK08 eq. 4, 7, 10); None for ``B = I``.
     which : {"smallest", "largest"}
         Algebraically smallest (values ascending) or largest (values descending).
     solver : {"auto", "dense", "arpack", "lobpcg", "randomized", "nystrom"}
@@ -72,7 +72,7 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
         Solve with ``B + reg * I`` (regularization of a singular ``B``; residuals are those of the
         regularized pencil).
     reduce_B : bool
-        Restrict to the range of ``B`` (paper 000 Sect. 3.2 PCA/KPCA reduction) and solve the reduced
+        Restrict to the range of ``B`` (CK08 Sect. 3.2 PCA/KPCA reduction) and solve the reduced
         dense problem; only with ``solver`` in {"auto", "dense"}.
     **solver_options
         Passed to the solver (each solver's module lists its options; unknown ones raise).
@@ -138,7 +138,7 @@ def _auto(A, n: int, which: str, reduce_B: bool) -> str:
 
 
 def _solve_reduced(problem: Problem, options) -> EigenResult:
-    """Paper 000 Sect. 3.2: solve ``W^T A W y = lambda y`` with ``W = U_r S_r^{-1/2}`` (range of B)."""
+    """CK08 Sect. 3.2: solve ``W^T A W y = lambda y`` with ``W = U_r S_r^{-1/2}`` (range of B)."""
     from .dense import solve_dense
 
     W = generalized.range_basis(problem.B)

@@ -1,4 +1,4 @@
-"""A row-block distributed normalized Laplacian and LOBPCG on it (issue 16, item 2).
+"""A row-block distributed normalized Laplacian and LOBPCG on it.
 
 The graph is held as ``P`` row blocks ("shards") on the workers of the active ``distributed.Client``;
 every shard builds its rows of ``L_sym = I - D^-1/2 W D^-1/2`` (the formula of

@@ -1,4 +1,4 @@
-"""LOBPCG on a :class:`.distributed.DistributedLaplacian` (issue 16, item 2): :func:`distributed_eigensolve` and
+"""LOBPCG on a :class:`.distributed.DistributedLaplacian`: :func:`distributed_eigensolve` and
 the Laplacian eigenmap :func:`laplacian_eigenmaps_distributed`.
 
 The operator (its shards, products, preconditioners and start blocks) is :mod:`.distributed`; where LOBPCG's

@@ -1,11 +1,11 @@
-"""Generalized symmetric-definite problems ``A v = lambda B v`` (paper 000 eq. 4, 7, 10).
+"""Generalized symmetric-definite problems ``A v = lambda B v`` (CK08 eq. 4, 7, 10).
 
 Two ways to deal with a ``B`` that is singular or ill-conditioned (e.g. ``X C X^T`` with more features
-than samples, paper 000 Sect. 3.2):
+than samples, CK08 Sect. 3.2):
 
 * regularization: solve with ``B + reg * I`` (``reg > 0``); residuals are then those of the
   regularized pencil ``(A, B + reg I)``, the one actually solved;
-* reduction (``reduce_B=True``): restrict to the range of ``B`` -- the PCA / KPCA reduction of paper 000
+* reduction (``reduce_B=True``): restrict to the range of ``B`` -- the PCA / KPCA reduction of CK08
   Sect. 3.2. With ``B = U S U^T`` and ``W = U_r S_r^{-1/2}`` over the eigenvalues above
   ``REDUCE_RTOL * max(S)``, solve the ``r x r`` standard problem ``W^T A W y = lambda y`` and return
   ``v = W y`` (so ``V^T B V = I``). It is exact when ``range(A) ⊆ range(B)`` (both built on the same data,
@@ -68,7 +68,7 @@ def _pd_message(name: str, why: str) -> str:
     return (
         f"{name} must be positive definite for the generalized problem A v = lambda {name} v, but {why}; "
         "pass reg > 0 to solve with B + reg * I, or reduce_B=True to restrict to the range of B "
-        "(paper 000 Sect. 3.2)"
+        "(CK08 Sect. 3.2)"
     )
 
 

@@ -1,4 +1,4 @@
-"""The ``"nystrom"`` solver: one-shot Nystrom eigendecomposition of a kernel matrix (paper 000 Sect. 4).
+"""The ``"nystrom"`` solver: one-shot Nystrom eigendecomposition of a kernel matrix (CK08 Sect. 4).
 
 Unlike the other solvers its input is the data, not a matrix: ``eigensolve(X, k, solver="nystrom",
 which="largest", kernel="rbf", n_landmarks=2000, ...)`` with X (n, d) numpy or dask. It returns the top-k

@@ -1,4 +1,4 @@
-"""GRAD: graph-adaptive nonlinear dimensionality reduction (paper 003, Shen, Traganitis & Giannakis).
+"""GRAD: graph-adaptive nonlinear dimensionality reduction (STG18: Shen, Traganitis & Giannakis 2018).
 
 - :class:`GraphKPCA` — graph-regularized kernel PCA (eq. 13), graph kernels (eq. 14), must-link /
   cannot-link constraints (eq. 22-24), dense or Nystrom + implicit operator at scale.

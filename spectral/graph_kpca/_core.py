@@ -1,4 +1,4 @@
-"""Shared linear algebra of the GRAD estimators (paper 003): dense eigen-steps and training-point matches.
+"""Shared linear algebra of the GRAD estimators (STG18): dense eigen-steps and training-point matches.
 
 Kernels and centering are :mod:`spectral.kernels` (``kernel_from_params``, ``center_gram``, ``center_rows``),
 signs :func:`spectral.eigen.sign_flip`, kNN search :class:`spectral.knn.KNNIndex` (built once at fit over the

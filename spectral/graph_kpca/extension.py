@@ -5,7 +5,7 @@ training points, so :meth:`GraphKPCA.transform` cannot search their neighbours. 
 pairs the model with a :class:`spectral.knn.KNNIndex` built over the fit points, in the order of the
 model's rows (index position i = row i of ``eigenvectors_``): each block of new points is queried for its
 ``n_neighbors_`` nearest fit points and mapped by :meth:`GraphKPCA.transform_with_neighbors` (the
-out-of-sample map of paper 003 eq. 13 / 14 derived in :mod:`spectral.graph_kpca.gkpca`) -- the same map the fit
+out-of-sample map of STG18 eq. 13 / 14 derived in :mod:`spectral.graph_kpca.gkpca`) -- the same map the fit
 flow applies to held-out points with their stored kNN rows.
 
 The object follows the per-chunk protocol of the flows' write-back (an ``index`` attribute set per chunk,

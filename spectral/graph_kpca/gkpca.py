@@ -1,4 +1,4 @@
-"""GraphKPCA: graph-regularized kernel PCA of paper 003 (eq. 13, 14, 22-24), dense and at scale.
+"""GraphKPCA: graph-regularized kernel PCA of STG18 (eq. 13, 14, 22-24), dense and at scale.
 
 The embedding Psi^T = V (n, d) holds the d leading eigenvectors of
 
@@ -54,7 +54,7 @@ SCALINGS = ("unit", "sqrt_eigenvalue")
 
 
 class GraphKPCA(TransformerMixin, BaseEstimator):
-    """Graph-adaptive kernel PCA (paper 003 eq. 13/14/24), scikit-learn API.
+    """Graph-adaptive kernel PCA (STG18 eq. 13/14/24), scikit-learn API.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Graph kernels r^dagger(L) = U r^dagger(Lambda) U^T of paper 003 eq. 14 (Table II; Smola & Kondor 2003).
+"""Graph kernels r^dagger(L) = U r^dagger(Lambda) U^T of STG18 eq. 14 (Table II; Smola & Kondor 2003).
 
 ``r`` is a non-decreasing function of the Laplacian eigenvalues and r^dagger its pseudo-inverse; the
 functions below return r^dagger(lambda) directly:
@@ -53,7 +53,7 @@ def graph_kernel_params(name: str, params: dict | None) -> dict:
 
 
 def r_dagger(lam: np.ndarray, name: str, params: dict) -> np.ndarray:
-    """r^dagger applied to Laplacian eigenvalues ``lam`` (k,) -> (k,) (paper 003 Table II)."""
+    """r^dagger applied to Laplacian eigenvalues ``lam`` (k,) -> (k,) (STG18 Table II)."""
     lam = np.clip(np.asarray(lam, dtype=np.float64), 0.0, None)  # round-off below 0
     lmax = float(lam.max()) if lam.size else 0.0
     if name == "regularized":

@@ -1,4 +1,4 @@
-"""Graphs of the GRAD methods (paper 003): data graphs, user graphs, constraint graphs, Laplacians.
+"""Graphs of the GRAD methods (STG18): data graphs, user graphs, constraint graphs, Laplacians.
 
 Every graph is a symmetric, non-negative ``scipy.sparse.csr_matrix`` of shape (n, n) with a zero diagonal.
 

@@ -1,4 +1,4 @@
-"""LNEG: local nonlinear embedding on graphs (paper 003 eq. 25-30, Algorithm 3), scikit-learn API.
+"""LNEG: local nonlinear embedding on graphs (STG18 eq. 25-30, Algorithm 3), scikit-learn API.
 
 1. kNN neighbourhoods N_i (k = ``n_neighbors``, exact search; no self-neighbour).
 2. Per-point sparse regressions on the neighbours' coordinates and their powers up to P (eq. 25-30,
@@ -42,7 +42,7 @@ EIGEN_SOLVERS = tuple(s for s in MATRIX_SOLVERS if s != "randomized")
 
 
 class LNEG(StateMixin, TransformerMixin, BaseEstimator):
-    """Local nonlinear embedding on graphs (paper 003 eq. 25-30).
+    """Local nonlinear embedding on graphs (STG18 eq. 25-30).
 
     Parameters
     ----------

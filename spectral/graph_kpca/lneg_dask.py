@@ -1,4 +1,4 @@
-"""LNEG's local regressions (paper 003 eq. 25-30) as Dask tasks over row chunks, neighbour rows gathered.
+"""LNEG's local regressions (STG18 eq. 25-30) as Dask tasks over row chunks, neighbour rows gathered.
 
 Each task receives only what its chunk needs: the chunk's own rows Y (b, D), the rows of the union of
 its neighbourhoods X[u] (|u|, D) (u = the sorted unique neighbour indices of the chunk) and the

@@ -1,4 +1,4 @@
-"""Local nonlinear regressions of LNEG (paper 003 eq. 25-30), batched over chunks of points.
+"""Local nonlinear regressions of LNEG (STG18 eq. 25-30), batched over chunks of points.
 
 Point i (features y_i in R^D) is regressed on its k neighbours j in N_i, entry-wise (eq. 25-26):
 

@@ -1,4 +1,4 @@
-"""Multi-kernel, multi-graph and multi-modal GRAD kernel PCA (paper 003 eq. 15-21), dense.
+"""Multi-kernel, multi-graph and multi-modal GRAD kernel PCA (STG18 eq. 15-21), dense.
 
 Objective (eq. 16 and 19, with Lambda_d = I and Psi^T = V, V^T V = I):
 

@@ -1,4 +1,4 @@
-"""Implicit (Nystrom) eigen-step of MultiGraphKPCA at scale (paper 003 eq. 15-20, "At scale" paragraph).
+"""Implicit (Nystrom) eigen-step of MultiGraphKPCA at scale (STG18 eq. 15-20, "At scale" paragraph).
 
 No n x n array is formed. Each kernel q gets Nystrom features Phi_q (n, r_q)
 (:class:`spectral.nystrom.NystromFeatures`), column-centered so that Phi_q Phi_q^T ~= H K^(q) H (the

@@ -1,4 +1,4 @@
-"""Paper 001: NSSE (nonlinear supervised smooth embedding) and its SUPLAP baseline.
+"""OV19 (Örnek & Vural 2019): NSSE (nonlinear supervised smooth embedding) and its SUPLAP baseline.
 
 >>> from spectral.nsse import NSSE, SupervisedLaplacianEigenmaps   # doctest: +SKIP
 """

@@ -1,4 +1,4 @@
-"""Within-class and between-class graphs of NSSE / SUPLAP (paper 001, eqs. 9-10), dense.
+"""Within-class and between-class graphs of NSSE / SUPLAP (OV19, eqs. 9-10), dense.
 
 NSSE trains on N labeled points (hundreds to a few thousands), so every matrix here is a dense N x N
 array: the pairwise squared distances are shared with the RBF matrix Psi (:mod:`._rbf`).
@@ -26,7 +26,7 @@ def squared_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 def class_graphs(
     D2: np.ndarray, y: np.ndarray, n_neighbors: int, bandwidth: float | None
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Gaussian within-class and between-class weight matrices (paper 001, eqs. 9 and 10).
+    """Gaussian within-class and between-class weight matrices (OV19, eqs. 9 and 10).
 
     Each point is linked to its ``min(n_neighbors, n_c - 1)`` nearest neighbours of its own class
     (``W_w``) and to its ``n_neighbors`` nearest neighbours of the other classes (``W_b``); both

@@ -1,4 +1,4 @@
-"""Gaussian RBF interpolator of NSSE (paper 001, eqs. 6-8) with a regularized, factorized Psi.
+"""Gaussian RBF interpolator of NSSE (OV19, eqs. 6-8) with a regularized, factorized Psi.
 
 ``Psi_ij = exp(-||x_i - x_j||^2 / sigma^2)`` is symmetric positive definite for distinct points, but its
 condition number explodes as sigma grows (eigenvalues decay like those of a heat kernel). It is never
@@ -26,12 +26,12 @@ RIDGE = 1e-8
 #: Rows of new points per block in :func:`rbf_interpolate` (block x N kernel values in memory).
 _BLOCK_ENTRIES = 4_000_000
 
-#: Lipschitz constant of phi(r) = exp(-r^2/sigma^2) is sqrt(2) e^{-1/2} / sigma (paper 001, Sect. 4.1).
+#: Lipschitz constant of phi(r) = exp(-r^2/sigma^2) is sqrt(2) e^{-1/2} / sigma (OV19, Sect. 4.1).
 _LPHI = np.sqrt(2.0) * np.exp(-0.5)
 
 
 def psi_matrix(D2: np.ndarray, sigma: float) -> np.ndarray:
-    """``Psi (N, N)`` with ``Psi_ij = exp(-D2_ij / sigma^2)`` (paper 001, eq. 7)."""
+    """``Psi (N, N)`` with ``Psi_ij = exp(-D2_ij / sigma^2)`` (OV19, eq. 7)."""
     return np.exp(-D2 / sigma**2)
 
 
@@ -60,7 +60,7 @@ def psi_inv2(lam: np.ndarray, U: np.ndarray) -> np.ndarray:
 
 
 def regularity_term(D2: np.ndarray, Y: np.ndarray, sigma: float, ridge: float) -> float:
-    """``tr(Y^T Psi_r^{-2} Y) = ||Psi_r^{-1} Y||_F^2 = ||C||_F^2`` (paper 001, eq. 7), by Cholesky.
+    """``tr(Y^T Psi_r^{-2} Y) = ||Psi_r^{-1} Y||_F^2 = ||C||_F^2`` (OV19, eq. 7), by Cholesky.
 
     If Psi_r is not numerically positive definite for Cholesky (round-off at very large sigma),
     the same quantity is computed from the clipped eigendecomposition used by the Y-step.
@@ -76,14 +76,14 @@ def regularity_term(D2: np.ndarray, Y: np.ndarray, sigma: float, ridge: float) -
 
 
 def rbf_coefficients(D2: np.ndarray, Y: np.ndarray, sigma: float, ridge: float) -> np.ndarray:
-    """Interpolation coefficients ``C = Psi_r^{-1} Y``, ``(N, d)``, by a Cholesky solve (paper 001, eq. 7)."""
+    """Interpolation coefficients ``C = Psi_r^{-1} Y``, ``(N, d)``, by a Cholesky solve (OV19, eq. 7)."""
     Psi = psi_matrix(D2, sigma)
     Psi[np.diag_indices_from(Psi)] += ridge
     return linalg.cho_solve(linalg.cho_factor(Psi, lower=True, check_finite=False), Y, check_finite=False)
 
 
 def rbf_interpolate(X_new: np.ndarray, centers: np.ndarray, coef: np.ndarray, sigma: float) -> np.ndarray:
-    """Evaluate ``f(x) = sum_i c_i exp(-||x - x_i||^2 / sigma^2)`` (paper 001, eq. 6) on ``X_new (m, n)``.
+    """Evaluate ``f(x) = sum_i c_i exp(-||x - x_i||^2 / sigma^2)`` (OV19, eq. 6) on ``X_new (m, n)``.
 
     Computed in row blocks so that at most ~4e6 kernel values are held at once. Returns ``(m, d)``.
     """
@@ -97,5 +97,5 @@ def rbf_interpolate(X_new: np.ndarray, centers: np.ndarray, coef: np.ndarray, si
 
 
 def lipschitz_bound(coef: np.ndarray, sigma: float) -> float:
-    """Lipschitz constant ``L = sqrt(N) L_phi ||C||_F`` of the interpolator (paper 001, Lemma / eq. 8)."""
+    """Lipschitz constant ``L = sqrt(N) L_phi ||C||_F`` of the interpolator (OV19, Lemma / eq. 8)."""
     return float(np.sqrt(coef.shape[0]) * _LPHI / sigma * np.linalg.norm(coef))

@@ -1,4 +1,4 @@
-"""NSSE and SUPLAP estimators (paper 001: "Nonlinear supervised dimensionality reduction via smooth
+"""NSSE and SUPLAP estimators (OV19, Örnek & Vural 2019: "Nonlinear supervised dimensionality reduction via smooth
 regular embeddings", Algorithm 1, eqs. 6-14).
 
 NSSE learns the training embedding ``Y (N, d)``, ``Y^T Y = I``, jointly with the scale ``sigma`` of a
@@ -178,7 +178,7 @@ def _prepare(est, X, y):
 
 
 class NSSE(_RBFEmbedding):
-    """Nonlinear Supervised Smooth Embedding (paper 001, Algorithm 1).
+    """Nonlinear Supervised Smooth Embedding (OV19, Algorithm 1).
 
     Parameters
     ----------
@@ -189,8 +189,8 @@ class NSSE(_RBFEmbedding):
         The paper (Sect. 5.1) finds mu1 in [100, 1000], mu2 in [1e-4, 1e-3], mu3 in [1, 5] for its
         image scaling and leaves them to cross-validation. Default mu1 = :data:`DEFAULT_MU1` (0.01), measured
         on the bundled USPS, COIL-20 and ORL (held-out 1-NN accuracy, ``benchmarks/defaults_vs_tuned.py``):
-        the previous default 1.0 let the between-class term dominate (the Y-step then picks the top
-        eigenvectors of L_b, localized on a few points) and gave 0.53 on USPS (30 per class, d = 9) against
+        mu1 = 1.0 lets the between-class term dominate (the Y-step then picks the top
+        eigenvectors of L_b, localized on a few points) and gives 0.53 on USPS (30 per class, d = 9) against
         0.87 with 0.01 and 0.87 for 1-NN on the pixels.
     n_neighbors : int
         Neighbours per point in the within- and between-class graphs (see ``_graphs.class_graphs``).
@@ -290,13 +290,13 @@ class NSSE(_RBFEmbedding):
 
 
 class SupervisedLaplacianEigenmaps(_RBFEmbedding):
-    """SUPLAP (paper 001's baseline, its ref. [15]): Y = d eigenvectors of ``L_w - mu1 L_b`` with the
+    """SUPLAP (OV19's baseline, its ref. [15]): Y = d eigenvectors of ``L_w - mu1 L_b`` with the
     smallest eigenvalues (Y^T Y = I, eq. 2), extended to new points by NSSE's RBF interpolator (eq. 6).
 
     Parameters are those of :class:`NSSE` (``random_state`` included, with the same meaning) without
     mu2 / mu3 / the sigma search; ``sigma`` is the interpolator scale (``None``: ``SIGMA_INIT_FACTOR * s0``,
     NSSE's default initial sigma), so that SUPLAP equals NSSE with ``mu2 = mu3 = 0``. Default mu1 as NSSE's
-    (:data:`DEFAULT_MU1`; the previous 1.0 gave 0.33 held-out 1-NN accuracy on USPS, 30 per class, d = 9).
+    (:data:`DEFAULT_MU1`; mu1 = 1.0 gives 0.33 held-out 1-NN accuracy on USPS, 30 per class, d = 9).
     """
 
     def __init__(self, n_components=2, *, mu1=DEFAULT_MU1, n_neighbors=5, sigma=None, graph_bandwidth=None,

@@ -1,4 +1,4 @@
-"""Paper 002 (Liu, Qian, Cui & Liu, IJCAI 2009): spectral kernel learning for semi-supervised classification.
+"""LQCL09 (Liu, Qian, Cui & Liu, IJCAI 2009): spectral kernel learning for semi-supervised classification.
 
 - :class:`TSK`: transductive spectral kernel, spectrum learned by the linear program of eq. 14, eq. 5 classifier,
   eq. 17-19 out-of-sample extension, ``kernel`` for ``SVC(kernel="precomputed")`` (TSK+SVM);

@@ -1,4 +1,4 @@
-"""Baselines of paper 002's Table 3 on the same graph: harmonic functions and the consistency method.
+"""Baselines of LQCL09's Table 3 on the same graph: harmonic functions and the consistency method.
 
 Both are scikit-learn's own estimators, given the paper's kNN graph through a callable kernel:
 

@@ -1,6 +1,6 @@
-"""The spectral basis of paper 002: graph, normalized Laplacian, its smallest eigenpairs, out-of-sample rows.
+"""The spectral basis of LQCL09: graph, normalized Laplacian, its smallest eigenpairs, out-of-sample rows.
 
-Paper 002 (Liu, Qian, Cui, Liu, IJCAI 2009), Sect. 3 and Table 1:
+LQCL09 (Liu, Qian, Cui & Liu, IJCAI 2009), Sect. 3 and Table 1:
 
 - a kNN graph (k = 6) with the weights of Hein & Maier, ``W_ij = exp(-||x_i - x_j||^2 / max(h_i, h_j)^2)``,
   ``h_i`` the distance of ``x_i`` to its k-th neighbour (eq. 2), an edge when either point is among the
@@ -59,7 +59,7 @@ class SpectralBasis:
 
 def spectral_basis(W, n_components: int, *, include_trivial: bool = True, skip_one: bool = True,
                    eigen_solver: str = "auto", tol: float | None = None, random_state=None) -> SpectralBasis:
-    """Smallest eigenpairs of ``L = I - D^-1/2 W D^-1/2`` with ``lambda != 1`` (paper 002, Table 1 step 2).
+    """Smallest eigenpairs of ``L = I - D^-1/2 W D^-1/2`` with ``lambda != 1`` (LQCL09, Table 1 step 2).
 
     Parameters
     ----------
@@ -131,7 +131,7 @@ def spectral_basis(W, n_components: int, *, include_trivial: bool = True, skip_o
 
 def extend_vectors(W_new, degrees: np.ndarray, values: np.ndarray, vectors: np.ndarray,
                    log_scale: np.ndarray | None = None) -> np.ndarray:
-    """Out-of-sample rows of the eigenvector matrix (paper 002 eq. 17-18).
+    """Out-of-sample rows of the eigenvector matrix (LQCL09 eq. 17-18).
 
     Parameters
     ----------

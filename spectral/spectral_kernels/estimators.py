@@ -1,4 +1,4 @@
-"""Spectral-kernel classifiers of paper 002: TSK (Sect. 4, learned by the LP of eq. 14) and RSK (Sect. 3).
+"""Spectral-kernel classifiers of LQCL09: TSK (Sect. 4, learned by the LP of eq. 14) and RSK (Sect. 3).
 
 Both build ``K = V_m U V_m^T`` (eq. 9) on the m retained eigenpairs of ``L = I - D^-1/2 W D^-1/2``, classify
 with eq. 5 (``f(x_i) = argmax_k sum_{y_j = k} K_ij``) and extend to new points with eq. 17-19. Only the
@@ -268,7 +268,7 @@ def transductive_scores(vectors_chunk: np.ndarray, P: np.ndarray) -> np.ndarray:
 
 
 class TSK(_SpectralKernelClassifier):
-    """Transductive spectral kernel (paper 002, Sect. 4 and Table 1) with its eq. 5 classifier.
+    """Transductive spectral kernel (LQCL09, Sect. 4 and Table 1) with its eq. 5 classifier.
 
     Parameters
     ----------
@@ -353,7 +353,7 @@ class TSK(_SpectralKernelClassifier):
 
 
 class RSK(_SpectralKernelClassifier):
-    """Regularized spectral kernel (paper 002, Sect. 3): ``K_r = V Theta V^T``, Zhou et al.'s method as a kernel.
+    """Regularized spectral kernel (LQCL09, Sect. 3): ``K_r = V Theta V^T``, Zhou et al.'s method as a kernel.
 
     ``theta_t = (1 - alpha) / (1 - alpha + alpha lambda_t)`` (eq. 4). With ``n_components=None`` every
     eigenpair is used (dense, n <= :data:`RSK_DENSE_MAX_N`) and the transductive scores equal Zhou et al.'s
@@ -361,7 +361,7 @@ class RSK(_SpectralKernelClassifier):
     (eq. 18-19) uses the pairs with lambda != 1 (Theorem 2). Other parameters (``n_neighbors="auto"`` included)
     and attributes as :class:`TSK`.
 
-    Default ``n_components=30`` (as TSK; it was None): the full spectrum refuses n > 3,000 and its out-of-sample
+    Default ``n_components=30`` (as TSK), not None: the full spectrum refuses n > 3,000 and its out-of-sample
     map divides by 1 - lambda for pairs with lambda near 1: on 400 USPS digits 0-3 (half labeled, 80 held
     out) held-out accuracy of ``predict`` is 0.575 with None against 0.89 with 30 (transductive 0.90 / 0.91).
     Pass ``n_components=None`` for Zhou et al.'s exact transduction (the reproduction does).

@@ -1,4 +1,4 @@
-"""The linear program of paper 002 (eq. 11-14): learning the spectrum ``mu`` of the TSK.
+"""The linear program of LQCL09 (eq. 11-14): learning the spectrum ``mu`` of the TSK.
 
 With the retained eigenpairs ``(lambda_t, v_t)``, t = 1..m, and l labeled points:
 

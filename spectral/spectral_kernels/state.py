@@ -1,4 +1,4 @@
-"""Model state of the paper 002 classifiers: plain arrays + JSON-able attributes (the ``to_state`` protocol).
+"""Model state of the LQCL09 classifiers: plain arrays + JSON-able attributes (the ``to_state`` protocol).
 
 A fitted :class:`~spectral.spectral_kernels.TSK` / :class:`~spectral.spectral_kernels.RSK` is the basis of eq. 9
 (``eigenvalues`` (m,), ``eigenvectors`` (n, m), ``degrees`` (n,)), the spectrum ``mu`` (m,), the eq. 5 class

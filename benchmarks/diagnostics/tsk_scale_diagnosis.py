@@ -14,7 +14,7 @@ accuracy = fraction of the unlabeled points labeled correctly. For each labeled 
   learning), each with eq. 5 as printed and class-balanced; the number of nonzero mu; the largest / smallest
   predicted class count; 1-NN in the eigenvector coordinates D^-1/2 V (is the basis itself sufficient?).
 
-Usage: python benchmarks/tsk_scale_diagnosis.py [--n 20000] [--labeled 200] [--seeds 0,1,2] [--m 10,30,100]
+Usage: python benchmarks/diagnostics/tsk_scale_diagnosis.py [--n 20000] [--labeled 200] [--seeds 0,1,2] [--m 10,30,100]
        [--json benchmarks/results/tsk_scale_diagnosis.json]
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from scipy.sparse.csgraph import connected_components  # noqa: E402

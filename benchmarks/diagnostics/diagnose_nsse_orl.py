@@ -1,7 +1,7 @@
-"""Diagnose why NSSE loses to LFDA on ORL at small training sizes (issue 7, the one open claim).
+"""Diagnose why NSSE loses to LFDA on ORL at small training sizes.
 
 Run pinned to one core from the repository root, e.g.
-    taskset -c 1 env OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/diagnose_nsse_orl.py \
+    taskset -c 1 env OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/diagnostics/diagnose_nsse_orl.py \
         oracle --size 3 --realizations 3 --prep max
 Every hypothesis is evaluated on the same realizations as the reproduction script (its seeds): the NSSE test
 error over a grid (an ORACLE: chosen with the test labels, a bound on what any CV could reach, never used for
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (spectral)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ (reproduce_nsse)
 import reproduce_nsse as R  # noqa: E402
 from spectral.nsse import NSSE  # noqa: E402
 from spectral.nsse._graphs import class_graphs  # noqa: E402
