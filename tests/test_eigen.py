@@ -206,6 +206,51 @@ class TestRandomized(SolverContract):
         with pytest.raises(ParameterError, match="standard problems"):
             eigensolve(kernel_case[1], 2, B=np.eye(N), solver="randomized")
 
+    @staticmethod
+    def _circles_rbf(n, gamma, center):
+        from sklearn.datasets import make_circles
+        from sklearn.metrics.pairwise import rbf_kernel
+
+        Kx = rbf_kernel(make_circles(n, factor=0.3, noise=0.05, random_state=0)[0], gamma=gamma)
+        if center:
+            H = np.eye(n) - 1.0 / n
+            Kx = H @ Kx @ H
+            Kx = (Kx + Kx.T) / 2
+        return Kx
+
+    @pytest.mark.parametrize("k, tol", [(10, None), (20, 1e-9)])
+    def test_fast_decaying_kernel_spectrum_matches_dense(self, k, tol):
+        # a kernel spectrum decays fast: the Chebyshev filter's degree is capped so the k-th wanted direction
+        # is not lost next to the first (it used to stop at a wrong pair 7 after max_iter)
+        Kc = self._circles_rbf(1000, 0.5, center=True)
+        w = sla.eigvalsh(Kc)[::-1][:k]
+        # (k = 20 reaches eigenvalues ~0.002: a residual tolerance below the default 1e-6 ||A|| ~ 1e-4 is
+        # needed for 1e-6 relative accuracy there)
+        res = eigensolve(Kc, k, which="largest", solver="randomized", random_state=0, tol=tol)
+        np.testing.assert_allclose(res.values, w, rtol=1e-6, atol=0)
+
+    def test_bare_operator_of_psd_kernel_bounds_without_arpack(self):
+        # a bare LinearOperator (no entries, no spectral_bounds): the bound of the end opposite to the wanted
+        # one is a fixed-step Lanczos estimate, not ARPACK on the cluster of ~0 eigenvalues of a PSD kernel
+        from scipy.sparse.linalg import aslinearoperator
+
+        Kx = self._circles_rbf(300, 0.5, center=False)
+        w = sla.eigvalsh(Kx)[::-1][:10]
+        res = eigensolve(aslinearoperator(Kx), 10, which="largest", solver="randomized")
+        assert res.info["bound_source"] == "lanczos-estimate"
+        np.testing.assert_allclose(res.values, w, rtol=1e-6, atol=0)
+
+    def test_lanczos_bounds_enclose_the_spectrum(self):
+        from spectral.eigen.randomized import lanczos_bounds
+
+        rng = np.random.default_rng(3)
+        M = rng.standard_normal((200, 200))
+        A = (M + M.T) / 2
+        w = sla.eigvalsh(A)
+        lo, hi = lanczos_bounds(A, 200, np.random.default_rng(0))
+        assert lo <= w[0] and hi >= w[-1]
+        assert hi - lo <= 1.5 * (w[-1] - w[0])
+
 
 class TestNystrom(SolverContract):
     solver = "nystrom"  # all points as landmarks: the Nystrom approximation is exact (round-off only)
