@@ -20,3 +20,37 @@ def test_graph_kpca_nystrom_randomized_matches_dense_eigh_of_its_operator():
     w = sla.eigvalsh(Phi @ Phi.T)[::-1][:10]
     np.testing.assert_allclose(m.eigenvalues_, w, rtol=1e-6, atol=0)
     np.testing.assert_allclose(m.transform(X), m.embedding_, rtol=0, atol=1e-12)
+
+
+# ------------------------------------------------------------------ GraphKPCA: null eigenvalues, n_components
+@pytest.mark.parametrize("X, d", [
+    (np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]]), 2),
+    (make_circles(60, factor=0.3, noise=0.05, random_state=0)[0], 3),
+])
+def test_graph_kpca_null_eigenvalues_give_zero_columns_as_kernel_pca(X, d):
+    from sklearn.decomposition import KernelPCA
+
+    for scaling in ("unit", "sqrt_eigenvalue"):
+        m = spectral.GraphKPCA(d, kernel="linear", gamma=0, scaling=scaling).fit(X)
+        # training points reproduce the fit (duplicated points may take their twin's row: round-off apart)
+        np.testing.assert_allclose(m.transform(X), m.embedding_, rtol=0, atol=1e-12)
+        ref = KernelPCA(d, kernel="linear").fit(X)
+        np.testing.assert_allclose(m.eigenvalues_, ref.eigenvalues_, rtol=1e-10, atol=1e-12)
+        null = ref.eigenvalues_ == 0
+        assert null.any() and np.all(m.embedding_[:, null] == 0)
+        new = X[:3] + 0.1
+        Z = m.transform(new)
+        assert np.all(Z[:, null] == 0)
+        if scaling == "sqrt_eigenvalue":  # KernelPCA's own scaling: equal up to column signs
+            Zr = ref.transform(new)
+            np.testing.assert_allclose(np.abs(Z), np.abs(Zr), atol=1e-10)
+
+
+def test_graph_kpca_keeps_components_beyond_n_minus_2():
+    from sklearn.decomposition import KernelPCA
+
+    X = make_circles(40, factor=0.3, noise=0.05, random_state=1)[0]
+    m = spectral.GraphKPCA(39, kernel="rbf", kernel_params={"gamma": 2.0}, gamma=0).fit(X)
+    ref = KernelPCA(39, kernel="rbf", gamma=2.0, eigen_solver="dense").fit(X)
+    assert m.embedding_.shape == (40, 39)
+    np.testing.assert_allclose(m.eigenvalues_, ref.eigenvalues_, rtol=1e-8, atol=1e-12)
