@@ -221,7 +221,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         index = KNNIndex.build(X, n_neighbors, method=self.knn_method, random_state=rng)
         idx, dist = index.neighbor_graph()
         if self.affinity == "rbf":
-            return self._fit_nystrom(X, dist, rng, n_components)
+            return self._fit_nystrom(X, dist, rng, n_components, index)
         wparams, scales, radii = fit_weight_params(
             dist, weighting=self.weighting, symmetrize=self.symmetrize
         )
@@ -241,13 +241,13 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         self.n_connected_components_ = int(info["component_eigenvalues"].shape[0])
         return self
 
-    def _fit_nystrom(self, X, dist, rng, n_components):
+    def _fit_nystrom(self, X, dist, rng, n_components, index):
         """The fully connected heat-kernel variant (see :mod:`spectral.embedding_nystrom`)."""
         from .embedding_nystrom import nystrom_eigenmaps
 
         sigma = fit_weight_params(dist, weighting="heat")[0].sigma  # mean kNN distance
         embedding, eigenvalues, model, info = nystrom_eigenmaps(
-            X, n_components, sigma, tol=self.tol, random_state=rng
+            X, n_components, sigma, tol=self.tol, random_state=rng, index=index
         )
         self.model_ = model
         self.embedding_, self.eigenvalues_ = embedding, eigenvalues
@@ -272,8 +272,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         m_arrays, m_attrs = self.model_.to_state()
         arrays = {"embedding": self.embedding_, "eigenvalues": self.eigenvalues_,
                   **{f"model/{k}": v for k, v in m_arrays.items()}}
-        if self.affinity == "knn":
-            arrays["X_fit"] = self.model_.index.training_points
+        arrays["X_fit"] = self.model_.index.training_points
         params = self.get_params()
         if not (params["random_state"] is None or isinstance(params["random_state"], int)):
             params["random_state"] = None
@@ -295,6 +294,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
             est.model_.rebuild_index(arrays["X_fit"])
         else:
             est.model_ = NystromEigenmapsModel.from_state(m_arrays, attrs["model"])
+            est.model_.rebuild_index(arrays["X_fit"])
         est.embedding_, est.eigenvalues_ = np.asarray(arrays["embedding"]), np.asarray(arrays["eigenvalues"])
         est.eigen_solver_, est.affinity_matrix_ = attrs["eigen_solver_"], None
         est.n_connected_components_ = int(attrs["n_connected_components"])

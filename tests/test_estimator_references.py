@@ -54,3 +54,23 @@ def test_graph_kpca_keeps_components_beyond_n_minus_2():
     ref = KernelPCA(39, kernel="rbf", gamma=2.0, eigen_solver="dense").fit(X)
     assert m.embedding_.shape == (40, 39)
     np.testing.assert_allclose(m.eigenvalues_, ref.eigenvalues_, rtol=1e-8, atol=1e-12)
+
+
+# ------------------------------------------------------------------ LaplacianEigenmaps(affinity="rbf")
+@pytest.mark.parametrize("dataset", ["moons", "digits"])
+def test_rbf_eigenmaps_equal_scikit_learn_spectral_embedding(dataset):
+    from sklearn.datasets import load_digits, make_moons
+    from sklearn.manifold import SpectralEmbedding
+
+    X = (make_moons(300, noise=0.05, random_state=0)[0] if dataset == "moons"
+         else load_digits().data[:400] / 16.0)
+    est = spectral.LaplacianEigenmaps(3, affinity="rbf", n_neighbors=10, random_state=0).fit(X)
+    gamma = est.model_.features.gamma  # 1 / sigma^2; every point is a landmark (n <= 1000)
+    assert est.model_.features.landmarks_.shape[0] == len(X)
+    ref = SpectralEmbedding(3, affinity="rbf", gamma=gamma, eigen_solver="arpack", random_state=0).fit_transform(X)
+    # both embeddings are D^-1/2 u_j (up to sign and scale): compare the unit columns
+    for j in range(3):
+        a, b = est.embedding_[:, j], ref[:, j]
+        a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+        assert min(np.abs(a - b).max(), np.abs(a + b).max()) <= 1e-8
+    np.testing.assert_array_equal(est.transform(X), est.embedding_)
