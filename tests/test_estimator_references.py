@@ -74,3 +74,38 @@ def test_rbf_eigenmaps_equal_scikit_learn_spectral_embedding(dataset):
         a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
         assert min(np.abs(a - b).max(), np.abs(a + b).max()) <= 1e-8
     np.testing.assert_array_equal(est.transform(X), est.embedding_)
+
+
+# ------------------------------------------------------------------ RSK's full spectrum out of sample
+def _rsk_problem(name):
+    from sklearn.datasets import load_digits, make_blobs, make_moons
+
+    if name == "moons":
+        X, y = make_moons(400, noise=0.1, random_state=0)
+    elif name == "blobs":
+        X, y = make_blobs(400, centers=4, cluster_std=0.7, random_state=0)
+    else:
+        d = load_digits()
+        X, y = d.data[:800] / 16.0, d.target[:800]
+    rng = np.random.default_rng(0)
+    test = rng.permutation(len(X))[: len(X) // 4]
+    train = np.setdiff1d(np.arange(len(X)), test)
+    labels = np.full(len(X), -1)
+    for c in np.unique(y):  # 10 % of each class's training points labeled
+        of_c = train[y[train] == c]
+        lab = rng.choice(of_c, size=max(2, of_c.size // 10), replace=False)
+        labels[lab] = c
+    return X, y, train, test, labels
+
+
+@pytest.mark.parametrize("name", ["moons", "blobs", "digits"])
+@pytest.mark.parametrize("alpha", [0.99, 0.2])
+def test_rsk_full_spectrum_predict_agrees_with_transduction(name, alpha):
+    X, y, train, test, labels = _rsk_problem(name)
+    m = spectral.RSK(alpha, n_components=None, random_state=0).fit(X[train], labels[train])
+    # reference: the same fit's transductive accuracy on its unlabeled points
+    unlabeled = labels[train] == -1
+    transductive = np.mean(m.transduction_[unlabeled] == y[train][unlabeled])
+    predicted = np.mean(m.predict(X[test]) == y[test])
+    assert predicted >= transductive - 0.05, (predicted, transductive)
+    np.testing.assert_array_equal(m.predict(X[train]), m.transduction_)
