@@ -187,7 +187,7 @@ def point_outputs(entry: MethodEntry, model: Any, X_rows: np.ndarray) -> dict[st
     """The outputs of ``entry`` for new rows ``X_rows`` (m, d) with a fitted ``model``.
 
     ``embedding`` (m, k) is ``model.transform`` (classifiers: their kernel features); ``scores`` (m, c) is
-    ``decision_function`` and ``labels`` (m,) ``predict``.
+    ``class_scores`` (classifiers) or ``decision_function`` and ``labels`` (m,) ``predict``.
     """
     X_rows = np.asarray(X_rows, dtype=np.float64)
     out: dict[str, np.ndarray] = {}
@@ -196,7 +196,8 @@ def point_outputs(entry: MethodEntry, model: Any, X_rows: np.ndarray) -> dict[st
             fn = getattr(model, "transform", None) or getattr(model, "kernel_features")
             out[name] = np.asarray(fn(X_rows), dtype=np.float64)
         elif name == SCORES:
-            out[name] = np.asarray(model.decision_function(X_rows), dtype=np.float64)
+            fn = getattr(model, "class_scores", None) or model.decision_function  # (m, c) per-class scores
+            out[name] = np.asarray(fn(X_rows), dtype=np.float64)
         elif name == LABELS:
             out[name] = np.asarray(model.predict(X_rows), dtype=np.int64)
     return out

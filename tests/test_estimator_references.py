@@ -109,3 +109,32 @@ def test_rsk_full_spectrum_predict_agrees_with_transduction(name, alpha):
     predicted = np.mean(m.predict(X[test]) == y[test])
     assert predicted >= transductive - 0.05, (predicted, transductive)
     np.testing.assert_array_equal(m.predict(X[train]), m.transduction_)
+
+
+# ------------------------------------------------------------------ TSK / RSK: scikit-learn's classifier API
+def test_rsk_predict_proba_is_label_spreading_normalization():
+    X, y, train, test, labels = _rsk_problem("blobs")
+    m = spectral.RSK(0.99, n_components=None, random_state=0).fit(X[train], labels[train])
+    P = m.predict_proba(X[test])
+    assert P.shape == (test.size, 4) and np.all(P >= 0)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(m.classes_[P.argmax(axis=1)], m.predict(X[test]))
+    # training points: the normalized transductive scores (LabelSpreading's label_distributions_)
+    F = np.clip(m.scores_, 0, None)
+    np.testing.assert_allclose(m.label_distributions_, F / F.sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(m.predict_proba(X[train]), m.label_distributions_)
+
+
+def test_binary_decision_function_and_class_weight_dict():
+    X, y, train, test, labels = _rsk_problem("moons")
+    for est in (spectral.RSK(n_components=20, random_state=0), spectral.TSK(20, random_state=0)):
+        m = est.fit(X[train], labels[train])
+        S = m.class_scores(X[test])
+        np.testing.assert_allclose(m.decision_function(X[test]), S[:, 1] - S[:, 0])
+        np.testing.assert_array_equal(m.predict(X[test]), m.classes_[(S[:, 1] > S[:, 0]).astype(int)])
+    base = spectral.RSK(n_components=20, random_state=0).fit(X[train], labels[train])
+    heavy = spectral.RSK(n_components=20, class_weight={1: 3.0}, random_state=0).fit(X[train], labels[train])
+    np.testing.assert_allclose(heavy.scores_[:, 1], 3.0 * base.scores_[:, 1])
+    np.testing.assert_allclose(heavy.scores_[:, 0], base.scores_[:, 0])
+    with pytest.raises(spectral.ParameterError, match=r"class_weight has key 7, which is not one of the classes \[0, 1\]"):
+        spectral.RSK(n_components=20, class_weight={7: 1.0}).fit(X[train], labels[train])
