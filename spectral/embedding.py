@@ -75,7 +75,9 @@ def laplacian_eigenmaps_from_graph(
     on_disconnected : {"raise", "per_component"}
         "raise": :class:`DisconnectedGraphError` with the component sizes. "per_component": each component
         is embedded on its own (its own k nontrivial eigenvectors); components with at most k + 1 nodes get
-        their available eigenvectors and zeros for the rest, isolated nodes get zeros.
+        their available eigenvectors and zeros for the rest, isolated nodes get zeros. Each component is then
+        translated by its offset (:func:`component_offsets`: component c at ``c * spacing`` on the first axis),
+        so that different components never coincide while each keeps its own eigenmap.
     tol : float or None
         Eigensolver tolerance (None: the solver's default).
     random_state : None, int, Generator
@@ -87,8 +89,8 @@ def laplacian_eigenmaps_from_graph(
         ``lambda_1..lambda_k`` of the Laplacian (of the largest component in "per_component" mode).
     info : dict
         ``eigen_solver`` (what ran on the largest component), ``component_labels`` (n,),
-        ``component_eigenvalues`` (C, k), ``component_solvers``, ``degrees`` (n,), ``residuals`` (k,),
-        ``converged``, ``n_iter``.
+        ``component_eigenvalues`` (C, k), ``component_offsets`` (C, k), ``component_solvers``, ``degrees`` (n,),
+        ``residuals`` (k,), ``converged``, ``n_iter``.
     """
     W = check_affinity(W)
     n = W.shape[0]
@@ -123,10 +125,14 @@ def laplacian_eigenmaps_from_graph(
         comp_values[c, : vals.shape[0]] = vals
         solvers.append(res.solver if res is not None else "none")
         first = res if c == 0 else first
+    offsets = component_offsets(embedding, n_comp)
+    if n_comp > 1:
+        embedding += offsets[labels]
     info = {
         "eigen_solver": solvers[0],
         "component_labels": labels,
         "component_eigenvalues": comp_values,
+        "component_offsets": offsets,
         "component_solvers": solvers,
         "degrees": degrees,
         "residuals": None if first is None else first.residuals[1:],
@@ -134,6 +140,28 @@ def laplacian_eigenmaps_from_graph(
         "n_iter": 0 if first is None else int(first.n_iter),
     }
     return embedding, comp_values[0].copy(), info
+
+
+#: Distance between consecutive components' offsets in "per_component" mode, in units of the largest
+#: coordinate magnitude R of the component eigenmaps: every component lies in [-R, R] on the first axis
+#: around its offset, so a spacing of 4 R leaves a gap of at least 2 R between them.
+COMPONENT_SPACING = 4.0
+
+
+def component_offsets(embedding: np.ndarray, n_comp: int) -> np.ndarray:
+    """Offsets (C, k) of the components of a "per_component" embedding (n, k): ``c * spacing * e_1``.
+
+    ``spacing = COMPONENT_SPACING * max |embedding|`` (1 when every row is 0, e.g. only isolated nodes).
+    Component 0 (the largest, :func:`spectral.graph_laplacian.connected_components` order) stays at the
+    origin; a single component gets a zero offset. Scikit-learn's ``SpectralEmbedding`` separates the
+    components through the indicator vectors of the multiple eigenvalue 0 instead, mixed in an arbitrary
+    basis and without each component's own eigenmap.
+    """
+    offsets = np.zeros((n_comp, embedding.shape[1]))
+    if n_comp > 1:
+        top = float(np.abs(embedding).max()) if embedding.size else 0.0
+        offsets[:, 0] = np.arange(n_comp) * COMPONENT_SPACING * (top if top > 0 else 1.0)
+    return offsets
 
 
 def _component_laplacian(Wc: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -232,7 +260,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         )
         self.model_ = LaplacianEigenmapsModel(
             embedding, info["component_eigenvalues"], info["component_labels"], info["degrees"], scales, radii,
-            wparams, self.normalization, index.params, index=index,
+            wparams, self.normalization, index.params, index=index, component_offsets=info["component_offsets"],
         )
         self.embedding_ = embedding
         self.eigenvalues_ = eigenvalues

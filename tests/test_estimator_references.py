@@ -138,3 +138,31 @@ def test_binary_decision_function_and_class_weight_dict():
     np.testing.assert_allclose(heavy.scores_[:, 0], base.scores_[:, 0])
     with pytest.raises(spectral.ParameterError, match=r"class_weight has key 7, which is not one of the classes \[0, 1\]"):
         spectral.RSK(n_components=20, class_weight={7: 1.0}).fit(X[train], labels[train])
+
+
+# ------------------------------------------------------------------ disconnected graphs, per component
+def test_per_component_embeddings_do_not_coincide_and_keep_their_own_eigenmaps():
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_blobs
+    from sklearn.manifold import SpectralEmbedding
+    from sklearn.metrics import normalized_mutual_info_score as nmi
+
+    X, y = make_blobs(300, centers=[[0, 0], [30, 0], [0, 30]], cluster_std=1.0, random_state=0)
+    est = spectral.LaplacianEigenmaps(2, n_neighbors=8, on_disconnected="per_component", random_state=0).fit(X)
+    assert est.n_connected_components_ == 3
+    Z = est.embedding_
+    ref = SpectralEmbedding(2, affinity="nearest_neighbors", n_neighbors=8, random_state=0).fit_transform(X)
+    assert nmi(y, KMeans(3, n_init=10, random_state=0).fit_predict(ref)) == 1.0  # the reference separates them
+    assert nmi(y, KMeans(3, n_init=10, random_state=0).fit_predict(Z)) == 1.0
+    # each component's rows, untranslated, are the eigenmap of its own subgraph
+    labels = est.model_.component_labels
+    offsets = est.model_.component_offsets
+    W = est.affinity_matrix_
+    for c in range(3):
+        rows = np.flatnonzero(labels == c)
+        own, _, _ = spectral.laplacian_eigenmaps_from_graph(W[rows][:, rows], 2, eigen_solver="dense")
+        np.testing.assert_allclose(Z[rows] - offsets[c], own, atol=1e-8)
+    np.testing.assert_array_equal(est.transform(X), Z)
+    # a new point near a component lands near that component, not at another's place
+    new = est.transform(X[:5] + 0.05)
+    assert np.all(np.abs(new - Z[:5]).max(axis=1) < np.abs(offsets[1, 0] - offsets[0, 0]) / 4)
