@@ -291,6 +291,26 @@ def test_auto_reports_its_pick(laplacian_case):
     assert res.solver == "dense"  # n = 240 <= AUTO_DENSE_MAX_N
 
 
+def test_auto_never_picks_a_solver_that_refuses():
+    # above AUTO_DENSE_MAX_N: LOBPCG refuses n < 5 x block (an explicit choice keeps its clear error), the
+    # randomized solver refuses a generalized problem; "auto" picks dense / arpack there, checked against eigh
+    n = 2050
+    L = sp.csr_matrix(csgraph_laplacian(sp.diags([np.ones(n - 1), np.ones(n - 1)], [-1, 1]), normed=True))
+    with pytest.raises(ParameterError, match=r"needs n >= 5 \* block size"):
+        eigensolve(L, 420, solver="lobpcg")
+    res = eigensolve(L, 420)
+    assert res.solver == "dense"
+    np.testing.assert_allclose(res.values, sla.eigvalsh(L.toarray())[:420], atol=1e-10)
+    A = (sp.diags(np.r_[10.0, 9.0, 8.0, np.random.default_rng(0).uniform(0, 1, n - 3)]) + 0.01 * L).tocsr()
+    B = sp.diags(np.linspace(1.0, 2.0, n)).tocsr()
+    with pytest.raises(ParameterError, match="standard problems"):
+        eigensolve(A, 3, B=B, which="largest", solver="randomized")
+    gen = eigensolve(A, 3, B=B, which="largest", random_state=0)
+    assert gen.solver == "arpack"
+    ref = sla.eigh(A.toarray(), B.toarray(), eigvals_only=True, subset_by_index=[n - 3, n - 1])[::-1]
+    np.testing.assert_allclose(gen.values, ref, rtol=1e-6, atol=1e-8)
+
+
 def test_bad_parameters_named():
     A = np.eye(10)
     with pytest.raises(ParameterError, match=r"solver must be one of .*got 'eigh'"):
