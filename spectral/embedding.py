@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
+from ._transformer import EmbeddingTransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
@@ -182,7 +183,7 @@ def _embed_component(L: sp.csr_matrix, degrees: np.ndarray, k: int, normalizatio
     return vectors[:, 1:], res.values[1:], res
 
 
-class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
+class LaplacianEigenmaps(EmbeddingTransformerMixin, BaseEstimator):
     """Laplacian eigenmaps with a kNN graph and a Nystrom out-of-sample ``transform``.
 
     Parameters

@@ -130,7 +130,8 @@ def test_binary_decision_function_and_class_weight_dict():
     for est in (spectral.RSK(n_components=20, random_state=0), spectral.TSK(20, random_state=0)):
         m = est.fit(X[train], labels[train])
         S = m.class_scores(X[test])
-        np.testing.assert_allclose(m.decision_function(X[test]), S[:, 1] - S[:, 0])
+        P = m.predict_proba(X[test])
+        np.testing.assert_allclose(m.decision_function(X[test]), P[:, 1] - P[:, 0])
         np.testing.assert_array_equal(m.predict(X[test]), m.classes_[(S[:, 1] > S[:, 0]).astype(int)])
     base = spectral.RSK(n_components=20, random_state=0).fit(X[train], labels[train])
     heavy = spectral.RSK(n_components=20, class_weight={1: 3.0}, random_state=0).fit(X[train], labels[train])
@@ -166,3 +167,44 @@ def test_per_component_embeddings_do_not_coincide_and_keep_their_own_eigenmaps()
     # a new point near a component lands near that component, not at another's place
     new = est.transform(X[:5] + 0.05)
     assert np.all(np.abs(new - Z[:5]).max(axis=1) < np.abs(offsets[1, 0] - offsets[0, 0]) / 4)
+
+
+# ------------------------------------------------------------------ float32, feature names, set_output
+TRANSFORMERS = ("LaplacianEigenmaps", "DNE", "MFA", "LFDA", "NSSE", "SupervisedLaplacianEigenmaps", "GraphKPCA",
+                "MultiGraphKPCA", "LNEG")
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_float32_in_float32_out_and_named_columns_like_kernel_pca(name):
+    from sklearn.datasets import make_moons
+    from sklearn.decomposition import KernelPCA
+
+    X, y = make_moons(120, noise=0.05, random_state=0)
+    X32 = X.astype(np.float32)
+    ref = KernelPCA(2).fit(X32)  # scikit-learn's convention: float32 kept
+    assert ref.transform(X32).dtype == np.float32
+    est = getattr(spectral, name)(random_state=0) if "random_state" in getattr(spectral, name)().get_params() \
+        else getattr(spectral, name)()
+    Z32 = est.fit_transform(X32, y)
+    assert Z32.dtype == np.float32 and est.transform(X32[:7]).dtype == np.float32
+    assert est.transform(X[:7]).dtype == np.float64
+    # the same numbers as the float64 result of the same (float32-valued) input, rounded
+    np.testing.assert_array_equal(Z32, est.fit_transform(X32.astype(np.float64), y).astype(np.float32))
+    names = est.get_feature_names_out()
+    assert list(names) == [f"{name.lower()}{i}" for i in range(Z32.shape[1])]
+    df = est.set_output(transform="pandas").transform(X[:5])
+    assert list(df.columns) == list(names) and df.shape == (5, Z32.shape[1])
+
+
+def test_pipeline_point_outputs_keep_a_float32_chunk_float32():
+    from sklearn.datasets import make_moons
+
+    from tasks.registry import EMBEDDING, get_entry, point_outputs
+
+    X, _ = make_moons(150, noise=0.05, random_state=0)
+    X32 = X.astype(np.float32)
+    model = spectral.GraphKPCA(2).fit(X32)
+    out32 = point_outputs(get_entry("graph_kpca"), model, X32[:20] + np.float32(0.01))
+    out64 = point_outputs(get_entry("graph_kpca"), model, (X32[:20] + np.float32(0.01)).astype(np.float64))
+    assert out32[EMBEDDING].dtype == np.float32 and out64[EMBEDDING].dtype == np.float64
+    np.testing.assert_array_equal(out32[EMBEDDING], out64[EMBEDDING].astype(np.float32))

@@ -31,7 +31,8 @@ spectrum for eq. 14): no n x n array is formed.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
+from .._transformer import EmbeddingTransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_float, check_random_state, clip_int, validate_X
@@ -55,7 +56,7 @@ SCALINGS = ("unit", "sqrt_eigenvalue")
 NULL_EIG_RTOL = 1e-12
 
 
-class GraphKPCA(TransformerMixin, BaseEstimator):
+class GraphKPCA(EmbeddingTransformerMixin, BaseEstimator):
     """Graph-adaptive kernel PCA (paper 003 eq. 13/14/24), scikit-learn API.
 
     Parameters

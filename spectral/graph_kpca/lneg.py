@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
+from .._transformer import EmbeddingTransformerMixin
 
 from .._arrays import is_dask
 from .._state import StateMixin
@@ -41,7 +42,7 @@ from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
 EIGEN_SOLVERS = tuple(s for s in MATRIX_SOLVERS if s != "randomized")
 
 
-class LNEG(StateMixin, TransformerMixin, BaseEstimator):
+class LNEG(StateMixin, EmbeddingTransformerMixin, BaseEstimator):
     """Local nonlinear embedding on graphs (paper 003 eq. 25-30).
 
     Parameters

@@ -232,9 +232,13 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X) -> np.ndarray:
         """scikit-learn's decision function of new points ``X`` (s, d): :meth:`class_scores` (s, c), or for two
-        classes the (s,) difference ``score(classes_[1]) - score(classes_[0])`` (> 0 predicts ``classes_[1]``)."""
+        classes the (s,) difference of the :meth:`predict_proba` columns, ``p_1 - p_0`` in [-1, 1] (> 0
+        predicts ``classes_[1]``; ranked as ``p_1``, as scikit-learn's binary classifiers)."""
         scores = self.class_scores(X)
-        return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
+        if scores.shape[1] != 2:
+            return scores
+        P = score_distributions(scores)
+        return P[:, 1] - P[:, 0]
 
     def predict(self, X) -> np.ndarray:
         """Labels (s,) of new points by eq. 19 (out-of-sample extension)."""
