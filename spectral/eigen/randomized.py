@@ -3,9 +3,9 @@ Tropp 2011, Alg. 4.4 + 5.3; Zhou & Saad 2007 for the Chebyshev filter).
 
 The problem is turned into "smallest eigenpairs of S": ``S = A`` (``which="smallest"``) or ``S = -A``
 (``"largest"``). The spectrum of S must be bounded above by ``hi`` (the ``spectral_bounds=(lo, hi)`` option -- e.g. ``(0, 2)`` for a
-normalized Laplacian --, otherwise the tighter of a fixed-step Lanczos estimate with a safety margin and
-the Gershgorin discs of an explicit matrix or an operator's ``spectral_bounds()``, recorded in
-``info["bound_source"]``). A Gaussian block of ``p = k + oversample`` columns (from ``random_state``)
+normalized Laplacian --, an operator's ``spectral_bounds()``, the tighter of the Gershgorin discs and a
+fixed-step Lanczos estimate with a safety margin for an explicit matrix, or that estimate alone for a bare
+operator; recorded in ``info["bound_source"]``). A Gaussian block of ``p = k + oversample`` columns (from ``random_state``)
 or ``X0`` is then repeatedly filtered, orthonormalized (Cholesky-QR twice) and Rayleigh-Ritz projected
 until the k wanted residuals ``||A v - lambda v||`` are <= the tolerance or ``max_iter`` outer iterations ran:
 
@@ -28,7 +28,7 @@ import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
-from ._problem import gershgorin_bounds
+from ._problem import gershgorin_bounds, is_explicit
 from ._result import DEFAULT_RTOL, RawPairs
 
 DEFAULT_MAX_ITER = 300
@@ -115,15 +115,18 @@ def _upper_bound(problem, sign: float, given) -> tuple[float, str]:
         if not lo <= hi:
             raise ParameterError(f"spectral_bounds must be (lower, upper) with lower <= upper; got {given}")
         return (hi if sign > 0 else -lo), "option"
+    bounds = gershgorin_bounds(problem.A)
+    if bounds is not None and not is_explicit(problem.A):
+        # an operator's own bounds, without extra products (a distributed operator pays a pass per product)
+        return (bounds[1] if sign > 0 else -bounds[0]), "gershgorin/operator"
     lo, hi = lanczos_bounds(problem.A, problem.n, problem.rng)
     est = hi if sign > 0 else -lo
     est += LANCZOS_BOUND_MARGIN * max(abs(est), 1.0)
-    bounds = gershgorin_bounds(problem.A)
     if bounds is None:
         return est, "lanczos-estimate"
-    # A rigorous bound can be far too loose (Gershgorin on a kernel matrix: |lower| ~ ||A|| while the
-    # spectrum ends near 0); the filter's convergence rate is the gap over the damped interval's width, so
-    # the tighter Lanczos estimate is taken when it is below. (A slight underestimate is harmless: the
+    # Gershgorin can be far too loose (a kernel matrix: |lower| ~ ||A|| while the spectrum ends near 0); the
+    # filter's convergence rate is the gap over the damped interval's width, so the tighter Lanczos estimate
+    # of an explicit (in-memory) matrix is taken when it is below. (A slight underestimate is harmless: the
     # eigenvalues beyond it are the unwanted far end, amplified little near the interval's edge.)
     rigorous = bounds[1] if sign > 0 else -bounds[0]
     return (est, "lanczos-estimate") if est < rigorous else (rigorous, "gershgorin/operator")
