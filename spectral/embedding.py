@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
-from ._transformer import EmbeddingTransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ._transformer import EmbeddingTransformerMixin
 from ._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
                           validate_X)
 from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip

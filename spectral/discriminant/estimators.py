@@ -21,9 +21,9 @@ import copy
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from .._transformer import EmbeddingTransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._transformer import EmbeddingTransformerMixin
 from .._validation import (check_choice, check_float, check_int, check_labels, check_random_state, clip_int,
                            validate_X)
 from ..eigen.signs import sign_flip

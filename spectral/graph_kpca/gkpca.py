@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from .._transformer import EmbeddingTransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._transformer import EmbeddingTransformerMixin
 from .._validation import check_choice, check_float, check_random_state, clip_int, validate_X
 from ..errors import InputDataError
 from . import graphs as G
@@ -255,15 +255,12 @@ class GraphKPCA(EmbeddingTransformerMixin, BaseEstimator):
         ``transform``: their eigenvectors are an arbitrary basis of a null space, and ``k_c(x)^T V / lambda``
         is undefined.
         """
-        lam = np.asarray(lam, dtype=np.float64)
-        tiny = np.abs(lam) <= NULL_EIG_RTOL * max(float(np.abs(lam).max(initial=0.0)), np.finfo(float).tiny)
         graph_term = self._kind == "knn" and self.gamma > 0 and self.graph_kernel is None
-        return tiny & (not graph_term)
+        return _numerically_zero(lam) & (not graph_term)
 
     def _scale(self, lam):
         """(d,) column scale of the embedding: 1 ("unit") or sqrt(lambda) ("sqrt_eigenvalue"), 0 on null columns."""
-        null = self._null_columns(lam)
-        tiny = np.abs(lam) <= NULL_EIG_RTOL * max(float(np.abs(lam).max(initial=0.0)), np.finfo(float).tiny)
+        null, tiny = self._null_columns(lam), _numerically_zero(lam)
         if self.scaling == "unit":
             scale = np.ones_like(lam, dtype=np.float64)
         else:
@@ -413,6 +410,12 @@ class GraphKPCA(EmbeddingTransformerMixin, BaseEstimator):
             self.knn_index_ = KNNIndex.rebuild(self.X_fit_, attrs["knn_index"])
         self.embedding_ = self.eigenvectors_ * self._scale(self.eigenvalues_)
         return self
+
+
+def _numerically_zero(lam) -> np.ndarray:
+    """(d,) bool: ``|lambda| <= NULL_EIG_RTOL * max |lambda|`` for eigenvalues ``lam`` (d,)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    return np.abs(lam) <= NULL_EIG_RTOL * max(float(np.abs(lam).max(initial=0.0)), np.finfo(float).tiny)
 
 
 def G_seed(rng: np.random.Generator) -> int:

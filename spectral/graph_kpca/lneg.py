@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
-from .._transformer import EmbeddingTransformerMixin
 
+from .._transformer import EmbeddingTransformerMixin
 from .._arrays import is_dask
 from .._state import StateMixin
 from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X

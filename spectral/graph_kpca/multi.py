@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from .._transformer import EmbeddingTransformerMixin
 
+from .._transformer import EmbeddingTransformerMixin
 from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
 from .._state import StateMixin
 from ..errors import InputDataError, ParameterError

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from .._transformer import EmbeddingTransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._transformer import EmbeddingTransformerMixin
 from .._validation import check_fitted_X, check_float, check_int, check_labels, check_random_state, clip_int, validate_X
 from ..eigen import eigensolve
 from ..errors import InputDataError, ParameterError

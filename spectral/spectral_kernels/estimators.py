@@ -8,14 +8,14 @@ alpha lambda_t)`` (eq. 4, Zhou et al.'s consistency method as a kernel).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_float, check_int, check_labels, clip_int, validate_X
-import warnings
-
 from ..errors import InputDataError, KernelFallbackWarning, ParameterError
 from ..knn import KNNIndex
 from ..weights import fit_weight_params, query_weights, weights_from_params
