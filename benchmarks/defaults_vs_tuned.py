@@ -6,7 +6,8 @@ random other images as the test set; COIL-20, 10 training images per class (200)
 set; Ionosphere, 20 training points per class and the other 311 as the test set; inputs as stored (pixels in
 [0, 1], Ionosphere's features raw); d = max(c - 1, 2) where the estimator takes a dimension (DNE / MFA / LFDA
 choose theirs). TSK / RSK refuse COIL-20: its kNN graph has 9 / 6 / 2 connected components at k = 6 / 10 / 30
-(separate objects), and both need a connected graph.
+(separate objects), and both need a connected graph. TSK's previous default eta = 2 makes the LP's optimum
+mu = 0 on USPS: that row is TSK's fallback kernel (RSK's spectrum, ``fallback_kernel_``, with a warning).
 
 - supervised embeddings (NSSE, SUPLAP, DNE, MFA, LFDA; linear mode): fit on the training set, ``transform`` the test
   set, accuracy of 1-NN in the embedding with the training points as references;

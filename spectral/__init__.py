@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "InputDataError": "spectral.errors",
     "InputTypeError": "spectral.errors",
     "ParameterAdjustedWarning": "spectral.errors",
+    "KernelFallbackWarning": "spectral.errors",
     "DisconnectedGraphError": "spectral.errors",
     "ConvergenceError": "spectral.errors",
     "NotPositiveDefiniteError": "spectral.errors",

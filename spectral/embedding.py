@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ._transformer import EmbeddingTransformerMixin
 from ._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
                           validate_X)
 from .eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
@@ -75,7 +76,9 @@ def laplacian_eigenmaps_from_graph(
     on_disconnected : {"raise", "per_component"}
         "raise": :class:`DisconnectedGraphError` with the component sizes. "per_component": each component
         is embedded on its own (its own k nontrivial eigenvectors); components with at most k + 1 nodes get
-        their available eigenvectors and zeros for the rest, isolated nodes get zeros.
+        their available eigenvectors and zeros for the rest, isolated nodes get zeros. Each component is then
+        translated by its offset (:func:`component_offsets`: component c at ``c * spacing`` on the first axis),
+        so that different components never coincide while each keeps its own eigenmap.
     tol : float or None
         Eigensolver tolerance (None: the solver's default).
     random_state : None, int, Generator
@@ -87,8 +90,8 @@ def laplacian_eigenmaps_from_graph(
         ``lambda_1..lambda_k`` of the Laplacian (of the largest component in "per_component" mode).
     info : dict
         ``eigen_solver`` (what ran on the largest component), ``component_labels`` (n,),
-        ``component_eigenvalues`` (C, k), ``component_solvers``, ``degrees`` (n,), ``residuals`` (k,),
-        ``converged``, ``n_iter``.
+        ``component_eigenvalues`` (C, k), ``component_offsets`` (C, k), ``component_solvers``, ``degrees`` (n,),
+        ``residuals`` (k,), ``converged``, ``n_iter``.
     """
     W = check_affinity(W)
     n = W.shape[0]
@@ -123,10 +126,14 @@ def laplacian_eigenmaps_from_graph(
         comp_values[c, : vals.shape[0]] = vals
         solvers.append(res.solver if res is not None else "none")
         first = res if c == 0 else first
+    offsets = component_offsets(embedding, n_comp)
+    if n_comp > 1:
+        embedding += offsets[labels]
     info = {
         "eigen_solver": solvers[0],
         "component_labels": labels,
         "component_eigenvalues": comp_values,
+        "component_offsets": offsets,
         "component_solvers": solvers,
         "degrees": degrees,
         "residuals": None if first is None else first.residuals[1:],
@@ -134,6 +141,28 @@ def laplacian_eigenmaps_from_graph(
         "n_iter": 0 if first is None else int(first.n_iter),
     }
     return embedding, comp_values[0].copy(), info
+
+
+#: Distance between consecutive components' offsets in "per_component" mode, in units of the largest
+#: coordinate magnitude R of the component eigenmaps: every component lies in [-R, R] on the first axis
+#: around its offset, so a spacing of 4 R leaves a gap of at least 2 R between them.
+COMPONENT_SPACING = 4.0
+
+
+def component_offsets(embedding: np.ndarray, n_comp: int) -> np.ndarray:
+    """Offsets (C, k) of the components of a "per_component" embedding (n, k): ``c * spacing * e_1``.
+
+    ``spacing = COMPONENT_SPACING * max |embedding|`` (1 when every row is 0, e.g. only isolated nodes).
+    Component 0 (the largest, :func:`spectral.graph_laplacian.connected_components` order) stays at the
+    origin; a single component gets a zero offset. Scikit-learn's ``SpectralEmbedding`` separates the
+    components through the indicator vectors of the multiple eigenvalue 0 instead, mixed in an arbitrary
+    basis and without each component's own eigenmap.
+    """
+    offsets = np.zeros((n_comp, embedding.shape[1]))
+    if n_comp > 1:
+        top = float(np.abs(embedding).max()) if embedding.size else 0.0
+        offsets[:, 0] = np.arange(n_comp) * COMPONENT_SPACING * (top if top > 0 else 1.0)
+    return offsets
 
 
 def _component_laplacian(Wc: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -154,7 +183,7 @@ def _embed_component(L: sp.csr_matrix, degrees: np.ndarray, k: int, normalizatio
     return vectors[:, 1:], res.values[1:], res
 
 
-class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
+class LaplacianEigenmaps(EmbeddingTransformerMixin, BaseEstimator):
     """Laplacian eigenmaps with a kNN graph and a Nystrom out-of-sample ``transform``.
 
     Parameters
@@ -221,7 +250,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         index = KNNIndex.build(X, n_neighbors, method=self.knn_method, random_state=rng)
         idx, dist = index.neighbor_graph()
         if self.affinity == "rbf":
-            return self._fit_nystrom(X, dist, rng, n_components)
+            return self._fit_nystrom(X, dist, rng, n_components, index)
         wparams, scales, radii = fit_weight_params(
             dist, weighting=self.weighting, symmetrize=self.symmetrize
         )
@@ -232,7 +261,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         )
         self.model_ = LaplacianEigenmapsModel(
             embedding, info["component_eigenvalues"], info["component_labels"], info["degrees"], scales, radii,
-            wparams, self.normalization, index.params, index=index,
+            wparams, self.normalization, index.params, index=index, component_offsets=info["component_offsets"],
         )
         self.embedding_ = embedding
         self.eigenvalues_ = eigenvalues
@@ -241,13 +270,13 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         self.n_connected_components_ = int(info["component_eigenvalues"].shape[0])
         return self
 
-    def _fit_nystrom(self, X, dist, rng, n_components):
+    def _fit_nystrom(self, X, dist, rng, n_components, index):
         """The fully connected heat-kernel variant (see :mod:`spectral.embedding_nystrom`)."""
         from .embedding_nystrom import nystrom_eigenmaps
 
         sigma = fit_weight_params(dist, weighting="heat")[0].sigma  # mean kNN distance
         embedding, eigenvalues, model, info = nystrom_eigenmaps(
-            X, n_components, sigma, tol=self.tol, random_state=rng
+            X, n_components, sigma, tol=self.tol, random_state=rng, index=index
         )
         self.model_ = model
         self.embedding_, self.eigenvalues_ = embedding, eigenvalues
@@ -272,8 +301,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
         m_arrays, m_attrs = self.model_.to_state()
         arrays = {"embedding": self.embedding_, "eigenvalues": self.eigenvalues_,
                   **{f"model/{k}": v for k, v in m_arrays.items()}}
-        if self.affinity == "knn":
-            arrays["X_fit"] = self.model_.index.training_points
+        arrays["X_fit"] = self.model_.index.training_points
         params = self.get_params()
         if not (params["random_state"] is None or isinstance(params["random_state"], int)):
             params["random_state"] = None
@@ -295,6 +323,7 @@ class LaplacianEigenmaps(TransformerMixin, BaseEstimator):
             est.model_.rebuild_index(arrays["X_fit"])
         else:
             est.model_ = NystromEigenmapsModel.from_state(m_arrays, attrs["model"])
+            est.model_.rebuild_index(arrays["X_fit"])
         est.embedding_, est.eigenvalues_ = np.asarray(arrays["embedding"]), np.asarray(arrays["eigenvalues"])
         est.eigen_solver_, est.affinity_matrix_ = attrs["eigen_solver_"], None
         est.n_connected_components_ = int(attrs["n_connected_components"])

@@ -49,7 +49,8 @@ class LaplacianEigenmapsModel:
     eigensolver's residual. Rule for exact matches: a query at distance exactly 0 (float32 kNN distance)
     from a training point IS that training point and gets its stored embedding row (so ``transform(X_train) == embedding_`` bitwise; with duplicated training
     points, the row of the first duplicate the kNN query returns). With several graph components, a new
-    point is extended within the component that carries most of its weight. A new point with no edge (all
+    point is extended within the component that carries most of its weight (on the component's untranslated
+    rows, then translated by its ``component_offsets`` row). A new point with no edge (all
     weights 0, possible with ``symmetrize="and"``) is isolated and gets zeros, like isolated training
     points; ``transform(..., return_info=True)`` counts them.
 
@@ -59,8 +60,12 @@ class LaplacianEigenmapsModel:
     """
 
     def __init__(self, embedding, component_eigenvalues, component_labels, degrees, scales, radii,
-                 weight_params: WeightParams, normalization: str, knn_params: dict, index=None):
+                 weight_params: WeightParams, normalization: str, knn_params: dict, index=None,
+                 component_offsets=None):
         self.embedding = embedding
+        # (C, k) translation of each component ("per_component" mode); the extension maps the untranslated rows
+        self.component_offsets = (np.zeros_like(np.asarray(component_eigenvalues, dtype=np.float64))
+                                  if component_offsets is None else np.asarray(component_offsets, dtype=np.float64))
         self.component_eigenvalues = component_eigenvalues
         self.component_labels = component_labels
         self.degrees = degrees
@@ -80,6 +85,7 @@ class LaplacianEigenmapsModel:
             "degrees": self.degrees,
             "scales": self.scales,
             "radii": self.radii,
+            "component_offsets": self.component_offsets,
         }
         attrs = self.state_attrs(self.normalization, self.weight_params, self.knn_params)
         return {k: np.asarray(v) for k, v in arrays.items()}, attrs
@@ -97,7 +103,7 @@ class LaplacianEigenmapsModel:
         a = {k: np.asarray(v) for k, v in arrays.items()}
         return cls(a["embedding"], a["component_eigenvalues"], a["component_labels"].astype(np.int64),
                    a["degrees"], a["scales"], a["radii"], WeightParams.from_attrs(attrs["weight_params"]),
-                   attrs["normalization"], attrs["knn_params"])
+                   attrs["normalization"], attrs["knn_params"], component_offsets=a.get("component_offsets"))
 
     def attach_index(self, index: KNNIndex) -> None:
         """Use an already built index of the training points."""
@@ -181,8 +187,13 @@ class LaplacianEigenmapsModel:
                 f"Nystrom extension undefined for {int(bad.any(axis=1).sum())} points: a denominator "
                 f"({'1 - lambda_j' if sym else 'd_x - lambda_j'}) is below {NYSTROM_DENOMINATOR_MIN}"
             )
-        numer = np.asarray(Wq @ self.embedding)
+        offsets = self.component_offsets
+        translated = bool(np.any(offsets))
+        base = self.embedding - offsets[self.component_labels] if translated else self.embedding
+        numer = np.asarray(Wq @ base)
         out = np.where(isolated[:, None], 0.0, numer / np.where(isolated[:, None], 1.0, denom))
+        if translated:
+            out[~isolated] += offsets[comp[~isolated]]
         return out, int(isolated.sum())
 
     def _assign_components(self, Wq: sp.csr_matrix) -> np.ndarray:

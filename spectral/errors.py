@@ -45,3 +45,11 @@ class ParameterAdjustedWarning(UserWarning):
     The message names the parameter, the value given and the value used, e.g.
     ``"n_neighbors=15 is larger than n_samples - 1 = 9; using n_neighbors=9"``.
     """
+
+
+class KernelFallbackWarning(UserWarning):
+    """An estimator could not learn its model from the data and fitted a named fallback instead.
+
+    The message names the reason and the fallback, which the estimator also records (e.g. TSK's
+    ``fallback_kernel_`` when its linear program's optimum is the zero spectrum).
+    """

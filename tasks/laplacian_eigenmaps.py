@@ -219,7 +219,7 @@ def solve_eigenmaps(store_url: str, run: str, weights: dict | None = None, *, n_
                                "run the flow again with a new run name")
     model = LaplacianEigenmapsModel(Z, info["component_eigenvalues"], info["component_labels"], info["degrees"],
                                     per_point[:, 0], per_point[:, 1], wparams, normalization,
-                                    knn_attrs["index_params"])
+                                    knn_attrs["index_params"], component_offsets=info["component_offsets"])
     arrays, model_attrs = model.to_state()
     write_model(store_url, run, {**arrays, FIT_ROWS: rows},
                 {"method": METHOD, "state": MODEL_STATE, "state_attrs": model_attrs})

@@ -184,19 +184,24 @@ def _as_default_type(value: Any, default: Any) -> Any:
 
 # ---- per-point outputs of a fitted model (runs on the Dask workers) -----------------------------------------
 def point_outputs(entry: MethodEntry, model: Any, X_rows: np.ndarray) -> dict[str, np.ndarray]:
-    """The outputs of ``entry`` for new rows ``X_rows`` (m, d) with a fitted ``model``.
+    """The outputs of ``entry`` for new rows ``X_rows`` (m, d) with a fitted ``model``; float32 rows give a
+    float32 embedding (the estimators' dtype convention), any other rows float64.
 
     ``embedding`` (m, k) is ``model.transform`` (classifiers: their kernel features); ``scores`` (m, c) is
-    ``decision_function`` and ``labels`` (m,) ``predict``.
+    ``class_scores`` (classifiers) or ``decision_function`` and ``labels`` (m,) ``predict``.
     """
-    X_rows = np.asarray(X_rows, dtype=np.float64)
+    X_rows = np.asarray(X_rows)
+    if X_rows.dtype != np.float32:  # a float32 store's rows stay float32: the estimators then return float32
+        X_rows = X_rows.astype(np.float64, copy=False)
     out: dict[str, np.ndarray] = {}
     for name in entry.outputs:
         if name == EMBEDDING:
             fn = getattr(model, "transform", None) or getattr(model, "kernel_features")
-            out[name] = np.asarray(fn(X_rows), dtype=np.float64)
+            Z = np.asarray(fn(X_rows))
+            out[name] = Z if Z.dtype == np.float32 else Z.astype(np.float64, copy=False)
         elif name == SCORES:
-            out[name] = np.asarray(model.decision_function(X_rows), dtype=np.float64)
+            fn = getattr(model, "class_scores", None) or model.decision_function  # (m, c) per-class scores
+            out[name] = np.asarray(fn(X_rows), dtype=np.float64)
         elif name == LABELS:
             out[name] = np.asarray(model.predict(X_rows), dtype=np.int64)
     return out

@@ -206,6 +206,51 @@ class TestRandomized(SolverContract):
         with pytest.raises(ParameterError, match="standard problems"):
             eigensolve(kernel_case[1], 2, B=np.eye(N), solver="randomized")
 
+    @staticmethod
+    def _circles_rbf(n, gamma, center):
+        from sklearn.datasets import make_circles
+        from sklearn.metrics.pairwise import rbf_kernel
+
+        Kx = rbf_kernel(make_circles(n, factor=0.3, noise=0.05, random_state=0)[0], gamma=gamma)
+        if center:
+            H = np.eye(n) - 1.0 / n
+            Kx = H @ Kx @ H
+            Kx = (Kx + Kx.T) / 2
+        return Kx
+
+    @pytest.mark.parametrize("k, tol", [(10, None), (20, 1e-9)])
+    def test_fast_decaying_kernel_spectrum_matches_dense(self, k, tol):
+        # a kernel spectrum decays fast: the Chebyshev filter's degree is capped so the k-th wanted direction
+        # is not lost next to the first (it used to stop at a wrong pair 7 after max_iter)
+        Kc = self._circles_rbf(1000, 0.5, center=True)
+        w = sla.eigvalsh(Kc)[::-1][:k]
+        # (k = 20 reaches eigenvalues ~0.002: a residual tolerance below the default 1e-6 ||A|| ~ 1e-4 is
+        # needed for 1e-6 relative accuracy there)
+        res = eigensolve(Kc, k, which="largest", solver="randomized", random_state=0, tol=tol)
+        np.testing.assert_allclose(res.values, w, rtol=1e-6, atol=0)
+
+    def test_bare_operator_of_psd_kernel_bounds_without_arpack(self):
+        # a bare LinearOperator (no entries, no spectral_bounds): the bound of the end opposite to the wanted
+        # one is a fixed-step Lanczos estimate, not ARPACK on the cluster of ~0 eigenvalues of a PSD kernel
+        from scipy.sparse.linalg import aslinearoperator
+
+        Kx = self._circles_rbf(300, 0.5, center=False)
+        w = sla.eigvalsh(Kx)[::-1][:10]
+        res = eigensolve(aslinearoperator(Kx), 10, which="largest", solver="randomized")
+        assert res.info["bound_source"] == "lanczos-estimate"
+        np.testing.assert_allclose(res.values, w, rtol=1e-6, atol=0)
+
+    def test_lanczos_bounds_enclose_the_spectrum(self):
+        from spectral.eigen.randomized import lanczos_bounds
+
+        rng = np.random.default_rng(3)
+        M = rng.standard_normal((200, 200))
+        A = (M + M.T) / 2
+        w = sla.eigvalsh(A)
+        lo, hi = lanczos_bounds(A, 200, np.random.default_rng(0))
+        assert lo <= w[0] and hi >= w[-1]
+        assert hi - lo <= 1.5 * (w[-1] - w[0])
+
 
 class TestNystrom(SolverContract):
     solver = "nystrom"  # all points as landmarks: the Nystrom approximation is exact (round-off only)
@@ -244,6 +289,26 @@ class TestNystrom(SolverContract):
 def test_auto_reports_its_pick(laplacian_case):
     res = eigensolve(laplacian_case[0], 3)
     assert res.solver == "dense"  # n = 240 <= AUTO_DENSE_MAX_N
+
+
+def test_auto_never_picks_a_solver_that_refuses():
+    # above AUTO_DENSE_MAX_N: LOBPCG refuses n < 5 x block (an explicit choice keeps its clear error), the
+    # randomized solver refuses a generalized problem; "auto" picks dense / arpack there, checked against eigh
+    n = 2050
+    L = sp.csr_matrix(csgraph_laplacian(sp.diags([np.ones(n - 1), np.ones(n - 1)], [-1, 1]), normed=True))
+    with pytest.raises(ParameterError, match=r"needs n >= 5 \* block size"):
+        eigensolve(L, 420, solver="lobpcg")
+    res = eigensolve(L, 420)
+    assert res.solver == "dense"
+    np.testing.assert_allclose(res.values, sla.eigvalsh(L.toarray())[:420], atol=1e-10)
+    A = (sp.diags(np.r_[10.0, 9.0, 8.0, np.random.default_rng(0).uniform(0, 1, n - 3)]) + 0.01 * L).tocsr()
+    B = sp.diags(np.linspace(1.0, 2.0, n)).tocsr()
+    with pytest.raises(ParameterError, match="standard problems"):
+        eigensolve(A, 3, B=B, which="largest", solver="randomized")
+    gen = eigensolve(A, 3, B=B, which="largest", random_state=0)
+    assert gen.solver == "arpack"
+    ref = sla.eigh(A.toarray(), B.toarray(), eigvals_only=True, subset_by_index=[n - 3, n - 1])[::-1]
+    np.testing.assert_allclose(gen.values, ref, rtol=1e-6, atol=1e-8)
 
 
 def test_bad_parameters_named():

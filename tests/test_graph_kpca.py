@@ -71,8 +71,11 @@ def test_eq13_user_graph_matches_dense_reference(blobs):
     A = random_graph(len(X), rng)
     m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=2.0, graph=A).fit(X)
     ref = top_d(centered_rbf(X, 0.05) - 2.0 * csgraph_laplacian(A.toarray()), 3)
-    assert max_angle(m.embedding_, ref) < 1e-8
-    np.testing.assert_allclose(np.linalg.norm(m.embedding_, axis=0), 1.0)
+    # the third eigenpair is the constant vector at eigenvalue 0 (H 1 = L 1 = 0): a null component without a
+    # kNN-graph term in its extension, a column of zeros as in KernelPCA
+    assert max_angle(m.embedding_[:, :2], ref[:, :2]) < 1e-8
+    np.testing.assert_allclose(np.linalg.norm(m.embedding_[:, :2], axis=0), 1.0)
+    assert m.eigenvalues_[2] == 0 and np.all(m.embedding_[:, 2] == 0)
 
 
 @pytest.mark.parametrize("name,params,ref", [
@@ -206,10 +209,10 @@ def test_bad_inputs_raise_clear_errors(blobs):
         GraphKPCA(2, graph_kernel="heat").fit(X)
     with pytest.raises(ParameterError, match=r"graph_kernel_params\['a'\] must be >= the largest"):
         GraphKPCA(2, graph_kernel="random_walk", graph_kernel_params={"a": 0.5}).fit(X)
-    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, 178\]; got 0"):
+    with pytest.raises(ParameterError, match=r"n_components must be an integer in \[1, 180\]; got 0"):
         GraphKPCA(0).fit(X)
-    with pytest.warns(ParameterAdjustedWarning, match=r"n_components=180 is larger than n_samples - 2 = 178; using n_components=178"):
-        assert GraphKPCA(n).fit(X).embedding_.shape == (n, n - 2)
+    with pytest.warns(ParameterAdjustedWarning, match=r"n_components=181 is larger than n_samples = 180; using n_components=180"):
+        assert GraphKPCA(n + 1).fit(X).embedding_.shape == (n, n)
 
 
 # ----------------------------------------------------------------------------- multi-kernel / multi-graph

@@ -14,7 +14,7 @@ ESTIMATORS = ["LaplacianEigenmaps", "DNE", "MFA", "LFDA", "NSSE", "SupervisedLap
               "GraphKPCA", "MultiGraphKPCA", "LNEG"]
 ERRORS = ["EigenflowError", "ParameterError", "InputDataError", "InputTypeError", "DisconnectedGraphError",
           "ConvergenceError", "NotPositiveDefiniteError"]
-WARNINGS = ["ParameterAdjustedWarning"]
+WARNINGS = ["ParameterAdjustedWarning", "KernelFallbackWarning"]
 FUNCTIONS = ["knn_graph", "knn_weights", "laplacian", "dense_laplacian", "connected_components", "check_connected",
              "laplacian_eigenmaps_from_graph", "eigensolve", "pairwise_kernel"]
 

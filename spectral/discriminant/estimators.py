@@ -20,9 +20,10 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._transformer import EmbeddingTransformerMixin
 from .._validation import (check_choice, check_float, check_int, check_labels, check_random_state, clip_int,
                            validate_X)
 from ..eigen.signs import sign_flip
@@ -35,7 +36,7 @@ MODES = ("linear", "kernel", "transductive")
 SMALL_CLASSES = ("error", "keep")
 
 
-class _Paper000Estimator(TransformerMixin, BaseEstimator):
+class _Paper000Estimator(EmbeddingTransformerMixin, BaseEstimator):
     """Common machinery of DNE / MFA / LFDA; subclasses set ``_method``.
 
     Parameters

@@ -56,8 +56,10 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
     which : {"smallest", "largest"}
         Algebraically smallest (values ascending) or largest (values descending).
     solver : {"auto", "dense", "arpack", "lobpcg", "randomized", "nystrom"}
-        ``"auto"`` picks ``"dense"`` for n <= 2000, ``"lobpcg"`` (AMG) for a sparse A with
-        ``which="smallest"``, otherwise ``"randomized"``; ``EigenResult.solver`` says what ran.
+        ``"auto"`` picks ``"dense"`` for n <= 2000 (or k > n / 5), ``"lobpcg"`` (AMG) for a sparse A
+        with ``which="smallest"``, ``"arpack"`` for a large generalized problem,
+        otherwise ``"randomized"`` (never a solver that refuses the problem); ``EigenResult.solver`` says
+        what ran.
     tol : float > 0 or None
         Absolute tolerance on every residual ``||A v - lambda B v||`` (unit / B-unit vectors). None:
         ``1e-6 * (||A|| + |lambda| ||B||)`` per pair (norms: infinity-norm bounds).
@@ -98,7 +100,7 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
         raise ParameterError(f"raise_on_failure must be a bool; got {raise_on_failure!r}")
     B = _check_B(B, n, reg, reduce_B)
     if solver == "auto":
-        solver = _auto(A, n, which, reduce_B)
+        solver = _auto(A, n, which, reduce_B, B is not None, n_components, solver_options)
     if reduce_B and solver != "dense":
         raise ParameterError(f"reduce_B=True solves the reduced problem densely: use solver='dense' or 'auto'; got {solver!r}")
     k = check_n_components(n_components, n, allow_n=solver == "dense")
@@ -129,11 +131,22 @@ def _check_B(B, n: int, reg: float, reduce_B: bool):
     return B
 
 
-def _auto(A, n: int, which: str, reduce_B: bool) -> str:
-    if n <= AUTO_DENSE_MAX_N or reduce_B:
-        return "dense"
+def _auto(A, n: int, which: str, reduce_B: bool, generalized: bool, k, options: dict) -> str:
+    """The solver of ``solver="auto"``: never one that would refuse the problem (then dense ``eigh``).
+
+    Dense up to :data:`AUTO_DENSE_MAX_N` rows, with ``reduce_B``, or when k is too large for a block method
+    (k >= n, or n < 5 x LOBPCG's block); LOBPCG (AMG) for the smallest pairs of a sparse A; the randomized solver for a standard problem; ARPACK for a large generalized one (the
+    randomized solver handles B = I only).
+    """
+    from .lobpcg import accepts as lobpcg_accepts
+
+    iterative_k = isinstance(k, (int, np.integer)) and not isinstance(k, bool) and 1 <= int(k) <= n - 1
+    if n <= AUTO_DENSE_MAX_N or reduce_B or not iterative_k or not lobpcg_accepts(n, int(k), options):
+        return "dense"  # (k > n / 5 pairs: a block method does not pay either)
     if which == "smallest" and sp.issparse(A):
         return "lobpcg"
+    if generalized:
+        return "arpack"
     return "randomized"
 
 

@@ -105,13 +105,19 @@ def amg_hierarchy(A, shift: float = AMG_SHIFT, amg_options=None):
         A.data[positions] = original
 
 
+def accepts(n: int, k: int, options: dict) -> bool:
+    """Whether :func:`solve_lobpcg` takes a problem of n rows and k pairs: ``n >= 5 * block``, block = k +
+    ``extra_vectors`` (below that scipy's LOBPCG would silently run dense ``eigh``)."""
+    return n >= 5 * (k + int(options.get("extra_vectors", 0)))
+
+
 def solve_lobpcg(problem, **options) -> RawPairs:
     """k extreme eigenpairs of ``A v = lambda B v`` by LOBPCG (see module docstring)."""
     if set(options) - _OPTIONS:
         raise ParameterError(f"solver='lobpcg' accepts options {sorted(_OPTIONS)}; got {sorted(options)}")
     n, k = problem.n, problem.k
     block = k + int(options.get("extra_vectors", 0))
-    if n < 5 * block:
+    if not accepts(n, k, options):
         raise ParameterError(
             f"solver='lobpcg' needs n >= 5 * block size = {5 * block} (scipy falls back to dense eigh below "
             f"that); got n={n}: use solver='dense'"

@@ -2,10 +2,10 @@
 Tropp 2011, Alg. 4.4 + 5.3; Zhou & Saad 2007 for the Chebyshev filter).
 
 The problem is turned into "smallest eigenpairs of S": ``S = A`` (``which="smallest"``) or ``S = -A``
-(``"largest"``). The spectrum of S must be bounded above by ``hi`` (Gershgorin discs of an explicit matrix,
-an operator's ``spectral_bounds()``, the ``spectral_bounds=(lo, hi)`` option -- e.g. ``(0, 2)`` for a
-normalized Laplacian -- or, for a bare operator, a short Lanczos estimate with a safety margin, recorded
-in ``info["bound_source"]``). A Gaussian block of ``p = k + oversample`` columns (from ``random_state``)
+(``"largest"``). The spectrum of S must be bounded above by ``hi`` (the ``spectral_bounds=(lo, hi)`` option -- e.g. ``(0, 2)`` for a
+normalized Laplacian --, an operator's ``spectral_bounds()``, the tighter of the Gershgorin discs and a
+fixed-step Lanczos estimate with a safety margin for an explicit matrix, or that estimate alone for a bare
+operator; recorded in ``info["bound_source"]``). A Gaussian block of ``p = k + oversample`` columns (from ``random_state``)
 or ``X0`` is then repeatedly filtered, orthonormalized (Cholesky-QR twice) and Rayleigh-Ritz projected
 until the k wanted residuals ``||A v - lambda v||`` are <= the tolerance or ``max_iter`` outer iterations ran:
 
@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.sparse.linalg import eigsh
 from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
-from ._problem import gershgorin_bounds
+from ._problem import gershgorin_bounds, is_explicit
 from ._result import DEFAULT_RTOL, RawPairs
 
 DEFAULT_MAX_ITER = 300
@@ -41,6 +40,13 @@ DEFAULT_DEGREE = {"chebyshev": 20, "subspace": 4, "krylov": 6}
 BLAS_THREADS = 1
 # Relative margin added to a Lanczos estimate of the top of the spectrum to make it a safe bound.
 LANCZOS_BOUND_MARGIN = 1e-2
+# Lanczos steps of that estimate (Zhou & Li 2011: a few steps bound the extreme eigenvalue by theta + beta).
+LANCZOS_BOUND_STEPS = 30
+# Largest ratio the Chebyshev filter may put between the amplification of the first and the k-th wanted
+# Ritz direction in one outer iteration. A fast-decaying spectrum (kernel matrices) puts the damped interval
+# [cut, hi] close to 0 and lambda_1 far outside it: a full-degree filter then amplifies v_1 ~1e37 times more
+# than v_k and the k-th direction is lost to round-off; the degree is lowered to keep the ratio below this.
+MAX_FILTER_SPREAD = 1e8
 
 
 def solve_randomized(problem, **options) -> RawPairs:
@@ -70,7 +76,9 @@ def solve_randomized(problem, **options) -> RawPairs:
         while np.max(res) > tol and it < max_iter:
             it += 1
             cut = min(theta[-1], hi - 1e-12 * max(abs(hi), 1.0))
-            basis = _FILTERS[method](state, V, degree, cut, hi, min(theta[0], cut - 1e-3 * (hi - cut)))
+            low = min(theta[0], cut - 1e-3 * (hi - cut))
+            m = _chebyshev_degree(degree, theta[0], theta[k - 1], cut, hi) if method == "chebyshev" else degree
+            basis = _FILTERS[method](state, V, m, cut, hi, low)
             theta, V, SV = _rayleigh_ritz(state, orthonormalize(basis), keep=p)
             res = _residuals(theta, V, SV, k)
     info = {"method": method, "block_size": p, "degree": degree, "upper_bound": hi, "bound_source": source,
@@ -108,14 +116,68 @@ def _upper_bound(problem, sign: float, given) -> tuple[float, str]:
             raise ParameterError(f"spectral_bounds must be (lower, upper) with lower <= upper; got {given}")
         return (hi if sign > 0 else -lo), "option"
     bounds = gershgorin_bounds(problem.A)
-    if bounds is not None:
+    if bounds is not None and not is_explicit(problem.A):
+        # an operator's own bounds, without extra products (a distributed operator pays a pass per product)
         return (bounds[1] if sign > 0 else -bounds[0]), "gershgorin/operator"
-    which = "LA" if sign > 0 else "SA"
-    theta, y = eigsh(problem.A, k=1, which=which, tol=1e-4, ncv=min(problem.n, 24),
-                     v0=problem.rng.standard_normal(problem.n))
-    r = float(np.linalg.norm(np.asarray(problem.A @ y).ravel() - theta[0] * y.ravel()))
-    est = sign * float(theta[0])
-    return est + r + LANCZOS_BOUND_MARGIN * max(abs(est), 1.0), "lanczos-estimate"
+    lo, hi = lanczos_bounds(problem.A, problem.n, problem.rng)
+    est = hi if sign > 0 else -lo
+    est += LANCZOS_BOUND_MARGIN * max(abs(est), 1.0)
+    if bounds is None:
+        return est, "lanczos-estimate"
+    # Gershgorin can be far too loose (a kernel matrix: |lower| ~ ||A|| while the spectrum ends near 0); the
+    # filter's convergence rate is the gap over the damped interval's width, so the tighter Lanczos estimate
+    # of an explicit (in-memory) matrix is taken when it is below. (A slight underestimate is harmless: the
+    # eigenvalues beyond it are the unwanted far end, amplified little near the interval's edge.)
+    rigorous = bounds[1] if sign > 0 else -bounds[0]
+    return (est, "lanczos-estimate") if est < rigorous else (rigorous, "gershgorin/operator")
+
+
+def lanczos_bounds(A, n: int, rng, steps: int = LANCZOS_BOUND_STEPS) -> tuple[float, float]:
+    """``(lower, upper)`` bounds of the spectrum of a symmetric operator ``A`` (n, n) from a few Lanczos steps.
+
+    ``m = min(steps, n)`` steps with full reorthogonalization give the tridiagonal ``T_m`` and the residual
+    norm ``beta_m``; ``theta_min - beta_m`` and ``theta_max + beta_m`` bound the spectrum (Zhou & Li 2011,
+    "Bounding the spectrum of large Hermitian matrices", the bound used by Chebyshev-filtered subspace
+    iteration). A fixed number of steps, no convergence test: unlike ARPACK on an extreme eigenvalue inside a
+    cluster (a PSD kernel's many eigenvalues near 0), it cannot fail. Breakdown (an invariant subspace,
+    ``beta ~ 0``) returns the exact extreme Ritz values.
+    """
+    m = max(1, min(int(steps), n))
+    Q = np.zeros((n, m))
+    alpha, beta = np.zeros(m), np.zeros(m)
+    q = rng.standard_normal(n)
+    q /= np.linalg.norm(q)
+    used = m
+    for j in range(m):
+        Q[:, j] = q
+        w = np.asarray(A @ q, dtype=np.float64).ravel()
+        alpha[j] = q @ w
+        w -= Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)  # full reorthogonalization (twice is enough)
+        w -= Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)
+        beta[j] = np.linalg.norm(w)
+        if beta[j] <= 1e-12 * max(abs(alpha[: j + 1]).max(), 1e-300):
+            used, beta[j] = j + 1, 0.0
+            break
+        q = w / beta[j]
+    theta = sla.eigh_tridiagonal(alpha[:used], beta[: used - 1], eigvals_only=True)
+    r = beta[used - 1]
+    return float(theta[0] - r), float(theta[-1] + r)
+
+
+def _chebyshev_degree(degree: int, first: float, kth: float, cut: float, hi: float) -> int:
+    """Largest filter degree <= ``degree`` that keeps ``T_m(t_1) / T_m(t_k) <= MAX_FILTER_SPREAD``.
+
+    ``t_j = (c - theta_j) / e`` maps the Ritz values ``first = theta_1 <= kth = theta_k < cut`` of S onto the
+    Chebyshev variable of the interval ``[cut, hi]`` (centre c, half-width e); ``T_m(t) ~ cosh(m acosh t)``.
+    """
+    e, c = (hi - cut) / 2.0, (hi + cut) / 2.0
+    if e <= 0:
+        return degree
+    t1, tk = max((c - first) / e, 1.0), max((c - kth) / e, 1.0)
+    spread = np.arccosh(t1) - np.arccosh(tk)
+    if spread <= 0:
+        return degree
+    return int(max(1, min(degree, np.floor(np.log(MAX_FILTER_SPREAD) / spread))))
 
 
 def orthonormalize(Y: np.ndarray) -> np.ndarray:

@@ -31,9 +31,10 @@ spectrum for eq. 14): no n x n array is formed.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._transformer import EmbeddingTransformerMixin
 from .._validation import check_choice, check_float, check_random_state, clip_int, validate_X
 from ..errors import InputDataError
 from . import graphs as G
@@ -51,14 +52,19 @@ SOLVERS = ("dense", "nystrom")
 #: gamma_must = gamma_cannot = "auto": this weight (the paper's 0.5) divided by the largest constraint degree
 AUTO_CONSTRAINT_WEIGHT = 0.5
 SCALINGS = ("unit", "sqrt_eigenvalue")
+#: |lambda| <= this * max |lambda| is a numerically zero eigenvalue (KernelPCA's float64 ratio)
+NULL_EIG_RTOL = 1e-12
 
 
-class GraphKPCA(TransformerMixin, BaseEstimator):
+class GraphKPCA(EmbeddingTransformerMixin, BaseEstimator):
     """Graph-adaptive kernel PCA (STG18 eq. 13/14/24), scikit-learn API.
 
     Parameters
     ----------
-    n_components : int, the embedding dimension d.
+    n_components : int, the embedding dimension d, in [1, n_samples] (solver="dense"; [1, n_samples - 1] for
+        "nystrom"); a larger value is clipped with a ParameterAdjustedWarning. As in KernelPCA, a component
+        whose eigenvalue is numerically zero (``|lambda| <= 1e-12 max |lambda|``) and whose extension has no
+        kNN-graph term is a column of zeros in ``embedding_`` and ``transform`` (its eigenvalue is set to 0).
     kernel : {"rbf", "linear", "poly", "cosine", "laplacian", "sigmoid"}; kernel_params : dict of
         scikit-learn kernel parameters (gamma, degree, coef0) (e.g. {"gamma": 1 / (2 sigma^2)} for rbf).
     gamma : float >= 0, weight of the graph term (0 gives kernel PCA).
@@ -116,8 +122,10 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         """Fit on X (n, D); y (n,) optional labels, -1 = unlabeled, turned into constraint pairs."""
         X = validate_X(self, X, min_samples=3)
         n = X.shape[0]
-        d = clip_int("n_components", self.n_components, n - 2, bound="n_samples - 2")
         self._check_params()
+        # as KernelPCA: up to n components with dense eigh; the iterative solvers need k < n
+        d = (clip_int("n_components", self.n_components, n, bound="n_samples") if self.solver == "dense" else
+             clip_int("n_components", self.n_components, n - 1, bound="n_samples - 1"))
         rng = check_random_state(self.random_state)
         self.X_fit_ = X.copy()
         self.knn_index_ = None
@@ -138,6 +146,7 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
             Phi -= self._phi_mean  # column centering of Phi = H K H
             lam, V = self._eigs_implicit(Phi, sparse_part, lowrank, n, d, rng)
             self._PtV = Phi.T @ V  # (r, d): k_c(x)^T V = (phi(x) - mean) @ PtV
+        lam = np.where(self._null_columns(lam), 0.0, lam)
         if R_dense is not None:
             self._RV = R_dense @ V
         elif lowrank is not None:
@@ -238,12 +247,27 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
         self.eigen_info_ = {"solver": res.solver, "n_iter": res.n_iter, "residuals": res.residuals}
         return res.values, res.vectors
 
+    def _null_columns(self, lam):
+        """(d,) bool: the components whose eigenvalue is numerically zero (``|lambda| <= NULL_EIG_RTOL *
+        max |lambda|``) while the out-of-sample denominator is lambda alone (no kNN-graph term of eq. 13).
+
+        As KernelPCA (which sets such eigenvalues to 0), these columns are 0 in the embedding and in
+        ``transform``: their eigenvectors are an arbitrary basis of a null space, and ``k_c(x)^T V / lambda``
+        is undefined.
+        """
+        graph_term = self._kind == "knn" and self.gamma > 0 and self.graph_kernel is None
+        return _numerically_zero(lam) & (not graph_term)
+
     def _scale(self, lam):
+        """(d,) column scale of the embedding: 1 ("unit") or sqrt(lambda) ("sqrt_eigenvalue"), 0 on null columns."""
+        null, tiny = self._null_columns(lam), _numerically_zero(lam)
         if self.scaling == "unit":
-            return np.ones_like(lam)
-        if np.any(lam <= 0):
-            raise InputDataError(f"scaling='sqrt_eigenvalue' needs positive eigenvalues; got {lam}")
-        return np.sqrt(lam)
+            scale = np.ones_like(lam, dtype=np.float64)
+        else:
+            if np.any((lam < 0) & ~tiny):
+                raise InputDataError(f"scaling='sqrt_eigenvalue' needs non-negative eigenvalues; got {lam}")
+            scale = np.sqrt(np.where(tiny, 0.0, lam))
+        return np.where(null, 0.0, scale)
 
     # ------------------------------------------------------------------ transform
     def transform(self, X):
@@ -286,9 +310,11 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
             a = G.edge_weights(X, self.X_fit_, rows, ind.ravel(), np.asarray(dist).ravel(),
                                weight=self.graph_weight, sigma=self.sigma_).reshape(m, k)
             num, den = self._graph_rows(num, den, a, ind, a.sum(axis=1, keepdims=True))
-        if np.any(np.abs(den) < 1e-12 * max(1.0, float(np.abs(lam).max()))):
-            raise InputDataError("out-of-sample denominator lambda + gamma d(x) vanishes; "
-                                 "the selected eigenvalues are not usable for an extension")
+        null = self._null_columns(lam)
+        den[:, null] = 1.0  # these columns are 0 (see _null_columns)
+        if np.any(np.abs(den) < NULL_EIG_RTOL * max(1.0, float(np.abs(lam).max()))):
+            raise InputDataError("out-of-sample denominator lambda + gamma d(x) vanishes for a component with "
+                                 "a nonzero eigenvalue; the selected eigenvalues are not usable for an extension")
         return num / den * self._scale(lam)
 
     def _check_X(self, X):
@@ -384,6 +410,12 @@ class GraphKPCA(TransformerMixin, BaseEstimator):
             self.knn_index_ = KNNIndex.rebuild(self.X_fit_, attrs["knn_index"])
         self.embedding_ = self.eigenvectors_ * self._scale(self.eigenvalues_)
         return self
+
+
+def _numerically_zero(lam) -> np.ndarray:
+    """(d,) bool: ``|lambda| <= NULL_EIG_RTOL * max |lambda|`` for eigenvalues ``lam`` (d,)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    return np.abs(lam) <= NULL_EIG_RTOL * max(float(np.abs(lam).max(initial=0.0)), np.finfo(float).tiny)
 
 
 def G_seed(rng: np.random.Generator) -> int:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 
+from .._transformer import EmbeddingTransformerMixin
 from .._arrays import is_dask
 from .._state import StateMixin
 from .._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
@@ -41,7 +42,7 @@ from .lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
 EIGEN_SOLVERS = tuple(s for s in MATRIX_SOLVERS if s != "randomized")
 
 
-class LNEG(StateMixin, TransformerMixin, BaseEstimator):
+class LNEG(StateMixin, EmbeddingTransformerMixin, BaseEstimator):
     """Local nonlinear embedding on graphs (STG18 eq. 25-30).
 
     Parameters

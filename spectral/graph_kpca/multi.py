@@ -21,8 +21,9 @@ with its own metric (e.g. "hamming" for binary features); the kernels act on all
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 
+from .._transformer import EmbeddingTransformerMixin
 from .._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
 from .._state import StateMixin
 from ..errors import InputDataError, ParameterError
@@ -34,7 +35,7 @@ from ._core import top_eigs_dense, training_index, training_matches
 from .graph_kernels import dense_graph_kernel, graph_kernel_params
 
 
-class MultiGraphKPCA(StateMixin, TransformerMixin, BaseEstimator):
+class MultiGraphKPCA(StateMixin, EmbeddingTransformerMixin, BaseEstimator):
     """GRAD multi-kernel / multi-graph kernel PCA with learned theta_ and beta_ (eq. 15-21).
 
     Parameters

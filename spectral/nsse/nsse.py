@@ -18,9 +18,10 @@ the interpolator terms (mu2 = mu3 = 0) and is extended by the same RBF interpola
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._transformer import EmbeddingTransformerMixin
 from .._validation import check_fitted_X, check_float, check_int, check_labels, check_random_state, clip_int, validate_X
 from ..eigen import eigensolve
 from ..errors import InputDataError, ParameterError
@@ -102,7 +103,7 @@ def _sigma_step(D2, Y, grid, current, mu2, mu3, ridge) -> tuple[float, float]:
     return best_s, best_v
 
 
-class _RBFEmbedding(TransformerMixin, BaseEstimator):
+class _RBFEmbedding(EmbeddingTransformerMixin, BaseEstimator):
     """Shared fitted state and out-of-sample map of NSSE and SUPLAP (the RBF interpolator, eq. 6)."""
 
     def _finish(self, X, Y, D2, sigma):

@@ -8,12 +8,15 @@ alpha lambda_t)`` (eq. 4, Zhou et al.'s consistency method as a kernel).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_float, check_int, check_labels, clip_int, validate_X
-from ..errors import InputDataError, ParameterError
+from ..errors import InputDataError, KernelFallbackWarning, ParameterError
 from ..knn import KNNIndex
 from ..weights import fit_weight_params, query_weights, weights_from_params
 from ..graph_laplacian import check_affinity
@@ -132,13 +135,14 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         self.basis_info_ = basis.info
         self.mu_ = self._learn_spectrum(basis, codes)
         self.class_matrix_ = class_matrix(basis.vectors[self.labeled_indices_], codes, self.mu_,
-                                          self.classes_.size, self.class_weight)
+                                          self.classes_.size, class_weight_vector(self.class_weight, self.classes_))
         self._set_transductive_outputs()
         return self
 
     def _set_transductive_outputs(self) -> None:
         self.scores_ = self.eigenvectors_ @ self.class_matrix_  # eq. 5 for every training point
         self.transduction_ = self.classes_[np.argmax(self.scores_, axis=1)]
+        self.label_distributions_ = score_distributions(self.scores_)
 
     # -- model state (spectral.spectral_kernels.state) ----------------------------------------------------------
     def to_state(self) -> tuple[dict[str, np.ndarray], dict]:
@@ -189,6 +193,17 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         still count x among its k neighbours is missed, see :func:`spectral.weights.query_weights`; pass n
         for the exact eq. 17).
         """
+        idx, dist, exact = self._candidates(X, n_candidates)
+        out = np.empty((idx.shape[0], self.eigenvectors_.shape[1]))
+        out[exact] = self.eigenvectors_[idx[exact, 0]]
+        rest = np.flatnonzero(~exact)
+        if rest.size:
+            out[rest] = self.extend(idx[rest], dist[rest])
+        return out
+
+    def _candidates(self, X, n_candidates=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Candidate training neighbours ``(indices (s, kc), distances (s, kc), exact (s,) bool)`` of new points
+        ``X`` (s, d); ``exact`` marks points equal to their first candidate (a training point)."""
         check_is_fitted(self, "mu_")
         self._check_out_of_sample()
         if self._index is None:
@@ -199,13 +214,7 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
         k = self._graph.weight_params.n_neighbors
         kc = check_int("n_candidates", CANDIDATE_FACTOR * k if n_candidates is None else n_candidates, low=k)
         idx, dist = self._index.query(X, min(n, kc))
-        out = np.empty((X.shape[0], self.eigenvectors_.shape[1]))
-        exact = dist[:, 0] == 0.0
-        out[exact] = self.eigenvectors_[idx[exact, 0]]
-        rest = np.flatnonzero(~exact)
-        if rest.size:
-            out[rest] = self.extend(idx[rest], dist[rest])
-        return out
+        return idx, dist, dist[:, 0] == 0.0
 
     def extend(self, indices, distances) -> np.ndarray:
         """Eq. 18 for new points given their candidate training neighbours ``(indices, distances)`` (s, kc)."""
@@ -217,14 +226,31 @@ class _SpectralKernelClassifier(ClassifierMixin, BaseEstimator):
                                       log_scale=shift)
         return out
 
-    def decision_function(self, X) -> np.ndarray:
-        """Eq. 19 scores (s, c): ``sum_{y_j = k} K(x, x_j)`` for new points ``X`` (s, d)."""
+    def class_scores(self, X) -> np.ndarray:
+        """Eq. 19 scores (s, c): ``sum_{y_j = k} K(x, x_j)`` for new points ``X`` (s, d), one column per class."""
         return self.spectral_rows(X) @ self.class_matrix_
+
+    def decision_function(self, X) -> np.ndarray:
+        """scikit-learn's decision function of new points ``X`` (s, d): :meth:`class_scores` (s, c), or for two
+        classes the (s,) difference of the :meth:`predict_proba` columns, ``p_1 - p_0`` in [-1, 1] (> 0
+        predicts ``classes_[1]``; ranked as ``p_1``, as scikit-learn's binary classifiers)."""
+        scores = self.class_scores(X)
+        if scores.shape[1] != 2:
+            return scores
+        P = score_distributions(scores)
+        return P[:, 1] - P[:, 0]
 
     def predict(self, X) -> np.ndarray:
         """Labels (s,) of new points by eq. 19 (out-of-sample extension)."""
         check_is_fitted(self, "mu_")
-        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+        return self.classes_[np.argmax(self.class_scores(X), axis=1)]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class distributions (s, c) of new points: :func:`score_distributions` of :meth:`class_scores`, as
+        LabelSpreading's normalized label distributions (``label_distributions_`` for the training points).
+        ``argmax`` gives :meth:`predict`. Not calibrated probabilities (a ranking per point)."""
+        check_is_fitted(self, "mu_")
+        return score_distributions(self.class_scores(X))
 
     # -- the kernel -------------------------------------------------------------------------------------
     def kernel_features(self, X=None) -> np.ndarray:
@@ -253,13 +279,60 @@ def class_matrix(V_labeled: np.ndarray, codes: np.ndarray, mu: np.ndarray, n_cla
     """``P = U V_l^T C`` (m, c) so that eq. 5 scores are ``V P`` (any chunk of rows, any new point).
 
     ``class_weight="balanced"`` divides each class column by its number of labeled points (eq. 5 sums, which
-    favours the class with more labeled points; the paper uses the plain sum).
+    favours the class with more labeled points; the paper uses the plain sum); an array (c,) of weights >= 0
+    (from a ``{class: weight}`` dict, :func:`class_weight_vector`) multiplies each class column.
     """
     C = np.zeros((codes.size, n_classes))
     C[np.arange(codes.size), codes] = 1.0
-    if class_weight == "balanced":
+    if isinstance(class_weight, str) and class_weight == "balanced":
         C /= C.sum(axis=0, keepdims=True)
+    elif class_weight is not None:
+        C *= np.asarray(class_weight, dtype=np.float64)[None, :]
     return mu[:, None] * (V_labeled.T @ C)
+
+
+def class_weight_vector(class_weight, classes: np.ndarray):
+    """None / "balanced" as given, or a ``{class: weight}`` dict as an array (c,) (missing classes: 1).
+
+    Raises ParameterError for a key that is not a class or a weight that is negative or not finite.
+    """
+    if class_weight is None or (isinstance(class_weight, str) and class_weight == "balanced"):
+        return class_weight
+    w = np.ones(classes.size)
+    for key, value in class_weight.items():
+        pos = np.flatnonzero(classes == key)
+        if pos.size != 1:
+            raise ParameterError(f"class_weight has key {key!r}, which is not one of the classes {classes.tolist()}")
+        w[pos[0]] = check_float(f"class_weight[{key!r}]", value, low=0.0)
+    return w
+
+
+def score_distributions(scores: np.ndarray) -> np.ndarray:
+    """Row distributions (s, c) of eq. 5 / 19 scores: ``max(score, 0)`` normalized per row (LabelSpreading's
+    normalization of its label scores). A row without a positive score (no class reaches the point with
+    positive kernel weight) puts its mass on its largest scores, so ``argmax`` is always the predicted class."""
+    pos = np.clip(scores, 0.0, None)
+    total = pos.sum(axis=1, keepdims=True)
+    none = total[:, 0] <= 0
+    if np.any(none):
+        top = scores[none] == scores[none].max(axis=1, keepdims=True)
+        pos[none] = top
+        total[none] = top.sum(axis=1, keepdims=True)
+    return pos / total
+
+
+def normalized_propagation(W_new, degrees: np.ndarray, F: np.ndarray, log_scale: np.ndarray) -> np.ndarray:
+    """``S(x, X) F`` (s, c) with ``S(x, x_i) = W(x, x_i) / sqrt(D_xx D_ii)`` for s new points.
+
+    ``W_new`` (s, n) rows scaled by ``exp(-log_scale)`` (:func:`spectral.weights.query_weights`), ``degrees``
+    (n,), ``F`` (n, c); a point without an edge to the training graph gets a zero row.
+    """
+    Wn = sp.csr_matrix(W_new, dtype=np.float64)
+    d_x = np.asarray(Wn.sum(axis=1)).ravel()
+    scale = np.zeros_like(d_x)
+    ok = d_x > 0
+    scale[ok] = np.exp(0.5 * np.asarray(log_scale, float)[ok]) / np.sqrt(d_x[ok])  # w_x scales like sqrt(row scale)
+    return np.asarray(Wn @ (F / np.sqrt(degrees)[:, None])) * scale[:, None]
 
 
 def transductive_scores(vectors_chunk: np.ndarray, P: np.ndarray) -> np.ndarray:
@@ -296,8 +369,9 @@ class TSK(_SpectralKernelClassifier):
         the reproduction of Table 3 on Ionosphere and Sonar needs it).
     include_trivial : bool, default True
         Keep lambda_1 = 0 among the m pairs (the paper's Table 1 does).
-    class_weight : {None, "balanced"}
-        None: eq. 5 as printed (class sums); "balanced": class means.
+    class_weight : None, "balanced" or dict {class: weight >= 0}
+        None: eq. 5 as printed (class sums); "balanced": class means; a dict multiplies each class's sum
+        (classes not listed: 1).
     eigen_solver, knn_method : str
         Passed to :func:`spectral.eigen.eigensolve` and :class:`spectral.knn.KNNIndex`.
     random_state : None, int or Generator
@@ -306,7 +380,9 @@ class TSK(_SpectralKernelClassifier):
     ----------
     mu_ (m,), xi_ (l,), lp_objective_, beta_, eigenvalues_ (m,), eigenvectors_ (n, m), degrees_ (n,),
     classes_ (c,), labeled_indices_ (l,), class_matrix_ (m, c), transduction_ (n,), scores_ (n, c),
-    n_features_in_.
+    label_distributions_ (n, c) (:func:`score_distributions` of ``scores_``), n_features_in_,
+    fallback_kernel_ (None, or the kernel used when the LP's optimum is mu = 0: ``"rsk(alpha=0.99)"``, RSK's
+    spectrum on the same eigenpairs, with a :class:`~spectral.errors.KernelFallbackWarning`).
 
     A fitted model is saved with :meth:`to_state` (plain arrays + JSON attributes) and restored with
     :meth:`from_state` followed by :meth:`rebuild_index` (the training points) for out-of-sample use.
@@ -347,9 +423,20 @@ class TSK(_SpectralKernelClassifier):
         n, l = basis.vectors.shape[0], codes.size
         self.beta_ = n / l if isinstance(self.beta, str) else float(self.beta)
         lp = solve_spectrum_lp(basis.values, basis.vectors[self.labeled_indices_], codes, eta=float(self.eta),
-                               beta=self.beta_, constraint=self.constraint)
+                               beta=self.beta_, constraint=self.constraint, allow_zero=True)
         self.xi_, self.lp_objective_ = lp.xi, lp.objective
-        return lp.mu
+        self.fallback_kernel_ = None
+        if np.any(lp.mu > 0):
+            return lp.mu
+        # the zero spectrum: every eq. 5 score would tie. Fall back to RSK's spectrum on the same basis.
+        self.fallback_kernel_ = f"rsk(alpha={FALLBACK_ALPHA})"
+        warnings.warn(KernelFallbackWarning(
+            f"the TSK linear program's optimum is mu = 0 (beta={self.beta_:g}, constraint={self.constraint!r}, "
+            f"{l} labeled points): no learned spectrum beats paying the slacks, so the kernel would be zero. "
+            f"Using the fallback kernel {self.fallback_kernel_!r} on the same eigenpairs, theta_t = (1 - alpha) / "
+            f"(1 - alpha + alpha lambda_t) (LQCL09 eq. 4; recorded in fallback_kernel_). A larger beta, "
+            f"constraint='none' or include_trivial=False may let the LP learn one"), stacklevel=3)
+        return rsk_spectrum(basis.values, FALLBACK_ALPHA)
 
 
 class RSK(_SpectralKernelClassifier):
@@ -357,14 +444,14 @@ class RSK(_SpectralKernelClassifier):
 
     ``theta_t = (1 - alpha) / (1 - alpha + alpha lambda_t)`` (eq. 4). With ``n_components=None`` every
     eigenpair is used (dense, n <= :data:`RSK_DENSE_MAX_N`) and the transductive scores equal Zhou et al.'s
-    ``(1 - alpha)(I - alpha S)^-1 C``; an integer keeps the m smallest pairs (the at-scale form). Out-of-sample
-    (eq. 18-19) uses the pairs with lambda != 1 (Theorem 2). Other parameters (``n_neighbors="auto"`` included)
-    and attributes as :class:`TSK`.
+    ``(1 - alpha)(I - alpha S)^-1 C``; an integer keeps the m smallest pairs (the at-scale form). Out-of-sample:
+    with an integer ``n_components`` eq. 18-19 on the pairs with lambda != 1 (Theorem 2); with None the
+    propagation step of :meth:`class_scores` (eq. 18 would divide by ``1 - lambda <= 0`` for the
+    high-frequency half of the full spectrum). Other parameters (``n_neighbors="auto"`` included) and
+    attributes as :class:`TSK`.
 
-    Default ``n_components=30`` (as TSK), not None: the full spectrum refuses n > 3,000 and its out-of-sample
-    map divides by 1 - lambda for pairs with lambda near 1: on 400 USPS digits 0-3 (half labeled, 80 held
-    out) held-out accuracy of ``predict`` is 0.575 with None against 0.89 with 30 (transductive 0.90 / 0.91).
-    Pass ``n_components=None`` for Zhou et al.'s exact transduction (the reproduction does).
+    Default ``n_components=30`` (as TSK): the full spectrum is a dense eigh and refuses n > 3,000. Pass
+    ``n_components=None`` for Zhou et al.'s exact transduction (the reproduction does).
     """
 
     def __init__(self, alpha=0.99, *, n_components=30, n_neighbors="auto", class_weight=None, eigen_solver="auto",
@@ -396,14 +483,46 @@ class RSK(_SpectralKernelClassifier):
         return self.n_components is not None
 
     def _learn_spectrum(self, basis: SpectralBasis, codes: np.ndarray) -> np.ndarray:
-        a = float(self.alpha)
-        return (1.0 - a) / (1.0 - a + a * basis.values)  # eq. 4
+        return rsk_spectrum(basis.values, float(self.alpha))
 
+    def class_scores(self, X) -> np.ndarray:
+        """Scores (s, c) of new points ``X`` (s, d), one column per class.
+
+        Integer ``n_components``: eq. 19 with the eq. 18 rows (as :class:`TSK`). ``n_components=None`` (all n
+        pairs): eq. 18 divides by ``1 - lambda_t``, which is near 0 or negative for the high-frequency half of
+        a full spectrum (lambda_t in (1, 2]): it amplifies noise and flips signs (held-out accuracy at chance).
+        A new point is instead appended as an unlabeled node of Zhou et al.'s iteration ``F = alpha S F + (1 -
+        alpha) Y`` with the training scores frozen: ``F(x) = alpha sum_i S(x, x_i) F_i``, ``S(x, x_i) =
+        W(x, x_i) / sqrt(D_xx D_ii)`` (the fixed point that the full spectrum solves exactly; LabelSpreading's
+        predict is the same one-step propagation). A point equal to a training point gets its ``scores_`` row.
+        """
+        if self.n_components is not None:
+            return super().class_scores(X)
+        idx, dist, exact = self._candidates(X)
+        out = np.empty((idx.shape[0], self.classes_.size))
+        out[exact] = self.scores_[idx[exact, 0]]
+        rest = np.flatnonzero(~exact)
+        if rest.size:
+            g = self._graph
+            Wq, shift = query_weights(idx[rest], dist[rest], g.weight_params, g.scales, g.radii,
+                                      return_log_scale=True)
+            out[rest] = float(self.alpha) * normalized_propagation(Wq, self.degrees_, self.scores_, shift)
+        return out
+
+
+def rsk_spectrum(values: np.ndarray, alpha: float) -> np.ndarray:
+    """Eq. 4: ``theta_t = (1 - alpha) / (1 - alpha + alpha lambda_t)`` (m,) for eigenvalues ``values`` (m,)."""
+    return (1.0 - alpha) / (1.0 - alpha + alpha * np.asarray(values, dtype=np.float64))
+
+
+#: TSK's fallback spectrum when its LP's optimum is mu = 0: RSK's with Zhou et al.'s alpha (RSK's default).
+FALLBACK_ALPHA = 0.99
 
 #: Largest n for RSK's full spectrum (dense eigh of an n x n matrix: ~1 s at 2,000 on this machine).
 RSK_DENSE_MAX_N = 3000
 
 
 def _check_class_weight(value) -> None:
-    if value is not None and not (isinstance(value, str) and value == "balanced"):
-        raise ParameterError(f"class_weight must be one of {list(CLASS_WEIGHTS)}; got {value!r}")
+    if value is not None and not (isinstance(value, str) and value == "balanced") and not isinstance(value, dict):
+        raise ParameterError(f"class_weight must be one of {list(CLASS_WEIGHTS)} or a {{class: weight}} dict; "
+                             f"got {value!r}")

@@ -61,7 +61,7 @@ def decay_matrix(m: int, eta: float) -> sp.csr_matrix:
 
 
 def solve_spectrum_lp(values: np.ndarray, V_labeled: np.ndarray, y_codes: np.ndarray, *, eta: float, beta: float,
-                      constraint: str = "decay") -> LPResult:
+                      constraint: str = "decay", allow_zero: bool = False) -> LPResult:
     """Solve eq. 14 with ``scipy.optimize.linprog(method="highs")``.
 
     Parameters
@@ -78,6 +78,8 @@ def solve_spectrum_lp(values: np.ndarray, V_labeled: np.ndarray, y_codes: np.nda
         Weight of the hinge slacks.
     constraint : {"decay", "none"}
         Whether eq. 8 is imposed.
+    allow_zero : bool
+        Return the zero optimum ``mu = 0`` instead of raising (the caller handles it, e.g. TSK's fallback).
 
     Returns
     -------
@@ -89,7 +91,7 @@ def solve_spectrum_lp(values: np.ndarray, V_labeled: np.ndarray, y_codes: np.nda
         If HiGHS does not report an optimal solution (it cannot be infeasible or unbounded: mu = 0, xi = 1 is
         feasible and the objective is >= 0).
     ParameterError
-        If the optimum is mu = 0: the learned kernel is 0 and every eq. 5 score ties. This happens when no
+        If the optimum is mu = 0 and ``allow_zero`` is False: the learned kernel is 0 and every eq. 5 score ties. This happens when no
         feasible spectrum beats paying the slack, e.g. small beta, or eq. 8 with the trivial vector kept and
         c > 2 classes (the trivial vector's column of G is negative for every i and eq. 8 gives it the largest
         weight).
@@ -110,7 +112,7 @@ def solve_spectrum_lp(values: np.ndarray, V_labeled: np.ndarray, y_codes: np.nda
         raise ConvergenceError(f"the TSK linear program (eq. 14) was not solved by HiGHS: {res.message}")
     mu = np.clip(res.x[:m], 0.0, None)
     xi = np.clip(res.x[m:], 0.0, None)
-    if not np.any(mu > 0):
+    if not np.any(mu > 0) and not allow_zero:
         raise ParameterError(
             f"the TSK linear program's optimum is mu = 0 (beta={beta:g}, constraint={constraint!r}, {l} labeled "
             "points): the learned kernel is zero and eq. 5 cannot classify. Use a larger beta, constraint='none' "

@@ -69,6 +69,7 @@ def estimator_state(est) -> tuple[dict[str, np.ndarray], dict]:
     attrs = {"kind": STATE_KIND, "version": STATE_VERSION, "estimator": type(est).__name__,
              "params": {k: _jsonable_param(k, v) for k, v in est.get_params().items()},
              "basis_info": info, "n_features_in": getattr(est, "n_features_in_", None),
+             **({"fallback_kernel": est.fallback_kernel_} if hasattr(est, "fallback_kernel_") else {}),
              **{name: float(getattr(est, name)) for name in OPTIONAL_SCALARS if hasattr(est, name)}}
     graph = est._graph
     if graph is not None:
@@ -99,6 +100,8 @@ def restore_estimator(cls, arrays: dict, attrs: dict):
         if name in attrs:
             setattr(est, name, float(attrs[name]))
     est.basis_info_ = {**attrs["basis_info"], "residuals": np.asarray(arrays.get("residuals", []))}
+    if "fallback_kernel" in attrs:
+        est.fallback_kernel_ = attrs["fallback_kernel"]
     if attrs.get("n_features_in") is not None:
         est.n_features_in_ = int(attrs["n_features_in"])
     est._graph = None
