@@ -25,7 +25,9 @@ import zarr
 from . import layout
 from .errors import StoreFormatError, StorageError
 
-StoreRef = Union[str, "os.PathLike[str]", zarr.Group]
+#: What the storage functions take as their store: an opened :class:`Store` (what tasks and flows pass), a
+#: ``zarr.Group``, or a local path / fsspec URL (opened and validated by that one call, for interactive use).
+StoreRef = Union["Store", str, "os.PathLike[str]", zarr.Group]
 
 #: zarr v3 data types an eigenflow store may contain (numeric and bool only).
 ALLOWED_DATA_TYPES = frozenset(
@@ -54,6 +56,10 @@ def _normalize(url: Any) -> str:
 
 def filesystem(url: Any, storage_options: dict | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
     """``(fs, root)``: a synchronous fsspec filesystem and the store's root path on it."""
+    if isinstance(url, Store):
+        if storage_options:
+            raise StorageError(f"storage_options are a property of the opened store {url}; got {storage_options!r}")
+        return url.fs, url.root
     if isinstance(url, zarr.Group):
         return _group_filesystem(url)
     url = _normalize(url)
@@ -85,6 +91,8 @@ def _group_filesystem(group: zarr.Group) -> tuple[fsspec.AbstractFileSystem, str
 
 def describe(store: StoreRef) -> str:
     """A printable location of ``store`` for messages."""
+    if isinstance(store, Store):
+        return store.url
     if isinstance(store, zarr.Group):
         return str(store.store) + (f"/{store.path}" if store.path else "")
     return str(store)
@@ -94,7 +102,9 @@ def location(store: StoreRef, path: str = "") -> str:
     """Where ``path`` (a node or file key, ``""`` = the root) of ``store`` is, for messages: a local file path, or a
     URL with its protocol (``s3://bucket/s.zarr/embeddings/r1``); a group on another kind of zarr store is named by
     :func:`describe`."""
-    if isinstance(store, zarr.Group):
+    if isinstance(store, Store):
+        base = store.url.rstrip("/")
+    elif isinstance(store, zarr.Group):
         try:
             fs, root = _group_filesystem(store)
         except StorageError:
@@ -331,11 +341,101 @@ def open_store(
     return zarr.open_group(url, mode=mode, zarr_format=3, **opts)
 
 
-def as_group(store: StoreRef, mode: str = "r", storage_options: dict | None = None) -> zarr.Group:
-    """``store`` itself if it is a ``zarr.Group`` (not re-validated), else :func:`open_store`."""
+class Store:
+    """An opened eigenflow store: its location, its fsspec options, filesystem and zarr group.
+
+    A run opens its store once with :meth:`Store.open` (which validates it: :func:`validate_store`); its tasks and
+    the storage functions receive this handle instead of a URL to open again. The fsspec ``storage_options``
+    (S3 endpoint, credentials) are a property of the handle, not a parameter of each function.
+
+    The handle pickles to its location alone (``url``, ``storage_options``, ``mode``): a Dask worker that receives
+    it attaches to the store without walking the tree again; the zarr group is opened at its first use there (one
+    read of the root ``zarr.json``). Two handles of the same location and mode are equal, and hash (Prefect's cache
+    keys) by their location. ``str(store)`` is the URL (or absolute local path), for messages.
+
+    Parameters
+    ----------
+    url : str or os.PathLike
+        Local path or fsspec URL of a store that was validated by the process that opened it.
+    storage_options : dict, optional
+        fsspec options of a URL (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs).
+    mode : {"r", "r+"}
+        Read only, or read and write.
+    """
+
+    __slots__ = ("url", "storage_options", "mode", "_fs", "_root", "_group")
+
+    def __init__(self, url: str | os.PathLike, storage_options: dict | None = None, mode: str = "r+") -> None:
+        if mode not in ("r", "r+"):
+            raise StorageError(f"mode of a store handle must be 'r' or 'r+'; got {mode!r}")
+        url = _normalize(url)
+        self._fs, self._root = filesystem(url, storage_options)
+        self.url = url.rstrip("/") if is_url(url) else self._root  # absolute: workers must not depend on the cwd
+        self.storage_options = dict(sorted((storage_options or {}).items()))
+        self.mode = mode
+        self._group: zarr.Group | None = None
+
+    @classmethod
+    def open(cls, url: str | os.PathLike, mode: str = "r", storage_options: dict | None = None, *,
+             allow_incomplete: bool = False) -> "Store":
+        """Validate the store at ``url`` (:func:`validate_store`, the one whole-store check of a run) and return its
+        handle; the arguments are those of :func:`open_store` (``"w"`` / ``"w-"`` create an empty store, whose handle
+        is read / write)."""
+        group = open_store(url, mode, storage_options, allow_incomplete=allow_incomplete)
+        handle = cls(url, storage_options, "r" if mode == "r" else "r+")
+        handle._group = group
+        return handle
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The synchronous fsspec filesystem of the store."""
+        return self._fs
+
+    @property
+    def root(self) -> str:
+        """The store's root path on :attr:`fs`."""
+        return self._root
+
+    @property
+    def group(self) -> zarr.Group:
+        """The store's root zarr group (opened at first use, not validated again)."""
+        if self._group is None:
+            opts = {"storage_options": self.storage_options} if is_url(self.url) and self.storage_options else {}
+            self._group = zarr.open_group(self.url, mode=self.mode, zarr_format=3, **opts)
+        return self._group
+
+    def __reduce__(self) -> tuple:
+        return (Store, (self.url, self.storage_options, self.mode))
+
+    def _key(self) -> tuple:
+        return self.url, json.dumps(self.storage_options, sort_keys=True, default=repr), self.mode
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Store) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r}, mode={self.mode!r})"
+
+
+def as_group(store: StoreRef, mode: str = "r") -> zarr.Group:
+    """The zarr group of ``store``: a :class:`Store`'s group, a ``zarr.Group`` itself (neither is validated again),
+    or a path / URL opened by :func:`open_store` (validated, for this call only).
+
+    Raises :class:`StorageError` when ``mode="r+"`` (a write) is asked of a handle opened read-only.
+    """
+    if isinstance(store, Store):
+        if mode == "r+" and store.mode == "r":
+            raise StorageError(f"store {store} was opened read-only (mode='r'); open it with mode='r+' to write")
+        return store.group
     if isinstance(store, zarr.Group):
         return store
-    return open_store(store, mode, storage_options)
+    return open_store(store, mode)
 
 
 @contextlib.contextmanager
@@ -378,9 +478,9 @@ def delete_node(group: zarr.Group, path: str) -> None:
         del group[path]
 
 
-def read_attrs(store: StoreRef, path: str = "", storage_options: dict | None = None) -> dict:
+def read_attrs(store: StoreRef, path: str = "") -> dict:
     """A copy of the attributes of the node at ``path`` (``""`` = root)."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     node = group if not path else group[path] if has_node(group, path) else None
     if node is None:
         raise StoreFormatError(f"{describe(store)} has no node {path!r}")
