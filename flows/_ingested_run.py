@@ -17,6 +17,7 @@ from typing import Any
 
 from storage.checksums import check_intact
 from storage.lock import store_lock
+from storage.store import Store
 from tasks.common import store_token
 from tasks.ingest import ingest_task
 
@@ -30,7 +31,8 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
                  labels: str | None, chunk_rows: int | None, overwrite: bool, scheduler: str | None,
                  n_workers: int, seed: Any, extra_manifest: dict | None = None, fixed_seconds: dict | None = None,
                  warm_up: tuple[str, ...] = ()) -> Iterator[tuple[RunContext, dict]]:
-    """Yield ``(ctx, ingested)``: the run context and the ingest summary (``n``, ``d``, ``fingerprint``, ...).
+    """Yield ``(ctx, ingested)``: the run context (``ctx.store``: the store opened once, a
+    :class:`storage.store.Store`) and the ingest summary (``n``, ``d``, ``fingerprint``, ...).
 
     ``params`` are the method's parameters, recorded in the manifest with the store / cluster options and
     ``extra_manifest``; ``fixed_seconds`` the run's fixed time so far (:mod:`flows._fixed_time`). ``warm_up``:
@@ -44,11 +46,12 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
             ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
                                    scheduler_address=scheduler_address(pending))
         emit("end", "ingest", t_ingest["seconds"])
-        check_intact(store)  # X and y as ingested: a damaged chunk is refused, named, before any stage
+        opened = Store.open(store, "r+")  # the run's one whole-store check; its stages receive this handle
+        check_intact(opened)  # X and y as ingested: a damaged chunk is refused, named, before any stage
         manifest_params = {"source": str(source), "method": method, "labels": labels, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **(extra_manifest or {}), **params}
-        with store_lock(store, run), \
-                run_context(store, run, flow=flow, parameters=manifest_params, seed=seed, pending_client=pending,
-                            token=store_token(store), stages_before=[("ingest", t_ingest["seconds"], ingested)],
+        with store_lock(opened, run), \
+                run_context(opened, run, flow=flow, parameters=manifest_params, seed=seed, pending_client=pending,
+                            token=store_token(opened), stages_before=[("ingest", t_ingest["seconds"], ingested)],
                             fixed_seconds=fixed_seconds) as ctx:
             yield ctx, ingested

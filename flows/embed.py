@@ -28,6 +28,7 @@ from storage.lock import check_unlocked, store_lock
 from storage.manifest import list_runs, read_manifest, readable_manifests, write_manifest
 from storage.models import list_models
 from storage.run_outputs import drop_run_outputs
+from storage.store import Store
 from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token
 from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task
@@ -226,10 +227,11 @@ def embed(
         figures = figures_on_worker(client, ctx.store, ctx.run, method)  # while the cluster is up
         work_ended = time.perf_counter()
     summary = ctx.summary()
-    summary["results"].update(publish_run(summary, store, method, full, {"points": ingested["n"], "fitted": n_fit,
-                                                                         "features": ingested["d"]}, figures))
+    summary["results"].update(publish_run(summary, ctx.store, method, full, {"points": ingested["n"],
+                                                                             "fitted": n_fit,
+                                                                             "features": ingested["d"]}, figures))
     fixed = final_write({**summary["fixed_seconds"], **cluster_seconds(ctx.pending_client)}, work_ended,
-                        lambda seconds: write_manifest_results(store, run, summary["results"], seconds))
+                        lambda seconds: write_manifest_results(ctx.store, run, summary["results"], seconds))
     return {**summary, "fixed_seconds": fixed, "total_seconds": time.perf_counter() - t_flow}
 
 
@@ -295,7 +297,7 @@ def finished_stages(store: str, run: str) -> dict[str, dict]:
     return {s.name: dict(s.info) for s in previous.stages if s.status == "completed"}
 
 
-def write_manifest_results(store: str, run: str, results: dict, fixed_seconds: dict | None = None) -> None:
+def write_manifest_results(store: Store, run: str, results: dict, fixed_seconds: dict | None = None) -> None:
     """Add the report figures (quality, plot, peak memory) and the final ``fixed_seconds``
     (:mod:`flows._fixed_time`) to the completed run's manifest."""
     manifest = read_manifest(store, run)
@@ -352,37 +354,39 @@ def extend(
     n_workers = check_int("n_workers", n_workers, low=1)
     if sharded is not None and not isinstance(sharded, bool):
         raise ParameterError(f"sharded must be True, False or None (as the model was fitted); got {sharded!r}")
-    model_run = run if run is not None else latest_model_run(store)
-    if model_run not in list_models(store):
+    model_store = Store.open(store, "r")  # the model store's one whole-store check; read only
+    model_run = run if run is not None else latest_model_run(model_store)
+    if model_run not in list_models(model_store):
         raise StoreFormatError(f"store {store} has no model for run {model_run!r}; runs with models: "
-                               f"{list_models(store)}")
-    model = read_manifest(store, model_run)
+                               f"{list_models(model_store)}")
+    model = read_manifest(model_store, model_run)
     method = model.parameters.get("method", DEFAULT_METHOD)
-    fit_record = sharded_fit_record(store, model_run)
+    fit_record = sharded_fit_record(model_store, model_run)
     use_shards = fit_record is not None if sharded is None else sharded
     if use_shards and method != SHARDED_METHOD:
         raise ParameterError(f"sharded=True extends {SHARDED_METHOD!r} models; run {model_run!r} is method {method!r}")
-    _check_new_points_header(store, new_source)
-    check_intact(store)  # the model store's X (a kNN index may be rebuilt from it)
+    _check_new_points_header(model_store, new_source)
+    check_intact(model_store)  # the model store's X (a kNN index may be rebuilt from it)
     out_run = new_run_id("extend", run_name)
-    warm_up = model_dtypes(store, model, use_shards)
+    warm_up = model_dtypes(model_store, model, use_shards)
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
         start_when_ready(pending, warm_up)  # the workers' warm-up overlaps the ingest
         emit("start", "ingest")
         with timed() as t_ingest:
             ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite)
         emit("end", "ingest", t_ingest["seconds"])
-        check_intact(out_store)
+        out = Store.open(out_store, "r+")  # the output store's one whole-store check
+        check_intact(out)
         from storage.arrays import x_shape
 
-        if ingested["d"] != x_shape(store)[1]:
-            raise StoreFormatError(f"new points must have {x_shape(store)[1]} features like the model's training "
-                                   f"data; got {ingested['d']}")
+        if ingested["d"] != x_shape(model_store)[1]:
+            raise StoreFormatError(f"new points must have {x_shape(model_store)[1]} features like the model's "
+                                   f"training data; got {ingested['d']}")
         parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
                       "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards}
-        with store_lock(out_store, out_run), \
-                run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
-                            pending_client=pending, token=store_token(out_store),
+        with store_lock(out, out_run), \
+                run_context(out, out_run, flow="extend", parameters=parameters, seed=None,
+                            pending_client=pending, token=store_token(out),
                             stages_before=[("ingest", t_ingest["seconds"], ingested)], fixed_seconds=fixed) as ctx:
             client = ctx.require_cluster()
             warm = [finish_on_workers(client, dtype=dtype) for dtype in warm_up]
@@ -391,11 +395,11 @@ def extend(
                     if candidates_complete(ctx.store, ctx.run):  # a resumed run keeps them
                         rec.info.update(reused=True)
                     else:
-                        rec.info.update(extend_candidates_task(store, model_run, ctx.store, ctx.run,
+                        rec.info.update(extend_candidates_task(model_store, model_run, ctx.store, ctx.run,
                                                                n_shards=(fit_record or {}).get("n_shards")))
             with ctx.stage("extend-points") as rec:
-                rec.info.update(extend_points_task(store, model_run, store_token(store), ctx.store, ctx.run,
-                                                   stored_candidates=use_shards))
+                rec.info.update(extend_points_task(model_store, model_run, store_token(model_store), ctx.store,
+                                                   ctx.run, stored_candidates=use_shards))
             ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
                                          "method": method})
@@ -403,15 +407,15 @@ def extend(
             figures = figures_on_worker(client, ctx.store, ctx.run, method)
             work_ended = time.perf_counter()
     summary = ctx.summary()
-    summary["results"].update(publish_run(summary, out_store, method, parameters, {"points": ingested["n"]},
+    summary["results"].update(publish_run(summary, out, method, parameters, {"points": ingested["n"]},
                                           figures))
     fixed = final_write({**summary["fixed_seconds"], **cluster_seconds(pending)}, work_ended,
-                        lambda seconds: write_manifest_results(out_store, out_run, summary["results"], seconds))
+                        lambda seconds: write_manifest_results(out, out_run, summary["results"], seconds))
     return {**summary, "fixed_seconds": fixed, "total_seconds": time.perf_counter() - t_flow}
 
 
 
-def _check_new_points_header(store: str, new_source: str) -> None:
+def _check_new_points_header(store: Store, new_source: str) -> None:
     """New points must have the model's number of features: checked from the source's header, before the ingest
     (a CSV, whose width is known only once read, is checked after it)."""
     from storage.arrays import x_shape
@@ -424,7 +428,7 @@ def _check_new_points_header(store: str, new_source: str) -> None:
                                f"{new_source} has {got}")
 
 
-def latest_model_run(store: str) -> str:
+def latest_model_run(store: Store) -> str:
     """The most recent completed ``embed`` run of ``store`` that has a model (any method)."""
     with_models = set(list_models(store))
     done = [m for m in readable_manifests(store)  # a damaged manifest is skipped, with a warning
