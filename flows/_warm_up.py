@@ -31,7 +31,7 @@ def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
     return knn_method == "nndescent" or (knn_method == "auto" and auto_method(n_fit, n_features) == "nndescent")
 
 
-def planned_dtypes(source: str, store: str, params: dict, holdout: float, sharded: bool | None,
+def planned_dtypes(source: str, store: str | Store, params: dict, holdout: float, sharded: bool | None,
                    overwrite: bool) -> tuple[str, ...]:
     """The X dtypes to warm up before the ingest: the store's X dtype when the run will surely need NN-descent
     (``sharded=True``, or :func:`uses_nndescent` with the row count read from the source's header), else ``()``

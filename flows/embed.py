@@ -31,7 +31,7 @@ from storage.run_outputs import drop_run_outputs
 from storage.store import Store
 from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token
 from tasks.fitting import FitRequest, fit_stages, release_index
-from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task
+from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task, open_existing, same_location
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
 from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, single_process_knn_bytes
@@ -47,10 +47,12 @@ from flows.reporting import figures_on_worker, publish_run
 DEFAULT_METHOD = "laplacian_eigenmaps"
 
 
-def check_embed_arguments(source: str, store: str, method: str, params: dict | None, *, labels: str | None,
+def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
                           holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
                           sharded: bool | None = None) -> dict[str, Any]:
     """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
+
+    ``store``: its URL, or the handle of the existing store (:func:`tasks.ingest.open_existing`: not validated again).
 
     The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it.
     """
@@ -73,14 +75,15 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
     return full
 
 
-def _check_source_shape(source: str, store: str, method: str, full: dict, *, labels: str | None, holdout: float,
+def _check_source_shape(source: str, store: str | Store, method: str, full: dict, *, labels: str | None, holdout: float,
                         overwrite: bool) -> None:
     """The checks of :mod:`flows._source_checks`: rows of the source against the parameters, labels against a
     supervised method; from the source's header and the labels alone, before the ingest."""
     from flows._source_checks import check_labeled, check_rows, labels_of, source_rows
 
     entry = get_entry(method)
-    n = source_rows(source)
+    itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
+    n = existing_store_attrs(store).get(layout.ATTR_N) if itself else source_rows(source)
     if n is not None:
         check_rows(method, entry.fit, full, n, holdout)
     if entry.needs_labels:
@@ -102,7 +105,7 @@ def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: 
     return smallest > 0 and single_process_knn_bytes(n, d, int(params["n_neighbors"])) > smallest / 2
 
 
-def _will_have_labels(source: str, store: str, labels: str | None, overwrite: bool) -> bool:
+def _will_have_labels(source: str, store: str | Store, labels: str | None, overwrite: bool) -> bool:
     """Whether the run's store will hold labels: with ``labels``, or when ``source`` (or the existing ``store``
     that the ingest will reuse) is a store that has them."""
     if labels is not None:
@@ -175,20 +178,22 @@ def embed(
     """
     fixed = entry_seconds()  # first: the flow engine's start ends here
     t_flow = time.perf_counter()
-    full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+    opened = None if overwrite else open_existing(store)  # an existing store's one validation, kept by the run
+    target = store if opened is None else opened
+    full = check_embed_arguments(source, target, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite,
                                  sharded=sharded)
-    warm_up = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # begun while the ingest runs
+    warm_up = planned_dtypes(source, target, full, holdout, sharded, overwrite)  # begun while the ingest runs
     run = new_run_id("embed", run_name)
     finished: dict[str, dict] = {}
     if run_name is not None:
-        check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded,
-                                        **full}, overwrite_run=overwrite_run)
-        finished = {} if overwrite_run else finished_stages(store, run)
+        check_run_identity(target, run, {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded,
+                                         **full}, overwrite_run=overwrite_run)
+        finished = {} if overwrite_run else finished_stages(target, run)
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded},
-                      fixed_seconds=fixed, warm_up=warm_up) as (ctx, ingested):
+                      fixed_seconds=fixed, warm_up=warm_up, opened=opened) as (ctx, ingested):
         if overwrite_run:  # under the store's lock
             drop_run_outputs(ctx.store, ctx.run)
         entry = get_entry(method)
@@ -235,7 +240,7 @@ def embed(
     return {**summary, "fixed_seconds": fixed, "total_seconds": time.perf_counter() - t_flow}
 
 
-def existing_store_attrs_or_none(store: str) -> dict | None:
+def existing_store_attrs_or_none(store: str | Store) -> dict | None:
     """Root attributes of a complete store at ``store``; None if there is none (or something else is there)."""
     try:
         return existing_store_attrs(store)
@@ -247,7 +252,7 @@ def existing_store_attrs_or_none(store: str) -> dict | None:
 EXECUTION_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler")
 
 
-def check_run_identity(store: str, run: str, identity: dict[str, Any], *, overwrite_run: bool = False) -> None:
+def check_run_identity(store: str | Store, run: str, identity: dict[str, Any], *, overwrite_run: bool = False) -> None:
     """Refuse to reuse the name of a run of ``store`` that was started with other parameters, or whose manifest
     cannot be read (its parameters are unknown), unless ``overwrite_run``.
 
@@ -281,7 +286,7 @@ def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(values, default=str))
 
 
-def finished_stages(store: str, run: str) -> dict[str, dict]:
+def finished_stages(store: str | Store, run: str) -> dict[str, dict]:
     """``{stage: info}`` of the stages that a previous attempt of ``run`` (failed, or crashed: killed) completed,
     read from its manifest in the store; empty for a new run or one that is still running."""
     from storage.manifest import effective_status

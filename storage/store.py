@@ -423,6 +423,15 @@ class Store:
         return f"Store({self.url!r}, mode={self.mode!r})"
 
 
+def as_store(store: StoreRef, mode: str = "r") -> "Store | zarr.Group":
+    """``store`` itself if it is an opened :class:`Store` or a ``zarr.Group``, else the handle of the path / URL
+    ``store`` (:meth:`Store.open`: validated once): for a function that makes several storage calls on a store
+    given by a user as a path."""
+    if isinstance(store, (Store, zarr.Group)):
+        return store
+    return Store.open(store, mode)
+
+
 def as_group(store: StoreRef, mode: str = "r") -> zarr.Group:
     """The zarr group of ``store``: a :class:`Store`'s group, a ``zarr.Group`` itself (neither is validated again),
     or a path / URL opened by :func:`open_store` (validated, for this call only).

@@ -321,9 +321,9 @@ def _held_handoffs(dask_worker) -> int:
 
 
 def test_embed_and_extend_walk_each_store_once(prefect_harness, thread_cluster, data, monkeypatch):
-    """A run validates its store once (the walk of every node's metadata, after the ingest); its stages, worker bodies
-    and chunk tasks (here on workers in this process) receive the opened handle and never walk the tree again.
-    An extend walks the model store and its output store once each."""
+    """A run validates its store once (the walk of every node's metadata: after the ingest, or before the checks of a
+    store that exists); its stages, worker bodies and chunk tasks (here on workers in this process) receive the
+    opened handle and never walk the tree again. An extend walks the model store and its output store once each."""
     import os
 
     import storage.store as store_module
@@ -341,3 +341,6 @@ def test_embed_and_extend_walk_each_store_once(prefect_harness, thread_cluster, 
     assert walked.count(store) == 1
     extend(store, str(d / "X_new.npy"), out, run=summary["run"], scheduler=thread_cluster)
     assert walked.count(store) == 2 and walked.count(out) == 1
+    again = embed(store, store, holdout=0.2, chunk_rows=512, random_state=0, params={"knn_method": "exact", **PARAMS},
+                  run_name="again", scheduler=thread_cluster)  # an existing store: its checks and the run share it
+    assert again["status"] == "completed" and walked.count(store) == 3
