@@ -341,6 +341,18 @@ def open_store(
     return zarr.open_group(url, mode=mode, zarr_format=3, **opts)
 
 
+#: fsspec options a :class:`Store` handle sets for these protocols unless given: s3fs's ``max_concurrency=1`` reads a
+#: whole object with one GET (with its default of 10 it asks for the size first, a HEAD per read, to split objects
+#: above its 50 MiB block size into concurrent ranges; zarr metadata and eigenflow's row chunks are smaller).
+HANDLE_DEFAULT_OPTIONS = {"s3": {"max_concurrency": 1}, "s3a": {"max_concurrency": 1}}
+
+
+def _handle_options(url: str, storage_options: dict | None) -> dict:
+    """``storage_options`` over the handle defaults of ``url``'s protocol (:data:`HANDLE_DEFAULT_OPTIONS`)."""
+    protocol = url.split("://", 1)[0] if is_url(url) else "file"
+    return dict(sorted({**HANDLE_DEFAULT_OPTIONS.get(protocol, {}), **(storage_options or {})}.items()))
+
+
 class Store:
     """An opened eigenflow store: its location, its fsspec options, filesystem and zarr group.
 
@@ -358,7 +370,8 @@ class Store:
     url : str or os.PathLike
         Local path or fsspec URL of a store that was validated by the process that opened it.
     storage_options : dict, optional
-        fsspec options of a URL (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs).
+        fsspec options of a URL (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs), over
+        :data:`HANDLE_DEFAULT_OPTIONS`.
     mode : {"r", "r+"}
         Read only, or read and write.
     """
@@ -369,9 +382,9 @@ class Store:
         if mode not in ("r", "r+"):
             raise StorageError(f"mode of a store handle must be 'r' or 'r+'; got {mode!r}")
         url = _normalize(url)
-        self._fs, self._root = filesystem(url, storage_options)
+        self.storage_options = _handle_options(url, storage_options)
+        self._fs, self._root = filesystem(url, self.storage_options)
         self.url = url.rstrip("/") if is_url(url) else self._root  # absolute: workers must not depend on the cwd
-        self.storage_options = dict(sorted((storage_options or {}).items()))
         self.mode = mode
         self._group: zarr.Group | None = None
 
@@ -381,8 +394,8 @@ class Store:
         """Validate the store at ``url`` (:func:`validate_store`, the one whole-store check of a run) and return its
         handle; the arguments are those of :func:`open_store` (``"w"`` / ``"w-"`` create an empty store, whose handle
         is read / write)."""
-        group = open_store(url, mode, storage_options, allow_incomplete=allow_incomplete)
         handle = cls(url, storage_options, "r" if mode == "r" else "r+")
+        group = open_store(url, mode, handle.storage_options or None, allow_incomplete=allow_incomplete)
         handle._group = group
         return handle
 
