@@ -3,7 +3,9 @@
 A store is accepted by :func:`open_store` only if its root ``zarr.json`` is a zarr v3 group with a known
 ``schema_version`` and ``status == "complete"`` (written last by the ingest), and if no node anywhere in it
 uses an object / string / structured data type or a pickle-like codec. The check reads the raw JSON
-metadata of every node (zarr itself cannot even parse a pickle codec), so it never unpickles anything.
+metadata of every node (zarr itself cannot even parse a pickle codec), so it never unpickles anything. A run makes
+that check once, with :meth:`Store.open`, and passes the returned :class:`Store` handle to its tasks and to the
+storage functions (a path or URL given to one of them is opened and checked for that call only).
 
 Note: ``runs/`` holds plain JSON manifests; ``zarr.Group.members()`` warns about it ("not recognized as a
 component of a Zarr hierarchy"): use :func:`storage.info.info` or the functions here to walk a store.
@@ -354,16 +356,14 @@ def _handle_options(url: str, storage_options: dict | None) -> dict:
 
 
 class Store:
-    """An opened eigenflow store: its location, its fsspec options, filesystem and zarr group.
+    """An opened eigenflow store: its location, fsspec options (S3 endpoint, credentials), filesystem and zarr group.
 
     A run opens its store once with :meth:`Store.open` (which validates it: :func:`validate_store`); its tasks and
-    the storage functions receive this handle instead of a URL to open again. The fsspec ``storage_options``
-    (S3 endpoint, credentials) are a property of the handle, not a parameter of each function.
-
-    The handle pickles to its location alone (``url``, ``storage_options``, ``mode``): a Dask worker that receives
-    it attaches to the store without walking the tree again; the zarr group is opened at its first use there (one
-    read of the root ``zarr.json``). Two handles of the same location and mode are equal, and hash (Prefect's cache
-    keys) by their location. ``str(store)`` is the URL (or absolute local path), for messages.
+    the storage functions receive this handle instead of a URL to open again. It pickles to its location alone
+    (``url``, ``storage_options``, ``mode``): a Dask worker that receives it attaches to the store without walking
+    the tree again (the zarr group is opened at its first use: one read of the root ``zarr.json``). Handles of the
+    same location and mode are equal and hash alike (Prefect's cache keys); ``str(store)`` is the URL or the
+    absolute local path.
 
     Parameters
     ----------
@@ -376,15 +376,15 @@ class Store:
         Read only, or read and write.
     """
 
-    __slots__ = ("url", "storage_options", "mode", "_fs", "_root", "_group")
+    __slots__ = ("url", "storage_options", "mode", "fs", "root", "_group")
 
     def __init__(self, url: str | os.PathLike, storage_options: dict | None = None, mode: str = "r+") -> None:
         if mode not in ("r", "r+"):
             raise StorageError(f"mode of a store handle must be 'r' or 'r+'; got {mode!r}")
         url = _normalize(url)
         self.storage_options = _handle_options(url, storage_options)
-        self._fs, self._root = filesystem(url, self.storage_options)
-        self.url = url.rstrip("/") if is_url(url) else self._root  # absolute: workers must not depend on the cwd
+        self.fs, self.root = filesystem(url, self.storage_options)  # a synchronous fsspec filesystem, the root on it
+        self.url = url.rstrip("/") if is_url(url) else self.root  # absolute: workers must not depend on the cwd
         self.mode = mode
         self._group: zarr.Group | None = None
 
@@ -398,16 +398,6 @@ class Store:
         group = open_store(url, mode, handle.storage_options or None, allow_incomplete=allow_incomplete)
         handle._group = group
         return handle
-
-    @property
-    def fs(self) -> fsspec.AbstractFileSystem:
-        """The synchronous fsspec filesystem of the store."""
-        return self._fs
-
-    @property
-    def root(self) -> str:
-        """The store's root path on :attr:`fs`."""
-        return self._root
 
     @property
     def group(self) -> zarr.Group:
