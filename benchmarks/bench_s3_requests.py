@@ -3,9 +3,10 @@
 Starts moto's S3 server (``moto_server``, a test dependency) on a free loopback port with its request log in a
 file, then runs the same embed (lifted Swiss roll of ``--n`` x 32 points, exact kNN, k = 10, ``--holdout`` held
 out, chunks of ``--chunk-rows`` rows) on a LocalCluster of 2 spawned workers, first into a local store, then into
-``s3://<bucket>/points.zarr``. Printed (and written as JSON with ``--out``): the wall seconds of both runs and the
-S3 requests of the S3 run by HTTP method, and the bytes and objects each store holds afterwards. moto answers a request in a few milliseconds on loopback; a real S3
-endpoint takes ~10-30 ms, so the request count is the figure that carries over::
+``s3://<bucket>/points.zarr``. Printed (and written as JSON with ``--out``): the wall seconds of both runs, the
+S3 requests of the S3 run by HTTP method, and the bytes and objects each store holds afterwards. moto answers a
+request in a few milliseconds on loopback; a real S3 endpoint takes ~10-30 ms, so the request count is the figure
+that carries over::
 
     .venv/bin/python benchmarks/bench_s3_requests.py --n 2000
 """
