@@ -52,7 +52,8 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
                           sharded: bool | None = None) -> dict[str, Any]:
     """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
 
-    ``store``: its URL, or the handle of the existing store (:func:`tasks.ingest.open_existing`: not validated again).
+    ``store``: its URL (a complete store there is opened, validated, once for these checks:
+    :func:`tasks.ingest.open_existing`), or the handle of the existing store (not validated again).
 
     The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it.
     """
@@ -62,6 +63,8 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
                              "parameter")
     check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
     check_int("n_workers", n_workers, low=1)
+    if not overwrite and not isinstance(store, Store):
+        store = _opened_or_url(store)
     if not overwrite and existing_store_attrs_or_none(store) is not None:
         check_unlocked(store)  # another live run on this store: fail now, before any work
     full = check_params(method, params, has_labels=_will_have_labels(source, store, labels, overwrite))
@@ -73,6 +76,12 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
         check_sharded(method, full)
     _check_source_shape(source, store, method, full, labels=labels, holdout=holdout, overwrite=overwrite)
     return full
+
+
+def _opened_or_url(store: str) -> str | Store:
+    """The handle of the complete store at ``store`` (:func:`tasks.ingest.open_existing`), else ``store`` itself."""
+    opened = open_existing(store)
+    return store if opened is None else opened
 
 
 def _check_source_shape(source: str, store: str | Store, method: str, full: dict, *, labels: str | None, holdout: float,
@@ -178,8 +187,8 @@ def embed(
     """
     fixed = entry_seconds()  # first: the flow engine's start ends here
     t_flow = time.perf_counter()
-    opened = None if overwrite else open_existing(store)  # an existing store's one validation, kept by the run
-    target = store if opened is None else opened
+    target = store if overwrite else _opened_or_url(store)  # an existing store's one validation, kept by the run
+    opened = target if isinstance(target, Store) else None
     full = check_embed_arguments(source, target, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite,
                                  sharded=sharded)
