@@ -3,9 +3,10 @@
 Starts moto's S3 server (``moto_server``, a test dependency) on a free loopback port with its request log in a
 file, then runs the same embed (lifted Swiss roll of ``--n`` x 32 points, exact kNN, k = 10, ``--holdout`` held
 out, chunks of ``--chunk-rows`` rows) on a LocalCluster of 2 spawned workers, first into a local store, then into
-``s3://<bucket>/points.zarr``. Printed (and written as JSON with ``--out``): the wall seconds of both runs and the
-S3 requests of the S3 run by HTTP method. moto answers a request in a few milliseconds on loopback; a real S3
-endpoint takes ~10-30 ms, so the request count is the figure that carries over::
+``s3://<bucket>/points.zarr``. Printed (and written as JSON with ``--out``): the wall seconds of both runs, the
+S3 requests of the S3 run by HTTP method, and the bytes and objects each store holds afterwards. moto answers a
+request in a few milliseconds on loopback; a real S3 endpoint takes ~10-30 ms, so the request count is the figure
+that carries over::
 
     .venv/bin/python benchmarks/bench_s3_requests.py --n 2000
 """
@@ -62,6 +63,12 @@ def _requests_by_method(log_path: Path, since: int) -> dict:
     return dict(counts)
 
 
+def _store_size(fs, root: str) -> tuple[int, int]:
+    """``(bytes, objects)``: the total size and the count of the files under ``root`` on ``fs``."""
+    sizes = [info["size"] for info in fs.find(root, detail=True).values()]
+    return int(sum(sizes)), len(sizes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2000)
@@ -76,6 +83,7 @@ def main() -> None:
     os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_EC2_METADATA_DISABLED": "true"})
     try:
+        import fsspec
         import s3fs
         from prefect.testing.utilities import prefect_test_harness
 
@@ -97,6 +105,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 embed(str(work / "X.npy"), store, **common, scheduler=cluster.scheduler_address)
                 record[f"{name}_seconds"] = round(time.perf_counter() - t0, 2)
+                fs, root = fsspec.core.url_to_fs(store)
+                record[f"{name}_store_bytes"], record[f"{name}_store_objects"] = _store_size(fs, root)
                 if name == "s3":
                     record["s3_requests"] = _requests_by_method(log_path, before)
                     record["s3_requests_total"] = sum(record["s3_requests"].values())

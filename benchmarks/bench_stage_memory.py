@@ -47,6 +47,7 @@ def _reset_peak() -> None:
 
 def run(n: int, work: Path, stop_after: str) -> dict:
     from storage.ingest import ingest
+    from storage.store import Store
     from tasks import laplacian_eigenmaps as le
     from tasks.common import warm_nndescent
 
@@ -55,14 +56,21 @@ def run(n: int, work: Path, stop_after: str) -> dict:
     warm_nndescent()
     out: dict = {"n": n, "cpus": os.cpu_count(), "stages": {}}
     held: dict = {}
+
+    def opened() -> Store:
+        """The store's handle, opened (validated) once after the ingest, as a run does."""
+        if "store" not in held:
+            held["store"] = Store.open(store, "r+")
+        return held["store"]
+
     calls = {
         "ingest": lambda: ingest(str(x_path), store, overwrite=True),
         "build_fit_index": lambda: held.setdefault("built", le.build_fit_index(
-            store, n_neighbors=15, knn_method="auto", metric="euclidean", holdout=0.0, random_state=0)),
-        "write_knn_graph": lambda: le.write_knn_graph(store, "r1", held.pop("built"), n_neighbors=15),
-        "compute_weights": lambda: le.compute_weights(store, "r1", weighting="local_scaling", symmetrize="or"),
+            opened(), n_neighbors=15, knn_method="auto", metric="euclidean", holdout=0.0, random_state=0)),
+        "write_knn_graph": lambda: le.write_knn_graph(opened(), "r1", held.pop("built"), n_neighbors=15),
+        "compute_weights": lambda: le.compute_weights(opened(), "r1", weighting="local_scaling", symmetrize="or"),
         "solve_eigenmaps": lambda: le.solve_eigenmaps(
-            store, "r1", n_components=2, normalization="symmetric", eigen_solver="auto", on_disconnected="raise",
+            opened(), "r1", n_components=2, normalization="symmetric", eigen_solver="auto", on_disconnected="raise",
             tol=None, random_state=0),
     }
     for name in STAGES:

@@ -17,6 +17,7 @@ from typing import Any
 
 from storage.checksums import check_intact
 from storage.lock import store_lock
+from storage.store import Store
 from tasks.common import store_token
 from tasks.ingest import ingest_task
 
@@ -29,29 +30,35 @@ from flows.cluster import dask_client_in_background, scheduler_address
 def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, params: dict,
                  labels: str | None, chunk_rows: int | None, overwrite: bool, scheduler: str | None,
                  n_workers: int, seed: Any, extra_manifest: dict | None = None, fixed_seconds: dict | None = None,
-                 warm_up: tuple[str, ...] = (), use_rep: str | None = None,
+                 warm_up: tuple[str, ...] = (), opened: Store | None = None, use_rep: str | None = None,
                  labels_obs: str | None = None) -> Iterator[tuple[RunContext, dict]]:
-    """Yield ``(ctx, ingested)``: the run context and the ingest summary (``n``, ``d``, ``fingerprint``, ...).
+    """Yield ``(ctx, ingested)``: the run context (``ctx.store``: the store opened once, a
+    :class:`storage.store.Store`) and the ingest summary (``n``, ``d``, ``fingerprint``, ...).
 
     ``params`` are the method's parameters, recorded in the manifest with the store / cluster options and
     ``extra_manifest``; ``fixed_seconds`` the run's fixed time so far (:mod:`flows._fixed_time`). ``warm_up``:
     X dtypes whose NN-descent warm-up the workers begin as soon as the cluster is up, while the ingest runs
-    (:func:`flows._warm_up.start_when_ready`). ``use_rep`` / ``labels_obs``: X and labels of an AnnData source.
+    (:func:`flows._warm_up.start_when_ready`). ``opened``: the handle of the existing store at ``store``, opened
+    by the caller's checks (:func:`tasks.ingest.open_existing`); the run keeps it when the ingest is skipped.
+    ``use_rep`` / ``labels_obs``: X and labels of an AnnData source.
     """
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
         start_when_ready(pending, warm_up)
         emit("start", "ingest")
         with timed() as t_ingest:
-            ingested = ingest_task(source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+            ingested = ingest_task(source, store if opened is None else opened, labels=labels,
+                                   chunk_rows=chunk_rows, overwrite=overwrite,
                                    scheduler_address=scheduler_address(pending), use_rep=use_rep,
                                    labels_obs=labels_obs)
         emit("end", "ingest", t_ingest["seconds"])
-        check_intact(store)  # X and y as ingested: a damaged chunk is refused, named, before any stage
+        if opened is None or not ingested["skipped"]:
+            opened = Store.open(store, "r+")  # the run's one whole-store check; its stages receive this handle
+        check_intact(opened)  # X and y as ingested: a damaged chunk is refused, named, before any stage
         manifest_params = {"source": str(source), "method": method, "labels": labels, "use_rep": use_rep,
                            "labels_obs": labels_obs, "chunk_rows": chunk_rows,
                            "n_workers": n_workers, "scheduler": scheduler, **(extra_manifest or {}), **params}
-        with store_lock(store, run), \
-                run_context(store, run, flow=flow, parameters=manifest_params, seed=seed, pending_client=pending,
-                            token=store_token(store), stages_before=[("ingest", t_ingest["seconds"], ingested)],
+        with store_lock(opened, run), \
+                run_context(opened, run, flow=flow, parameters=manifest_params, seed=seed, pending_client=pending,
+                            token=store_token(opened), stages_before=[("ingest", t_ingest["seconds"], ingested)],
                             fixed_seconds=fixed_seconds) as ctx:
             yield ctx, ingested

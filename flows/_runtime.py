@@ -23,6 +23,7 @@ from typing import Any
 
 from storage import layout
 from storage.manifest import RunManifest, StageRecord, run_context as manifest_context, stage as manifest_stage
+from storage.store import Store
 
 from flows._fixed_time import cluster_seconds
 
@@ -73,7 +74,7 @@ def quiet_prefect() -> Iterator[None]:
 class RunContext:
     """What the stages of one run share: the store, the run id, its manifest and the Dask client."""
 
-    store: str
+    store: Store
     run: str
     manifest: RunManifest
     pending_client: Any = None
@@ -126,13 +127,13 @@ class RunContext:
     def summary(self) -> dict[str, Any]:
         """Small JSON-able summary of the run (what the flows return)."""
         m = self.manifest
-        return {"store": self.store, "run": self.run, "flow": m.flow, "status": m.status,
+        return {"store": str(self.store), "run": self.run, "flow": m.flow, "status": m.status,
                 "seconds": m.seconds, "stages": m.stage_seconds(), "results": dict(m.results),
                 "fixed_seconds": dict(m.fixed_seconds)}
 
 
 @contextlib.contextmanager
-def run_context(store: str, run: str, *, flow: str, parameters: dict, seed: Any, pending_client: Any = None,
+def run_context(store: Store, run: str, *, flow: str, parameters: dict, seed: Any, pending_client: Any = None,
                 token: str = "", stages_before: list[tuple[str, float, dict]] = (),
                 client: Any = None, fixed_seconds: dict | None = None) -> Iterator[RunContext]:
     """Start the manifest of ``run`` in ``store`` and finish it ``completed`` / ``failed`` (re-raising).

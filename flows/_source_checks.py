@@ -65,10 +65,11 @@ def _check_bounded(name: str, value: Any, high: int, where: str) -> None:
         raise ParameterError(f"{name} must be in [1, {high}] for {where}; got {value}")
 
 
-def labels_of(source: str, store: str, labels: str | None, overwrite: bool) -> tuple[np.ndarray, str] | None:
+def labels_of(source: str, store: Any, labels: str | None, overwrite: bool) -> tuple[np.ndarray, str] | None:
     """The run's labels and where they come from: the ``labels`` ``.npy`` file (memory-mapped), else those of
-    ``source`` or of the existing ``store`` when either is a store with labels; None when unknown here."""
-    from tasks.ingest import existing_store_attrs
+    ``source`` or of the existing ``store`` (a URL or an opened :class:`storage.store.Store`) when either is a store
+    with labels; None when unknown here."""
+    from tasks.ingest import existing_store_attrs, with_opened
 
     if labels is not None:
         if not str(labels).endswith(".npy"):
@@ -77,7 +78,7 @@ def labels_of(source: str, store: str, labels: str | None, overwrite: bool) -> t
             return np.load(labels, mmap_mode="r", allow_pickle=False), str(labels)
         except (OSError, ValueError):
             return None
-    for candidate in (source,) if overwrite else (source, store):
+    for candidate in with_opened((source,) if overwrite else (source, store)):
         try:
             if existing_store_attrs(candidate) is None:
                 continue

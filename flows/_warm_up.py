@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from storage import layout
+from storage.store import Store
 from tasks._warm_up import finish_warm_up, start_warm_up
 
 
@@ -30,7 +31,7 @@ def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
     return knn_method == "nndescent" or (knn_method == "auto" and auto_method(n_fit, n_features) == "nndescent")
 
 
-def planned_dtypes(source: str, store: str, params: dict, holdout: float, sharded: bool | None,
+def planned_dtypes(source: str, store: str | Store, params: dict, holdout: float, sharded: bool | None,
                    overwrite: bool) -> tuple[str, ...]:
     """The X dtypes to warm up before the ingest: the store's X dtype when the run will surely need NN-descent
     (``sharded=True``, or :func:`uses_nndescent` with the row count read from the source's header), else ``()``
@@ -54,7 +55,7 @@ def planned_dtypes(source: str, store: str, params: dict, holdout: float, sharde
     return (dtype,) if uses_nndescent(params, int(n) - round(holdout * int(n)), int(d)) else ()
 
 
-def model_dtypes(store: str, model: Any, use_shards: bool) -> tuple[str, ...]:
+def model_dtypes(store: Store, model: Any, use_shards: bool) -> tuple[str, ...]:
     """The X dtypes to warm up for extending ``model`` (the :class:`storage.manifest.RunManifest` of an embed run
     of ``store``): the model store's X dtype when the extend builds or queries NN-descent indexes (the model's kNN
     index was one, or the sharded path), else ``()``."""

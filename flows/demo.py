@@ -16,6 +16,7 @@ import numpy as np
 
 from spectral.datasets import make_swiss_roll_lifted
 from storage.embedding_io import read_output
+from storage.store import Store
 from tasks.common import HELD_OUT
 
 from flows.embed import embed
@@ -54,9 +55,10 @@ def run_demo(
     store = str(out_dir / "demo.zarr")
     summary = embed(str(x_path), store, labels=str(y_path), holdout=holdout, random_state=seed,
                     scheduler=scheduler, n_workers=n_workers, params={"knn_method": knn_method}, overwrite=True)
-    held = read_output(store, summary["run"], HELD_OUT).astype(bool)
+    opened = Store.open(store)
+    held = read_output(opened, summary["run"], HELD_OUT).astype(bool)
     plot = out_dir / "demo_embedding.png"
-    plot.write_bytes(embedding_png(store, summary["run"],
+    plot.write_bytes(embedding_png(opened, summary["run"],
                                    "eigenflow demo: Laplacian eigenmap of a Swiss roll lifted to 32-D"))
     accuracy = summary["results"]["heldout_1nn_accuracy"]  # tasks.report.quality, recorded in the manifest
     return {**summary, "accuracy": accuracy, "plot": str(plot), "n_heldout": int(held.sum())}

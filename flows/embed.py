@@ -28,9 +28,10 @@ from storage.lock import check_unlocked, store_lock
 from storage.manifest import list_runs, read_manifest, readable_manifests, write_manifest
 from storage.models import list_models
 from storage.run_outputs import drop_run_outputs
+from storage.store import Store
 from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token
 from tasks.fitting import FitRequest, fit_stages, release_index
-from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task
+from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task, open_existing, same_location
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
 from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, single_process_knn_bytes
@@ -46,11 +47,14 @@ from flows.reporting import figures_on_worker, publish_run
 DEFAULT_METHOD = "laplacian_eigenmaps"
 
 
-def check_embed_arguments(source: str, store: str, method: str, params: dict | None, *, labels: str | None,
+def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
                           holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
                           sharded: bool | None = None, use_rep: str | None = None,
                           labels_obs: str | None = None) -> dict[str, Any]:
     """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
+
+    ``store``: its URL (a complete store there is opened, validated, once for these checks:
+    :func:`tasks.ingest.open_existing`), or the handle of the existing store (not validated again).
 
     The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it.
     """
@@ -61,6 +65,8 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
     check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
     check_int("n_workers", n_workers, low=1)
     _check_anndata_options(source, use_rep, labels_obs, labels)
+    if not overwrite and not isinstance(store, Store):
+        store = _opened_or_url(store)
     if not overwrite and existing_store_attrs_or_none(store) is not None:
         check_unlocked(store)  # another live run on this store: fail now, before any work
     full = check_params(method, params, has_labels=labels_obs is not None or _will_have_labels(source, store, labels,
@@ -75,14 +81,21 @@ def check_embed_arguments(source: str, store: str, method: str, params: dict | N
     return full
 
 
-def _check_source_shape(source: str, store: str, method: str, full: dict, *, labels: str | None, holdout: float,
+def _opened_or_url(store: str) -> str | Store:
+    """The handle of the complete store at ``store`` (:func:`tasks.ingest.open_existing`), else ``store`` itself."""
+    opened = open_existing(store)
+    return store if opened is None else opened
+
+
+def _check_source_shape(source: str, store: str | Store, method: str, full: dict, *, labels: str | None, holdout: float,
                         overwrite: bool) -> None:
     """The checks of :mod:`flows._source_checks`: rows of the source against the parameters, labels against a
     supervised method; from the source's header and the labels alone, before the ingest."""
     from flows._source_checks import check_labeled, check_rows, labels_of, source_rows
 
     entry = get_entry(method)
-    n = source_rows(source)
+    itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
+    n = existing_store_attrs(store).get(layout.ATTR_N) if itself else source_rows(source)
     if n is not None:
         check_rows(method, entry.fit, full, n, holdout)
     if entry.needs_labels:
@@ -116,7 +129,7 @@ def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: 
     return smallest > 0 and single_process_knn_bytes(n, d, int(params["n_neighbors"])) > smallest / 2
 
 
-def _will_have_labels(source: str, store: str, labels: str | None, overwrite: bool) -> bool:
+def _will_have_labels(source: str, store: str | Store, labels: str | None, overwrite: bool) -> bool:
     """Whether the run's store will hold labels: with ``labels``, or when ``source`` (or the existing ``store``
     that the ingest will reuse) is a store that has them."""
     if labels is not None:
@@ -198,21 +211,23 @@ def embed(
     """
     fixed = entry_seconds()  # first: the flow engine's start ends here
     t_flow = time.perf_counter()
-    full = check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+    target = store if overwrite else _opened_or_url(store)  # an existing store's one validation, kept by the run
+    opened = target if isinstance(target, Store) else None
+    full = check_embed_arguments(source, target, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite,
                                  sharded=sharded, use_rep=use_rep, labels_obs=labels_obs)
-    warm_up = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # begun while the ingest runs
+    warm_up = planned_dtypes(source, target, full, holdout, sharded, overwrite)  # begun while the ingest runs
     run = new_run_id("embed", run_name)
     finished: dict[str, dict] = {}
     if run_name is not None:
-        check_run_identity(store, run, {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded,
-                                        "use_rep": use_rep, "labels_obs": labels_obs, **full},
+        check_run_identity(target, run, {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded,
+                                         "use_rep": use_rep, "labels_obs": labels_obs, **full},
                            overwrite_run=overwrite_run)
-        finished = {} if overwrite_run else finished_stages(store, run)
+        finished = {} if overwrite_run else finished_stages(target, run)
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded},
-                      fixed_seconds=fixed, warm_up=warm_up, use_rep=use_rep,
+                      fixed_seconds=fixed, warm_up=warm_up, opened=opened, use_rep=use_rep,
                       labels_obs=labels_obs) as (ctx, ingested):
         if overwrite_run:  # under the store's lock
             drop_run_outputs(ctx.store, ctx.run)
@@ -252,14 +267,15 @@ def embed(
         figures = figures_on_worker(client, ctx.store, ctx.run, method)  # while the cluster is up
         work_ended = time.perf_counter()
     summary = ctx.summary()
-    summary["results"].update(publish_run(summary, store, method, full, {"points": ingested["n"], "fitted": n_fit,
-                                                                         "features": ingested["d"]}, figures))
+    summary["results"].update(publish_run(summary, ctx.store, method, full, {"points": ingested["n"],
+                                                                             "fitted": n_fit,
+                                                                             "features": ingested["d"]}, figures))
     fixed = final_write({**summary["fixed_seconds"], **cluster_seconds(ctx.pending_client)}, work_ended,
-                        lambda seconds: write_manifest_results(store, run, summary["results"], seconds))
+                        lambda seconds: write_manifest_results(ctx.store, run, summary["results"], seconds))
     return {**summary, "fixed_seconds": fixed, "total_seconds": time.perf_counter() - t_flow}
 
 
-def existing_store_attrs_or_none(store: str) -> dict | None:
+def existing_store_attrs_or_none(store: str | Store) -> dict | None:
     """Root attributes of a complete store at ``store``; None if there is none (or something else is there)."""
     try:
         return existing_store_attrs(store)
@@ -271,7 +287,7 @@ def existing_store_attrs_or_none(store: str) -> dict | None:
 EXECUTION_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler")
 
 
-def check_run_identity(store: str, run: str, identity: dict[str, Any], *, overwrite_run: bool = False) -> None:
+def check_run_identity(store: str | Store, run: str, identity: dict[str, Any], *, overwrite_run: bool = False) -> None:
     """Refuse to reuse the name of a run of ``store`` that was started with other parameters, or whose manifest
     cannot be read (its parameters are unknown), unless ``overwrite_run``.
 
@@ -305,7 +321,7 @@ def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(values, default=str))
 
 
-def finished_stages(store: str, run: str) -> dict[str, dict]:
+def finished_stages(store: str | Store, run: str) -> dict[str, dict]:
     """``{stage: info}`` of the stages that a previous attempt of ``run`` (failed, or crashed: killed) completed,
     read from its manifest in the store; empty for a new run or one that is still running."""
     from storage.manifest import effective_status
@@ -321,7 +337,7 @@ def finished_stages(store: str, run: str) -> dict[str, dict]:
     return {s.name: dict(s.info) for s in previous.stages if s.status == "completed"}
 
 
-def write_manifest_results(store: str, run: str, results: dict, fixed_seconds: dict | None = None) -> None:
+def write_manifest_results(store: Store, run: str, results: dict, fixed_seconds: dict | None = None) -> None:
     """Add the report figures (quality, plot, peak memory) and the final ``fixed_seconds``
     (:mod:`flows._fixed_time`) to the completed run's manifest."""
     manifest = read_manifest(store, run)
@@ -383,20 +399,21 @@ def extend(
     _check_anndata_options(new_source, use_rep, None, None)
     if sharded is not None and not isinstance(sharded, bool):
         raise ParameterError(f"sharded must be True, False or None (as the model was fitted); got {sharded!r}")
-    model_run = run if run is not None else latest_model_run(store)
-    if model_run not in list_models(store):
+    model_store = Store.open(store, "r")  # the model store's one whole-store check; read only
+    model_run = run if run is not None else latest_model_run(model_store)
+    if model_run not in list_models(model_store):
         raise StoreFormatError(f"store {store} has no model for run {model_run!r}; runs with models: "
-                               f"{list_models(store)}")
-    model = read_manifest(store, model_run)
+                               f"{list_models(model_store)}")
+    model = read_manifest(model_store, model_run)
     method = model.parameters.get("method", DEFAULT_METHOD)
-    fit_record = sharded_fit_record(store, model_run)
+    fit_record = sharded_fit_record(model_store, model_run)
     use_shards = fit_record is not None if sharded is None else sharded
     if use_shards and method != SHARDED_METHOD:
         raise ParameterError(f"sharded=True extends {SHARDED_METHOD!r} models; run {model_run!r} is method {method!r}")
-    _check_new_points_header(store, new_source, use_rep)
-    check_intact(store)  # the model store's X (a kNN index may be rebuilt from it)
+    _check_new_points_header(model_store, new_source, use_rep)
+    check_intact(model_store)  # the model store's X (a kNN index may be rebuilt from it)
     out_run = new_run_id("extend", run_name)
-    warm_up = model_dtypes(store, model, use_shards)
+    warm_up = model_dtypes(model_store, model, use_shards)
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
         start_when_ready(pending, warm_up)  # the workers' warm-up overlaps the ingest
         emit("start", "ingest")
@@ -404,18 +421,19 @@ def extend(
             ingested = ingest_task(new_source, out_store, chunk_rows=chunk_rows, overwrite=overwrite,
                                    use_rep=use_rep)
         emit("end", "ingest", t_ingest["seconds"])
-        check_intact(out_store)
+        out = Store.open(out_store, "r+")  # the output store's one whole-store check
+        check_intact(out)
         from storage.arrays import x_shape
 
-        if ingested["d"] != x_shape(store)[1]:
-            raise StoreFormatError(f"new points must have {x_shape(store)[1]} features like the model's training "
-                                   f"data; got {ingested['d']}")
+        if ingested["d"] != x_shape(model_store)[1]:
+            raise StoreFormatError(f"new points must have {x_shape(model_store)[1]} features like the model's "
+                                   f"training data; got {ingested['d']}")
         parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
                       "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards,
                       "use_rep": use_rep}
-        with store_lock(out_store, out_run), \
-                run_context(out_store, out_run, flow="extend", parameters=parameters, seed=None,
-                            pending_client=pending, token=store_token(out_store),
+        with store_lock(out, out_run), \
+                run_context(out, out_run, flow="extend", parameters=parameters, seed=None,
+                            pending_client=pending, token=store_token(out),
                             stages_before=[("ingest", t_ingest["seconds"], ingested)], fixed_seconds=fixed) as ctx:
             client = ctx.require_cluster()
             warm = [finish_on_workers(client, dtype=dtype) for dtype in warm_up]
@@ -424,11 +442,11 @@ def extend(
                     if candidates_complete(ctx.store, ctx.run):  # a resumed run keeps them
                         rec.info.update(reused=True)
                     else:
-                        rec.info.update(extend_candidates_task(store, model_run, ctx.store, ctx.run,
+                        rec.info.update(extend_candidates_task(model_store, model_run, ctx.store, ctx.run,
                                                                n_shards=(fit_record or {}).get("n_shards")))
             with ctx.stage("extend-points") as rec:
-                rec.info.update(extend_points_task(store, model_run, store_token(store), ctx.store, ctx.run,
-                                                   stored_candidates=use_shards))
+                rec.info.update(extend_points_task(model_store, model_run, store_token(model_store), ctx.store,
+                                                   ctx.run, stored_candidates=use_shards))
             ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
                                          "method": method})
@@ -436,15 +454,15 @@ def extend(
             figures = figures_on_worker(client, ctx.store, ctx.run, method)
             work_ended = time.perf_counter()
     summary = ctx.summary()
-    summary["results"].update(publish_run(summary, out_store, method, parameters, {"points": ingested["n"]},
+    summary["results"].update(publish_run(summary, out, method, parameters, {"points": ingested["n"]},
                                           figures))
     fixed = final_write({**summary["fixed_seconds"], **cluster_seconds(pending)}, work_ended,
-                        lambda seconds: write_manifest_results(out_store, out_run, summary["results"], seconds))
+                        lambda seconds: write_manifest_results(out, out_run, summary["results"], seconds))
     return {**summary, "fixed_seconds": fixed, "total_seconds": time.perf_counter() - t_flow}
 
 
 
-def _check_new_points_header(store: str, new_source: str, use_rep: str | None = None) -> None:
+def _check_new_points_header(store: Store, new_source: str, use_rep: str | None = None) -> None:
     """New points must have the model's number of features: checked from the source's header, before the ingest
     (a CSV, whose width is known only once read, is checked after it)."""
     from storage.arrays import x_shape
@@ -457,7 +475,7 @@ def _check_new_points_header(store: str, new_source: str, use_rep: str | None = 
                                f"{new_source} has {got}")
 
 
-def latest_model_run(store: str) -> str:
+def latest_model_run(store: Store) -> str:
     """The most recent completed ``embed`` run of ``store`` that has a model (any method)."""
     with_models = set(list_models(store))
     done = [m for m in readable_manifests(store)  # a damaged manifest is skipped, with a warning

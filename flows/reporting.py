@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from storage.store import Store
 from tasks._worker import peak_rss_bytes
 from tasks.report import report_figures
 
@@ -74,7 +75,7 @@ def _key(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 
-def figures_on_worker(client: Any, store: str, run: str, method: str) -> dict[str, Any]:
+def figures_on_worker(client: Any, store: Store, run: str, method: str) -> dict[str, Any]:
     """The run's quality figures and plot (:func:`tasks.report.report_figures`) made on a worker of ``client``, so
     that the flow process reads no (n,) labels or mask and imports no plotting library; ``{"error": ...}`` if that
     failed (the run's results are in the store already)."""
@@ -84,7 +85,7 @@ def figures_on_worker(client: Any, store: str, run: str, method: str) -> dict[st
         return {"error": str(exc)}
 
 
-def publish_run(summary: dict[str, Any], store: str, method: str, params: dict, sizes: dict,
+def publish_run(summary: dict[str, Any], store: Store, method: str, params: dict, sizes: dict,
                 figures: dict[str, Any] | None = None) -> dict[str, Any]:
     """The end-of-run artifacts (see the module docstring); returns the quality figures and the plot path.
     ``figures``: those made on a worker (:func:`figures_on_worker`); None: made here."""
@@ -115,7 +116,7 @@ def publish_run(summary: dict[str, Any], store: str, method: str, params: dict, 
     return out
 
 
-def _markdown(summary: dict, store: str, method: str, params: dict, sizes: dict, figures: dict) -> str:
+def _markdown(summary: dict, store: Store, method: str, params: dict, sizes: dict, figures: dict) -> str:
     lines = [f"# eigenflow {summary['flow']} run `{summary['run']}`", "",
              f"- store: `{store}`", f"- method: `{method}`", f"- status: {summary['status']}",
              *(f"- {k}: {v}" for k, v in sizes.items()),

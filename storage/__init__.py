@@ -34,11 +34,11 @@ from .info import info
 from .ingest import IngestInfo, ingest
 from .manifest import RunManifest, StageRecord, list_runs, read_manifest, run_context, stage, write_manifest
 from .models import list_models, read_model, write_model
-from .store import open_store, read_attrs, validate_store
+from .store import Store, open_store, read_attrs, validate_store
 
 __all__ = [
     "IngestError", "IngestInfo", "RunManifest", "StageRecord", "StorageError", "StorageWriteError",
-    "StoreFormatError", "X_as_dask",
+    "Store", "StoreFormatError", "X_as_dask",
     "chunk_rows", "create_embedding", "create_knn", "create_output", "create_point_array", "has_labels", "info",
     "ingest", "iter_row_chunks", "layout", "list_models", "list_runs", "open_store", "read_X", "read_attrs",
     "read_constraints", "read_csr", "read_csr_attrs", "read_embedding", "read_knn", "read_knn_attrs", "read_labels", "read_manifest",

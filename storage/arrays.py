@@ -33,10 +33,9 @@ def check_fits_in_memory(nbytes: int, what: str) -> None:
                            "are available on this machine")
 
 
-def read_rows(store: StoreRef, path: str, start: int | None = None, stop: int | None = None,
-              storage_options: dict | None = None) -> np.ndarray:
+def read_rows(store: StoreRef, path: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
     """Rows ``start:stop`` of the array at ``path`` (any per-point array), as numpy (memory checked first)."""
-    arr = get_node(as_group(store, "r", storage_options), path)
+    arr = get_node(as_group(store, "r"), path)
     start, stop = _bounds(arr.shape[0], start, stop, path)
     row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
     check_fits_in_memory((stop - start) * row_bytes, f"{path}[{start}:{stop}] {tuple(arr.shape)} {arr.dtype}")
@@ -44,10 +43,10 @@ def read_rows(store: StoreRef, path: str, start: int | None = None, stop: int | 
         return arr[start:stop]
 
 
-def read_rows_at(store: StoreRef, path: str, rows: Any, storage_options: dict | None = None) -> np.ndarray:
+def read_rows_at(store: StoreRef, path: str, rows: Any) -> np.ndarray:
     """The rows ``rows`` (r,) (ascending, distinct, in ``[0, n)``) of the per-point array at ``path``, ``(r, ...)``,
     read row chunk by row chunk (one chunk's run of wanted rows in memory besides the result)."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     node = get_node(group, path)
     n, step = int(node.shape[0]), int(node.chunks[0])
     rows = np.asarray(rows)
@@ -66,59 +65,56 @@ def read_rows_at(store: StoreRef, path: str, rows: Any, storage_options: dict | 
     return out
 
 
-def read_X(store: StoreRef, start: int | None = None, stop: int | None = None,
-           storage_options: dict | None = None) -> np.ndarray:
+def read_X(store: StoreRef, start: int | None = None, stop: int | None = None) -> np.ndarray:
     """Rows ``start:stop`` of X, shape ``(stop - start, d)``, in the stored dtype (float32 by default)."""
-    return read_rows(store, layout.X, start, stop, storage_options)
+    return read_rows(store, layout.X, start, stop)
 
 
-def has_labels(store: StoreRef, storage_options: dict | None = None) -> bool:
+def has_labels(store: StoreRef) -> bool:
     """True if the store holds labels ``y``."""
-    return has_node(as_group(store, "r", storage_options), layout.Y)
+    return has_node(as_group(store, "r"), layout.Y)
 
 
-def read_labels(store: StoreRef, start: int | None = None, stop: int | None = None,
-                storage_options: dict | None = None) -> np.ndarray | None:
+def read_labels(store: StoreRef, start: int | None = None, stop: int | None = None) -> np.ndarray | None:
     """Labels ``y[start:stop]`` (int32, -1 = unlabeled), or None if the store has no labels."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     if not has_node(group, layout.Y):
         return None
     return read_rows(group, layout.Y, start, stop)
 
 
-def x_shape(store: StoreRef, storage_options: dict | None = None) -> tuple[int, int]:
+def x_shape(store: StoreRef) -> tuple[int, int]:
     """``(n, d)`` of X."""
-    n, d = get_node(as_group(store, "r", storage_options), layout.X).shape
+    n, d = get_node(as_group(store, "r"), layout.X).shape
     return int(n), int(d)
 
 
-def chunk_rows(store: StoreRef, storage_options: dict | None = None) -> int:
+def chunk_rows(store: StoreRef) -> int:
     """Rows per chunk of X (every per-point array of the store uses the same row chunks)."""
-    return int(get_node(as_group(store, "r", storage_options), layout.X).chunks[0])
+    return int(get_node(as_group(store, "r"), layout.X).chunks[0])
 
 
-def row_chunks(store: StoreRef, storage_options: dict | None = None) -> list[tuple[int, int]]:
+def row_chunks(store: StoreRef) -> list[tuple[int, int]]:
     """``[(start, stop), ...]`` of the row chunks of X: the unit of per-chunk (Dask) work and of writes."""
-    arr = get_node(as_group(store, "r", storage_options), layout.X)
+    arr = get_node(as_group(store, "r"), layout.X)
     return layout.row_chunk_bounds(int(arr.shape[0]), int(arr.chunks[0]))
 
 
-def iter_row_chunks(store: StoreRef, path: str = layout.X,
-                    storage_options: dict | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
+def iter_row_chunks(store: StoreRef, path: str = layout.X) -> Iterator[tuple[int, int, np.ndarray]]:
     """Yield ``(start, stop, rows)`` chunk by chunk for the array at ``path`` (default X)."""
-    arr = get_node(as_group(store, "r", storage_options), path)
+    arr = get_node(as_group(store, "r"), path)
     for start, stop in layout.row_chunk_bounds(int(arr.shape[0]), int(arr.chunks[0])):
         with decoding(path, store):
             block = arr[start:stop]
         yield start, stop, block
 
 
-def X_as_dask(store: StoreRef, storage_options: dict | None = None, path: str = layout.X) -> Any:
+def X_as_dask(store: StoreRef, path: str = layout.X) -> Any:
     """X as a ``dask.array`` whose row chunks are the store's chunks (one task per chunk).
 
     The zarr array is embedded in the graph (it pickles to workers with its absolute store location).
     """
     import dask.array as da
 
-    arr = get_node(as_group(store, "r", storage_options), path)
+    arr = get_node(as_group(store, "r"), path)
     return da.from_zarr(arr)

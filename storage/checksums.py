@@ -86,10 +86,9 @@ def _current(fs: Any, root: str, array: str, meta: dict) -> dict[str, str | None
         return dict(zip(keys, pool.map(digest, keys)))
 
 
-def record_checksums(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
-                     storage_options: dict | None = None) -> dict[str, int]:
+def record_checksums(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS) -> dict[str, int]:
     """Write the digests of every chunk of ``arrays`` (those present); returns ``{array: n_chunks}``."""
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     counts = {}
     for array in arrays:
         meta = _array_meta(fs, root, array)
@@ -113,10 +112,10 @@ def _row_chunk_key(meta: dict, start: int) -> str:
     return "/".join(["c", *index])
 
 
-def record_chunk(store: StoreRef, array: str, start: int, storage_options: dict | None = None) -> str:
+def record_chunk(store: StoreRef, array: str, start: int) -> str:
     """Record the digest of the row chunk of ``array`` that starts at row ``start`` (after it was written);
     one small file per chunk, so chunks written concurrently by Dask workers never share a record."""
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     meta = _array_meta(fs, root, array)
     key = _row_chunk_key(meta, start)
     digest = _digest(fs.cat_file(posixpath.join(root, array, key)))
@@ -125,29 +124,28 @@ def record_chunk(store: StoreRef, array: str, start: int, storage_options: dict 
     return digest
 
 
-def forget_chunk_records(store: StoreRef, array: str, storage_options: dict | None = None) -> None:
+def forget_chunk_records(store: StoreRef, array: str) -> None:
     """Remove the per-chunk records of ``array`` (it is being replaced by an array of another shape)."""
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     folder = posixpath.join(root, CHECKSUMS, array.replace("/", "__"))
     if fs.exists(folder):
         fs.rm(folder, recursive=True)
 
 
-def forget_records(store: StoreRef, array: str, storage_options: dict | None = None) -> None:
+def forget_records(store: StoreRef, array: str) -> None:
     """Remove every checksum record of ``array``: its whole-array record and its per-chunk records (the array is
     being removed)."""
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     record = _record_path(root, array)
     if fs.exists(record):
         fs.rm_file(record)
-    forget_chunk_records(store, array, storage_options)
+    forget_chunk_records(store, array)
 
 
-def completed_row_chunks(store: StoreRef, arrays: list[str], starts: list[int],
-                         storage_options: dict | None = None) -> set[int]:
+def completed_row_chunks(store: StoreRef, arrays: list[str], starts: list[int]) -> set[int]:
     """The row-chunk starts whose chunk of every array in ``arrays`` is recorded and intact (a resumed run
     rewrites only the others)."""
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     done = set(starts)
     for array in arrays:
         meta = _array_meta(fs, root, array)
@@ -186,8 +184,7 @@ def _report_strays(fs: Any, root: str, array: str, meta: dict, report: dict) -> 
         report["bad"].append({"array": array, "chunk": key, "problem": STRAY})
 
 
-def verify(store: StoreRef, storage_options: dict | None = None,
-           arrays: tuple[str, ...] | None = None, strays: bool = True) -> dict[str, Any]:
+def verify(store: StoreRef, arrays: tuple[str, ...] | None = None, strays: bool = True) -> dict[str, Any]:
     """Check every recorded chunk (of ``arrays`` only, when given):
     ``{"arrays": {array: n_chunks}, "bad": [{"array", "chunk", "problem"}]}``.
 
@@ -196,7 +193,7 @@ def verify(store: StoreRef, storage_options: dict | None = None,
     ``"array missing"``, and with ``strays`` ``"stray key"`` (a file under the array's prefix that is neither its
     metadata nor a chunk of its grid: ``chunk`` is its key, see :func:`stray_keys`).
     """
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     folder = posixpath.join(root, CHECKSUMS)
     records = sorted(fs.ls(folder, detail=False)) if fs.exists(folder) else []
     report: dict[str, Any] = {"arrays": {}, "bad": []}
@@ -261,11 +258,10 @@ def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict, strays:
         _report_strays(fs, root, array, meta, report)
 
 
-def check_intact(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS,
-                 storage_options: dict | None = None) -> None:
+def check_intact(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS) -> None:
     """Raise :class:`StoreFormatError` naming the damaged chunks of ``arrays`` (see :func:`verify`; stray keys,
     which zarr never reads, are left to ``eigenflow verify``)."""
-    bad = verify(store, storage_options, arrays=tuple(arrays), strays=False)["bad"]
+    bad = verify(store, arrays=tuple(arrays), strays=False)["bad"]
     if bad:
         listed = ", ".join(f"{b['array']}/{b['chunk']} ({b['problem']})" if b["chunk"] else
                            f"{b['array']} ({b['problem']})" for b in bad[:5])

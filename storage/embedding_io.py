@@ -34,7 +34,6 @@ def create_point_array(
     attrs: dict | None = None,
     fill_value: Any = None,
     overwrite: bool = False,
-    storage_options: dict | None = None,
 ) -> zarr.Array:
     """Create (or reuse) a per-point array of shape ``(n,)`` (``n_columns=None``) or ``(n, n_columns)``.
 
@@ -42,7 +41,7 @@ def create_point_array(
     An existing array of the same shape, dtype and chunks is reused (its attrs updated); a different one is
     replaced if ``overwrite`` else :class:`StoreFormatError` is raised.
     """
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     layout.check_path("path", path)
     dt = np.dtype(dtype)
     if dt.kind not in "biuf":
@@ -79,8 +78,7 @@ def create_point_array(
     return arr
 
 
-def write_point_block(store: StoreRef, path: str, start: int, block: Any,
-                      storage_options: dict | None = None) -> None:
+def write_point_block(store: StoreRef, path: str, start: int, block: Any) -> None:
     """Write rows ``start:start + len(block)`` of the per-point array ``path``: exactly one aligned chunk.
 
     Raises
@@ -89,7 +87,7 @@ def write_point_block(store: StoreRef, path: str, start: int, block: Any,
         ``start`` not a multiple of the chunk rows, a block that is not the full chunk (except the last),
         wrong number of columns, non-numeric or non-finite values.
     """
-    arr = get_node(as_group(store, "r+", storage_options), path)
+    arr = get_node(as_group(store, "r+"), path)
     n, rows = int(arr.shape[0]), int(arr.chunks[0])
     if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start < n or start % rows:
         raise StorageError(
@@ -102,12 +100,12 @@ def write_point_block(store: StoreRef, path: str, start: int, block: Any,
         arr[int(start):int(start) + expected] = rows_block
 
 
-def write_all_rows(store: StoreRef, path: str, values: Any, storage_options: dict | None = None) -> None:
+def write_all_rows(store: StoreRef, path: str, values: Any) -> None:
     """Write every row of the per-point array ``path`` at once (zarr encodes and writes the chunks concurrently).
 
     Same checks as :func:`write_point_block` on the whole array (shape, dtype kind, NaN/inf with its row).
     """
-    arr = get_node(as_group(store, "r+", storage_options), path)
+    arr = get_node(as_group(store, "r+"), path)
     values = _checked_rows(arr, path, 0, int(arr.shape[0]), values, "values")
     with writing(location(store, path)):
         arr[:] = values
@@ -134,13 +132,12 @@ def _checked_rows(arr: Any, path: str, start: int, expected: int, block: Any, wh
 
 
 def write_point_array(store: StoreRef, path: str, values: Any, *, dtype: str | None = None,
-                      attrs: dict | None = None, overwrite: bool = False,
-                      storage_options: dict | None = None) -> zarr.Array:
+                      attrs: dict | None = None, overwrite: bool = False) -> zarr.Array:
     """Create the per-point array ``path`` and write all of ``values`` ``(n,)`` / ``(n, c)`` chunk by chunk."""
     values = np.asarray(values)
     if values.ndim not in (1, 2):
         raise StorageError(f"values must be 1-D (n,) or 2-D (n, c); got shape {values.shape}")
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     arr = create_point_array(group, path, None if values.ndim == 1 else values.shape[1],
                              dtype=dtype or str(values.dtype), attrs=attrs, overwrite=overwrite)
     if values.shape[0] != arr.shape[0]:
@@ -151,56 +148,50 @@ def write_point_array(store: StoreRef, path: str, values: Any, *, dtype: str | N
 
 # ---- embeddings: embeddings/<run> -----------------------------------------------------------------------
 def create_embedding(store: StoreRef, run: str, n_components: int, *, dtype: str = layout.EMBEDDING_DTYPE,
-                     attrs: dict | None = None, overwrite: bool = False,
-                     storage_options: dict | None = None) -> zarr.Array:
+                     attrs: dict | None = None, overwrite: bool = False) -> zarr.Array:
     """Create ``embeddings/<run>`` of shape ``(n, n_components)`` with X's row chunks (float32 default)."""
     return create_point_array(store, layout.embedding_path(run), n_components, dtype=dtype, attrs=attrs,
-                              overwrite=overwrite, storage_options=storage_options)
+                              overwrite=overwrite)
 
 
-def write_embedding_block(store: StoreRef, run: str, start: int, block: Any,
-                          storage_options: dict | None = None) -> None:
+def write_embedding_block(store: StoreRef, run: str, start: int, block: Any) -> None:
     """Write one aligned chunk ``(rows, n_components)`` of ``embeddings/<run>`` (see :func:`write_point_block`)."""
-    write_point_block(store, layout.embedding_path(run), start, block, storage_options)
+    write_point_block(store, layout.embedding_path(run), start, block)
 
 
-def write_embedding(store: StoreRef, run: str, Z: Any, *, attrs: dict | None = None, overwrite: bool = False,
-                    storage_options: dict | None = None) -> zarr.Array:
+def write_embedding(store: StoreRef, run: str, Z: Any, *, attrs: dict | None = None,
+                    overwrite: bool = False) -> zarr.Array:
     """Write a whole in-memory embedding ``Z (n, n_components)`` as ``embeddings/<run>`` (float32)."""
     Z = np.asarray(Z)
     if Z.ndim != 2:
         raise StorageError(f"Z must be 2-D (n, n_components); got shape {Z.shape}")
     return write_point_array(store, layout.embedding_path(run), Z, dtype=layout.EMBEDDING_DTYPE, attrs=attrs,
-                             overwrite=overwrite, storage_options=storage_options)
+                             overwrite=overwrite)
 
 
-def read_embedding(store: StoreRef, run: str, start: int | None = None, stop: int | None = None,
-                   storage_options: dict | None = None) -> np.ndarray:
+def read_embedding(store: StoreRef, run: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
     """Rows ``start:stop`` of ``embeddings/<run>``, shape ``(stop - start, n_components)``."""
-    return read_rows(store, layout.embedding_path(run), start, stop, storage_options)
+    return read_rows(store, layout.embedding_path(run), start, stop)
 
 
 # ---- other per-point outputs: outputs/<run>/<name> ----------------------------------------------------------
 def create_output(store: StoreRef, run: str, name: str, n_columns: int | None = None, *, dtype: str = "float32",
-                  attrs: dict | None = None, fill_value: Any = None, overwrite: bool = False,
-                  storage_options: dict | None = None) -> zarr.Array:
+                  attrs: dict | None = None, fill_value: Any = None, overwrite: bool = False) -> zarr.Array:
     """Create ``outputs/<run>/<name>`` (e.g. predicted labels ``(n,)`` int32, scores ``(n, c)`` float32)."""
     return create_point_array(store, layout.output_path(run, name), n_columns, dtype=dtype, attrs=attrs,
-                              fill_value=fill_value, overwrite=overwrite, storage_options=storage_options)
+                              fill_value=fill_value, overwrite=overwrite)
 
 
-def write_output_block(store: StoreRef, run: str, name: str, start: int, block: Any,
-                       storage_options: dict | None = None) -> None:
+def write_output_block(store: StoreRef, run: str, name: str, start: int, block: Any) -> None:
     """Write one aligned chunk of ``outputs/<run>/<name>``."""
-    write_point_block(store, layout.output_path(run, name), start, block, storage_options)
+    write_point_block(store, layout.output_path(run, name), start, block)
 
 
-def has_output(store: StoreRef, run: str, name: str, storage_options: dict | None = None) -> bool:
+def has_output(store: StoreRef, run: str, name: str) -> bool:
     """Whether ``outputs/<run>/<name>`` exists."""
-    return has_node(as_group(store, "r", storage_options), layout.output_path(run, name))
+    return has_node(as_group(store, "r"), layout.output_path(run, name))
 
 
-def read_output(store: StoreRef, run: str, name: str, start: int | None = None, stop: int | None = None,
-                storage_options: dict | None = None) -> np.ndarray:
+def read_output(store: StoreRef, run: str, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
     """Rows ``start:stop`` of ``outputs/<run>/<name>``."""
-    return read_rows(store, layout.output_path(run, name), start, stop, storage_options)
+    return read_rows(store, layout.output_path(run, name), start, stop)

@@ -22,7 +22,7 @@ from . import layout
 from .arrays import iter_row_chunks
 from .errors import StorageError, StoreFormatError, writing
 from .manifest import readable_manifests
-from .store import as_group, get_node, has_node
+from .store import as_group, as_store, get_node, has_node
 
 #: Outputs a run may have: the embedding and the per-point arrays under ``outputs/<run>/``.
 OUTPUTS = ("embedding", "labels", "scores", "in_fit", "held_out")
@@ -60,6 +60,7 @@ def export_output(store: Any, out_file: str, *, run: str | None = None, output: 
         raise StorageError(f"OUT must end in one of {list(FORMATS)}; got {str(out_file)!r}")
     if path.exists() and not overwrite:
         raise StorageError(f"{out_file} already exists: pass overwrite=True (CLI --overwrite) to replace it")
+    store = as_store(store)  # a path is opened (validated) once for the calls below
     run = run if run is not None else latest_run_with(store, output)
     node_path = output_path(run, output)
     arr = get_node(as_group(store, "r"), node_path)

@@ -51,14 +51,14 @@ def _n_index(group: Any, n_index: Any) -> int:
 
 
 def create_knn(store: StoreRef, k: int, attrs: dict | None = None, *, n_index: int | None = None,
-               overwrite: bool = True, storage_options: dict | None = None) -> None:
+               overwrite: bool = True) -> None:
     """Create empty ``graph/knn/indices`` (n, k) int64 and ``distances`` (n, k) float32 for block writes.
 
     ``attrs`` (e.g. ``{"metric": "euclidean", "method": "nndescent", "recall": 0.97}``) go on the
     ``graph/knn`` group, with ``k`` and ``n_index``: the number of rows the indices point into (default n,
     the store's own X; the training set's n for the neighbours of new points in an ``extend`` store).
     """
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise StorageError(f"k must be an integer >= 1; got {k!r}")
     attrs = check_attrs({**(attrs or {}), "k": int(k), "n_index": _n_index(group, n_index)})
@@ -69,10 +69,9 @@ def create_knn(store: StoreRef, k: int, attrs: dict | None = None, *, n_index: i
         group[layout.KNN].attrs.update(attrs)
 
 
-def write_knn_block(store: StoreRef, start: int, indices: Any, distances: Any,
-                    storage_options: dict | None = None) -> None:
+def write_knn_block(store: StoreRef, start: int, indices: Any, distances: Any) -> None:
     """Write the kNN rows of one aligned chunk of X (``start`` a multiple of the chunk rows)."""
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     indices, distances = np.asarray(indices), np.asarray(distances)
     knn = get_node(group, layout.KNN, kind="group")
     _check_knn(indices, distances, int(knn.attrs.get("n_index", get_node(group, layout.X).shape[0])))
@@ -81,12 +80,12 @@ def write_knn_block(store: StoreRef, start: int, indices: Any, distances: Any,
 
 
 def write_knn(store: StoreRef, indices: Any, distances: Any, attrs: dict | None = None, *,
-              n_index: int | None = None, storage_options: dict | None = None) -> None:
+              n_index: int | None = None) -> None:
     """Write a whole kNN graph ``indices (n, k)`` int64, ``distances (n, k)`` float32 (replacing an old one).
 
     ``n_index``: see :func:`create_knn` (default: n of the store's X).
     """
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     indices, distances = np.asarray(indices), np.asarray(distances)
     n = int(get_node(group, layout.X).shape[0])
     _check_knn(indices, distances, _n_index(group, n_index))
@@ -97,23 +96,22 @@ def write_knn(store: StoreRef, indices: Any, distances: Any, attrs: dict | None 
     write_all_rows(group, layout.KNN_DISTANCES, distances)
 
 
-def read_knn(store: StoreRef, start: int | None = None, stop: int | None = None,
-             storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+def read_knn(store: StoreRef, start: int | None = None, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``start:stop`` of the kNN graph: ``(indices int64 (b, k), distances float32 (b, k))``."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     return read_rows(group, layout.KNN_INDICES, start, stop), read_rows(group, layout.KNN_DISTANCES, start, stop)
 
 
-def read_knn_rows(store: StoreRef, rows: Any, storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+def read_knn_rows(store: StoreRef, rows: Any) -> tuple[np.ndarray, np.ndarray]:
     """The kNN lists of the rows ``rows`` (r,) (ascending, distinct, in ``[0, n)``): ``(indices int64 (r, k),
     distances float32 (r, k))``, read row chunk by row chunk (:func:`storage.arrays.read_rows_at`)."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     return read_rows_at(group, layout.KNN_INDICES, rows), read_rows_at(group, layout.KNN_DISTANCES, rows)
 
 
-def read_knn_attrs(store: StoreRef, storage_options: dict | None = None) -> dict:
+def read_knn_attrs(store: StoreRef) -> dict:
     """Attributes of ``graph/knn`` (k, metric, method, recall estimate, ...)."""
-    return dict(get_node(as_group(store, "r", storage_options), layout.KNN, kind="group").attrs)
+    return dict(get_node(as_group(store, "r"), layout.KNN, kind="group").attrs)
 
 
 # ---- CSR matrices ---------------------------------------------------------------------------------------------
@@ -126,8 +124,7 @@ def _as_csr(csr: Any) -> sp.csr_matrix:
     return csr
 
 
-def write_csr(store: StoreRef, name: str, csr: Any, attrs: dict | None = None,
-              storage_options: dict | None = None) -> None:
+def write_csr(store: StoreRef, name: str, csr: Any, attrs: dict | None = None) -> None:
     """Write a sparse matrix as a CSR group at ``name`` (e.g. ``layout.WEIGHTS``), replacing an old one.
 
     ``data`` keeps float32 / float64 (other real dtypes become float64).
@@ -143,7 +140,7 @@ def write_csr(store: StoreRef, name: str, csr: Any, attrs: dict | None = None,
     data_dtype = csr.dtype if csr.dtype in (np.float32, np.float64) else np.float64
     parts = {layout.CSR_INDPTR: csr.indptr.astype(np.int64), layout.CSR_INDICES: csr.indices.astype(index_dtype),
              layout.CSR_DATA: csr.data.astype(data_dtype)}
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     with writing(location(group, name)):
         _write_csr_parts(group, name, parts)
         group[name].attrs.update({**attrs, layout.ATTR_ENCODING: layout.CSR_ENCODING,
@@ -162,17 +159,16 @@ def _write_csr_parts(group: Any, name: str, parts: dict[str, np.ndarray]) -> Non
         out[:] = arr
 
 
-def _csr_group(store: StoreRef, name: str, storage_options: dict | None) -> Any:
-    node = get_node(as_group(store, "r", storage_options), layout.check_path("name", name), kind="group")
+def _csr_group(store: StoreRef, name: str) -> Any:
+    node = get_node(as_group(store, "r"), layout.check_path("name", name), kind="group")
     if node.attrs.get(layout.ATTR_ENCODING) != layout.CSR_ENCODING:
         raise StoreFormatError(f"{name!r} is not a CSR matrix (encoding-type {node.attrs.get(layout.ATTR_ENCODING)!r})")
     return node
 
 
-def read_csr(store: StoreRef, name: str, rows: tuple[int, int] | None = None,
-             storage_options: dict | None = None) -> sp.csr_matrix:
+def read_csr(store: StoreRef, name: str, rows: tuple[int, int] | None = None) -> sp.csr_matrix:
     """Read the CSR matrix at ``name``; ``rows=(i0, i1)`` reads only that row block, shape ``(i1 - i0, n_cols)``."""
-    node = _csr_group(store, name, storage_options)
+    node = _csr_group(store, name)
     n_rows, n_cols = (int(v) for v in node.attrs[layout.ATTR_SHAPE])
     i0, i1 = (0, n_rows) if rows is None else (int(rows[0]), int(rows[1]))
     if not 0 <= i0 <= i1 <= n_rows:
@@ -185,9 +181,9 @@ def read_csr(store: StoreRef, name: str, rows: tuple[int, int] | None = None,
     return sp.csr_matrix((data, indices, indptr - lo), shape=(i1 - i0, n_cols))
 
 
-def read_csr_attrs(store: StoreRef, name: str, storage_options: dict | None = None) -> dict:
+def read_csr_attrs(store: StoreRef, name: str) -> dict:
     """Attributes of the CSR group ``name`` (the caller's attrs plus encoding-type, encoding-version, shape)."""
-    return dict(_csr_group(store, name, storage_options).attrs)
+    return dict(_csr_group(store, name).attrs)
 
 
 # ---- pairwise constraints (STG18, semi-supervised) -----------------------------------------------------------
@@ -205,10 +201,9 @@ def _check_pairs(name: str, pairs: Any, n: int) -> np.ndarray:
     return pairs.astype(np.int64)
 
 
-def write_constraints(store: StoreRef, must_link: Any = None, cannot_link: Any = None,
-                      storage_options: dict | None = None) -> None:
+def write_constraints(store: StoreRef, must_link: Any = None, cannot_link: Any = None) -> None:
     """Write must-link ``(p, 2)`` and cannot-link ``(q, 2)`` pairs of row indices (int64), replacing old ones."""
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     n = int(get_node(group, layout.X).shape[0])
     pairs = {layout.MUST_LINK: _check_pairs("must_link", [] if must_link is None else must_link, n),
              layout.CANNOT_LINK: _check_pairs("cannot_link", [] if cannot_link is None else cannot_link, n)}
@@ -220,9 +215,9 @@ def write_constraints(store: StoreRef, must_link: Any = None, cannot_link: Any =
             out[...] = arr
 
 
-def read_constraints(store: StoreRef, storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+def read_constraints(store: StoreRef) -> tuple[np.ndarray, np.ndarray]:
     """``(must_link (p, 2), cannot_link (q, 2))`` int64; empty ``(0, 2)`` arrays if the store has none."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     out = []
     for path in (layout.MUST_LINK, layout.CANNOT_LINK):
         out.append(group[path][...] if has_node(group, path) else np.zeros((0, 2), dtype=np.int64))

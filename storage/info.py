@@ -14,7 +14,7 @@ _ROOT_KEYS = (layout.ATTR_SCHEMA_VERSION, layout.ATTR_STATUS, layout.ATTR_N, lay
               layout.ATTR_CHUNK_ROWS, layout.ATTR_HAS_LABELS, layout.ATTR_SOURCE, layout.ATTR_FINGERPRINT)
 
 
-def info(store_url: StoreRef, storage_options: dict | None = None) -> dict[str, Any]:
+def info(store_url: StoreRef) -> dict[str, Any]:
     """JSON-able summary of a store (incomplete stores are described, not refused).
 
     Returns
@@ -31,7 +31,7 @@ def info(store_url: StoreRef, storage_options: dict | None = None) -> dict[str, 
     StoreFormatError
         Not an eigenflow store, or a forbidden dtype / codec (same checks as ``open_store``).
     """
-    fs, root = filesystem(store_url, storage_options)
+    fs, root = filesystem(store_url)
     attrs = check_root(_read_json(fs, posixpath.join(root, "zarr.json")), describe(store_url), allow_incomplete=True)
     nodes = node_metadata(fs, root)
     out: dict[str, Any] = {"store": describe(store_url)}
@@ -49,15 +49,15 @@ def info(store_url: StoreRef, storage_options: dict | None = None) -> dict[str, 
     out["problems"] = check_shapes(attrs, nodes, describe(store_url))
     if out["problems"]:
         out[layout.ATTR_STATUS] = "damaged"
-    out["runs"] = [_run_summary(store_url, run, storage_options) for run in list_runs(store_url, storage_options)]
+    out["runs"] = [_run_summary(store_url, run) for run in list_runs(store_url)]
     return out
 
 
-def _run_summary(store: StoreRef, run: str, storage_options: dict | None) -> dict[str, Any]:
+def _run_summary(store: StoreRef, run: str) -> dict[str, Any]:
     """One run of :func:`info`; a manifest that cannot be read is a run of status ``damaged`` whose error says
     why."""
     try:
-        m = read_manifest(store, run, storage_options)
+        m = read_manifest(store, run)
     except DamagedManifestError as exc:
         return {"run_id": run, "flow": None, "status": "damaged", "error": exc.reason, "started": None,
                 "ended": None, "seconds": None, "stages": []}

@@ -33,7 +33,7 @@ from . import layout
 from .checksums import record_checksums
 from .errors import IngestError, StoreFormatError, StorageError
 from .readers import Block, check_label_count, open_labels, open_source, read_rows_from_spec, source_kind
-from .store import _read_json, filesystem, is_url, open_store
+from .store import Store, _read_json, filesystem, is_url, open_store
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -402,7 +402,7 @@ def ingest(
             from .anndata_io import write_cells
 
             attrs.update(write_cells(group, src.cells, rows))
-        record_checksums(tmp_url, storage_options=storage_options if is_url(url) else None)
+        record_checksums(Store(tmp_url, storage_options if is_url(url) else None))
         group.attrs.update({**attrs, layout.ATTR_STATUS: layout.STATUS_COMPLETE})  # written LAST
         _swap_into_place(fs, tmp_root, root)
     except BaseException as exc:

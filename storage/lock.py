@@ -70,9 +70,9 @@ def owner_alive(owner: dict[str, Any], *, taken: float | None = None) -> bool:
     return owner.get("process_start") is None or abs(started - owner["process_start"]) < 0.01
 
 
-def read_lock(store: StoreRef, storage_options: dict | None = None) -> dict[str, Any] | None:
+def read_lock(store: StoreRef) -> dict[str, Any] | None:
     """The current lock's owner record, or None."""
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     path = posixpath.join(root, LOCK_KEY)
     try:
         return json.loads(fs.cat_file(path))
@@ -82,10 +82,10 @@ def read_lock(store: StoreRef, storage_options: dict | None = None) -> dict[str,
         return {"run": "?", "unreadable": True, "taken": 0}
 
 
-def check_unlocked(store: StoreRef, storage_options: dict | None = None) -> None:
+def check_unlocked(store: StoreRef) -> None:
     """Raise :class:`StoreLockedError` now if a live run holds ``store`` (a pre-check before any work; the
     lock itself is taken later, by :func:`store_lock`)."""
-    holder = read_lock(store, storage_options)
+    holder = read_lock(store)
     if holder and not holder.get("unreadable") and owner_alive(holder, taken=holder.get("taken")):
         raise StoreLockedError(_locked_message(store, holder))
 
@@ -96,11 +96,11 @@ def _locked_message(store: StoreRef, holder: dict) -> str:
 
 
 @contextlib.contextmanager
-def store_lock(store: StoreRef, run: str, storage_options: dict | None = None) -> Iterator[dict[str, Any]]:
+def store_lock(store: StoreRef, run: str) -> Iterator[dict[str, Any]]:
     """Hold the store's lock for ``run`` during the block (see the module docstring)."""
     record = {"run": run, **process_identity(), "taken": time.time(),
               "taken_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     path = posixpath.join(root, LOCK_KEY)
     _acquire(fs, path, record, store)
     try:

@@ -149,14 +149,14 @@ class RunManifest:
 
 
 # ---- persistence ------------------------------------------------------------------------------------------------
-def _manifest_path(store: StoreRef, run: str, storage_options: dict | None) -> tuple[Any, str]:
-    fs, root = filesystem(store, storage_options)
+def _manifest_path(store: StoreRef, run: str) -> tuple[Any, str]:
+    fs, root = filesystem(store)
     return fs, posixpath.join(root, layout.manifest_key(run))
 
 
-def write_manifest(store: StoreRef, manifest: RunManifest, storage_options: dict | None = None) -> str:
+def write_manifest(store: StoreRef, manifest: RunManifest) -> str:
     """Write ``runs/<run>.json`` atomically; returns its path on the store's filesystem."""
-    fs, path = _manifest_path(store, manifest.run_id, storage_options)
+    fs, path = _manifest_path(store, manifest.run_id)
     payload = json.dumps(manifest.to_dict(), indent=2, allow_nan=False).encode()
     with writing(file_location(fs, path)):
         if fs.__class__.__name__ == "LocalFileSystem":
@@ -166,7 +166,7 @@ def write_manifest(store: StoreRef, manifest: RunManifest, storage_options: dict
     return path
 
 
-def read_manifest(store: StoreRef, run: str, storage_options: dict | None = None) -> RunManifest:
+def read_manifest(store: StoreRef, run: str) -> RunManifest:
     """Read the manifest of ``run``.
 
     Raises
@@ -176,7 +176,7 @@ def read_manifest(store: StoreRef, run: str, storage_options: dict | None = None
     DamagedManifestError
         The file cannot be read as a run manifest (cut short, not JSON, wrong fields); names the file and why.
     """
-    fs, path = _manifest_path(store, run, storage_options)
+    fs, path = _manifest_path(store, run)
     try:
         raw = fs.cat_file(path)
     except FileNotFoundError as exc:
@@ -207,21 +207,21 @@ def _damage(raw: bytes, exc: Exception) -> str:
     return f"wrong content ({type(exc).__name__}: {exc})"
 
 
-def readable_manifests(store: StoreRef, storage_options: dict | None = None) -> list[RunManifest]:
+def readable_manifests(store: StoreRef) -> list[RunManifest]:
     """The manifests of the store's runs that can be read; a damaged one is skipped with a
     :class:`DamagedManifestWarning` naming its file (the latest-run lookups of ``export`` and ``extend``)."""
     manifests = []
-    for run in list_runs(store, storage_options):
+    for run in list_runs(store):
         try:
-            manifests.append(read_manifest(store, run, storage_options))
+            manifests.append(read_manifest(store, run))
         except DamagedManifestError as exc:
             warnings.warn(f"skipping run {run!r}: {exc}", DamagedManifestWarning, stacklevel=2)
     return manifests
 
 
-def list_runs(store: StoreRef, storage_options: dict | None = None) -> list[str]:
+def list_runs(store: StoreRef) -> list[str]:
     """Run ids with a manifest in the store, sorted by name."""
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     runs_dir = posixpath.join(root, layout.RUNS)
     if not fs.exists(runs_dir):
         return []
@@ -231,7 +231,7 @@ def list_runs(store: StoreRef, storage_options: dict | None = None) -> list[str]
 
 # ---- context managers ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def stage(store: StoreRef, manifest: RunManifest, name: str, storage_options: dict | None = None,
+def stage(store: StoreRef, manifest: RunManifest, name: str,
           ) -> Iterator[StageRecord]:
     """Time one stage; record ``completed`` or ``failed`` (with the error) and save the manifest.
 
@@ -240,7 +240,7 @@ def stage(store: StoreRef, manifest: RunManifest, name: str, storage_options: di
     """
     record = StageRecord(name=name, start=_now())
     manifest.stages.append(record)
-    write_manifest(store, manifest, storage_options)
+    write_manifest(store, manifest)
     t0 = time.perf_counter()
     try:
         yield record
@@ -254,24 +254,24 @@ def stage(store: StoreRef, manifest: RunManifest, name: str, storage_options: di
             record.seconds = time.perf_counter() - t0
             record.end = _now()
             record.info = check_attrs(record.info, f"info of stage {name!r}")
-            write_manifest(store, manifest, storage_options)
+            write_manifest(store, manifest)
 
 
 @contextlib.contextmanager
-def run_context(store: StoreRef, manifest: RunManifest, storage_options: dict | None = None,
+def run_context(store: StoreRef, manifest: RunManifest,
                 ) -> Iterator[RunManifest]:
     """Save the manifest as ``running``, then ``completed`` or ``failed`` (error message kept, exception re-raised)."""
-    write_manifest(store, manifest, storage_options)
+    write_manifest(store, manifest)
     try:
         yield manifest
     except BaseException as exc:
         with signals_held():  # a second Ctrl-C cannot leave the run "running"
             manifest.finish("failed", _error_text(exc))
-            write_manifest(store, manifest, storage_options)
+            write_manifest(store, manifest)
         raise
     with signals_held():
         manifest.finish("completed")
-        write_manifest(store, manifest, storage_options)
+        write_manifest(store, manifest)
 
 
 def _error_text(exc: BaseException) -> str:

@@ -35,8 +35,7 @@ def _check_arrays(arrays: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def write_model(store: StoreRef, run: str, arrays: dict, attrs: dict | None = None,
-                storage_options: dict | None = None) -> str:
+def write_model(store: StoreRef, run: str, arrays: dict, attrs: dict | None = None) -> str:
     """Write a model: ``arrays`` as zarr arrays and ``attrs`` as JSON under ``models/<run>``.
 
     Parameters
@@ -55,12 +54,11 @@ def write_model(store: StoreRef, run: str, arrays: dict, attrs: dict | None = No
         The group path ``models/<run>``.
     """
     arrays = _check_arrays(arrays)
-    create_model(store, run, {}, storage_options=storage_options)
-    return finish_model(store, run, arrays, attrs, storage_options)
+    create_model(store, run, {})
+    return finish_model(store, run, arrays, attrs)
 
 
-def create_model(store: StoreRef, run: str, row_arrays: dict, chunk_rows: int | None = None,
-                 storage_options: dict | None = None) -> str:
+def create_model(store: StoreRef, run: str, row_arrays: dict, chunk_rows: int | None = None) -> str:
     """Start a model written in pieces (replacing an older model of ``run``): the empty arrays ``row_arrays``
     (name -> ``(shape, dtype)``, first axis the rows) chunked by ``chunk_rows`` rows, so that writers of
     different row chunks (:func:`write_model_rows`, e.g. Dask workers) never share a zarr chunk. The model is
@@ -74,7 +72,7 @@ def create_model(store: StoreRef, run: str, row_arrays: dict, chunk_rows: int | 
             raise StorageError(f"model row array {name!r} must have rows and a bool / integer / float dtype; got "
                                f"shape {shape}, dtype {dtype}")
         specs[name] = (tuple(shape), dtype, (max(1, min(int(chunk_rows or shape[0]), shape[0])),) + tuple(shape[1:]))
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     with writing(location(group, path)):
         delete_node(group, path)
         model = group.require_group(path)
@@ -84,11 +82,10 @@ def create_model(store: StoreRef, run: str, row_arrays: dict, chunk_rows: int | 
     return path
 
 
-def write_model_rows(store: StoreRef, run: str, start: int, blocks: dict,
-                     storage_options: dict | None = None) -> None:
+def write_model_rows(store: StoreRef, run: str, start: int, blocks: dict) -> None:
     """Rows ``start:start + m`` of the row arrays of an unfinished model (:func:`create_model`): ``blocks`` name ->
     ``(m, ...)``; ``start`` and ``m`` on the arrays' chunk boundaries (the last chunk may be short)."""
-    model = get_node(as_group(store, "r+", storage_options), layout.model_path(run), kind="group")
+    model = get_node(as_group(store, "r+"), layout.model_path(run), kind="group")
     for name, block in blocks.items():
         node = model[name]
         block = np.asarray(block)
@@ -100,8 +97,7 @@ def write_model_rows(store: StoreRef, run: str, start: int, blocks: dict,
             node[start:start + block.shape[0]] = block
 
 
-def finish_model(store: StoreRef, run: str, arrays: dict | None = None, attrs: dict | None = None,
-                 storage_options: dict | None = None) -> str:
+def finish_model(store: StoreRef, run: str, arrays: dict | None = None, attrs: dict | None = None) -> str:
     """Complete the model of ``run`` started by :func:`create_model`: write the remaining ``arrays`` whole, then
     ``attrs`` with the completion flag (last)."""
     path = layout.model_path(run)
@@ -109,7 +105,7 @@ def finish_model(store: StoreRef, run: str, arrays: dict | None = None, attrs: d
     attrs = check_attrs(attrs or {})
     if layout.ATTR_MODEL_COMPLETE in attrs:
         raise StorageError(f"attrs key {layout.ATTR_MODEL_COMPLETE!r} is reserved")
-    model = get_node(as_group(store, "r+", storage_options), path, kind="group")
+    model = get_node(as_group(store, "r+"), path, kind="group")
     with writing(location(model)):
         for name, arr in arrays.items():
             node = model.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks="auto" if arr.ndim else (),
@@ -119,16 +115,16 @@ def finish_model(store: StoreRef, run: str, arrays: dict | None = None, attrs: d
     return path
 
 
-def model_complete(store: StoreRef, run: str, storage_options: dict | None = None) -> bool:
+def model_complete(store: StoreRef, run: str) -> bool:
     """Whether ``models/<run>`` exists and its write finished (a resumed run redoes a model that did not)."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     path = layout.model_path(run)
     return has_node(group, path) and bool(get_node(group, path, kind="group").attrs.get(layout.ATTR_MODEL_COMPLETE))
 
 
-def read_model(store: StoreRef, run: str, storage_options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
+def read_model(store: StoreRef, run: str) -> tuple[dict[str, np.ndarray], dict]:
     """Read ``models/<run>`` back as ``(arrays, attrs)``; refuses a model whose write did not finish."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     path = layout.model_path(run)
     model = get_node(group, path, kind="group")
     attrs = dict(model.attrs)
@@ -139,9 +135,9 @@ def read_model(store: StoreRef, run: str, storage_options: dict | None = None) -
     return arrays, attrs
 
 
-def list_models(store: StoreRef, storage_options: dict | None = None) -> list[str]:
+def list_models(store: StoreRef) -> list[str]:
     """Run ids that have a model in the store (sorted)."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     if not has_node(group, layout.MODELS):
         return []
     return sorted(name for name, _ in group[layout.MODELS].groups())

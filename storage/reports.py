@@ -12,12 +12,11 @@ from .store import StoreRef, file_location, filesystem, is_url, replace_local_fi
 REPORTS = "reports"
 
 
-def write_report_file(store: StoreRef, run: str, name: str, payload: bytes,
-                      storage_options: dict | None = None) -> str:
+def write_report_file(store: StoreRef, run: str, name: str, payload: bytes) -> str:
     """Write ``payload`` to ``reports/<run>/<name>``; returns its URL (``file://`` on a local disk)."""
     layout.check_name("run", run)
     layout.check_name("report name", name)
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     path = posixpath.join(root, REPORTS, run, name)
     if fs.__class__.__name__ == "LocalFileSystem":
         with writing(path):

@@ -32,13 +32,13 @@ def _arrays_under(group: zarr.Group, path: str) -> list[str]:
     return [f"{path}/{name}" for name, member in node.members(max_depth=None) if isinstance(member, zarr.Array)]
 
 
-def drop_run_outputs(store: StoreRef, run: str, storage_options: dict | None = None) -> list[str]:
+def drop_run_outputs(store: StoreRef, run: str) -> list[str]:
     """Remove what ``run`` wrote into ``store`` (its manifest excepted); returns the removed node paths.
 
     Checksum records go first: a drop that is interrupted leaves arrays without records (rewritten by the next
     attempt), never records of arrays that are gone.
     """
-    group = as_group(store, "r+", storage_options)
+    group = as_group(store, "r+")
     dropped = []
     for path in run_node_paths(run):
         if not has_node(group, path):
@@ -48,7 +48,7 @@ def drop_run_outputs(store: StoreRef, run: str, storage_options: dict | None = N
                 forget_records(group, array)
             delete_node(group, path)
         dropped.append(path)
-    fs, root = filesystem(store, storage_options)
+    fs, root = filesystem(store)
     reports = posixpath.join(root, REPORTS, layout.check_name("run", run))
     if fs.exists(reports):
         with writing(reports):

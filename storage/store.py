@@ -3,7 +3,9 @@
 A store is accepted by :func:`open_store` only if its root ``zarr.json`` is a zarr v3 group with a known
 ``schema_version`` and ``status == "complete"`` (written last by the ingest), and if no node anywhere in it
 uses an object / string / structured data type or a pickle-like codec. The check reads the raw JSON
-metadata of every node (zarr itself cannot even parse a pickle codec), so it never unpickles anything.
+metadata of every node (zarr itself cannot even parse a pickle codec), so it never unpickles anything. A run makes
+that check once, with :meth:`Store.open`, and passes the returned :class:`Store` handle to its tasks and to the
+storage functions (a path or URL given to one of them is opened and checked for that call only).
 
 Note: ``runs/`` holds plain JSON manifests; ``zarr.Group.members()`` warns about it ("not recognized as a
 component of a Zarr hierarchy"): use :func:`storage.info.info` or the functions here to walk a store.
@@ -25,7 +27,9 @@ import zarr
 from . import layout
 from .errors import StoreFormatError, StorageError
 
-StoreRef = Union[str, "os.PathLike[str]", zarr.Group]
+#: What the storage functions take as their store: an opened :class:`Store` (what tasks and flows pass), a
+#: ``zarr.Group``, or a local path / fsspec URL (opened and validated by that one call, for interactive use).
+StoreRef = Union["Store", str, "os.PathLike[str]", zarr.Group]
 
 #: zarr v3 data types an eigenflow store may contain (numeric and bool only).
 ALLOWED_DATA_TYPES = frozenset(
@@ -54,6 +58,10 @@ def _normalize(url: Any) -> str:
 
 def filesystem(url: Any, storage_options: dict | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
     """``(fs, root)``: a synchronous fsspec filesystem and the store's root path on it."""
+    if isinstance(url, Store):
+        if storage_options:
+            raise StorageError(f"storage_options are a property of the opened store {url}; got {storage_options!r}")
+        return url.fs, url.root
     if isinstance(url, zarr.Group):
         return _group_filesystem(url)
     url = _normalize(url)
@@ -85,6 +93,8 @@ def _group_filesystem(group: zarr.Group) -> tuple[fsspec.AbstractFileSystem, str
 
 def describe(store: StoreRef) -> str:
     """A printable location of ``store`` for messages."""
+    if isinstance(store, Store):
+        return store.url
     if isinstance(store, zarr.Group):
         return str(store.store) + (f"/{store.path}" if store.path else "")
     return str(store)
@@ -94,7 +104,9 @@ def location(store: StoreRef, path: str = "") -> str:
     """Where ``path`` (a node or file key, ``""`` = the root) of ``store`` is, for messages: a local file path, or a
     URL with its protocol (``s3://bucket/s.zarr/embeddings/r1``); a group on another kind of zarr store is named by
     :func:`describe`."""
-    if isinstance(store, zarr.Group):
+    if isinstance(store, Store):
+        base = store.url.rstrip("/")
+    elif isinstance(store, zarr.Group):
         try:
             fs, root = _group_filesystem(store)
         except StorageError:
@@ -331,11 +343,111 @@ def open_store(
     return zarr.open_group(url, mode=mode, zarr_format=3, **opts)
 
 
-def as_group(store: StoreRef, mode: str = "r", storage_options: dict | None = None) -> zarr.Group:
-    """``store`` itself if it is a ``zarr.Group`` (not re-validated), else :func:`open_store`."""
+#: fsspec options a :class:`Store` handle sets for these protocols unless given: s3fs's ``max_concurrency=1`` reads a
+#: whole object with one GET (with its default of 10 it asks for the size first, a HEAD per read, to split objects
+#: above its 50 MiB block size into concurrent ranges; zarr metadata and eigenflow's row chunks are smaller).
+HANDLE_DEFAULT_OPTIONS = {"s3": {"max_concurrency": 1}, "s3a": {"max_concurrency": 1}}
+
+
+def _handle_options(url: str, storage_options: dict | None) -> dict:
+    """``storage_options`` over the handle defaults of ``url``'s protocol (:data:`HANDLE_DEFAULT_OPTIONS`)."""
+    protocol = url.split("://", 1)[0] if is_url(url) else "file"
+    return dict(sorted({**HANDLE_DEFAULT_OPTIONS.get(protocol, {}), **(storage_options or {})}.items()))
+
+
+class Store:
+    """An opened eigenflow store: its location, fsspec options (S3 endpoint, credentials), filesystem and zarr group.
+
+    A run opens its store once with :meth:`Store.open` (which validates it: :func:`validate_store`); its tasks and
+    the storage functions receive this handle instead of a URL to open again. It pickles to its location alone
+    (``url``, ``storage_options``, ``mode``): a Dask worker that receives it attaches to the store without walking
+    the tree again (the zarr group is opened at its first use: one read of the root ``zarr.json``). Handles of the
+    same location and mode are equal and hash alike (Prefect's cache keys); ``str(store)`` is the URL or the
+    absolute local path.
+
+    Parameters
+    ----------
+    url : str or os.PathLike
+        Local path or fsspec URL of a store that was validated by the process that opened it.
+    storage_options : dict, optional
+        fsspec options of a URL (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs), over
+        :data:`HANDLE_DEFAULT_OPTIONS`.
+    mode : {"r", "r+"}
+        Read only, or read and write.
+    """
+
+    __slots__ = ("url", "storage_options", "mode", "fs", "root", "_group")
+
+    def __init__(self, url: str | os.PathLike, storage_options: dict | None = None, mode: str = "r+") -> None:
+        if mode not in ("r", "r+"):
+            raise StorageError(f"mode of a store handle must be 'r' or 'r+'; got {mode!r}")
+        url = _normalize(url)
+        self.storage_options = _handle_options(url, storage_options)
+        self.fs, self.root = filesystem(url, self.storage_options)  # a synchronous fsspec filesystem, the root on it
+        self.url = url.rstrip("/") if is_url(url) else self.root  # absolute: workers must not depend on the cwd
+        self.mode = mode
+        self._group: zarr.Group | None = None
+
+    @classmethod
+    def open(cls, url: str | os.PathLike, mode: str = "r", storage_options: dict | None = None, *,
+             allow_incomplete: bool = False) -> "Store":
+        """Validate the store at ``url`` (:func:`validate_store`, the one whole-store check of a run) and return its
+        handle; the arguments are those of :func:`open_store` (``"w"`` / ``"w-"`` create an empty store, whose handle
+        is read / write)."""
+        handle = cls(url, storage_options, "r" if mode == "r" else "r+")
+        group = open_store(url, mode, handle.storage_options or None, allow_incomplete=allow_incomplete)
+        handle._group = group
+        return handle
+
+    @property
+    def group(self) -> zarr.Group:
+        """The store's root zarr group (opened at first use, not validated again)."""
+        if self._group is None:
+            opts = {"storage_options": self.storage_options} if is_url(self.url) and self.storage_options else {}
+            self._group = zarr.open_group(self.url, mode=self.mode, zarr_format=3, **opts)
+        return self._group
+
+    def __reduce__(self) -> tuple:
+        return (Store, (self.url, self.storage_options, self.mode))
+
+    def _key(self) -> tuple:
+        return self.url, json.dumps(self.storage_options, sort_keys=True, default=repr), self.mode
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Store) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r}, mode={self.mode!r})"
+
+
+def as_store(store: StoreRef, mode: str = "r") -> "Store | zarr.Group":
+    """``store`` itself if it is an opened :class:`Store` or a ``zarr.Group``, else the handle of the path / URL
+    ``store`` (:meth:`Store.open`: validated once): for a function that makes several storage calls on a store
+    given by a user as a path."""
+    if isinstance(store, (Store, zarr.Group)):
+        return store
+    return Store.open(store, mode)
+
+
+def as_group(store: StoreRef, mode: str = "r") -> zarr.Group:
+    """The zarr group of ``store``: a :class:`Store`'s group, a ``zarr.Group`` itself (neither is validated again),
+    or a path / URL opened by :func:`open_store` (validated, for this call only).
+
+    Raises :class:`StorageError` when ``mode="r+"`` (a write) is asked of a handle opened read-only.
+    """
+    if isinstance(store, Store):
+        if mode == "r+" and store.mode == "r":
+            raise StorageError(f"store {store} was opened read-only (mode='r'); open it with mode='r+' to write")
+        return store.group
     if isinstance(store, zarr.Group):
         return store
-    return open_store(store, mode, storage_options)
+    return open_store(store, mode)
 
 
 @contextlib.contextmanager
@@ -378,9 +490,9 @@ def delete_node(group: zarr.Group, path: str) -> None:
         del group[path]
 
 
-def read_attrs(store: StoreRef, path: str = "", storage_options: dict | None = None) -> dict:
+def read_attrs(store: StoreRef, path: str = "") -> dict:
     """A copy of the attributes of the node at ``path`` (``""`` = root)."""
-    group = as_group(store, "r", storage_options)
+    group = as_group(store, "r")
     node = group if not path else group[path] if has_node(group, path) else None
     if node is None:
         raise StoreFormatError(f"{describe(store)} has no node {path!r}")

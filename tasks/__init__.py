@@ -1,4 +1,4 @@
-"""Thin Prefect tasks: a store URL and parameters in, a store URL plus small metadata out.
+"""Thin Prefect tasks: an opened store (:class:`storage.store.Store`) and parameters in, small metadata out.
 
 The math lives in :mod:`spectral`, every read and write in :mod:`storage`. Importing this package applies
 the Prefect / Dask environment defaults of :mod:`tasks._env` (``setdefault`` only) before Prefect loads.

@@ -17,9 +17,12 @@ The write-back of a run is three kinds of Dask task (:func:`tasks.points.write_p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from storage.store import Store
 
 
 @dataclass
@@ -41,9 +44,9 @@ class PreparedPoints:
     stored_candidates: bool = False
 
 
-def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: bool,
+def prepare_points(store: Store, run: str, *, index: Any = None, fitted_rows: bool,
                    stored_candidates: bool = False) -> PreparedPoints:
-    """Restore the model of ``run`` of ``store_url`` for the write-back.
+    """Restore the model of ``run`` of ``store`` for the write-back.
 
     ``fitted_rows`` (``embed``): the fit rows get the model's fitted (transductive) results when it has them,
     and the index is attached only if some rows are mapped; otherwise (``extend``) every row is mapped.
@@ -58,7 +61,7 @@ def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: 
     from tasks.registry import fitted_outputs
     from tasks.sharded_eigenmaps import has_candidates
 
-    entry, model, rows = load_fitted(store_url, run, with_index=False)
+    entry, model, rows = load_fitted(store, run, with_index=False)
     fitted = None
     if fitted_rows:
         if hasattr(model, "embedding") and not hasattr(model, "embedding_"):  # LaplacianEigenmapsModel
@@ -67,16 +70,16 @@ def prepare_points(store_url: str, run: str, *, index: Any = None, fitted_rows: 
             fitted = {EMBEDDING: np.asarray(model.embedding, dtype=np.float64)}
         else:
             fitted = fitted_outputs(entry, model)
-    stored = stored_candidates or (fitted is not None and has_candidates(store_url, run))
-    if (fitted is None or rows.size < x_shape(store_url)[0]) and not stored:  # some rows are mapped out-of-sample
-        attach_index(model, store_url, rows, index)
+    stored = stored_candidates or (fitted is not None and has_candidates(store, run))
+    if (fitted is None or rows.size < x_shape(store)[0]) and not stored:  # some rows are mapped out-of-sample
+        attach_index(model, store, rows, index)
         if fitted is None and not any(hasattr(model, name) for name in ("transform", "kernel_features")):
             raise StoreFormatError(f"method {entry.name!r} with these parameters has no out-of-sample map")
     with_fitted = rows if fitted is not None else np.zeros(0, dtype=np.int64)
     return PreparedPoints(entry.name, model, with_fitted, fitted, rows, stored)
 
 
-def start_point_outputs(store_url: str, run: str, prepared: PreparedPoints, attrs: dict, *,
+def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs: dict, *,
                         holdout_draw: tuple[float, int | None] | None = None) -> dict[str, Any]:
     """Create the per-point arrays of ``run`` (shaped from one probe row of each output); with ``holdout_draw``
     ``(holdout, random_state)`` (an ``embed`` run) also write ``outputs/<run>/in_fit`` and ``outputs/<run>/held_out``
@@ -96,26 +99,26 @@ def start_point_outputs(store_url: str, run: str, prepared: PreparedPoints, attr
     elif prepared.stored_candidates:  # an extend from stored candidates: the model has no index
         from tasks.sharded_eigenmaps import read_candidates
 
-        probe = {EMBEDDING: prepared.model.transform_candidates(*read_candidates(store_url, run, 0, 1))}
+        probe = {EMBEDDING: prepared.model.transform_candidates(*read_candidates(store, run, 0, 1))}
     else:
-        probe = point_outputs(entry, prepared.model, read_X(store_url, 0, 1))
+        probe = point_outputs(entry, prepared.model, read_X(store, 0, 1))
     for name, values in probe.items():
         if name == EMBEDDING:
-            create_embedding(store_url, run, values.shape[1], overwrite=True, attrs=attrs)
+            create_embedding(store, run, values.shape[1], overwrite=True, attrs=attrs)
         elif name == SCORES:
-            create_output(store_url, run, SCORES, values.shape[1], dtype="float32", attrs=attrs, overwrite=True)
+            create_output(store, run, SCORES, values.shape[1], dtype="float32", attrs=attrs, overwrite=True)
         elif name == LABELS:
-            create_output(store_url, run, LABELS, None, dtype="int64", attrs=attrs, overwrite=True)
+            create_output(store, run, LABELS, None, dtype="int64", attrs=attrs, overwrite=True)
     if holdout_draw is not None:
-        n = x_shape(store_url)[0]
+        n = x_shape(store)[0]
         for name, members in ((IN_FIT, prepared.fit_rows), (HELD_OUT, held_out_rows(n, *holdout_draw))):
             mask = np.zeros(n, dtype=bool)
             mask[members] = True
-            write_point_array(store_url, layout.output_path(run, name), mask, overwrite=True)
+            write_point_array(store, layout.output_path(run, name), mask, overwrite=True)
     return {"method": entry.name, "outputs": list(entry.outputs)}
 
 
-def write_points_chunk(store_url: str, run: str, prepared: PreparedPoints, start: int, stop: int) -> dict:
+def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: int, stop: int) -> dict:
     """Write rows ``start:stop`` of every output of ``run``: rows with fitted results as given, the others mapped
     by the model (:func:`tasks.registry.point_outputs` on the chunk's rows of X, or, for a sharded run's held-out
     rows, the model's map of their stored candidates: :meth:`LaplacianEigenmapsModel.transform_candidates`).
@@ -126,12 +129,9 @@ def write_points_chunk(store_url: str, run: str, prepared: PreparedPoints, start
     from storage.arrays import read_X
     from storage.checksums import record_chunk
     from storage.embedding_io import write_embedding_block, write_output_block
-    from storage.store import open_store
     from tasks.registry import EMBEDDING, get_entry, point_outputs
 
     entry = get_entry(prepared.method)
-    store = open_store(store_url, "r+")  # validated once for the chunk's reads and writes (a walk of every node:
-    # on S3 2 requests per node)
     n_rows = stop - start
     lo, hi = np.searchsorted(prepared.rows, [start, stop])
     in_fit = np.zeros(n_rows, dtype=bool)

@@ -9,9 +9,12 @@ on the workers (:func:`fit_X`) and ``outputs/<run>/in_fit`` written and read the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from storage.store import Store
 
 #: Name of the per-point output ``outputs/<run>/in_fit`` (bool): True for the points the model was fitted on.
 IN_FIT = "in_fit"
@@ -135,13 +138,13 @@ def fit_positions(fit_rows: np.ndarray, rows: np.ndarray, *, n_rows: int | None 
     return positions
 
 
-def fit_X(store_url: str, fit: FitRows) -> Any:
+def fit_X(store: Store, fit: FitRows) -> Any:
     """The fit rows ``fit`` of the store's X as a Dask array, one chunk per row chunk of X, read and cut on the
     workers (each chunk's task carries only its own left-out rows): the same array for the kNN stage and the
     eigensolve stage, so that both compute the same row partition."""
     from storage.arrays import X_as_dask
 
-    X = X_as_dask(store_url)
+    X = X_as_dask(store)
     if fit.complete:
         return X
     import dask.array as da
@@ -161,24 +164,24 @@ def _without_rows(block: np.ndarray, dropped: np.ndarray) -> np.ndarray:
     return np.delete(block, dropped, axis=0)
 
 
-def write_in_fit(store_url: str, run: str, fit: FitRows) -> int:
+def write_in_fit(store: Store, run: str, fit: FitRows) -> int:
     """Task: write ``outputs/<run>/in_fit`` (n,) bool, True on the fit rows ``fit``, chunk by chunk (on a worker:
     the flow process holds no (n,) array). Returns the number of fit rows."""
     from storage.arrays import row_chunks
     from storage.embedding_io import create_output, write_output_block
 
-    chunks = row_chunks(store_url)
-    create_output(store_url, run, IN_FIT, None, dtype="bool", fill_value=False, overwrite=True)
+    chunks = row_chunks(store)
+    create_output(store, run, IN_FIT, None, dtype="bool", fill_value=False, overwrite=True)
     for start, stop in chunks:
-        write_output_block(store_url, run, IN_FIT, start, fit.in_chunk(start, stop))
+        write_output_block(store, run, IN_FIT, start, fit.in_chunk(start, stop))
     return fit.size
 
 
-def read_fit_rows(store_url: str, run: str) -> FitRows:
+def read_fit_rows(store: Store, run: str) -> FitRows:
     """Task: the fit rows of ``run`` from ``outputs/<run>/in_fit``, read chunk by chunk (on a worker)."""
     from storage.arrays import row_chunks, x_shape
     from storage.embedding_io import read_output
 
-    left_out = [start + np.flatnonzero(~read_output(store_url, run, IN_FIT, start, stop))
-                for start, stop in row_chunks(store_url)]
-    return FitRows(x_shape(store_url)[0], np.concatenate(left_out).astype(np.int64))
+    left_out = [start + np.flatnonzero(~read_output(store, run, IN_FIT, start, stop))
+                for start, stop in row_chunks(store)]
+    return FitRows(x_shape(store)[0], np.concatenate(left_out).astype(np.int64))

@@ -3,7 +3,7 @@
 The heavy fit stages (kNN build, weights, eigensolve, an estimator's own fit) are plain functions that read
 their inputs from the store and write their outputs to it. :func:`tasks.common.run_on_worker` submits one
 such body as a single Dask task through :func:`call_on_worker`, so the flow process only orchestrates: it
-sends a store URL and parameters and gets small JSON metadata back. The scheduler places the task (the least
+sends a store handle and parameters and gets small JSON metadata back. The scheduler places the task (the least
 loaded worker); if that worker dies (killed, or out of memory), the scheduler runs the task again on another
 worker (``distributed.scheduler.allowed-failures``, default 3) and a Nanny restarts the dead one. Every body
 is deterministic for a given store, run and seed, so a rerun writes the same bytes.

@@ -4,15 +4,16 @@ Task options
 ------------
 ``IO_TASK`` (ingest, write-back: retried on transient I/O errors) and ``COMPUTE_TASK`` (no retries: a
 mathematical failure does not go away by retrying) both persist their results with the cache policy
-``TASK_SOURCE + INPUTS`` (STACK.md "Resume after a crash"). A task's inputs always include the store URL,
-the run id and the :func:`store_token` of the store, so
+``TASK_SOURCE + INPUTS`` (STACK.md "Resume after a crash"). A task's inputs always include the store (its
+:class:`storage.store.Store` handle, keyed by its location), the run id and the :func:`store_token` of the store,
+so
 
 - re-running a failed run (same ``run_name``) on the same store reuses every task that had finished and
   recomputes only what is missing;
 - a new run, or a store that was re-ingested (new token), recomputes everything.
 
-Tasks return store URLs and small JSON-able metadata, never big arrays: the cached results are small files in
-Prefect's local result storage (``$PREFECT_HOME/storage``, or ``PREFECT_RESULTS_LOCAL_STORAGE_PATH``).
+Tasks return small JSON-able metadata, never big arrays: the cached results are small files in Prefect's local
+result storage (``$PREFECT_HOME/storage``, or ``PREFECT_RESULTS_LOCAL_STORAGE_PATH``).
 
 Per-chunk work
 --------------
@@ -32,7 +33,7 @@ from typing import Any
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from storage import layout
-from storage.store import filesystem, read_attrs
+from storage.store import Store, filesystem, read_attrs
 from tasks._fit_rows import HELD_OUT  # noqa: F401 - re-exported for the flows
 from tasks._handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin  # noqa: F401 - re-exported for the flows
 from tasks._worker import call_on_worker, warm_nndescent  # noqa: F401 - re-exported for the flows
@@ -71,14 +72,14 @@ def chunk_progress(callback: ProgressFn | None) -> Iterator[None]:
         _STAGE_PROGRESS.reset(token)
 
 
-def store_token(store_url: str) -> str:
+def store_token(store: Store) -> str:
     """Identity of one ingest of a store, for cache keys: ``<fingerprint>@<mtime of X's metadata>``.
 
     The fingerprint identifies the data; the modification time of ``X/zarr.json`` changes when the store
     is deleted and ingested again, so cached results never outlive the arrays they describe.
     """
-    fingerprint = read_attrs(store_url).get(layout.ATTR_FINGERPRINT, "")
-    fs, root = filesystem(store_url)
+    fingerprint = read_attrs(store).get(layout.ATTR_FINGERPRINT, "")
+    fs, root = filesystem(store)
     modified = fs.modified(posixpath.join(root, layout.X, "zarr.json"))
     return f"{fingerprint}@{modified.isoformat()}"
 
@@ -103,7 +104,7 @@ def map_row_chunks(
     bounds : sequence of (start, stop)
         Row chunks (``storage.arrays.row_chunks``).
     args : sequence
-        Arguments shared by every call (store URL, run id, a scattered model future, ...).
+        Arguments shared by every call (store handle, run id, a scattered model future, ...).
     per_chunk : sequence of tuples, optional
         Extra arguments of chunk ``i`` (small arrays: sent with that task only).
     client : distributed.Client, optional

@@ -15,6 +15,7 @@ import numpy as np
 from storage.arrays import read_X, x_shape
 from storage.errors import StoreFormatError
 from storage.models import read_model
+from storage.store import Store
 
 from tasks._fit_rows import FIT_ROWS
 from tasks.registry import MethodEntry, get_entry
@@ -23,25 +24,25 @@ from tasks.registry import MethodEntry, get_entry
 ESTIMATOR_STATE = "estimator"
 
 
-def load_fitted(store_url: str, run: str, *, index: Any = None, with_index: bool = True
+def load_fitted(store: Store, run: str, *, index: Any = None, with_index: bool = True
                 ) -> tuple[MethodEntry, Any, np.ndarray]:
-    """``(entry, model, fit_rows)`` of the model of ``run`` in ``store_url``.
+    """``(entry, model, fit_rows)`` of the model of ``run`` in ``store``.
 
     With ``with_index``, a model that needs the kNN index of its training points gets it
     (:func:`attach_index`: ``index`` when given, else rebuilt from the store's X).
     """
     from tasks import laplacian_eigenmaps as le
 
-    arrays, attrs = read_model(store_url, run)
+    arrays, attrs = read_model(store, run)
     method = attrs.get("method")
     entry = get_entry(method) if isinstance(method, str) else None
     if entry is None or "state" not in attrs:
-        raise StoreFormatError(f"model {run!r} of {store_url} was written by an older eigenflow (no method / state "
+        raise StoreFormatError(f"model {run!r} of {store} was written by an older eigenflow (no method / state "
                                "attributes); run `eigenflow embed` again")
     rows = arrays.pop(FIT_ROWS)
-    if rows.size and int(rows.max()) >= x_shape(store_url)[0]:
-        raise StoreFormatError(f"model {run!r} was fitted on rows up to {int(rows.max())} but X of {store_url} has "
-                               f"{x_shape(store_url)[0]} rows: the store was re-ingested; fit again")
+    if rows.size and int(rows.max()) >= x_shape(store)[0]:
+        raise StoreFormatError(f"model {run!r} was fitted on rows up to {int(rows.max())} but X of {store} has "
+                               f"{x_shape(store)[0]} rows: the store was re-ingested; fit again")
     if attrs["state"] == le.MODEL_STATE:
         from spectral.embedding_model import LaplacianEigenmapsModel
 
@@ -49,13 +50,13 @@ def load_fitted(store_url: str, run: str, *, index: Any = None, with_index: bool
     elif attrs["state"] == ESTIMATOR_STATE:
         model = entry.estimator_class.from_state(arrays, attrs["state_attrs"])
     else:
-        raise StoreFormatError(f"model {run!r} of {store_url} has an unknown state {attrs['state']!r}")
+        raise StoreFormatError(f"model {run!r} of {store} has an unknown state {attrs['state']!r}")
     if with_index:
-        attach_index(model, store_url, rows, index)
+        attach_index(model, store, rows, index)
     return entry, model, rows
 
 
-def attach_index(model: Any, store_url: str, rows: np.ndarray, index: Any = None) -> None:
+def attach_index(model: Any, store: Store, rows: np.ndarray, index: Any = None) -> None:
     """Give a restored model the kNN index of its training points (rows ``rows`` of the store's X).
 
     ``index``: the :class:`tasks.laplacian_eigenmaps.FitIndex` the run's kNN stage left on the cluster (Laplacian
@@ -71,6 +72,6 @@ def attach_index(model: Any, store_url: str, rows: np.ndarray, index: Any = None
         else:
             from spectral.knn import KNNIndex
 
-            model.attach_index(KNNIndex.rebuild(read_X(store_url)[rows], model.knn_params))
+            model.attach_index(KNNIndex.rebuild(read_X(store)[rows], model.knn_params))
     elif hasattr(model, "rebuild_index"):  # TSK / RSK
-        model.rebuild_index(np.asarray(read_X(store_url)[rows], dtype=np.float64))
+        model.rebuild_index(np.asarray(read_X(store)[rows], dtype=np.float64))

@@ -26,6 +26,8 @@ from typing import Any
 
 from prefect import task
 
+from storage.store import Store
+
 from tasks import laplacian_eigenmaps as le
 from tasks._handoff import drop_run, handoff_workers
 from tasks.common import COMPUTE_TASK, HANDOFF_TASK, publish_future, run_on_worker, submit_to_worker, unpublish
@@ -51,7 +53,7 @@ class Stage:
 class FitRequest:
     """What a fit needs: the store, the run, the method and its full parameters, the fit-set rule."""
 
-    store: str
+    store: Store
     run: str
     token: str
     method: str
@@ -88,11 +90,11 @@ def _has_model(req: FitRequest) -> bool:
 
 # ---- the estimator's own fit, DNE / MFA / LFDA at scale ----------------------------------------------------
 @task(name="fit", **COMPUTE_TASK)
-def fit_task(store_url: str, run: str, store_token: str, *, method: str, params: dict, holdout: float,
+def fit_task(store: Store, run: str, store_token: str, *, method: str, params: dict, holdout: float,
              random_state: int | None, labeled_subset: int | None = None) -> dict[str, Any]:
     """Fit ``method`` on the fit rows of the store on a worker and write ``models/<run>``
     (:func:`tasks.estimator_fit.fit_estimator`)."""
-    return run_on_worker(fit_estimator, store_url, run, method=method, params=params, holdout=holdout,
+    return run_on_worker(fit_estimator, store, run, method=method, params=params, holdout=holdout,
                          random_state=random_state, labeled_subset=labeled_subset, name=f"fit-{run}")
 
 
@@ -102,11 +104,11 @@ def _discriminant_at_scale(params: dict) -> bool:
 
 
 @task(name="discriminant-fit", **COMPUTE_TASK)
-def discriminant_fit_task(store_url: str, run: str, store_token: str, *, method: str, params: dict,
+def discriminant_fit_task(store: Store, run: str, store_token: str, *, method: str, params: dict,
                           holdout: float, random_state: int | None) -> dict[str, Any]:
     """Fit DNE / MFA / LFDA by chunked sums on a worker and write the model
     (:func:`tasks.estimator_fit.fit_discriminant`)."""
-    return run_on_worker(fit_discriminant, store_url, run, method=method, params=params, holdout=holdout,
+    return run_on_worker(fit_discriminant, store, run, method=method, params=params, holdout=holdout,
                          random_state=random_state, name=f"discriminant-fit-{run}")
 
 
@@ -136,7 +138,7 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
 
 
 @task(name="knn-graph", **COMPUTE_TASK)
-def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
+def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
              holdout: float, random_state: int | None) -> dict[str, Any]:
     """Build the kNN index of the fit set on a worker and write ``graph/knn`` from it
     (:func:`tasks.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.laplacian_eigenmaps.write_knn_graph`).
@@ -145,9 +147,9 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
     their out-of-sample map (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"``
     refers to the fit graph kept in the writing worker's memory for the weights stage (:mod:`tasks._handoff`).
     """
-    built = submit_to_worker(le.build_fit_index, store_url, n_neighbors=n_neighbors, knn_method=knn_method,
+    built = submit_to_worker(le.build_fit_index, store, n_neighbors=n_neighbors, knn_method=knn_method,
                              metric=metric, holdout=holdout, random_state=random_state, name=f"knn-index-{run}")
-    info = run_on_worker(le.write_knn_graph, store_url, run, built, n_neighbors=n_neighbors,
+    info = run_on_worker(le.write_knn_graph, store, run, built, n_neighbors=n_neighbors,
                          name=f"knn-graph-{run}")
     if info["n_heldout"]:
         publish_future(built, le.index_dataset_name(store_token, run))
@@ -155,21 +157,21 @@ def knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, kn
 
 
 @task(name="weights", **HANDOFF_TASK)
-def weights_task(store_url: str, run: str, store_token: str, *, weighting: str, symmetrize: str,
+def weights_task(store: Store, run: str, store_token: str, *, weighting: str, symmetrize: str,
                  handoff: dict | None = None) -> dict[str, Any]:
     """Weights of the fit graph (:func:`tasks.laplacian_eigenmaps.compute_weights`) on the worker that kept the
     graph (``handoff``, the kNN stage's), else on any worker (from the store)."""
-    return run_on_worker(le.compute_weights, store_url, run, handoff, weighting=weighting, symmetrize=symmetrize,
+    return run_on_worker(le.compute_weights, store, run, handoff, weighting=weighting, symmetrize=symmetrize,
                          name=f"weights-{run}", workers=handoff_workers(handoff))
 
 
 @task(name="eigensolve", **HANDOFF_TASK)
-def eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, normalization: str,
+def eigensolve_task(store: Store, run: str, store_token: str, *, n_components: int, normalization: str,
                     eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None, handoff: dict | None = None) -> dict[str, Any]:
     """Laplacian eigenmap and its model (:func:`tasks.laplacian_eigenmaps.solve_eigenmaps`) on the worker that
     kept W (``handoff``, the weights stage's), else on any worker (from the store)."""
-    return run_on_worker(le.solve_eigenmaps, store_url, run, handoff, n_components=n_components,
+    return run_on_worker(le.solve_eigenmaps, store, run, handoff, n_components=n_components,
                          normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected,
                          tol=tol, random_state=random_state, name=f"eigensolve-{run}",
                          workers=handoff_workers(handoff))
@@ -190,7 +192,7 @@ def _sharded_stages(req: FitRequest) -> list[Stage]:
 
 
 @task(name="knn-graph-sharded", **COMPUTE_TASK)
-def sharded_knn_task(store_url: str, run: str, store_token: str, *, n_neighbors: int, metric: str, holdout: float,
+def sharded_knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, metric: str, holdout: float,
                      random_state: int | None) -> dict[str, Any]:
     """The sharded kNN graph of the fit rows and the held-out rows' candidates, built and written by the workers
     (:func:`tasks.sharded_eigenmaps.sharded_knn`)."""
@@ -198,7 +200,7 @@ def sharded_knn_task(store_url: str, run: str, store_token: str, *, n_neighbors:
 
     from tasks.sharded_eigenmaps import sharded_knn
 
-    return sharded_knn(store_url, run, get_client(), n_neighbors=n_neighbors, metric=metric, n_shards=None,
+    return sharded_knn(store, run, get_client(), n_neighbors=n_neighbors, metric=metric, n_shards=None,
                        holdout=holdout, random_state=random_state)
 
 
@@ -209,7 +211,7 @@ def _candidates_intact(req: FitRequest) -> bool:
 
 
 @task(name="eigensolve-sharded", **COMPUTE_TASK)
-def sharded_eigensolve_task(store_url: str, run: str, store_token: str, *, n_components: int, weighting: str,
+def sharded_eigensolve_task(store: Store, run: str, store_token: str, *, n_components: int, weighting: str,
                             symmetrize: str, tol: float | None, random_state: int | None) -> dict[str, Any]:
     """Weights, Laplacian and eigensolve per shard on the workers, driven from this process (LOBPCG's blocks stay on
     the workers as row parts; :func:`tasks.sharded_eigenmaps.solve_sharded_eigenmaps`); the shards are those of
@@ -219,8 +221,8 @@ def sharded_eigensolve_task(store_url: str, run: str, store_token: str, *, n_com
     from storage.graph_io import read_knn_attrs
     from tasks.sharded_eigenmaps import solve_sharded_eigenmaps
 
-    n_shards = int(read_knn_attrs(store_url)["n_shards"])
-    return solve_sharded_eigenmaps(store_url, run, get_client(), n_components=n_components, weighting=weighting,
+    n_shards = int(read_knn_attrs(store)["n_shards"])
+    return solve_sharded_eigenmaps(store, run, get_client(), n_components=n_components, weighting=weighting,
                                    symmetrize=symmetrize, n_shards=n_shards, tol=tol, random_state=random_state)
 
 

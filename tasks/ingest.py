@@ -11,7 +11,7 @@ from prefect.cache_policies import NO_CACHE
 from storage import layout
 from storage.errors import StoreFormatError
 from storage.ingest import ingest
-from storage.store import filesystem, is_url, read_attrs
+from storage.store import Store, filesystem, is_url, read_attrs
 
 from tasks.common import IO_RETRIES, IO_RETRY_DELAY_SECONDS
 
@@ -24,23 +24,47 @@ def same_location(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
 
 
-def existing_store_attrs(store_url: str) -> dict | None:
-    """Root attributes of a complete store at ``store_url``, None if nothing is there.
+def existing_store_attrs(store: str | Store) -> dict | None:
+    """Root attributes of a complete store at ``store`` (a URL, or an opened :class:`Store`: not validated again),
+    None if nothing is there.
 
     Raises :class:`storage.errors.StoreFormatError` if something that is not a complete store is there.
     """
-    fs, root = filesystem(store_url)
+    if isinstance(store, Store):
+        return read_attrs(store)
+    fs, root = filesystem(store)
     if not fs.exists(root):
         return None
-    attrs = read_attrs(store_url)  # validates: complete, known schema, no pickle codecs
+    attrs = read_attrs(store)  # validates: complete, known schema, no pickle codecs
     return attrs
 
 
+def open_existing(store_url: str) -> Store | None:
+    """The handle of the complete store at ``store_url`` (:meth:`Store.open`: its one validation, shared by the
+    checks before a run and by the run itself); None if nothing is there, or something that is not a complete
+    store (which the ingest then reports, or replaces with ``overwrite``)."""
+    fs, root = filesystem(store_url)
+    if not fs.exists(root):
+        return None
+    try:
+        return Store.open(store_url, "r+")
+    except StoreFormatError:
+        return None
+
+
+def with_opened(candidates) -> list:
+    """``candidates`` (URLs or opened :class:`Store` handles) with each URL that names the location of an opened
+    candidate replaced by that handle (a source that is the store itself is not validated again)."""
+    opened = [c for c in candidates if isinstance(c, Store)]
+    return [c if isinstance(c, Store) else next((s for s in opened if same_location(c, s.url)), c)
+            for c in candidates]
+
+
 def first_store_attrs(candidates) -> dict | None:
-    """Root attributes of the first of ``candidates`` (URLs, in order) that is a complete store; None if none is.
-    A candidate that is not a store (e.g. the source file itself) is skipped: the ingest reports what is wrong
-    with it."""
-    for candidate in candidates:
+    """Root attributes of the first of ``candidates`` (URLs or opened :class:`Store` handles, in order) that is a
+    complete store; None if none is. A candidate that is not a store (e.g. the source file itself) is skipped: the
+    ingest reports what is wrong with it."""
+    for candidate in with_opened(candidates):
         try:
             attrs = existing_store_attrs(candidate)
         except Exception:  # noqa: BLE001 - not a store
@@ -54,7 +78,7 @@ def first_store_attrs(candidates) -> dict | None:
 @task(name="ingest", retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY_SECONDS, cache_policy=NO_CACHE)
 def ingest_task(
     source: str,
-    store_url: str,
+    store_url: str | Store,
     *,
     labels: str | None = None,
     chunk_rows: int | None = None,
@@ -63,7 +87,8 @@ def ingest_task(
     use_rep: str | None = None,
     labels_obs: str | None = None,
 ) -> dict[str, Any]:
-    """Ingest ``source`` into ``store_url`` unless the store already holds it; return the store's summary.
+    """Ingest ``source`` into ``store_url`` (a URL, or the opened :class:`Store` of an existing store) unless the
+    store already holds it; return the store's summary.
 
     Skipped (``{"skipped": True, ...}``) when ``source`` is the store itself, or when a complete store at
     ``store_url`` was ingested from the same ``source`` (a re-run after a crash). A store holding another
@@ -79,7 +104,7 @@ def ingest_task(
     AnnData source (:mod:`storage.anndata_io`); a store holds this source only if it was ingested with the same.
     """
     source = os.fspath(source)
-    if same_location(source, store_url):
+    if same_location(source, str(store_url)):
         return {"skipped": True, "reason": "source is the store", **_summary(store_url)}
     attrs = None if overwrite else existing_store_attrs(store_url)
     if attrs is not None:
@@ -94,14 +119,17 @@ def ingest_task(
             "choose another store path, pass the store itself as SOURCE, or use overwrite"
         )
     keys = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
+    target, options = (store_url.url, store_url.storage_options or None) if isinstance(store_url, Store) \
+        else (store_url, None)
     if scheduler_address is None:
-        result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite, **keys)
+        result = ingest(source, target, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                        storage_options=options, **keys)
     else:
         from distributed import Client
 
         with Client(scheduler_address, set_as_default=False) as client:
-            result = ingest(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
-                            executor=client.get_executor(), **keys)
+            result = ingest(source, target, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                            storage_options=options, executor=client.get_executor(), **keys)
     return {"skipped": False, **result.to_dict()}
 
 
@@ -112,8 +140,9 @@ def _same_selection(attrs: dict, use_rep: str | None, labels_obs: str | None) ->
     return attrs[layout.ATTR_CELLS_X_KEY] == (use_rep or "X") and attrs.get(layout.ATTR_CELLS_LABELS_KEY) == labels_obs
 
 
-def _summary(store_url: str) -> dict[str, Any]:
+def _summary(store_url: str | Store) -> dict[str, Any]:
     attrs = read_attrs(store_url)
     keys = (layout.ATTR_N, layout.ATTR_D, layout.ATTR_CHUNK_ROWS, layout.ATTR_DTYPE, layout.ATTR_HAS_LABELS,
             layout.ATTR_FINGERPRINT, layout.ATTR_SOURCE)
-    return {"store": os.fspath(store_url), **{key: attrs.get(key) for key in keys}}
+    return {"store": str(store_url) if isinstance(store_url, Store) else os.fspath(store_url),
+            **{key: attrs.get(key) for key in keys}}

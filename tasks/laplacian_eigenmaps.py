@@ -38,6 +38,7 @@ from storage.embedding_io import read_output, write_point_array
 from storage.errors import StoreFormatError
 from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
 from storage.models import write_model
+from storage.store import Store
 
 from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
 from tasks._handoff import TOKEN_ATTR, keep, new_token, take
@@ -70,12 +71,12 @@ class FitIndex:
         return object.__sizeof__(self) + self.index.__sizeof__() + int(self.rows.nbytes)
 
 
-def build_fit_index(store_url: str, *, n_neighbors: int, knn_method: str, metric: str, holdout: float,
+def build_fit_index(store: Store, *, n_neighbors: int, knn_method: str, metric: str, holdout: float,
                     random_state: int | None) -> FitIndex:
     """Build the kNN index of the fit set of the store's X (exact copies of a fit point left out:
     :func:`spectral._arrays.distinct_rows`; they are mapped like held-out points)."""
-    n, _ = x_shape(store_url)
-    X = read_X(store_url)  # (n, d)
+    n, _ = x_shape(store)
+    X = read_X(store)  # (n, d)
     fit_set = fit_rows_for(n, holdout, random_state)
     rows, n_duplicates = distinct_rows(_take_rows(X, fit_set), None, fit_set)
     t0 = time.perf_counter()
@@ -89,7 +90,7 @@ def _take_rows(X: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return X if rows.size == X.shape[0] else X[rows]
 
 
-def write_knn_graph(store_url: str, run: str, built: FitIndex, *, n_neighbors: int) -> dict[str, Any]:
+def write_knn_graph(store: Store, run: str, built: FitIndex, *, n_neighbors: int) -> dict[str, Any]:
     """Write ``graph/knn`` for every row of X from the fit index ``built``, and ``outputs/<run>/in_fit``.
 
     Rows of fit points hold their neighbours within the fit set; rows of other points (held out, or exact
@@ -98,7 +99,7 @@ def write_knn_graph(store_url: str, run: str, built: FitIndex, *, n_neighbors: i
     worker's memory for the weights stage (None if nothing could be kept; :func:`compute_weights`).
     """
     index, rows = built.index, built.rows
-    n, _ = x_shape(store_url)
+    n, _ = x_shape(store)
     idx_fit, dist_fit = index.neighbor_graph()  # positions within the fit set
     held = np.setdiff1d(np.arange(n), rows, assume_unique=True)
     if not held.size:  # every row is a fit point: positions are rows (a 1e6 x 15 scatter saved, ~0.7 s)
@@ -107,49 +108,49 @@ def write_knn_graph(store_url: str, run: str, built: FitIndex, *, n_neighbors: i
         indices = np.empty((n, n_neighbors), dtype=np.int64)
         distances = np.empty((n, n_neighbors), dtype=np.float32)
         indices[rows], distances[rows] = rows[idx_fit], dist_fit
-        idx_h, dist_h = index.query(read_X(store_url)[held], n_neighbors)
+        idx_h, dist_h = index.query(read_X(store)[held], n_neighbors)
         indices[held], distances[held] = rows[idx_h], dist_h
     token = new_token()
     attrs = {"run": run, "metric": index.metric, "n_fit": int(rows.size), "index_params": index.params,
              TOKEN_ATTR: token}
     t0 = time.perf_counter()
-    write_knn(store_url, indices, distances, attrs=attrs)
-    record_checksums(store_url, KNN_ARRAYS)
+    write_knn(store, indices, distances, attrs=attrs)
+    record_checksums(store, KNN_ARRAYS)
     in_fit = np.zeros(n, dtype=bool)
     in_fit[rows] = True
-    write_point_array(store_url, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
+    write_point_array(store, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
     handoff = keep(run, token, {"rows": rows, "indices": idx_fit, "distances": dist_fit})
     return {"k": n_neighbors, "method": index.method, "n_fit": int(rows.size), "n_heldout": int(held.size),
             "n_duplicates": built.n_duplicates, "build_seconds": built.build_seconds,
             "write_seconds": time.perf_counter() - t0, "handoff": handoff}
 
 
-def graph_belongs_to(store_url: str, run: str, part: str) -> bool:
+def graph_belongs_to(store: Store, run: str, part: str) -> bool:
     """Whether ``graph/knn`` (``part="knn"``) or ``graph/weights`` (``"weights"``) of the store were written by
     ``run`` and still match their checksums."""
     try:
-        attrs = read_knn_attrs(store_url) if part == "knn" else read_csr_attrs(store_url, layout.WEIGHTS)
-        check_intact(store_url, KNN_ARRAYS if part == "knn" else WEIGHT_ARRAYS)
+        attrs = read_knn_attrs(store) if part == "knn" else read_csr_attrs(store, layout.WEIGHTS)
+        check_intact(store, KNN_ARRAYS if part == "knn" else WEIGHT_ARRAYS)
     except StoreFormatError:
         return False
     return attrs.get("run") == run
 
 
-def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit_graph(store: Store, run: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(fit_rows (n_fit,), indices (n_fit, k) as fit positions, distances (n_fit, k))`` of the stored graph."""
-    attrs = read_knn_attrs(store_url)
+    attrs = read_knn_attrs(store)
     if attrs.get("run") != run:
         raise StoreFormatError(
-            f"graph/knn of {store_url} belongs to run {attrs.get('run')!r}, not {run!r}: another run replaced it; "
+            f"graph/knn of {store} belongs to run {attrs.get('run')!r}, not {run!r}: another run replaced it; "
             "run the flow again with a new run name"
         )
-    in_fit = read_output(store_url, run, IN_FIT)
+    in_fit = read_output(store, run, IN_FIT)
     rows = np.flatnonzero(in_fit).astype(np.int64)
-    check_intact(store_url, KNN_ARRAYS)
-    indices, distances = read_knn(store_url)
+    check_intact(store, KNN_ARRAYS)
+    indices, distances = read_knn(store)
     if rows.size == in_fit.shape[0]:  # every row is a fit point: rows are positions
         return rows, indices, distances
-    return rows, fit_positions(rows, indices[rows], n_rows=in_fit.shape[0], source=f"graph/knn of {store_url}"), \
+    return rows, fit_positions(rows, indices[rows], n_rows=in_fit.shape[0], source=f"graph/knn of {store}"), \
         distances[rows]
 
 
@@ -159,7 +160,7 @@ def fit_graph(store_url: str, run: str) -> tuple[np.ndarray, np.ndarray, np.ndar
 WEIGHT_SCALES = "weight_scales"
 
 
-def compute_weights(store_url: str, run: str, graph: dict | None = None, *, weighting: str,
+def compute_weights(store: Store, run: str, graph: dict | None = None, *, weighting: str,
                     symmetrize: str) -> dict[str, Any]:
     """Weight matrix W (n_fit, n_fit) of the fit graph, written to ``graph/weights`` (CSR), with the resolved
     weighting parameters (CSR attrs) and the per-point scales (``outputs/<run>/weight_scales``).
@@ -167,41 +168,41 @@ def compute_weights(store_url: str, run: str, graph: dict | None = None, *, weig
     The fit graph comes from this worker's memory when ``graph`` (the kNN stage's ``"handoff"``) refers to what
     the store holds, else from the store (``graph_source`` in the result says which). W and the scales stay in
     this worker's memory for the eigensolve (``"handoff"`` in the result, :func:`solve_eigenmaps`)."""
-    arrays = take(graph, read_knn_attrs(store_url))
+    arrays = take(graph, read_knn_attrs(store))
     source = "store" if arrays is None else "memory"
-    rows, idx, dist = fit_graph(store_url, run) if arrays is None else (arrays["rows"], arrays["indices"],
+    rows, idx, dist = fit_graph(store, run) if arrays is None else (arrays["rows"], arrays["indices"],
                                                                         arrays["distances"])
     A, wparams, scales, radii = fit_directed_knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
     del idx, dist, arrays  # not held through the symmetrization's peak (2.4 GB at 1e7 x 15)
     W = symmetrize_weights(A, symmetrize)
     del A
-    per_point = np.zeros((x_shape(store_url)[0], 2))
+    per_point = np.zeros((x_shape(store)[0], 2))
     per_point[rows, 0], per_point[rows, 1] = scales, radii
     token = new_token()
-    write_point_array(store_url, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
-    write_csr(store_url, layout.WEIGHTS, W, attrs={"run": run, "weighting": weighting, "symmetrize": symmetrize,
+    write_point_array(store, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
+    write_csr(store, layout.WEIGHTS, W, attrs={"run": run, "weighting": weighting, "symmetrize": symmetrize,
                                                     "weight_params": wparams.to_attrs(), TOKEN_ATTR: token})
-    record_checksums(store_url, WEIGHT_ARRAYS)
+    record_checksums(store, WEIGHT_ARRAYS)
     return {"n": int(W.shape[0]), "nnz": int(W.nnz), "graph_source": source,
             "handoff": keep(run, token, {"W": W, "per_point": per_point})}
 
 
 # ---- eigensolve + model -------------------------------------------------------------------------------------
-def solve_eigenmaps(store_url: str, run: str, weights: dict | None = None, *, n_components: int,
+def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_components: int,
                     normalization: str, eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None) -> dict[str, Any]:
     """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``.
 
     W and the weight scales come from this worker's memory when ``weights`` (the weights stage's ``"handoff"``)
     refers to what the store holds, else from the store (checked against its checksums)."""
-    attrs = read_csr_attrs(store_url, layout.WEIGHTS)
+    attrs = read_csr_attrs(store, layout.WEIGHTS)
     if attrs.get("run") != run:
-        raise StoreFormatError(f"graph/weights of {store_url} does not belong to run {run!r}; run the flow again")
+        raise StoreFormatError(f"graph/weights of {store} does not belong to run {run!r}; run the flow again")
     arrays = take(weights, attrs)
     if arrays is None:
-        check_intact(store_url, WEIGHT_ARRAYS)
-    rows = np.flatnonzero(read_output(store_url, run, IN_FIT)).astype(np.int64)
-    per_point = (read_output(store_url, run, WEIGHT_SCALES) if arrays is None else arrays["per_point"])[rows]
+        check_intact(store, WEIGHT_ARRAYS)
+    rows = np.flatnonzero(read_output(store, run, IN_FIT)).astype(np.int64)
+    per_point = (read_output(store, run, WEIGHT_SCALES) if arrays is None else arrays["per_point"])[rows]
     wparams = WeightParams.from_attrs(attrs["weight_params"])
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
@@ -209,19 +210,19 @@ def solve_eigenmaps(store_url: str, run: str, weights: dict | None = None, *, n_
     # W is passed without a name here (and no longer held by the handoff), so that the solve frees it once its
     # Laplacian is built
     Z, values, info = laplacian_eigenmaps_from_graph(
-        read_csr(store_url, layout.WEIGHTS) if arrays is None else arrays.pop("W"), n_components,
+        read_csr(store, layout.WEIGHTS) if arrays is None else arrays.pop("W"), n_components,
         normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected, tol=tol,
         random_state=rng)
     solve_seconds = time.perf_counter() - t0
-    knn_attrs = read_knn_attrs(store_url)
+    knn_attrs = read_knn_attrs(store)
     if knn_attrs.get("run") != run:
-        raise StoreFormatError(f"graph/knn of {store_url} belongs to run {knn_attrs.get('run')!r}, not {run!r}; "
+        raise StoreFormatError(f"graph/knn of {store} belongs to run {knn_attrs.get('run')!r}, not {run!r}; "
                                "run the flow again with a new run name")
     model = LaplacianEigenmapsModel(Z, info["component_eigenvalues"], info["component_labels"], info["degrees"],
                                     per_point[:, 0], per_point[:, 1], wparams, normalization,
                                     knn_attrs["index_params"], component_offsets=info["component_offsets"])
     arrays, model_attrs = model.to_state()
-    write_model(store_url, run, {**arrays, FIT_ROWS: rows},
+    write_model(store, run, {**arrays, FIT_ROWS: rows},
                 {"method": METHOD, "state": MODEL_STATE, "state_attrs": model_attrs})
     return {"eigen_solver": info["eigen_solver"], "eigenvalues": [float(v) for v in values],
             "converged": bool(info["converged"]), "n_iter": int(info["n_iter"]),

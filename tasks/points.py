@@ -18,6 +18,7 @@ from prefect import task
 from storage.arrays import row_chunks
 from storage.checksums import completed_row_chunks
 from storage.embedding_io import read_output
+from storage.store import Store
 
 from tasks import laplacian_eigenmaps as le
 from tasks._chunks import output_array, prepare_points, start_point_outputs, write_points_chunk
@@ -27,7 +28,7 @@ from tasks.registry import LABELS
 
 
 @task(name="embed-points", **IO_TASK)
-def embed_points_task(store_url: str, run: str, store_token: str, *, holdout: float,
+def embed_points_task(store: Store, run: str, store_token: str, *, holdout: float,
                       random_state: int | None) -> dict[str, Any]:
     """Write the outputs of every row of X for the model of ``run`` (fit rows: fitted results; others: mapped).
 
@@ -36,13 +37,13 @@ def embed_points_task(store_url: str, run: str, store_token: str, *, holdout: fl
     the worker that writes them: the flow process holds no (n,) array).
     """
     index = published_future(le.index_dataset_name(store_token, run))
-    prepared = submit_to_worker(prepare_points, store_url, run, index=index, fitted_rows=True,
+    prepared = submit_to_worker(prepare_points, store, run, index=index, fitted_rows=True,
                                 name=f"load-model-{run}")
-    return write_point_outputs(store_url, run, prepared, {}, "embed-points", holdout_draw=(holdout, random_state))
+    return write_point_outputs(store, run, prepared, {}, "embed-points", holdout_draw=(holdout, random_state))
 
 
 @task(name="extend-points", **IO_TASK)
-def extend_points_task(model_store: str, model_run: str, model_token: str, out_store: str,
+def extend_points_task(model_store: Store, model_run: str, model_token: str, out_store: Store,
                        out_run: str, *, stored_candidates: bool = False) -> dict[str, Any]:
     """Write the outputs of every row of ``out_store`` with the model of ``model_run`` stored in ``model_store``;
     ``stored_candidates``: from the candidate fit points the extend run stored (:mod:`tasks.sharded_extend`), not
@@ -54,7 +55,7 @@ def extend_points_task(model_store: str, model_run: str, model_token: str, out_s
 
 
 @task(name="knn-candidates-sharded", **COMPUTE_TASK)
-def extend_candidates_task(model_store: str, model_run: str, out_store: str, out_run: str, *,
+def extend_candidates_task(model_store: Store, model_run: str, out_store: Store, out_run: str, *,
                            n_shards: int | None) -> dict[str, Any]:
     """The candidate fit points of every row of ``out_store``, searched in per-shard indexes of the model's fit rows
     on the workers and written by them (:func:`tasks.sharded_extend.write_extend_candidates`)."""
@@ -65,21 +66,21 @@ def extend_candidates_task(model_store: str, model_run: str, out_store: str, out
     return write_extend_candidates(model_store, model_run, out_store, out_run, get_client(), n_shards=n_shards)
 
 
-def write_point_outputs(store_url: str, run: str, prepared: Any, attrs: dict, name: str, *,
+def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name: str, *,
                         holdout_draw: tuple[float, int | None] | None = None) -> dict[str, Any]:
     """Create the outputs of ``run`` and write every chunk not already written (a resumed run keeps the chunks
     with an intact checksum record), from ``prepared``: the future of a :class:`tasks._chunks.PreparedPoints`."""
-    bounds = row_chunks(store_url)
-    started = run_on_worker(start_point_outputs, store_url, run, prepared, attrs, holdout_draw=holdout_draw,
+    bounds = row_chunks(store)
+    started = run_on_worker(start_point_outputs, store, run, prepared, attrs, holdout_draw=holdout_draw,
                             name=f"{name}-start")
     outputs = started["outputs"]
-    done = completed_row_chunks(store_url, [output_array(run, o) for o in outputs], [b[0] for b in bounds])
+    done = completed_row_chunks(store, [output_array(run, o) for o in outputs], [b[0] for b in bounds])
     todo = [b for b in bounds if b[0] not in done]
-    infos = map_row_chunks(write_points_chunk, todo, args=(store_url, run, prepared), name=name)
+    infos = map_row_chunks(write_points_chunk, todo, args=(store, run, prepared), name=name)
     out: dict[str, Any] = {"n_chunks": len(bounds), "n_chunks_reused": len(done), "outputs": outputs}
     for key in ("n_fitted", "n_extended"):
         out[key] = int(sum(i[key] for i in infos))
     if LABELS in outputs:  # from the whole array: chunks reused from a previous attempt count too
-        values, counts = np.unique(read_output(store_url, run, LABELS), return_counts=True)
+        values, counts = np.unique(read_output(store, run, LABELS), return_counts=True)
         out["label_counts"] = {str(int(v)): int(c) for v, c in zip(values, counts)}
     return out

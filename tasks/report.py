@@ -6,16 +6,19 @@ when the store has labels (label accuracy for classifiers), and the PNG of the e
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from storage.store import Store
 
 #: Largest number of points drawn in the embedding plot and used as 1-NN queries / references.
 PLOT_POINTS = 50_000
 QUALITY_QUERIES, QUALITY_REFERENCES = 100_000, 200_000
 
 
-def report_figures(store: str, run: str, method: str) -> dict[str, Any]:
+def report_figures(store: Store, run: str, method: str) -> dict[str, Any]:
     """:func:`quality` of the run and the path of its plot (``plot``), written into the store; reads the store's
     labels and the run's hold-out mask (n,) where it runs."""
     from storage.reports import write_report_file
@@ -25,7 +28,7 @@ def report_figures(store: str, run: str, method: str) -> dict[str, Any]:
     return out
 
 
-def quality(store: str, run: str, method: str) -> dict[str, float]:
+def quality(store: Store, run: str, method: str) -> dict[str, float]:
     """Held-out 1-NN accuracy of the embedding (labeled fit points as references, labeled held-out points as
     queries; :func:`spectral.metrics.one_nn_accuracy`, subsampled above :data:`QUALITY_REFERENCES` /
     :data:`QUALITY_QUERIES`) and, for classifiers, the accuracy of their labels on those held-out points."""
@@ -99,7 +102,7 @@ def plot_rows(n: int) -> np.ndarray:
     return rows if n <= PLOT_POINTS else np.sort(np.random.default_rng(0).choice(rows, PLOT_POINTS, replace=False))
 
 
-def embedding_png(store: str, run: str, title: str | None = None) -> bytes:
+def embedding_png(store: Store, run: str, title: str | None = None) -> bytes:
     """:func:`plot_embedding` of the :func:`plot_rows` of ``embeddings/<run>`` (only those rows are read), with the
     store's labels and the run's hold-out; ``title`` (default: the run)."""
     from storage import layout

@@ -90,7 +90,7 @@ from storage.embedding_io import create_output, has_output, read_output, write_o
 from storage.errors import StoreFormatError
 from storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
 from storage.models import create_model, finish_model, write_model_rows
-from storage.store import open_store
+from storage.store import Store
 
 from tasks._fit_rows import FIT_ROWS, IN_FIT, FitRows, fit_X, held_out_rows, read_fit_rows, write_in_fit
 from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
@@ -135,7 +135,7 @@ def partition_record(digest: str, bounds: np.ndarray) -> dict[str, Any]:
     return {"method": PARTITION, "sizes": [int(s) for s in np.diff(bounds)], "parts_digest": digest}
 
 
-def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metric: str, n_shards: int | None,
+def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric: str, n_shards: int | None,
                 holdout: float, random_state: int | None) -> dict[str, Any]:
     """The ``knn`` stage: the sharded kNN graph of every row of X, written chunk by chunk by the workers.
 
@@ -155,14 +155,14 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     from spectral.distinct_blocks import repeated_positions
     from spectral.knn_sharded import build_shard_indexes, shard_graph_futures
 
-    n, _ = x_shape(store_url)
+    n, _ = x_shape(store)
     # the draw makes an (n,) mask: on a worker (only the held-out rows come back)
     fit = FitRows(n, client.submit(held_out_rows, n, holdout, random_state, pure=False).result())
-    copies = repeated_positions(fit_X(store_url, fit), client)  # collapsed as the single-process stage does
+    copies = repeated_positions(fit_X(store, fit), client)  # collapsed as the single-process stage does
     fit = fit.without(copies)
     held = fit.left_out  # the hold-out draw and the copies: searched in the shard indexes
     t0 = time.perf_counter()
-    sharded = build_shard_indexes(fit_X(store_url, fit), n_neighbors, n_shards=n_shards, metric=metric,
+    sharded = build_shard_indexes(fit_X(store, fit), n_neighbors, n_shards=n_shards, metric=metric,
                                   random_state=check_random_state(random_state), partition=PARTITION,
                                   queried=held.size > 0, client=client)
     blocks = shard_graph_futures(sharded)  # per shard, neighbours as fit positions
@@ -170,29 +170,29 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
     record = partition_record(parts_digest(client, sharded.rows, bounds), bounds)
     index_params = {"method": "nndescent", "metric": metric, "n_neighbors": n_neighbors,
                     "seed": seed_int(check_random_state(random_state))}
-    create_knn(store_url, n_neighbors, {"run": run, "metric": metric, "n_fit": fit.size, "sharded": True,
+    create_knn(store, n_neighbors, {"run": run, "metric": metric, "n_fit": fit.size, "sharded": True,
                                         "n_shards": len(blocks), "partition": record,
                                         "index_params": index_params}, overwrite=True)
     to_rows = client.scatter(fit, broadcast=True, hash=False) if held.size else None  # fit position -> row
-    chunks = row_chunks(store_url)
+    chunks = row_chunks(store)
     chunk_bounds = np.array([start for start, _ in chunks] + [n], dtype=np.int64)
     # per shard: its rows of every row chunk, split on the shard's worker (only those move)
     splits = [client.submit(_split_rows, block, rows, chunk_bounds, to_rows, pure=False)
               for block, rows in zip(blocks, sharded.rows)]
     present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
-    held_parts, writes, kc, searches = _query_held_out(store_url, run, client, sharded, fit, chunks, to_rows)
+    held_parts, writes, kc, searches = _query_held_out(store, run, client, sharded, fit, chunks, to_rows)
     for j, (start, stop) in enumerate(chunks):
         parts = list(held_parts.get(j, []))
         parts += [client.submit(item, splits[p], j, pure=False) for p in np.flatnonzero(present[:, j])]
-        writes.append(client.submit(write_knn_chunk, store_url, start, stop - start, parts, pure=False))
+        writes.append(client.submit(write_knn_chunk, store, start, stop - start, parts, pure=False))
     inside = client.gather([client.submit(_inside_counts, block, rows, pure=False)
                             for block, rows in zip(blocks, sharded.rows)])
     client.gather(writes)
     n_searches = sum(client.gather(searches))
     build_seconds = time.perf_counter() - t0
     del blocks, splits, writes, held_parts, sharded, searches
-    client.submit(record_checksums, store_url, KNN_ARRAYS, pure=False).result()
-    client.submit(write_in_fit, store_url, run, fit, pure=False).result()
+    client.submit(record_checksums, store, KNN_ARRAYS, pure=False).result()
+    client.submit(write_in_fit, store, run, fit, pure=False).result()
     return {"k": n_neighbors, "method": "sharded", "n_shards": int(bounds.size - 1), "n_fit": fit.size,
             "n_heldout": int(held.size), "n_candidates": kc, "n_duplicates": int(copies.size),
             "build_seconds": build_seconds,
@@ -201,7 +201,7 @@ def sharded_knn(store_url: str, run: str, client: Any, *, n_neighbors: int, metr
             "knn_inside_fraction": sum(i for i, _ in inside) / max(sum(t for _, t in inside), 1)}
 
 
-def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, fit: FitRows, chunks: list,
+def _query_held_out(store: Store, run: str, client: Any, sharded: Any, fit: FitRows, chunks: list,
                     to_rows: Any) -> tuple[dict[int, list], list, int, list]:
     """Search the rows left out of the fit ``fit.left_out`` (held out, copies) in the shard indexes (pruned by the
     cuts), one query block per row chunk of X (read on a worker), and write their candidates
@@ -216,26 +216,26 @@ def _query_held_out(store_url: str, run: str, client: Any, sharded: Any, fit: Fi
     if not held.size:
         return {}, [], 0, []
     kc = candidate_count(fit.size, sharded.n_neighbors)
-    create_candidates(store_url, run, kc)
+    create_candidates(store, run, kc)
     local = {}
     for j, (start, stop) in enumerate(chunks):
         lo, hi = np.searchsorted(held, [start, stop])
         if hi > lo:
             local[j] = held[lo:hi] - start
-    queries = [client.submit(read_X_rows, store_url, chunks[j][0], positions, pure=False)
+    queries = [client.submit(read_X_rows, store, chunks[j][0], positions, pure=False)
                for j, positions in local.items()]
     found, searches = query_shard_indexes(sharded, queries, kc, with_search_counts=True)
     answers = dict(zip(local, found))
-    writes = [client.submit(write_candidates_chunk, store_url, run, chunks[j][0], chunks[j][1] - chunks[j][0],
+    writes = [client.submit(write_candidates_chunk, store, run, chunks[j][0], chunks[j][1] - chunks[j][0],
                             answers[j], local[j], pure=False) for j in local]
     parts = {j: [client.submit(_nearest_rows, answers[j], to_rows, sharded.n_neighbors, local[j], pure=False)]
              for j in local}
     return parts, writes, kc, searches
 
 
-def read_X_rows(store_url: str, start: int, positions: np.ndarray) -> np.ndarray:
+def read_X_rows(store: Store, start: int, positions: np.ndarray) -> np.ndarray:
     """Task: the rows ``start + positions`` of X (positions (m,) ascending inside one row chunk), ``(m, d)``."""
-    return read_X(store_url, start + int(positions[0]), start + int(positions[-1]) + 1)[positions - positions[0]]
+    return read_X(store, start + int(positions[0]), start + int(positions[-1]) + 1)[positions - positions[0]]
 
 
 def _nearest_rows(answer: tuple[np.ndarray, np.ndarray], to_rows: FitRows, k: int,
@@ -245,7 +245,7 @@ def _nearest_rows(answer: tuple[np.ndarray, np.ndarray], to_rows: FitRows, k: in
     return to_rows.rows_at(answer[0][:, :k]), np.ascontiguousarray(answer[1][:, :k]), positions
 
 
-def write_knn_chunk(store_url: str, start: int, size: int,
+def write_knn_chunk(store: Store, start: int, size: int,
                     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> int:
     """Write the kNN rows of the row chunk ``start:start + size`` from ``parts``: ``(indices, distances) (m, k)
     of one shard's rows in the chunk, or of its held-out rows, and their positions (m,) in the chunk``. The parts
@@ -258,7 +258,7 @@ def write_knn_chunk(store_url: str, start: int, size: int,
         distances[positions] = dist
     _check_cover(size, [positions for _, _, positions in parts], f"the kNN chunk at {start}",
                  "the shards and the held-out rows")
-    write_knn_block(store_url, start, indices, distances)
+    write_knn_block(store, start, indices, distances)
     return size
 
 
@@ -282,18 +282,17 @@ CANDIDATE_DISTANCES = "heldout_candidate_distances"
 CANDIDATE_OUTPUTS = (CANDIDATE_INDICES, CANDIDATE_DISTANCES)
 
 
-def create_candidates(store_url: str, run: str, n_candidates: int) -> None:
+def create_candidates(store: Store, run: str, n_candidates: int) -> None:
     """Create the empty candidate arrays of ``run`` ((n, n_candidates); replacing those of an earlier attempt)."""
-    create_output(store_url, run, CANDIDATE_INDICES, n_candidates, dtype="int64", fill_value=-1, overwrite=True)
-    create_output(store_url, run, CANDIDATE_DISTANCES, n_candidates, dtype="float32", fill_value=0.0,
+    create_output(store, run, CANDIDATE_INDICES, n_candidates, dtype="int64", fill_value=-1, overwrite=True)
+    create_output(store, run, CANDIDATE_DISTANCES, n_candidates, dtype="float32", fill_value=0.0,
                   overwrite=True)
 
 
-def write_candidates_chunk(store_url: str, run: str, start: int, size: int, answer: tuple[np.ndarray, np.ndarray],
+def write_candidates_chunk(store: Store, run: str, start: int, size: int, answer: tuple[np.ndarray, np.ndarray],
                            positions: np.ndarray) -> int:
     """Task: write the candidate arrays' row chunk ``start:start + size``, its held-out rows ``positions`` (m,)
     taking ``answer`` ``(indices (m, kc) fit positions, distances (m, kc))``, and record its checksums."""
-    store = open_store(store_url, "r+")  # validated once for both arrays
     for name, values, fill in ((CANDIDATE_INDICES, answer[0], -1), (CANDIDATE_DISTANCES, answer[1], 0)):
         block = np.full((size, values.shape[1]), fill, dtype=values.dtype)
         block[positions] = values
@@ -302,31 +301,31 @@ def write_candidates_chunk(store_url: str, run: str, start: int, size: int, answ
     return int(positions.size)
 
 
-def has_candidates(store_url: str, run: str) -> bool:
+def has_candidates(store: Store, run: str) -> bool:
     """Whether ``run`` stored candidates for its held-out rows (a sharded run with a hold-out)."""
-    return has_output(store_url, run, CANDIDATE_INDICES)
+    return has_output(store, run, CANDIDATE_INDICES)
 
 
-def read_candidates(store, run: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``start:stop`` of the candidate arrays of ``store`` (a URL or an open store group): ``(indices int64
-    (m, kc), distances float32 (m, kc))``."""
+def read_candidates(store: Store, run: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start:stop`` of the candidate arrays of ``store``: ``(indices int64 (m, kc), distances float32
+    (m, kc))``."""
     return (read_output(store, run, CANDIDATE_INDICES, start, stop),
             read_output(store, run, CANDIDATE_DISTANCES, start, stop))
 
 
-def candidates_intact(store_url: str, run: str) -> bool:
+def candidates_intact(store: Store, run: str) -> bool:
     """Whether the candidate arrays of ``run`` are there and match their chunk checksums when the run has held-out
     rows (``outputs/<run>/in_fit``), or it has none."""
     try:
-        if read_output(store_url, run, IN_FIT).all():
+        if read_output(store, run, IN_FIT).all():
             return True
-        check_intact(store_url, tuple(layout.output_path(run, name) for name in CANDIDATE_OUTPUTS))
+        check_intact(store, tuple(layout.output_path(run, name) for name in CANDIDATE_OUTPUTS))
     except StoreFormatError:
         return False
-    return has_candidates(store_url, run)
+    return has_candidates(store, run)
 
 
-def candidates_complete(out_store: str, out_run: str) -> bool:
+def candidates_complete(out_store: Store, out_run: str) -> bool:
     """Whether every row chunk of the candidate arrays of ``out_run`` was written and matches its checksum (an
     ``extend`` run, :mod:`tasks.sharded_extend`, where every row has candidates; :func:`candidates_intact` is the
     embed run's check, where only held-out rows have them)."""
@@ -366,17 +365,17 @@ def _inside_counts(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tu
     return inside_counts(block[0], rows)
 
 
-def read_knn_shard(store_url: str, rows: np.ndarray, fit: FitRows | None = None
+def read_knn_shard(store: Store, rows: np.ndarray, fit: FitRows | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
     """The kNN lists of the rows ``rows`` (ascending) of ``graph/knn`` (indices int64, distances float64), read on
     a worker; with ``fit`` the neighbours, all fit rows, as fit positions."""
-    indices, distances = read_knn_rows(store_url, rows)
+    indices, distances = read_knn_rows(store, rows)
     if fit is not None:  # no (n,) position table on a worker holding one shard
-        indices = fit.positions_of(indices, source=f"graph/knn of {store_url}")
+        indices = fit.positions_of(indices, source=f"graph/knn of {store}")
     return indices, distances.astype(np.float64)
 
 
-def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embedding: list, columns: list,
+def write_model_from_shards(store: Store, run: str, client: Any, op: Any, embedding: list, columns: list,
                             values: np.ndarray, fit: FitRows, state_attrs: dict) -> None:
     """Write ``models/<run>`` (the :class:`~spectral.embedding_model.LaplacianEigenmapsModel` of the single-process
     stages) from the workers: each shard's rows of its row arrays (embedding ``embedding[p]`` (n_p, k), degrees,
@@ -386,8 +385,8 @@ def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embe
     writes the (1, k) eigenvalues and the attributes, with the completion flag last
     (:func:`storage.models.finish_model`)."""
     n_fit, k = fit.size, int(values.size)
-    size = chunk_rows(store_url)
-    create_model(store_url, run, {"embedding": ((n_fit, k), "float64"), "component_labels": ((n_fit,), "int64"),
+    size = chunk_rows(store)
+    create_model(store, run, {"embedding": ((n_fit, k), "float64"), "component_labels": ((n_fit,), "int64"),
                                   FIT_ROWS: ((n_fit,), "int64"),
                                   **{name: ((n_fit,), "float64") for name in ("degrees", "scales", "radii")}},
                  chunk_rows=size)
@@ -399,10 +398,10 @@ def write_model_from_shards(store_url: str, run: str, client: Any, op: Any, embe
     for j, (start, stop) in enumerate(zip(chunk_bounds[:-1], chunk_bounds[1:])):
         parts = [client.submit(item, splits[p], j, workers=[op.workers[p]], pure=False)
                  for p in np.flatnonzero(present[:, j])]
-        writes.append(client.submit(write_model_chunk, store_url, run, int(start), int(stop - start), k, parts,
+        writes.append(client.submit(write_model_chunk, store, run, int(start), int(stop - start), k, parts,
                                     fit_future, pure=False))
     client.gather(writes)
-    finish_model(store_url, run, {"component_eigenvalues": values[None, :]},
+    finish_model(store, run, {"component_eigenvalues": values[None, :]},
                  {"method": METHOD, "state": MODEL_STATE, "state_attrs": state_attrs})
 
 
@@ -423,7 +422,7 @@ def _model_rows_split(Z: np.ndarray, shard: Any, columns: np.ndarray, rows: np.n
     return [(M[a:b], rows[a:b] - chunk_bounds[j]) for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
 
 
-def write_model_chunk(store_url: str, run: str, start: int, size: int, k: int,
+def write_model_chunk(store: Store, run: str, start: int, size: int, k: int,
                       parts: list[tuple[np.ndarray, np.ndarray]], fit: FitRows) -> int:
     """Task: the model's row chunk ``start:start + size`` (fit positions) from ``parts`` ``(rows (m, k + 3) of
     :func:`_model_rows_split`, their positions in the chunk (m,))``, which must cover the chunk once, and its fit
@@ -432,13 +431,13 @@ def write_model_chunk(store_url: str, run: str, start: int, size: int, k: int,
     for rows, at in parts:
         M[at] = rows
     _check_cover(size, [at for _, at in parts], f"the model chunk at {start}", "the shards")
-    write_model_rows(store_url, run, start, {"embedding": M[:, :k], "component_labels": np.zeros(size, np.int64),
+    write_model_rows(store, run, start, {"embedding": M[:, :k], "component_labels": np.zeros(size, np.int64),
                                              "degrees": M[:, k], "scales": M[:, k + 1], "radii": M[:, k + 2],
                                              FIT_ROWS: fit.rows_at(np.arange(start, start + size))})
     return size
 
 
-def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_components: int, weighting: str,
+def solve_sharded_eigenmaps(store: Store, run: str, client: Any, *, n_components: int, weighting: str,
                             symmetrize: str, n_shards: int, tol: float | None,
                             random_state: int | None) -> dict[str, Any]:
     """The ``eigensolve`` stage of the sharded path (weights included), driven from the calling process with
@@ -448,11 +447,11 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
 
     from spectral.partition import bisection_partition_blocks
 
-    knn_attrs = read_knn_attrs(store_url)
+    knn_attrs = read_knn_attrs(store)
     if knn_attrs.get("run") != run:
-        raise StoreFormatError(f"graph/knn of {store_url} belongs to run {knn_attrs.get('run')!r}, not {run!r}; "
+        raise StoreFormatError(f"graph/knn of {store} belongs to run {knn_attrs.get('run')!r}, not {run!r}; "
                                "run the flow again with a new run name")
-    fit = client.submit(read_fit_rows, store_url, run, pure=False).result()  # the kNN stage's (O(left out))
+    fit = client.submit(read_fit_rows, store, run, pure=False).result()  # the kNN stage's (O(left out))
     built_with = knn_attrs.get("partition")
     if not built_with or built_with.get("method") != PARTITION:
         raise InputDataError(f"graph/knn records no {PARTITION!r} row partition (partition={built_with!r}): it was "
@@ -460,7 +459,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
-    parts = bisection_partition_blocks(fit_X(store_url, fit), n_shards, client)  # no random draws
+    parts = bisection_partition_blocks(fit_X(store, fit), n_shards, client)  # no random draws
     positions, _ = assemble_parts(client, parts)  # per shard its fit positions, on the workers
     partition_seconds = time.perf_counter() - t0
     recomputed = partition_record(parts_digest(client, positions, parts.bounds), parts.bounds)
@@ -469,7 +468,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
                              f"built with ({built_with}); rerun the knn stage")
     to_rows = None if fit.complete else client.scatter(fit, broadcast=True, hash=False)
     rows = positions if fit.complete else [client.submit(_rows_of, p, to_rows, pure=False) for p in positions]
-    blocks = [client.submit(read_knn_shard, store_url, r, to_rows, pure=False) for r in rows]
+    blocks = [client.submit(read_knn_shard, store, r, to_rows, pure=False) for r in rows]
     indices = [client.submit(item, b, 0, pure=False) for b in blocks]
     distances = [client.submit(item, b, 1, pure=False) for b in blocks]
     del blocks
@@ -481,7 +480,7 @@ def solve_sharded_eigenmaps(store_url: str, run: str, client: Any, *, n_componen
     embedding, values, res = laplacian_eigenmaps_distributed(op, n_components, tol=tol, random_state=rng,
                                                              gather=False)
     solve_seconds = time.perf_counter() - t0
-    write_model_from_shards(store_url, run, client, op, embedding, columns, values, fit,
+    write_model_from_shards(store, run, client, op, embedding, columns, values, fit,
                             LaplacianEigenmapsModel.state_attrs("symmetric",
                                                                 WeightParams.from_attrs(op.stats["weight_params"]),
                                                                 knn_attrs["index_params"]))

@@ -25,21 +25,22 @@ from spectral._validation import check_random_state
 from storage.arrays import read_X, row_chunks
 from storage.errors import StoreFormatError
 from storage.manifest import read_manifest
+from storage.store import Store
 
 from tasks._fit_rows import fit_X
 from tasks.sharded_eigenmaps import PARTITION, create_candidates, write_candidates_chunk
 
 
-def sharded_fit_record(store_url: str, run: str) -> dict | None:
-    """The kNN stage record of ``run`` of ``store_url`` when that run took the sharded path (``n_shards``, ...), else
+def sharded_fit_record(store: Store, run: str) -> dict | None:
+    """The kNN stage record of ``run`` of ``store`` when that run took the sharded path (``n_shards``, ...), else
     None."""
-    for stage in read_manifest(store_url, run).stages:
+    for stage in read_manifest(store, run).stages:
         if stage.name == "knn" and stage.info.get("method") == "sharded":
             return dict(stage.info)
     return None
 
 
-def extend_plan(model_store: str, model_run: str) -> dict[str, Any]:
+def extend_plan(model_store: Store, model_run: str) -> dict[str, Any]:
     """Task (on a worker): what the shard indexes of the model need: its fit rows (as :class:`tasks._fit_rows.FitRows`:
     the rows left out, no (n_fit,) array for the driver), the kNN parameters it was fitted with and its number of
     candidates. Refuses a model without a candidates map."""
@@ -55,7 +56,7 @@ def extend_plan(model_store: str, model_run: str) -> dict[str, Any]:
             "n_candidates": int(model.n_candidates)}
 
 
-def write_extend_candidates(model_store: str, model_run: str, out_store: str, out_run: str, client: Any, *,
+def write_extend_candidates(model_store: Store, model_run: str, out_store: Store, out_run: str, client: Any, *,
                             n_shards: int | None) -> dict[str, Any]:
     """Write the candidate fit points of every row of ``out_store`` (see the module docstring); ``n_shards``: the
     embed run's (None: from the cluster and the data size). Returns sizes and timings."""

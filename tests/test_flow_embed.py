@@ -318,3 +318,29 @@ def _held_handoffs(dask_worker) -> int:
 
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     return 0 if plugin is None else len(plugin.held)
+
+
+def test_embed_and_extend_walk_each_store_once(prefect_harness, thread_cluster, data, monkeypatch):
+    """A run validates its store once (the walk of every node's metadata: after the ingest, or before the checks of a
+    store that exists); its stages, worker bodies and chunk tasks (here on workers in this process) receive the
+    opened handle and never walk the tree again. An extend walks the model store and its output store once each."""
+    import os
+
+    import storage.store as store_module
+    from flows.embed import embed, extend
+
+    d, *_ = data
+    walked = []
+    validate = store_module.validate_store
+    monkeypatch.setattr(store_module, "validate_store",
+                        lambda url, *args, **kwargs: walked.append(os.fspath(url)) or validate(url, *args, **kwargs))
+    store, out = str(d / "walked.zarr"), str(d / "walked_new.zarr")
+    summary = embed(str(d / "X.npy"), store, labels=str(d / "y.npy"), holdout=0.2, chunk_rows=512, random_state=0,
+                    params={"knn_method": "exact", **PARAMS}, scheduler=thread_cluster)
+    assert summary["status"] == "completed"
+    assert walked.count(store) == 1
+    extend(store, str(d / "X_new.npy"), out, run=summary["run"], scheduler=thread_cluster)
+    assert walked.count(store) == 2 and walked.count(out) == 1
+    again = embed(store, store, holdout=0.2, chunk_rows=512, random_state=0, params={"knn_method": "exact", **PARAMS},
+                  run_name="again", scheduler=thread_cluster)  # an existing store: its checks and the run share it
+    assert again["status"] == "completed" and walked.count(store) == 3

@@ -137,3 +137,43 @@ def test_read_x_bounds(store):
     np.testing.assert_array_equal(read_X(store, 3, 5), np.arange(6, 10, dtype=np.float32).reshape(2, 2))
     with pytest.raises(StorageError, match=r"0 <= start <= stop <= n=20; got start=5, stop=30"):
         read_X(store, 5, 30)
+
+
+def test_store_handle_validates_once_and_workers_attach_without_validating(store, monkeypatch):
+    import pickle
+
+    import storage.store as store_module
+    from storage import Store, read_labels, write_embedding
+
+    calls = []
+    validate = store_module.validate_store
+    monkeypatch.setattr(store_module, "validate_store", lambda *a, **k: calls.append(a) or validate(*a, **k))
+    handle = Store.open(store, "r+")
+    assert len(calls) == 1 and str(handle) == os.path.abspath(store)
+    attached = pickle.loads(pickle.dumps(handle))  # what a Dask worker receives
+    assert attached == handle and hash(attached) == hash(handle)
+    np.testing.assert_array_equal(read_X(attached, 0, 8), read_X(store, 0, 8))
+    write_embedding(attached, "r1", np.ones((20, 2)))
+    assert read_labels(handle).shape == (20,)
+    assert len(calls) == 2  # only the call given a path validated again
+
+
+def test_store_handle_refuses_writes_when_read_only_and_bad_modes(store):
+    from storage import Store, write_embedding
+
+    with pytest.raises(StorageError, match=r"opened read-only \(mode='r'\)"):
+        write_embedding(Store.open(store), "r1", np.ones((20, 2)))
+    with pytest.raises(StorageError, match=r"mode of a store handle must be 'r' or 'r\+'; got 'w'"):
+        Store(store, mode="w")
+    with pytest.raises(StoreFormatError, match="status 'incomplete'"):
+        Store.open(open_store(store.parent / "new.zarr", mode="w-").store.root)
+
+
+def test_store_handle_is_a_stable_prefect_cache_input(store):
+    from prefect.utilities.hashing import hash_objects
+
+    from storage import Store
+
+    first = hash_objects({"store": Store.open(store, "r+")}, raise_on_failure=True)
+    assert first == hash_objects({"store": Store(str(store), None, "r+")}, raise_on_failure=True)
+    assert first != hash_objects({"store": Store(str(store), None, "r")}, raise_on_failure=True)
