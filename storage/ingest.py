@@ -79,14 +79,34 @@ def validate_x_block(block: np.ndarray, start: int, dtype: str, d: int | None) -
     _check_numeric(block, "X")
     with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is detected just below
         out = np.ascontiguousarray(block, dtype=dtype)
-    finite = np.isfinite(out)
-    if not finite.all():
-        row, col = (int(i) for i in np.argwhere(~finite)[0])
+    row, col = _first_non_finite(out)
+    if row >= 0:
         raise IngestError(
             f"X has a non-finite value at row {start + row}, column {col} (value {block[row, col].item()!r} is NaN/inf "
             f"or overflows {dtype}); X must be finite"
         )
     return out
+
+
+#: Rows checked at once for NaN / inf (the check's mask stays small beside the block).
+FINITE_CHECK_ROWS = 4096
+
+
+def _first_non_finite(X: np.ndarray) -> tuple[int, int]:
+    """``(row, col)`` of the first NaN / inf of ``X (b, d)`` in row-major order, ``(-1, -1)`` if all are finite;
+    checked :data:`FINITE_CHECK_ROWS` rows at a time (a mask of that many rows, not of the whole block)."""
+    for start in range(0, X.shape[0], FINITE_CHECK_ROWS):
+        finite = np.isfinite(X[start:start + FINITE_CHECK_ROWS])
+        if not finite.all():
+            row, col = (int(i) for i in np.argwhere(~finite)[0])
+            return start + row, col
+    return -1, -1
+
+
+def block_digest(block: np.ndarray) -> bytes:
+    """BLAKE2b-128 of a block's bytes in C order, hashed from its buffer (no copy of a contiguous block); equal to
+    the digest of ``block.tobytes()``."""
+    return hashlib.blake2b(np.ascontiguousarray(block), digest_size=16).digest()
 
 
 def validate_label_block(block: np.ndarray, start: int) -> np.ndarray:
@@ -165,10 +185,10 @@ def _write_chunks(group: Any, src: Any, ext_labels: Any, chunk_rows: int, dtype:
             if y_arr is not None:
                 y_arr.resize((stop,))
         x_arr[n:stop] = xb
-        x_digest.update(hashlib.blake2b(xb.tobytes(), digest_size=16).digest())
+        x_digest.update(block_digest(xb))
         if y_arr is not None:
             y_arr[n:stop] = yb
-            y_digest.update(hashlib.blake2b(yb.tobytes(), digest_size=16).digest())
+            y_digest.update(block_digest(yb))
         n = stop
     if n == 0:
         raise IngestError("X has zero rows; at least 1 row is required")
@@ -208,8 +228,8 @@ def ingest_chunk(spec: tuple, store_url: str, start: int, stop: int, dtype: str,
     if yb is not None:
         yb = validate_label_block(np.asarray(yb), start)
         group[layout.Y][start:stop] = yb
-        y_digest = hashlib.blake2b(yb.tobytes(), digest_size=16).digest()
-    return hashlib.blake2b(xb.tobytes(), digest_size=16).digest(), y_digest
+        y_digest = block_digest(yb)
+    return block_digest(xb), y_digest
 
 
 def _guarded_ingest_chunk(*args: Any) -> Any:

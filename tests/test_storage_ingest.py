@@ -441,3 +441,24 @@ def test_constraints_roundtrip(tmp_path, data):
         storage.write_constraints(tmp_path / "s.zarr", must_link=[[0, 300]])
     with pytest.raises(StorageError, match=r"cannot_link pairs must join two different points; pair 0 is \[4, 4\]"):
         storage.write_constraints(tmp_path / "s.zarr", cannot_link=[[4, 4]])
+
+
+def test_non_finite_value_beyond_the_first_check_slice_is_named(tmp_path):
+    """NaN / inf are looked for a few thousand rows at a time: one far into a chunk is still found and named."""
+    from storage.ingest import FINITE_CHECK_ROWS
+
+    X = np.ones((3 * FINITE_CHECK_ROWS, 3))
+    X[2 * FINITE_CHECK_ROWS + 5, 2] = np.inf
+    with pytest.raises(IngestError, match=rf"row {2 * FINITE_CHECK_ROWS + 5}, column 2"):
+        ingest(X, str(tmp_path / "s.zarr"), chunk_rows=3 * FINITE_CHECK_ROWS)
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_block_digest_is_the_digest_of_the_bytes():
+    import hashlib
+
+    from storage.ingest import block_digest
+
+    X = np.random.default_rng(0).normal(size=(50, 7)).astype(np.float32)
+    for block in (X, np.asfortranarray(X), X[::2], np.arange(9, dtype=np.int32)):
+        assert block_digest(block) == hashlib.blake2b(block.tobytes(), digest_size=16).digest()
