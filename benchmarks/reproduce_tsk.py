@@ -47,7 +47,7 @@ from spectral.errors import KernelFallbackWarning, ParameterError  # noqa: E402
 from spectral.knn import knn_graph  # noqa: E402
 from spectral.graph_laplacian import laplacian  # noqa: E402
 from spectral.spectral_kernels import RSK, TSK, consistency_method, harmonic_function, spectral_basis  # noqa: E402
-from spectral.spectral_kernels.estimators import class_matrix  # noqa: E402
+from spectral.spectral_kernels.scores import class_matrix  # noqa: E402
 from spectral.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
 from spectral.weights import knn_weights  # noqa: E402
 

@@ -39,7 +39,7 @@ from spectral.datasets import make_swiss_roll_lifted  # noqa: E402
 from spectral.errors import ParameterError  # noqa: E402
 from spectral.knn import KNNIndex  # noqa: E402
 from spectral.spectral_kernels import resolve_n_neighbors, spectral_basis  # noqa: E402
-from spectral.spectral_kernels.estimators import class_matrix  # noqa: E402
+from spectral.spectral_kernels.scores import class_matrix  # noqa: E402
 from spectral.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
 from spectral.weights import fit_weight_params, weights_from_params  # noqa: E402
 

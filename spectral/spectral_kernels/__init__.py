@@ -8,7 +8,7 @@
 - building blocks for the at-scale path: :func:`spectral_basis`, :func:`transductive_scores`,
   :meth:`TSK.fit_basis` with :class:`GraphParams`, :func:`resolve_n_neighbors` (k of ``n_neighbors="auto"``);
   ``to_state`` / ``from_state`` (:mod:`.state`) for stored models. Internals (the LP of eq. 14 in :mod:`.lp`, :func:`.basis.extend_vectors`,
-  :func:`.estimators.class_matrix`) stay in their submodules.
+  :func:`.scores.class_matrix`) stay in their submodules.
 """
 
 from .baselines import consistency_method, harmonic_function
