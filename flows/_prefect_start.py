@@ -107,7 +107,7 @@ class TemporaryServer:
                 self.process = None
                 raise RuntimeError(f"Prefect's temporary server at {self.api_url} exited with code {code} "
                                    "before it answered")
-            if _answers(self.api_url):
+            if api_answers(self.api_url, timeout=1.0):
                 self.answered = True
                 return
             time.sleep(PROBE_SECONDS)
@@ -158,27 +158,33 @@ class TemporaryServer:
             process.wait()
 
 
-def _answers(api_url: str) -> bool:
+def api_answers(url: str, timeout: float) -> bool:
+    """Whether the Prefect API at ``url`` answers its ``/health`` with 200 within ``timeout`` seconds."""
     try:
-        with urllib.request.urlopen(f"{api_url}/health", timeout=1.0) as response:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as response:
             return response.status == 200
-    except Exception:  # noqa: BLE001 - refused, reset, timed out: not answering yet
+    except Exception:  # noqa: BLE001 - refused, reset, timed out, HTTP error: not answering
         return False
 
 
-def startup_timeout() -> float:
-    """``$PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (seconds > 0), else :data:`DEFAULT_STARTUP_SECONDS`."""
-    raw = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "").strip()
-    if not raw:
-        return DEFAULT_STARTUP_SECONDS
+def env_seconds(name: str, default: float) -> float:
+    """The environment variable ``name`` as a number of seconds > 0, ``default`` when it is unset or blank;
+    ValueError naming the variable and its value otherwise."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise ValueError("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS must be a number of seconds > 0; "
-                         f"got {raw!r}")
+        raise ValueError(f"{name} must be a number of seconds > 0; got {raw!r}")
     return value
+
+
+def startup_timeout() -> float:
+    """``$PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (seconds > 0), else :data:`DEFAULT_STARTUP_SECONDS`."""
+    return env_seconds("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", DEFAULT_STARTUP_SECONDS)
 
 
 def running_server() -> TemporaryServer | None:

@@ -27,9 +27,10 @@ import signal
 import sys
 import threading
 import time
-import urllib.request
 from datetime import datetime
 from typing import Any
+
+from flows._prefect_start import api_answers, env_seconds, running_server
 
 #: Environment variable: seconds an unreachable Prefect API is tolerated before the run fails.
 API_TIMEOUT_ENV = "EIGENFLOW_PREFECT_API_TIMEOUT"
@@ -68,16 +69,7 @@ class PrefectAPILost(RunStopped):
 
 def api_timeout() -> float:
     """``$EIGENFLOW_PREFECT_API_TIMEOUT`` (seconds > 0) or :data:`DEFAULT_API_TIMEOUT`."""
-    raw = os.environ.get(API_TIMEOUT_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_API_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ValueError(f"{API_TIMEOUT_ENV} must be a number of seconds > 0; got {raw!r}")
-    return value
+    return env_seconds(API_TIMEOUT_ENV, DEFAULT_API_TIMEOUT)
 
 
 def configured_api_url() -> str | None:
@@ -97,8 +89,6 @@ def configured_api_url() -> str | None:
 
 def _own_server_url() -> str | None:
     """The API URL of the temporary server this process started and has not stopped, if any."""
-    from flows._prefect_start import running_server
-
     server = running_server()
     return None if server is None else server.api_url
 
@@ -107,15 +97,6 @@ def prefect_api_url() -> str | None:
     """The API the run reports to: :func:`configured_api_url`, or this process's temporary server once its
     process exists; None while unknown."""
     return configured_api_url() or _own_server_url()
-
-
-def api_answers(url: str, timeout: float) -> bool:
-    """Whether ``url``/health answers within ``timeout`` seconds."""
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as response:
-            return response.status == 200
-    except Exception:  # noqa: BLE001 - refused, reset, timed out, HTTP error: not answering
-        return False
 
 
 _CURRENT: RunGuard | None = None

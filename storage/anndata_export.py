@@ -20,7 +20,6 @@ renamed into place once every element is in it).
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 from pathlib import Path
@@ -31,7 +30,7 @@ import numpy as np
 from . import layout
 from .anndata_io import _attr_str, _closing, _obs_columns, _strings, read_obs_names
 from .errors import StorageError, writing
-from .export import latest_run_with, output_path
+from .export import latest_run_with, output_path, replaced_atomically
 from .manifest import list_runs, read_manifest
 from .store import as_group, get_node, has_node, read_attrs
 
@@ -77,18 +76,10 @@ def _write_copy(source: Path, out: Path, elements: list, run: str, overwrite: bo
     """Copy ``source`` to a temporary file beside ``out``, add the elements, rename it to ``out``."""
     import h5py
 
-    if out.exists() and not overwrite:
-        raise StorageError(f"{out} already exists: pass overwrite=True (CLI --overwrite) to replace it")
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    try:
-        with writing(out):
-            shutil.copyfile(source, tmp)
-            with h5py.File(tmp, "r+") as f:
-                _write(f, elements)
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with replaced_atomically(out, overwrite) as tmp, writing(out):
+        shutil.copyfile(source, tmp)
+        with h5py.File(tmp, "r+") as f:
+            _write(f, elements)
     return {"path": str(out), "run": run, "written": [e[0] + "/" + e[1] for e in elements]}
 
 

@@ -13,6 +13,8 @@ device (ENOSPC)``).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -58,26 +60,35 @@ def export_output(store: Any, out_file: str, *, run: str | None = None, output: 
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise StorageError(f"OUT must end in one of {list(FORMATS)}; got {str(out_file)!r}")
-    if path.exists() and not overwrite:
-        raise StorageError(f"{out_file} already exists: pass overwrite=True (CLI --overwrite) to replace it")
-    store = as_store(store)  # a path is opened (validated) once for the calls below
-    run = run if run is not None else latest_run_with(store, output)
-    node_path = output_path(run, output)
-    arr = get_node(as_group(store, "r"), node_path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
+    with replaced_atomically(path, overwrite) as tmp:
+        store = as_store(store)  # a path is opened (validated) once for the calls below
+        run = run if run is not None else latest_run_with(store, output)
+        node_path = output_path(run, output)
+        arr = get_node(as_group(store, "r"), node_path)
         with writing(path), _open_output(tmp) as fh:
             if suffix == ".npy":
                 _write_npy(store, node_path, arr, fh)
             else:
                 _write_parquet(store, node_path, arr, output, fh)
             _sync(fh)
+    return {"path": str(path), "run": run, "output": output, "shape": list(arr.shape)}
+
+
+@contextmanager
+def replaced_atomically(path: Path, overwrite: bool) -> Iterator[Path]:
+    """A temporary path beside ``path`` for the block to write; renamed to ``path`` when the block ends without an
+    error, removed otherwise, so a reader never sees half a file and a failed export leaves nothing. An existing
+    ``path`` is refused (StorageError) unless ``overwrite``."""
+    if path.exists() and not overwrite:
+        raise StorageError(f"{path} already exists: pass overwrite=True (CLI --overwrite) to replace it")
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        yield tmp
         with writing(path):
             os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
-    return {"path": str(path), "run": run, "output": output, "shape": list(arr.shape)}
 
 
 def _open_output(tmp: Path) -> BinaryIO:
