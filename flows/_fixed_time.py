@@ -38,6 +38,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from flows._prefect_start import served_by
+
 #: The keys of ``fixed_seconds``, in the order they happen (module docstring).
 FIXED_KEYS = ("interpreter", "imports", "prefect_start", "cluster_start", "cluster_wait", "compile", "teardown")
 
@@ -73,9 +75,7 @@ class CallClock:
         token = _CLOCK.set(self)
         try:
             self.flow_called = time.perf_counter()
-            if before is None:
-                return flow()
-            with before.serving():
+            with served_by(before):
                 return flow()
         finally:
             _CLOCK.reset(token)

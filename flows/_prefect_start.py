@@ -29,8 +29,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import ContextManager
 
 #: uvicorn's exit code when its port is taken (Prefect's own start retries on a new port then, as this one does).
 PORT_TAKEN_EXIT = 3
@@ -190,6 +191,11 @@ def startup_timeout() -> float:
 def running_server() -> TemporaryServer | None:
     """The temporary server this process started and has not stopped, if any (stopped on an interrupted run)."""
     return _SERVER if _SERVER is not None and _SERVER.process is not None else None
+
+
+def served_by(server: TemporaryServer | None) -> ContextManager[None]:
+    """``server.serving()``, or a block that changes nothing when no server was started (a configured API)."""
+    return nullcontext() if server is None else server.serving()
 
 
 def start_early() -> TemporaryServer | None:

@@ -462,16 +462,13 @@ def demo(
                                                "nndescent"),
 ) -> None:
     """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
-    from flows._prefect_start import start_early
+    from flows._prefect_start import served_by, start_early
 
     server = start_early()  # first: Prefect's temporary server starts up while the demo is imported
     from flows.demo import run_demo
 
     def call() -> dict:
-        if server is None:
-            return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,
-                            knn_method=knn_method)
-        with server.serving():
+        with served_by(server):
             return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,
                             knn_method=knn_method)
 
