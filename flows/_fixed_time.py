@@ -8,7 +8,9 @@
 - ``imports``: the CLI command starts -> the flow is called (the flow modules' imports: Prefect, Dask, the tasks;
   the argument checks, which import the method's estimator; the launch of the early cluster start). CLI only.
 - ``prefect_start``: the flow is called -> its body starts (without ``PREFECT_API_URL``, the start of Prefect's
-  temporary API server; the flow run's creation and parameter validation). CLI only.
+  temporary API server; the flow run's creation and parameter validation), less the CLI's own work in between
+  (its ingest while the server starts, :func:`flows._ingested_run.ingest_early`, recorded as the ``ingest``
+  stage). CLI only.
 - ``cluster_start``: the Dask client's start -> ready (a local cluster's worker processes, or the connection to
   a scheduler and the check of its workers' code). The CLI starts it before it calls the flow
   (:func:`flows.cluster.client_started_early`), so it overlaps ``prefect_start``; a flow called otherwise starts
@@ -34,6 +36,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -66,17 +69,23 @@ class CallClock:
     interpreter: float | None
     command_started: float
     flow_called: float | None = None
+    meanwhile_seconds: float = 0.0
     manifest_written: float | None = None
 
-    def call(self, flow: Callable[[], Any], *, before: Any = None) -> Any:
+    def call(self, flow: Callable[[], Any], *, before: Any = None,
+             meanwhile: Callable[[], AbstractContextManager] | None = None) -> Any:
         """Call ``flow()`` with this clock visible to it (:func:`entry_seconds`); returns its result. ``before``
         (Prefect's temporary server started early, :class:`flows._prefect_start.TemporaryServer`) is waited for
-        first and serves the call (``before.serving()``); that wait counts as Prefect's start."""
+        first and serves the call (``before.serving()``); that wait counts as Prefect's start. ``meanwhile``:
+        work that needs no Prefect, entered first (while the server starts) and held open around the call
+        (:func:`flows._ingested_run.ingest_early`); its seconds are not Prefect's start."""
         token = _CLOCK.set(self)
         try:
             self.flow_called = time.perf_counter()
-            with served_by(before):
-                return flow()
+            with meanwhile() if meanwhile is not None else nullcontext():
+                self.meanwhile_seconds = time.perf_counter() - self.flow_called
+                with served_by(before):
+                    return flow()
         finally:
             _CLOCK.reset(token)
 
@@ -96,7 +105,8 @@ def entry_seconds() -> dict[str, float]:
     clock = _CLOCK.get()
     if clock is None or clock.flow_called is None:
         return {}
-    out = {"imports": clock.flow_called - clock.command_started, "prefect_start": entered - clock.flow_called}
+    out = {"imports": clock.flow_called - clock.command_started,
+           "prefect_start": entered - clock.flow_called - clock.meanwhile_seconds}
     if clock.interpreter is not None:
         out = {"interpreter": clock.interpreter, **out}
     return out

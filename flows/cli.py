@@ -231,6 +231,8 @@ def embed(
         prefect_start = start_early()  # first: the server starts up while this process imports the flow
         from flows._runtime import new_run_id
         from flows.cluster import client_started_early
+        from flows._ingested_run import ingest_early
+        from flows._warm_up import planned_dtypes, start_when_ready
         from flows.embed import check_embed_arguments
         from flows.embed import embed as embed_flow
 
@@ -240,13 +242,20 @@ def embed(
                       scheduler=scheduler, n_workers=workers, run_name=run, chunk_rows=chunk_rows,
                       overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep,
                       labels_obs=labels_obs)
-        _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
-                                           n_workers=workers, random_state=seed, overwrite=overwrite,
-                                           sharded=sharded, use_rep=use_rep, labels_obs=labels_obs))  # before the cluster (refused: the server stops)
+        full = _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+                                                  n_workers=workers, random_state=seed, overwrite=overwrite,
+                                                  sharded=sharded, use_rep=use_rep,
+                                                  labels_obs=labels_obs))  # before the cluster (refused: the server stops)
         guard.run = run
-        with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
+        # the cluster starts while Prefect starts the run, and its workers' warm-up begins as soon as it is up
+        with client_started_early(scheduler, n_workers=workers) as pending:
+            start_when_ready(pending, planned_dtypes(source, store, full, holdout, sharded, overwrite))
+            # with a local cluster, the ingest runs here while Prefect's server starts (the flow records it)
+            early = None if scheduler else (lambda: ingest_early(
+                source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite, use_rep=use_rep,
+                labels_obs=labels_obs, threads=workers))
             return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
-                                                                   before=prefect_start)))
+                                                                   before=prefect_start, meanwhile=early)))
 
     summary = _guarded(store, body)
     out.print(_summary_table(summary, _result_rows(store, summary["results"]), clock))

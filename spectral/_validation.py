@@ -20,9 +20,6 @@ import warnings
 from typing import Any
 
 import numpy as np
-from sklearn.exceptions import NotFittedError
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from .errors import EigenflowError, InputDataError, InputTypeError, ParameterAdjustedWarning, ParameterError
 
@@ -35,12 +32,14 @@ def sklearn_errors():
     """
     try:
         yield
-    except (EigenflowError, NotFittedError):
+    except EigenflowError:
         raise
-    except TypeError as exc:
-        raise InputTypeError(str(exc)) from exc
-    except ValueError as exc:
-        raise InputDataError(str(exc)) from exc
+    except (TypeError, ValueError) as exc:
+        from sklearn.exceptions import NotFittedError
+
+        if isinstance(exc, NotFittedError):
+            raise
+        raise (InputTypeError if isinstance(exc, TypeError) else InputDataError)(str(exc)) from exc
 
 
 def validate_X(estimator, X, *, reset: bool = True, min_samples: int = 1, dtype=np.float64, **check_params):
@@ -50,6 +49,8 @@ def validate_X(estimator, X, *, reset: bool = True, min_samples: int = 1, dtype=
     predict) checks them. ``min_samples`` is ``ensure_min_samples``. Complex, object, empty, 1-D, sparse and
     NaN/inf input are refused with scikit-learn's messages (as :class:`InputDataError` / :class:`InputTypeError`).
     """
+    from sklearn.utils.validation import validate_data  # here: the parameter checks stay free of scikit-learn
+
     with sklearn_errors():
         return validate_data(estimator, X, reset=reset, dtype=dtype, ensure_min_samples=min_samples,
                              **check_params)
@@ -57,6 +58,8 @@ def validate_X(estimator, X, *, reset: bool = True, min_samples: int = 1, dtype=
 
 def check_fitted_X(estimator, X, attributes=None):
     """``check_is_fitted`` (raising scikit-learn's ``NotFittedError``) then :func:`validate_X` with ``reset=False``."""
+    from sklearn.utils.validation import check_is_fitted
+
     check_is_fitted(estimator, attributes)
     return validate_X(estimator, X, reset=False)
 
@@ -72,6 +75,9 @@ def check_labels(y, n_samples: int, *, estimator: str = "this estimator", semi_s
     ``LabelSpreading``). ``classes`` are the sorted labels of the labeled points; ``codes`` their index in
     ``classes``, -1 for unlabeled points. Fewer than ``min_classes`` classes raise :class:`InputDataError`.
     """
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import column_or_1d
+
     if y is None:
         raise InputDataError(f"{estimator} requires y to be passed, but the target y is None")
     with sklearn_errors():
@@ -190,6 +196,8 @@ def check_array_2d(X: Any, name: str = "X", *, min_rows: int = 1, dtype=np.float
     Raises :class:`InputDataError` / :class:`InputTypeError` with scikit-learn's message (``input_name=name``);
     for NaN / inf the message adds the index of the first bad row.
     """
+    from sklearn.utils.validation import check_array
+
     try:
         with sklearn_errors():
             return check_array(X, dtype=list(dtype) if isinstance(dtype, tuple) else dtype, ensure_min_samples=min_rows, input_name=name)

@@ -138,8 +138,9 @@ def write_csr(store: StoreRef, name: str, csr: Any, attrs: dict | None = None) -
     n_rows, n_cols = csr.shape
     index_dtype = np.int32 if n_cols < 2**31 else np.int64
     data_dtype = csr.dtype if csr.dtype in (np.float32, np.float64) else np.float64
-    parts = {layout.CSR_INDPTR: csr.indptr.astype(np.int64), layout.CSR_INDICES: csr.indices.astype(index_dtype),
-             layout.CSR_DATA: csr.data.astype(data_dtype)}
+    parts = {layout.CSR_INDPTR: csr.indptr.astype(np.int64, copy=False),
+             layout.CSR_INDICES: csr.indices.astype(index_dtype, copy=False),
+             layout.CSR_DATA: csr.data.astype(data_dtype, copy=False)}
     group = as_group(store, "r+")
     with writing(location(group, name)):
         _write_csr_parts(group, name, parts)

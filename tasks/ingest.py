@@ -87,6 +87,33 @@ def ingest_task(
     use_rep: str | None = None,
     labels_obs: str | None = None,
 ) -> dict[str, Any]:
+    """:func:`ingest_source` as a Prefect task; with ``scheduler_address``, every chunk is read, validated and
+    written by a Dask task on that cluster (``client.get_executor()``) for the sources that allow it.
+
+    The workers must be able to read ``source`` and write ``store_url`` (true on a local cluster; a shared
+    filesystem or object store otherwise, as for every other stage).
+    """
+    if scheduler_address is None:
+        return ingest_source(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                             use_rep=use_rep, labels_obs=labels_obs)
+    from distributed import Client
+
+    with Client(scheduler_address, set_as_default=False) as client:
+        return ingest_source(source, store_url, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                             use_rep=use_rep, labels_obs=labels_obs, executor=client.get_executor())
+
+
+def ingest_source(
+    source: str,
+    store_url: str | Store,
+    *,
+    labels: str | None = None,
+    chunk_rows: int | None = None,
+    overwrite: bool = False,
+    use_rep: str | None = None,
+    labels_obs: str | None = None,
+    executor: Any = None,
+) -> dict[str, Any]:
     """Ingest ``source`` into ``store_url`` (a URL, or the opened :class:`Store` of an existing store) unless the
     store already holds it; return the store's summary.
 
@@ -94,11 +121,9 @@ def ingest_task(
     ``store_url`` was ingested from the same ``source`` (a re-run after a crash). A store holding another
     source is refused unless ``overwrite``.
 
-    With ``scheduler_address``, every chunk is read, validated and written by a Dask task on that cluster
-    (``storage.ingest(..., executor=client.get_executor())``) for the sources that allow it (``.npy``, zarr);
-    the result's ``parallel`` says whether that happened (CSV, parquet and npz are streamed in order). The
-    workers must be able to read ``source`` and write ``store_url`` (true on a local cluster; a shared
-    filesystem or object store otherwise, as for every other stage).
+    ``executor`` (anything with ``map``: a Dask client's executor, a thread pool): every chunk is read, validated
+    and written by one of its tasks for the sources that allow it (``.npy``, zarr); the result's ``parallel``
+    says whether that happened (CSV, parquet and npz are streamed in order).
 
     ``use_rep`` (``"X"`` or an ``obsm`` key) and ``labels_obs`` (an ``obs`` column) select X and the labels of an
     AnnData source (:mod:`storage.anndata_io`); a store holds this source only if it was ingested with the same.
@@ -121,15 +146,8 @@ def ingest_task(
     keys = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
     target, options = (store_url.url, store_url.storage_options or None) if isinstance(store_url, Store) \
         else (store_url, None)
-    if scheduler_address is None:
-        result = ingest(source, target, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
-                        storage_options=options, **keys)
-    else:
-        from distributed import Client
-
-        with Client(scheduler_address, set_as_default=False) as client:
-            result = ingest(source, target, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
-                            storage_options=options, executor=client.get_executor(), **keys)
+    result = ingest(source, target, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                    storage_options=options, executor=executor, **keys)
     return {"skipped": False, **result.to_dict()}
 
 

@@ -41,7 +41,7 @@ from storage.models import write_model
 from storage.store import Store
 
 from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
-from tasks._handoff import TOKEN_ATTR, keep, new_token, take
+from tasks._handoff import TOKEN_ATTR, check_written, keep, new_token, take, take_pending
 
 METHOD = "laplacian_eigenmaps"
 #: The graph arrays, checksummed when written and checked before they are read (:mod:`storage.checksums`).
@@ -167,7 +167,9 @@ def compute_weights(store: Store, run: str, graph: dict | None = None, *, weight
 
     The fit graph comes from this worker's memory when ``graph`` (the kNN stage's ``"handoff"``) refers to what
     the store holds, else from the store (``graph_source`` in the result says which). W and the scales stay in
-    this worker's memory for the eigensolve (``"handoff"`` in the result, :func:`solve_eigenmaps`)."""
+    this worker's memory for the eigensolve (``"handoff"`` in the result, :func:`solve_eigenmaps`), and their
+    write runs in a thread of this worker that the eigensolve joins (``"write": "background"``; outside a worker
+    they are written before this returns: ``"written"``)."""
     arrays = take(graph, read_knn_attrs(store))
     source = "store" if arrays is None else "memory"
     rows, idx, dist = fit_graph(store, run) if arrays is None else (arrays["rows"], arrays["indices"],
@@ -179,12 +181,18 @@ def compute_weights(store: Store, run: str, graph: dict | None = None, *, weight
     per_point = np.zeros((x_shape(store)[0], 2))
     per_point[rows, 0], per_point[rows, 1] = scales, radii
     token = new_token()
-    write_point_array(store, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
-    write_csr(store, layout.WEIGHTS, W, attrs={"run": run, "weighting": weighting, "symmetrize": symmetrize,
-                                                    "weight_params": wparams.to_attrs(), TOKEN_ATTR: token})
-    record_checksums(store, WEIGHT_ARRAYS)
+    attrs = {"run": run, "weighting": weighting, "symmetrize": symmetrize, "weight_params": wparams.to_attrs(),
+             TOKEN_ATTR: token}
+
+    def write() -> None:
+        write_point_array(store, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
+        write_csr(store, layout.WEIGHTS, W, attrs=attrs)
+        record_checksums(store, WEIGHT_ARRAYS)
+
+    # kept on a worker, W is written in a thread while the eigensolve (same worker) runs: it joins the write
+    handoff = keep(run, token, {"W": W, "per_point": per_point, "attrs": attrs}, write=write)
     return {"n": int(W.shape[0]), "nnz": int(W.nnz), "graph_source": source,
-            "handoff": keep(run, token, {"W": W, "per_point": per_point})}
+            "write": "written" if handoff is None else "background", "handoff": handoff}
 
 
 # ---- eigensolve + model -------------------------------------------------------------------------------------
@@ -194,13 +202,20 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
     """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``.
 
     W and the weight scales come from this worker's memory when ``weights`` (the weights stage's ``"handoff"``)
-    refers to what the store holds, else from the store (checked against its checksums)."""
-    attrs = read_csr_attrs(store, layout.WEIGHTS)
-    if attrs.get("run") != run:
-        raise StoreFormatError(f"graph/weights of {store} does not belong to run {run!r}; run the flow again")
-    arrays = take(weights, attrs)
-    if arrays is None:
-        check_intact(store, WEIGHT_ARRAYS)
+    refers to what the store holds, else from the store (checked against its checksums). When the weights stage
+    left their write running on this worker, it is joined after the solve (``weights_write_seconds``; its error is
+    raised here) and before the model is written; if the solve fails, the write still completes."""
+    pending = take_pending(weights)  # W of the weights stage on this worker, its write still running
+    if pending is None:
+        attrs = read_csr_attrs(store, layout.WEIGHTS)
+        if attrs.get("run") != run:
+            raise StoreFormatError(f"graph/weights of {store} does not belong to run {run!r}; run the flow again")
+        arrays, writing = take(weights, attrs), None
+        if arrays is None:
+            check_intact(store, WEIGHT_ARRAYS)
+    else:
+        (arrays, writing), attrs = pending, pending[0]["attrs"]
+    weights_source = "store" if arrays is None else "memory"
     rows = np.flatnonzero(read_output(store, run, IN_FIT)).astype(np.int64)
     per_point = (read_output(store, run, WEIGHT_SCALES) if arrays is None else arrays["per_point"])[rows]
     wparams = WeightParams.from_attrs(attrs["weight_params"])
@@ -208,12 +223,20 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
     t0 = time.perf_counter()
     # W is passed without a name here (and no longer held by the handoff), so that the solve frees it once its
-    # Laplacian is built
-    Z, values, info = laplacian_eigenmaps_from_graph(
-        read_csr(store, layout.WEIGHTS) if arrays is None else arrays.pop("W"), n_components,
-        normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected, tol=tol,
-        random_state=rng)
+    # Laplacian is built (a write still running holds it until it ends)
+    try:
+        Z, values, info = laplacian_eigenmaps_from_graph(
+            read_csr(store, layout.WEIGHTS) if arrays is None else arrays.pop("W"), n_components,
+            normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected, tol=tol,
+            random_state=rng)
+    except BaseException:
+        if writing is not None:  # the weights stage completed: its outputs land even though the solve failed
+            writing.join(raise_error=False)
+        raise
     solve_seconds = time.perf_counter() - t0
+    if writing is not None:
+        write_seconds = writing.join()
+        check_written(weights, read_csr_attrs(store, layout.WEIGHTS), f"graph/weights of {store}")
     knn_attrs = read_knn_attrs(store)
     if knn_attrs.get("run") != run:
         raise StoreFormatError(f"graph/knn of {store} belongs to run {knn_attrs.get('run')!r}, not {run!r}; "
@@ -227,4 +250,4 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
     return {"eigen_solver": info["eigen_solver"], "eigenvalues": [float(v) for v in values],
             "converged": bool(info["converged"]), "n_iter": int(info["n_iter"]),
             "n_components_graph": int(info["component_eigenvalues"].shape[0]), "solve_seconds": solve_seconds,
-            "weights_source": "store" if arrays is None else "memory"}
+            "weights_source": weights_source, **({} if writing is None else {"weights_write_seconds": write_seconds})}

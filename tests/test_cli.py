@@ -100,6 +100,23 @@ def test_embed_and_extend_show_and_record_their_fixed_time(files):
         assert fixed["compile"] > 0, fixed
         for key in FIXED_KEYS:
             assert f"fixed: {key} " in out, key
+    ingest = read_manifest(str(files / "fixed.zarr"), "fixed-run").stages[0]
+    assert ingest.name == "ingest" and ingest.info["before_flow"] and not ingest.info["skipped"]  # ingested once,
+    assert ingest.seconds > 0  # by the CLI while Prefect's server started, recorded as the run's ingest stage
+
+
+def test_the_cli_ingests_while_prefect_starts_and_the_flow_does_not_ingest_again(files):
+    """With ``--overwrite`` the CLI's ingest replaces the store once; the flow records it (not a second ingest),
+    and a run on a remote scheduler would ingest in the flow (no ``before_flow``)."""
+    from storage.manifest import list_runs, read_manifest
+
+    first = eigenflow("embed", "X.npy", "twice.zarr", "--workers", "1", "--run-name", "a", cwd=files)
+    assert first.returncode == 0, first.stderr
+    again = eigenflow("embed", "X.npy", "twice.zarr", "--workers", "1", "--run-name", "b", "--overwrite", cwd=files)
+    assert again.returncode == 0, again.stderr
+    assert list_runs(str(files / "twice.zarr")) == ["b"]  # overwritten once: run a's outputs went with the store
+    ingest = read_manifest(str(files / "twice.zarr"), "b").stages[0]
+    assert ingest.info["before_flow"] and not ingest.info["skipped"]
 
 
 def test_parse_params_reads_json_values_and_strings():

@@ -8,7 +8,8 @@ import pytest
 from distributed import Client
 
 from conftest import local_cluster
-from tasks._handoff import PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, drop_run, handoff_workers, keep, new_token, take
+from tasks._handoff import (PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, check_written, drop_run, handoff_workers, keep,
+                            new_token, take, take_pending)
 
 
 def _keep(run, token, n):
@@ -22,7 +23,7 @@ def _take(ref, attrs):
 
 def _held(dask_worker):
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
-    return None if plugin is None else sorted(run for run, _ in plugin.held.values())
+    return None if plugin is None else sorted(run for run, *_ in plugin.held.values())
 
 
 @pytest.fixture()
@@ -63,3 +64,65 @@ def test_nothing_is_kept_outside_a_worker_or_without_the_plugin():
     assert keep("r1", new_token(), {"a": np.zeros(3)}) is None  # this test process is not a worker
     with local_cluster(n_workers=1, processes=False) as address, Client(address) as c:  # no plugin registered
         assert c.submit(_keep, "r1", new_token(), 3, pure=False).result() is None
+
+
+def _keep_writing(run, token, path, fail):
+    """Keep an array whose "store write" (a file here) runs in the background, slowly, or fails."""
+    import time
+    from pathlib import Path
+
+    def write():
+        time.sleep(0.3)
+        if fail:
+            raise OSError(f"cannot write {path}")
+        Path(path).write_text(token)
+
+    return keep(run, token, {"a": np.arange(4.0)}, write=write)
+
+
+def _take_pending(ref, path):
+    from pathlib import Path
+
+    pending = take_pending(ref)
+    if pending is None:
+        return None
+    arrays, writing = pending
+    written_before = Path(path).exists()
+    try:
+        seconds = writing.join()
+    except OSError as exc:
+        return {"error": str(exc)}
+    check_written(ref, {TOKEN_ATTR: Path(path).read_text()}, path)
+    return {"size": arrays["a"].size, "written_before_join": written_before, "seconds": seconds}
+
+
+def test_a_background_write_is_joined_by_the_taker_and_its_error_raised(client, tmp_path):
+    ok, bad = str(tmp_path / "ok"), str(tmp_path / "bad")
+    ref = client.submit(_keep_writing, "r1", new_token(), ok, False, pure=False).result()
+    on = dict(workers=handoff_workers(ref), allow_other_workers=False, pure=False)
+    got = client.submit(_take_pending, ref, ok, **on).result()
+    assert got["size"] == 4 and not got["written_before_join"] and got["seconds"] >= 0.3  # taken while writing
+    assert client.submit(_take_pending, ref, ok, **on).result() is None  # taken once
+    ref = client.submit(_keep_writing, "r1", new_token(), bad, True, pure=False).result()
+    assert "cannot write" in client.submit(_take_pending, ref, bad, workers=handoff_workers(ref),
+                                           allow_other_workers=False, pure=False).result()["error"]
+
+
+def test_drop_run_waits_for_a_write_left_running(client, tmp_path):
+    path = tmp_path / "late"
+    client.submit(_keep_writing, "r1", new_token(), str(path), False, pure=False).result()
+    assert sum(client.run(drop_run, "r1").values()) == 1
+    assert path.exists()  # finished, not cut off
+
+
+def test_outside_a_worker_the_write_runs_before_keep_returns(tmp_path):
+    path = tmp_path / "now"
+    assert _keep_writing("r1", "t0", str(path), False) is None
+    assert path.read_text() == "t0"
+
+
+def test_check_written_refuses_another_token():
+    from storage.errors import StoreFormatError
+
+    with pytest.raises(StoreFormatError, match="replaced"):
+        check_written({"token": "a"}, {TOKEN_ATTR: "b"}, "graph/weights")
