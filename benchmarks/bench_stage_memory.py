@@ -71,7 +71,7 @@ def run(n: int, work: Path, stop_after: str) -> dict:
         "compute_weights": lambda: le.compute_weights(opened(), "r1", weighting="local_scaling", symmetrize="or"),
         "solve_eigenmaps": lambda: le.solve_eigenmaps(
             opened(), "r1", n_components=2, normalization="symmetric", eigen_solver="auto", on_disconnected="raise",
-            tol=None, random_state=0),
+            tol=None, random_state=0, weighting="local_scaling", symmetrize="or"),
     }
     for name in STAGES:
         _reset_peak()

@@ -133,7 +133,8 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
         Stage("eigensolve", lambda: eigensolve_task(
             *args, n_components=p["n_components"], normalization=p["normalization"],
             eigen_solver=p["eigen_solver"], on_disconnected=p["on_disconnected"], tol=p.get("tol"),
-            random_state=req.random_state, handoff=handed.get("weights")), lambda: _has_model(req)),
+            random_state=req.random_state, weighting=p["weighting"], symmetrize=p["symmetrize"],
+            handoff=handed.get("weights")), lambda: _has_model(req)),
     ]
 
 
@@ -168,13 +169,15 @@ def weights_task(store: Store, run: str, store_token: str, *, weighting: str, sy
 @task(name="eigensolve", **HANDOFF_TASK)
 def eigensolve_task(store: Store, run: str, store_token: str, *, n_components: int, normalization: str,
                     eigen_solver: str, on_disconnected: str, tol: float | None,
-                    random_state: int | None, handoff: dict | None = None) -> dict[str, Any]:
+                    random_state: int | None, weighting: str, symmetrize: str,
+                    handoff: dict | None = None) -> dict[str, Any]:
     """Laplacian eigenmap and its model (:func:`tasks.laplacian_eigenmaps.solve_eigenmaps`) on the worker that
-    kept W (``handoff``, the weights stage's), else on any worker (from the store)."""
+    kept W (``handoff``, the weights stage's), else on any worker (from the store; W computed again with
+    ``weighting`` / ``symmetrize`` if the store lacks it)."""
     return run_on_worker(le.solve_eigenmaps, store, run, handoff, n_components=n_components,
                          normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected,
-                         tol=tol, random_state=random_state, name=f"eigensolve-{run}",
-                         workers=handoff_workers(handoff))
+                         tol=tol, random_state=random_state, weighting=weighting, symmetrize=symmetrize,
+                         name=f"eigensolve-{run}", workers=handoff_workers(handoff))
 
 
 def _sharded_stages(req: FitRequest) -> list[Stage]:

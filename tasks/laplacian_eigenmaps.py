@@ -174,48 +174,62 @@ def compute_weights(store: Store, run: str, graph: dict | None = None, *, weight
     source = "store" if arrays is None else "memory"
     rows, idx, dist = fit_graph(store, run) if arrays is None else (arrays["rows"], arrays["indices"],
                                                                         arrays["distances"])
+    del arrays
+    W, per_point, attrs = _weights_of_graph(store, run, rows, idx, dist, weighting=weighting, symmetrize=symmetrize)
+    # kept on a worker, W is written in a thread while the eigensolve (same worker) runs: it joins the write
+    handoff = keep(run, attrs[TOKEN_ATTR], {"W": W, "per_point": per_point, "attrs": attrs},
+                   write=lambda: _write_weights(store, run, W, per_point, attrs))
+    return {"n": int(W.shape[0]), "nnz": int(W.nnz), "graph_source": source,
+            "write": "written" if handoff is None else "background", "handoff": handoff}
+
+
+def _weights_of_graph(store: Store, run: str, rows: np.ndarray, idx: np.ndarray, dist: np.ndarray, *,
+                      weighting: str, symmetrize: str) -> tuple[Any, np.ndarray, dict]:
+    """``(W (n_fit, n_fit) CSR, per-point scales and radii (n, 2), attrs of graph/weights)`` of the fit graph
+    ``rows`` (n_fit,), ``idx`` / ``dist`` (n_fit, k) (fit positions). The caller's graph arrays are not kept."""
     A, wparams, scales, radii = fit_directed_knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
-    del idx, dist, arrays  # not held through the symmetrization's peak (2.4 GB at 1e7 x 15)
     W = symmetrize_weights(A, symmetrize)
     del A
     per_point = np.zeros((x_shape(store)[0], 2))
     per_point[rows, 0], per_point[rows, 1] = scales, radii
-    token = new_token()
     attrs = {"run": run, "weighting": weighting, "symmetrize": symmetrize, "weight_params": wparams.to_attrs(),
-             TOKEN_ATTR: token}
+             TOKEN_ATTR: new_token()}
+    return W, per_point, attrs
 
-    def write() -> None:
-        write_point_array(store, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
-        write_csr(store, layout.WEIGHTS, W, attrs=attrs)
-        record_checksums(store, WEIGHT_ARRAYS)
 
-    # kept on a worker, W is written in a thread while the eigensolve (same worker) runs: it joins the write
-    handoff = keep(run, token, {"W": W, "per_point": per_point, "attrs": attrs}, write=write)
-    return {"n": int(W.shape[0]), "nnz": int(W.nnz), "graph_source": source,
-            "write": "written" if handoff is None else "background", "handoff": handoff}
+def _write_weights(store: Store, run: str, W: Any, per_point: np.ndarray, attrs: dict) -> None:
+    """``outputs/<run>/weight_scales``, ``graph/weights`` (with ``attrs``) and their checksums."""
+    write_point_array(store, layout.output_path(run, WEIGHT_SCALES), per_point, overwrite=True)
+    write_csr(store, layout.WEIGHTS, W, attrs=attrs)
+    record_checksums(store, WEIGHT_ARRAYS)
 
 
 # ---- eigensolve + model -------------------------------------------------------------------------------------
 def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_components: int,
                     normalization: str, eigen_solver: str, on_disconnected: str, tol: float | None,
-                    random_state: int | None) -> dict[str, Any]:
+                    random_state: int | None, weighting: str, symmetrize: str) -> dict[str, Any]:
     """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``.
 
     W and the weight scales come from this worker's memory when ``weights`` (the weights stage's ``"handoff"``)
     refers to what the store holds, else from the store (checked against its checksums). When the weights stage
     left their write running on this worker, it is joined after the solve (``weights_write_seconds``; its error is
-    raised here) and before the model is written; if the solve fails, the write still completes."""
+    raised here) and before the model is written; if the solve fails, the write still completes. When the store
+    does not hold this run's W (the weights stage's worker died during that write, and this body runs again on
+    another worker), W is computed again from the stored kNN graph with ``weighting`` / ``symmetrize`` and
+    written (``weights_source="recomputed"``: the same W, the weights are deterministic)."""
     pending = take_pending(weights)  # W of the weights stage on this worker, its write still running
-    if pending is None:
+    if pending is not None:
+        (arrays, writing), attrs, weights_source = pending, pending[0]["attrs"], "memory"
+    elif graph_belongs_to(store, run, "weights"):
         attrs = read_csr_attrs(store, layout.WEIGHTS)
-        if attrs.get("run") != run:
-            raise StoreFormatError(f"graph/weights of {store} does not belong to run {run!r}; run the flow again")
         arrays, writing = take(weights, attrs), None
-        if arrays is None:
-            check_intact(store, WEIGHT_ARRAYS)
-    else:
-        (arrays, writing), attrs = pending, pending[0]["attrs"]
-    weights_source = "store" if arrays is None else "memory"
+        weights_source = "store" if arrays is None else "memory"
+    else:  # the weights stage's worker died before its write ended: W again from the stored graph, and written
+        W, per_point, attrs = _weights_of_graph(store, run, *fit_graph(store, run), weighting=weighting,
+                                                symmetrize=symmetrize)
+        _write_weights(store, run, W, per_point, attrs)
+        arrays, writing, weights_source = {"W": W, "per_point": per_point}, None, "recomputed"
+        del W
     rows = np.flatnonzero(read_output(store, run, IN_FIT)).astype(np.int64)
     per_point = (read_output(store, run, WEIGHT_SCALES) if arrays is None else arrays["per_point"])[rows]
     wparams = WeightParams.from_attrs(attrs["weight_params"])

@@ -126,3 +126,37 @@ def test_check_written_refuses_another_token():
 
     with pytest.raises(StoreFormatError, match="replaced"):
         check_written({"token": "a"}, {TOKEN_ATTR: "b"}, "graph/weights")
+
+
+def test_the_eigensolve_computes_w_again_when_its_write_never_landed(tmp_path):
+    """The weights stage's worker died before its background write of W ended: the eigensolve, run again on
+    another worker, finds no W of the run in the store, computes it again from the stored graph (the same W) and
+    writes it; the model equals the one of a run whose W was written."""
+    import shutil
+
+    from spectral.datasets import make_swiss_roll_lifted
+    from storage import layout
+    from storage.graph_io import read_csr
+    from storage.ingest import ingest
+    from storage.store import Store, delete_node
+    import tasks.laplacian_eigenmaps as le
+
+    X = make_swiss_roll_lifted(600, n_features=5, random_state=0)[0]
+    np.save(tmp_path / "X.npy", X)
+    ingest(str(tmp_path / "X.npy"), str(tmp_path / "a.zarr"))
+    store = Store.open(str(tmp_path / "a.zarr"), "r+")
+    params = dict(n_components=2, normalization="symmetric", eigen_solver="auto", on_disconnected="raise",
+                  tol=None, random_state=0, weighting="local_scaling", symmetrize="or")
+    built = le.build_fit_index(store, n_neighbors=10, knn_method="exact", metric="euclidean", holdout=0.0,
+                               random_state=0)
+    le.write_knn_graph(store, "r", built, n_neighbors=10)
+    le.compute_weights(store, "r", weighting="local_scaling", symmetrize="or")  # outside a worker: written
+    W = read_csr(store, layout.WEIGHTS)
+    shutil.copytree(tmp_path / "a.zarr", tmp_path / "b.zarr")
+    written = le.solve_eigenmaps(store, "r", **params)
+    assert written["weights_source"] == "store"
+    other = Store.open(str(tmp_path / "b.zarr"), "r+")
+    delete_node(other.group, layout.WEIGHTS)  # the write that never landed
+    again = le.solve_eigenmaps(other, "r", **params)
+    assert again["weights_source"] == "recomputed" and again["eigenvalues"] == written["eigenvalues"]
+    assert (read_csr(other, layout.WEIGHTS) != W).nnz == 0 and le.graph_belongs_to(other, "r", "weights")
