@@ -8,7 +8,6 @@ Prefect / Dask environment defaults are applied before either is imported (:mod:
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, Optional
@@ -31,14 +30,9 @@ EXIT_FAILURE = 1
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect and Dask logs.")) -> None:
     """eigenflow: ingest data into zarr stores, embed it, extend embeddings to new points."""
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
-    # Prefect's internal services (e.g. its events worker) log each failed delivery at ERROR: a lost API is
-    # reported in one line by flows._stop instead
-    os.environ.setdefault("PREFECT_INTERNAL_LOGGING_LEVEL", "ERROR" if verbose else "CRITICAL")
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if verbose else "error")
-    from tasks._env import apply_env_defaults
+    from flows._launch import cli_environment
 
-    apply_env_defaults()
+    cli_environment(verbose)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -493,4 +487,6 @@ def demo(
 
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    from flows._launch import main as launch
+
+    launch()

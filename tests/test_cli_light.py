@@ -177,3 +177,13 @@ def test_unreadable_defaults_are_refused(tmp_path, monkeypatch):
             declared_init_defaults("fakepkg.est:Bad")
     finally:
         declared._symbols.cache_clear()
+
+
+@pytest.mark.parametrize(("args", "runs"), [
+    (["embed", "X.npy", "S.zarr"], True), (["-v", "extend", "S", "new.npy", "O"], True), (["demo"], True),
+    (["embed", "--help"], False), (["methods"], False), (["info", "embed.zarr"], False), ([], False),
+])
+def test_the_console_script_starts_prefect_only_for_a_flow_command(args, runs):
+    from flows._launch import runs_a_flow
+
+    assert runs_a_flow(args) is runs
