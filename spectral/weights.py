@@ -93,9 +93,9 @@ def fit_weight_params(
     """
     dist = np.asarray(distances, dtype=np.float64)
     k = dist.shape[1]
-    positive = dist[dist > 0]
+    smallest = float(np.min(dist, where=dist > 0, initial=np.inf))  # no (n k,) copy of the positive ones
     params = resolve_weight_params(k, weighting=weighting, symmetrize=symmetrize, sigma=sigma, scale_k=scale_k,
-                                   min_positive=float(positive.min()) if positive.size else None,
+                                   min_positive=smallest if np.isfinite(smallest) else None,
                                    mean_distance=float(dist.mean()))
     return params, _scales(dist, params), dist[:, k - 1].copy()
 
