@@ -96,7 +96,7 @@ def warm_up() -> float:
 
 
 def eigensolver_alone(W) -> float:
-    from spectral.embedding import laplacian_eigenmaps_from_graph
+    from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
 
     t0 = time.perf_counter()
     laplacian_eigenmaps_from_graph(W, N_COMPONENTS, random_state=0)
@@ -251,7 +251,7 @@ def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: di
     ``flow_only``: only the embed flow (step 4), for sizes where the references would double the run."""
     import scipy.sparse as sp
 
-    from spectral.weights import knn_weights
+    from spectral.graph.weights import knn_weights
 
     x_path, _ = manifold_npy(n)
     res: dict = {"n": n}

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 
 from spectral.errors import ParameterAdjustedWarning, ParameterError  # noqa: E402
-from spectral.discriminant import DNE, LFDA, MFA  # noqa: E402
+from spectral.methods.discriminant import DNE, LFDA, MFA  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -403,8 +403,8 @@ def verify(store: str = typer.Argument(..., help="eigenflow store")) -> None:
 def warm() -> None:
     """Fill the compiled-code cache: load or compile the kNN kernels for every dtype and metric (run once per
     machine, or once per node of a cluster whose nodes do not share EIGENFLOW_CACHE_DIR)."""
-    from spectral.jit_cache import compile_report, numba_cache_dir
-    from spectral.knn import METRICS
+    from spectral.neighbours.jit_cache import compile_report, numba_cache_dir
+    from spectral.neighbours.index import METRICS
     from tasks._worker import warm_nndescent
 
     with compile_report("eigenflow warm") as record:

@@ -8,7 +8,7 @@ values are the measured recipes of STACK.md:
 - ``PREFECT_SERVER_UI_ENABLED=false``: the ephemeral server never serves the UI.
 - ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90``: the default 20 s is tight on 2 cores.
 - ``DASK_LOGGING__DISTRIBUTED=warning``: silences distributed's INFO logs.
-- ``NUMBA_CACHE_DIR``: eigenflow's compiled-code cache (:func:`spectral.jit_cache.numba_cache_dir`, a user cache
+- ``NUMBA_CACHE_DIR``: eigenflow's compiled-code cache (:func:`spectral.neighbours.jit_cache.numba_cache_dir`, a user cache
   directory, movable with ``EIGENFLOW_CACHE_DIR``), so that pynndescent's own cached kernels land beside
   eigenflow's; read by numba when it is first imported, so set before that.
 
@@ -35,7 +35,7 @@ def apply_env_defaults() -> None:
     Also creates ``$PREFECT_HOME`` (with its parents) when it is set: Prefect itself creates only the last
     path component and otherwise prints a "Failed to create the Prefect home directory" warning.
     """
-    from spectral.jit_cache import numba_cache_dir
+    from spectral.neighbours.jit_cache import numba_cache_dir
 
     for key, value in {**ENV_DEFAULTS, "NUMBA_CACHE_DIR": str(numba_cache_dir())}.items():
         os.environ.setdefault(key, value)
