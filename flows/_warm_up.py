@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spectral.placement import worker_list
 from storage import layout
 from storage.store import Store
 from tasks._warm_up import finish_warm_up, start_warm_up
@@ -90,5 +91,5 @@ def finish_on_workers(client: Any, finish: Any = finish_warm_up, dtype: str = "f
     """One ``finish(dtypes)`` task per worker, placed on it (the fit stages queue behind it): the warm-up's
     seconds on that worker. A worker that dies loses its task's result: the scheduler computes it again, on
     another worker (``allow_other_workers``); pinned to the dead worker's address it would wait forever."""
-    workers = list(client.scheduler_info(n_workers=-1)["workers"])
+    workers = worker_list(client)
     return [client.submit(finish, (dtype,), workers=[w], allow_other_workers=True, pure=False) for w in workers]

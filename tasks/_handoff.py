@@ -25,6 +25,8 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from spectral.placement import this_worker
+
 #: attrs key of a stored array group holding the token of the handoff it was written with
 TOKEN_ATTR = "handoff"
 #: name of the plugin on the workers
@@ -43,16 +45,6 @@ class HandoffPlugin(WorkerPlugin):
         self.held.clear()
 
 
-def _this_worker() -> Any:
-    """The Dask worker running this task; None outside a worker (nothing can be kept there)."""
-    from distributed import get_worker
-
-    try:
-        return get_worker()
-    except ValueError:
-        return None
-
-
 def _plugin(worker: Any) -> HandoffPlugin | None:
     """The plugin of ``worker``; None without a worker or when the flow did not register it."""
     plugin = None if worker is None else worker.plugins.get(PLUGIN_NAME)
@@ -67,7 +59,7 @@ def new_token() -> str:
 def keep(run: str, token: str, arrays: dict[str, Any]) -> dict[str, str] | None:
     """Keep ``arrays`` in this worker's memory for the next stage of ``run``; returns the reference to pass on
     (``{"token", "worker"}``), or None where nothing can be kept (outside a worker, no plugin)."""
-    worker = _this_worker()
+    worker = this_worker()
     plugin = _plugin(worker)
     if plugin is None:
         return None
@@ -80,7 +72,7 @@ def take(ref: dict[str, str] | None, stored_attrs: dict) -> dict[str, Any] | Non
     is done), when ``stored_attrs`` carry the same token; None otherwise (then read the store)."""
     if not ref or stored_attrs.get(TOKEN_ATTR) != ref.get("token"):
         return None
-    plugin = _plugin(_this_worker())
+    plugin = _plugin(this_worker())
     held = None if plugin is None else plugin.held.pop(ref["token"], None)
     return None if held is None else held[1]
 
