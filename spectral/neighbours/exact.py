@@ -42,7 +42,7 @@ import contextlib
 
 import numpy as np
 
-from spectral import _exact_search
+from spectral.neighbours import _exact_search
 from spectral._arrays import row_bytes, row_hashes
 from spectral.neighbours._refine import METRIC_CODES, _refine_rows
 
