@@ -317,9 +317,9 @@ def plot_objective(out: Path):
 
 
 def run_scale(n: int, n_components: int, workers: int) -> dict:
-    """Scale target: NSSE fitted on 2,000 labeled points (``tasks.fitting.MAX_LABELED_SUBSET``) of the lifted Swiss roll (n x 32, 6 bands),
-    then all ``n`` points embedded and written back through the flow; wall time per stage and peak RSS.
-    Quality: 1-NN on the first 50,000 points split in halves (even rows are the references, odd rows are scored)
+    """Scale target: NSSE fitted on 2,000 labeled points (``tasks.fitting.MAX_LABELED_SUBSET``) of the lifted Swiss roll
+    (n x 32, 6 bands), then all ``n`` points embedded and written back through the flow; wall time per stage and peak
+    RSS. Quality: 1-NN on the first 50,000 points split in halves (even rows are the references, odd rows are scored)
     in the embedding, beside the same 1-NN in the input space and scikit-learn's LabelSpreading with the even
     rows labeled (the same points)."""
     import tempfile

@@ -46,7 +46,8 @@ sys.path.insert(0, str(REPO))
 from spectral.errors import KernelFallbackWarning, ParameterError  # noqa: E402
 from spectral.neighbours.knn import knn_graph  # noqa: E402
 from spectral.graph.laplacian import laplacian  # noqa: E402
-from spectral.methods.spectral_kernels import RSK, TSK, consistency_method, harmonic_function, spectral_basis  # noqa: E402
+from spectral.methods.spectral_kernels import (RSK, TSK, consistency_method, harmonic_function,  # noqa: E402
+                                              spectral_basis)
 from spectral.methods.spectral_kernels.scores import class_matrix  # noqa: E402
 from spectral.methods.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
 from spectral.graph.weights import knn_weights  # noqa: E402

@@ -1,8 +1,8 @@
 """When a flow warms its workers' NN-descent kernels up, and the calls that do it (:mod:`tasks._warm_up`).
 
 A run that builds or queries an NN-descent index (``knn_method="nndescent"``, or ``"auto"`` with at least
-:data:`spectral.neighbours.index.EXACT_MAX_SAMPLES` fit rows, or the sharded path) warms every worker up: the kernels are
-loaded from the compiled-code cache (compiled on a machine's first use) before the first stage needs them.
+:data:`spectral.neighbours.index.EXACT_MAX_SAMPLES` fit rows, or the sharded path) warms every worker up: the kernels
+are loaded from the compiled-code cache (compiled on a machine's first use) before the first stage needs them.
 
 - :func:`planned_dtypes` decides it before the ingest when the source's header gives its row count (``.npy``,
   ``.npz``, parquet, zarr; not CSV): then :func:`start_when_ready` begins the warm-up on every worker as soon as
@@ -24,8 +24,8 @@ from tasks._warm_up import finish_warm_up, start_warm_up
 
 def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
     """Whether a run with method parameters ``params``, ``n_fit`` fit rows and ``n_features`` columns builds or
-    queries an NN-descent index on the workers (``knn_method="auto"`` resolved by :func:`spectral.neighbours.index.auto_method`;
-    then every worker is warmed up at once, before the fit stages: a long-lived cluster pays it once)."""
+    queries an NN-descent index on the workers (``knn_method="auto"`` resolved by
+    :func:`spectral.neighbours.index.auto_method`; then every worker is warmed up at once, before the fit stages: a long-lived cluster pays it once)."""
     from spectral.neighbours.index import auto_method
 
     knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)

@@ -87,8 +87,8 @@ def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"), metrics: tu
     """Load (or, on a machine's first use, compile) the kNN search's numba kernels in this process: build and query
     a tiny index for each X dtype, metric and search ``method`` ("nndescent", "exact"); returns seconds.
 
-    The kernels come from eigenflow's compiled-code cache (:mod:`spectral.neighbours.jit_cache`), so in every process after
-    the first on a machine this is a load of about a second, not a compile. Submitted to every Dask worker at the
+    The kernels come from eigenflow's compiled-code cache (:mod:`spectral.neighbours.jit_cache`), so in every process
+    after the first on a machine this is a load of about a second, not a compile. Submitted to every Dask worker at the
     start of a run that builds or queries an NN-descent index, while the ingest runs, so that the first task
     does not pay even that; ``eigenflow warm`` runs it for every dtype and metric to fill the cache once.
     """

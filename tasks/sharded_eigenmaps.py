@@ -2,11 +2,11 @@
 graph, the Laplacian or one index of all fit rows; every heavy object is split by rows over the Dask workers.
 
 The shards are the ``P`` parts of a locality partition of the fit rows (:data:`PARTITION`,
-:func:`spectral.neighbours.partition.bisection_partition_blocks`: recursive bisection along principal directions, computed
-from the store's row chunks on the workers, where the labels stay; the flow process receives moments, histograms
-and counts, never a row of X nor one number per row; each part's rows are assembled on the workers,
-:func:`spectral.neighbours.part_assembly.assemble_parts`), the same parts for the kNN build and for the Laplacian, so that
-most edges lie inside a shard and the per-shard preconditioner is strong. The partition draws nothing from
+:func:`spectral.neighbours.partition.bisection_partition_blocks`: recursive bisection along principal directions,
+computed from the store's row chunks on the workers, where the labels stay; the flow process receives moments,
+histograms and counts, never a row of X nor one number per row; each part's rows are assembled on the workers,
+:func:`spectral.neighbours.part_assembly.assemble_parts`), the same parts for the kNN build and for the Laplacian, so
+that most edges lie inside a shard and the per-shard preconditioner is strong. The partition draws nothing from
 ``random_state``.
 The fit rows are those of the single-process stages (the hold-out draw of :func:`tasks._fit_rows.held_out_rows`
 and exact copies left out; all rows with ``holdout=0`` and no copies), held as :class:`tasks._fit_rows.FitRows`;
@@ -19,8 +19,8 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   store's X as a Dask array (:func:`fit_X`; row chunks read on the workers): one pynndescent index per part,
   then :func:`~spectral.neighbours.sharded.shard_graph_futures`: shard-pair queries, multi-way merge. The held-out
   rows, read per row chunk by the workers, are searched in their home shard's index and in those of the shards
-  their cut bounds do not rule out, and the answers merged (:func:`spectral.neighbours.sharded_query.query_shard_indexes`)
-  into their
+  their cut bounds do not rule out, and the answers merged
+  (:func:`spectral.neighbours.sharded_query.query_shard_indexes`) into their
   :func:`~spectral.embedding.eigenmaps.candidate_count` nearest fit points, which the workers write to the candidate
   arrays (:data:`CANDIDATE_OUTPUTS`). Every row chunk of ``graph/knn`` is then written by a worker, in the
   original row order, from the pieces of the shard blocks that hold its fit rows and the ``k`` first
@@ -50,8 +50,8 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   in row chunks (:func:`storage.models.create_model` ... :func:`~storage.models.finish_model`).
 
 ``embed-points`` (:mod:`tasks._chunks`) gives the fit rows their fitted values and maps the held-out rows from
-their stored candidates (:meth:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel.transform_candidates`, the Nystrom
-map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
+their stored candidates (:meth:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel.transform_candidates`, the
+Nystrom map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
 
 Why a locality partition (``benchmarks/results/sharded_flow.md``, 1e6 x 32 lifted Swiss roll, 4 workers x 1.5
 GB): 99.5 % of the kNN edges lie inside a shard and the eigensolve converges in 18 LOBPCG iterations, 0.17
@@ -64,8 +64,8 @@ Scope (refused or stated, not silently changed): Laplacian eigenmaps with ``affi
 held-out point is searched in its home shard and in the shards whose cut bound is within its ``k``-th home
 distance (:mod:`spectral.neighbours.sharded_query`); no reverse pairs complete those searches; the candidate arrays
 take n x kc x 12 bytes of the store before compression (their fit rows hold fill values). Exact duplicate
-rows are collapsed as in the single-process stages (found on the workers, :mod:`spectral.neighbours.sharded_duplicates`; a
-copy is searched like a held-out row and gets its original's value through the distance-0 rule); the
+rows are collapsed as in the single-process stages (found on the workers, :mod:`spectral.neighbours.sharded_duplicates`;
+a copy is searched like a held-out row and gets its original's value through the distance-0 rule); the
 graph must be connected (several components are refused, naming the remedy); ``knn_method`` is not used
 (NN-descent per shard). ``extend`` of a sharded model searches the new points in per-shard indexes on the
 workers (:mod:`tasks.sharded_extend`); with ``sharded=False`` it rebuilds one index of the fit rows instead.
@@ -131,8 +131,8 @@ PARTITION = "bisection"
 
 def partition_record(digest: str, bounds: np.ndarray) -> dict[str, Any]:
     """What ``graph/knn`` records of the row partition (its attribute ``partition``): method, part sizes and the
-    digest of the parts' rows (:func:`spectral.neighbours.part_assembly.parts_digest`, made on the workers; the eigensolve
-    stage recomputes the partition and refuses one that differs)."""
+    digest of the parts' rows (:func:`spectral.neighbours.part_assembly.parts_digest`, made on the workers; the
+    eigensolve stage recomputes the partition and refuses one that differs)."""
     return {"method": PARTITION, "sizes": [int(s) for s in np.diff(bounds)], "parts_digest": digest}
 
 
@@ -144,8 +144,8 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
     left out as in the single-process stage: found on the workers by :func:`spectral.neighbours.sharded_duplicates.
     repeated_positions`, and mapped like held-out rows); the shards are the parts of
     their row partition (:data:`PARTITION`). Held-out rows are searched in the shard indexes, pruned by the cuts
-    (:func:`spectral.neighbours.sharded_query.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest fit
-    points, and their :func:`~spectral.embedding.eigenmaps.candidate_count` nearest go to the candidate arrays
+    (:func:`spectral.neighbours.sharded_query.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest
+    fit points, and their :func:`~spectral.embedding.eigenmaps.candidate_count` nearest go to the candidate arrays
     (:data:`CANDIDATE_OUTPUTS`) for the out-of-sample map. The graph is written in the original row order.
     Runs in the flow process and holds futures, the partition's (P,) sizes and cuts, and the rows left out of the
     fit (:class:`tasks._fit_rows.FitRows`: the hold-out draw and the copies, no (n_fit,) array; ``outputs/<run>/
@@ -275,8 +275,8 @@ def _check_cover(size: int, positions: list[np.ndarray], chunk: str, sources: st
 
 # ---- the held-out rows' candidates (outputs/<run>/<name>, row chunks aligned with X) -------------------------
 #: ``outputs/<run>/<name>`` (n, kc) of a sharded run with held-out rows: the ``kc``
-#: (:func:`spectral.embedding.eigenmaps.candidate_count`) nearest fit points of each held-out row as positions in the fit
-#: set (int64, sorted by distance; -1 on fit rows) and their distances (float32; 0 on fit rows). The
+#: (:func:`spectral.embedding.eigenmaps.candidate_count`) nearest fit points of each held-out row as positions in the
+#: fit set (int64, sorted by distance; -1 on fit rows) and their distances (float32; 0 on fit rows). The
 #: ``embed-points`` stage maps held-out rows from them (:meth:`LaplacianEigenmapsModel.transform_candidates`).
 CANDIDATE_INDICES = "heldout_candidates"
 CANDIDATE_DISTANCES = "heldout_candidate_distances"
@@ -378,10 +378,10 @@ def read_knn_shard(store: Store, rows: np.ndarray, fit: FitRows | None = None
 
 def write_model_from_shards(store: Store, run: str, client: Any, op: Any, embedding: list, columns: list,
                             values: np.ndarray, fit: FitRows, state_attrs: dict) -> None:
-    """Write ``models/<run>`` (the :class:`~spectral.embedding.out_of_sample.LaplacianEigenmapsModel` of the single-process
-    stages) from the workers: each shard's rows of its row arrays (embedding ``embedding[p]`` (n_p, k), degrees,
-    scales and radii ``columns[p]`` (n_p, 2) from :func:`_model_columns`) are made on the shard's worker and cut
-    by the model's row chunks (fit positions, ``chunk_rows`` of X); one task per chunk puts the pieces together
+    """Write ``models/<run>`` (the :class:`~spectral.embedding.out_of_sample.LaplacianEigenmapsModel` of the
+    single-process stages) from the workers: each shard's rows of its row arrays (embedding ``embedding[p]`` (n_p, k),
+    degrees, scales and radii ``columns[p]`` (n_p, 2) from :func:`_model_columns`) are made on the shard's worker and
+    cut by the model's row chunks (fit positions, ``chunk_rows`` of X); one task per chunk puts the pieces together
     and writes it (:func:`write_model_chunk`, which also writes the chunk's fit rows from ``fit``). The driver
     writes the (1, k) eigenvalues and the attributes, with the completion flag last
     (:func:`storage.models.finish_model`)."""

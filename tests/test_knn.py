@@ -253,8 +253,8 @@ def _grid_with_copies() -> np.ndarray:
 def brute_force_then_refine(X, Q, k, metric, graph):
     """The reference: scikit-learn's ``NearestNeighbors(algorithm="brute")`` in float64 lists each query's ``w``
     nearest training points (the query itself dropped from a training graph's lists), listed in index order and
-    refined (:func:`spectral.neighbours._refine._refine_rows`: float64 distances, stable sort), first k kept. ``w`` is wide
-    enough that every point tied at the k-th distance is listed: asserted (scikit-learn's w-th distance exceeds
+    refined (:func:`spectral.neighbours._refine._refine_rows`: float64 distances, stable sort), first k kept. ``w`` is
+    wide enough that every point tied at the k-th distance is listed: asserted (scikit-learn's w-th distance exceeds
     the k-th refined one), since a tie cut by scikit-learn's own selection would make the reference arbitrary."""
     from sklearn.neighbors import NearestNeighbors
 

@@ -286,8 +286,8 @@ def _roll_semi(n=3000, labeled_per_class=10, seed=0):
 def test_default_tsk_beats_one_nn_on_a_six_class_roll():
     """Defaults that work (eta = 1): on 3,000 points of a 6-band Swiss roll with 60 labels, TSK's transductive
     accuracy (0.82) beats 1-NN on the labeled points in input space (0.72). The old default eta = 2 makes the
-    LP's optimum mu = 0 (the trivial eigenvector takes the largest weight; the RSK fallback kernel), and constraint="none"
-    gives a two-eigenvector kernel (0.61)."""
+    LP's optimum mu = 0 (the trivial eigenvector takes the largest weight; the RSK fallback kernel), and
+    constraint="none" gives a two-eigenvector kernel (0.61)."""
     from sklearn.neighbors import KNeighborsClassifier
 
     X, y, semi = _roll_semi()

@@ -13,8 +13,8 @@ does to an ``(n, b)`` array, with reductions of ``(b,)`` per-shard results only:
 5. tolerance and convergence by :func:`._result.conclude`.
 
 :func:`embedding_parts` is the eigenmap's ``f_j = D^-1/2 u_j`` (sign-fixed, trivial column dropped) on the parts,
-each shard scaling by the degrees of its own rows (held by its :class:`spectral.graph.sharded.Shard`). Nothing of size n passes
-through the driver; :func:`gather_original_order` brings parts back as one ``(n, k)`` array when asked.
+each shard scaling by the degrees of its own rows (held by its :class:`spectral.graph.sharded.Shard`). Nothing of size n
+passes through the driver; :func:`gather_original_order` brings parts back as one ``(n, k)`` array when asked.
 """
 
 from __future__ import annotations

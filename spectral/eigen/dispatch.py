@@ -8,10 +8,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from spectral._validation import check_choice, check_float, check_int, check_random_state
-from spectral.errors import ParameterError
 from spectral.eigen import generalized
 from spectral.eigen._problem import Problem, check_matrix, check_n_components, norm_bound
 from spectral.eigen._result import EigenResult, RawPairs, finalize
+from spectral.errors import ParameterError
 
 #: The one registry of eigensolvers: name -> what ``A`` must be. "matrix": the entries of A (dense, sparse or
 #: an operator that ``"auto"`` / ``"dense"`` may densify); "operator": only products ``A @ V`` (any
@@ -135,8 +135,8 @@ def _auto(A, n: int, which: str, reduce_B: bool, generalized: bool, k, options: 
     """The solver of ``solver="auto"``: never one that would refuse the problem (then dense ``eigh``).
 
     Dense up to :data:`AUTO_DENSE_MAX_N` rows, with ``reduce_B``, or when k is too large for a block method
-    (k >= n, or n < 5 x LOBPCG's block); LOBPCG (AMG) for the smallest pairs of a sparse A; the randomized solver for a standard problem; ARPACK for a large generalized one (the
-    randomized solver handles B = I only).
+    (k >= n, or n < 5 x LOBPCG's block); LOBPCG (AMG) for the smallest pairs of a sparse A; the randomized solver for a
+    standard problem; ARPACK for a large generalized one (the randomized solver handles B = I only).
     """
     from spectral.eigen.lobpcg import accepts as lobpcg_accepts
 

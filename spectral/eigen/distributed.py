@@ -43,14 +43,14 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from spectral._validation import check_choice, check_float, check_int, check_workers
-from spectral.errors import InputDataError, ParameterError
-from spectral.graph.laplacian import check_affinity
 from spectral import placement
+from spectral._validation import check_choice, check_float, check_int, check_workers
 from spectral.eigen import _shard_ops, _two_level
 from spectral.eigen._shard_ops import FLOAT_BYTES
 from spectral.eigen.lobpcg import AMG_SHIFT
+from spectral.errors import InputDataError, ParameterError
 from spectral.graph import sharded as graph_shards
+from spectral.graph.laplacian import check_affinity
 from spectral.graph.sharded import transpose_exchange
 from spectral.placement import is_future, item, scatter_to, shape_of, worker_list, worker_of
 
@@ -81,10 +81,10 @@ class DistributedLaplacian(LinearOperator):
     :meth:`from_blocks` (row blocks of W, e.g. futures already on the workers) or :meth:`from_knn_blocks`
     (per-shard kNN lists: weights built on the workers). The degrees and weight scales are exchanged between
     the workers (:func:`spectral.placement.values_at_columns`): each shard receives those of its own columns,
-    and nothing of size n passes through the driver. Attributes: ``n_blocks``, ``bounds`` (P + 1,) shard boundaries in the operator's order,
-    ``stats`` (sizes, ``inside_fraction``), ``traffic`` (bytes and calls so far); gathered into the driver only
-    when asked for: ``perm`` (n,) original node of each operator row, ``degrees`` (n,) in the operator's order,
-    ``cols`` (the columns of every shard, for the driver's product).
+    and nothing of size n passes through the driver. Attributes: ``n_blocks``, ``bounds`` (P + 1,) shard boundaries in
+    the operator's order, ``stats`` (sizes, ``inside_fraction``), ``traffic`` (bytes and calls so far); gathered into
+    the driver only when asked for: ``perm`` (n,) original node of each operator row, ``degrees`` (n,) in the operator's
+    order, ``cols`` (the columns of every shard, for the driver's product).
     """
 
     def __init__(self, shards, bounds, rows, client, stats):

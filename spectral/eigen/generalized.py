@@ -21,9 +21,9 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from spectral.errors import NotPositiveDefiniteError
 from spectral.eigen._problem import is_explicit
 from spectral.eigen.dense import to_dense
+from spectral.errors import NotPositiveDefiniteError
 
 # Eigenvalues of B below REDUCE_RTOL * max eigenvalue count as zero in the range-of-B reduction.
 REDUCE_RTOL = 1e-10

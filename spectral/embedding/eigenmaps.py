@@ -26,16 +26,16 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind, clip_int,
-                          validate_X)
+from spectral._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind,
+                                  clip_int, validate_X)
 from spectral.eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
 from spectral.embedding.out_of_sample import STATE_VERSION, LaplacianEigenmapsModel
 from spectral.errors import DisconnectedGraphError, ParameterError
-from spectral.neighbours.index import METHODS as KNN_METHODS
-from spectral.neighbours.index import KNNIndex
 from spectral.graph.laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
 from spectral.graph.weights import SYMMETRIZATIONS, WEIGHTINGS, fit_weight_params
 from spectral.graph.weights import weights_from_params
+from spectral.neighbours.index import METHODS as KNN_METHODS
+from spectral.neighbours.index import KNNIndex
 
 #: eigen_solver choices of the estimator: every solver of spectral.eigen (the registry, not a copy)
 EIGEN_SOLVERS = SOLVERS

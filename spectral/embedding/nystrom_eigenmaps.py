@@ -5,8 +5,8 @@ the data and a kernel, not on a sparse graph. So with ``eigen_solver="nystrom"``
 connected heat kernel ``K(x, y) = exp(-||x - y||^2 / sigma^2)`` (CK08 eq. 14) with ``sigma`` the mean
 kNN distance of the data's kNN graph (the heat default of :mod:`spectral.graph.weights`); ``weighting`` and
 ``symmetrize`` do not apply and the normalization must be "symmetric" or "random_walk". With ``C = K(X, Z)``
-for m landmarks ``Z`` and ``K_mm^+ = N N^T`` (:class:`spectral.operators.nystrom_features.NystromFeatures`), ``K ~ Phi Phi^T``
-with ``Phi = C N`` (n, r). As scikit-learn's ``SpectralEmbedding`` (scipy's ``csgraph.laplacian``), the graph
+for m landmarks ``Z`` and ``K_mm^+ = N N^T`` (:class:`spectral.operators.nystrom_features.NystromFeatures`), ``K ~ Phi
+Phi^T`` with ``Phi = C N`` (n, r). As scikit-learn's ``SpectralEmbedding`` (scipy's ``csgraph.laplacian``), the graph
 has no self-loops: ``W = Phi Phi^T - S`` with ``S = diag(Phi Phi^T)`` (the approximated kernel's diagonal, 1
 up to round-off when every point is a landmark), degrees ``d = Phi Phi^T 1 - diag(S)``, and the top
 eigenpairs ``(mu_j, u_j)`` of ``D^-1/2 W D^-1/2 = U U^T - D^-1 S`` (``U = D^-1/2 Phi``) come from
@@ -30,8 +30,8 @@ from spectral._validation import check_state_kind
 from spectral.eigen import eigensolve, sign_flip
 from spectral.errors import InputDataError, ParameterError
 from spectral.neighbours.index import KNNIndex
-from spectral.operators.nystrom_features import DEFAULT_LANDMARKS, NystromFeatures
 from spectral.operators.linear import DiagonalOperator, LowRankOperator, ScaledSum
+from spectral.operators.nystrom_features import DEFAULT_LANDMARKS, NystromFeatures
 
 STATE_KIND = "laplacian_eigenmaps_nystrom"
 STATE_VERSION = 2

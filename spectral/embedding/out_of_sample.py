@@ -11,8 +11,8 @@ import scipy.sparse as sp
 
 from spectral._validation import check_state_kind
 from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.index import KNNIndex, check_knn_graph
 from spectral.graph.weights import WeightParams, query_weights
+from spectral.neighbours.index import KNNIndex, check_knn_graph
 
 #: A new point is weighted against its CANDIDATE_FACTOR * k nearest training points: its own k neighbours
 #: plus the training points whose k-th-neighbour radius it falls into (see spectral.graph.weights.query_weights).
@@ -47,10 +47,10 @@ class LaplacianEigenmapsModel:
 
     For a training point with its training row both give back ``f_ij`` (``D^-1 W f = mu f``), up to the
     eigensolver's residual. Rule for exact matches: a query at distance exactly 0 (float32 kNN distance)
-    from a training point IS that training point and gets its stored embedding row (so ``transform(X_train) == embedding_`` bitwise; with duplicated training
-    points, the row of the first duplicate the kNN query returns). With several graph components, a new
-    point is extended within the component that carries most of its weight (on the component's untranslated
-    rows, then translated by its ``component_offsets`` row). A new point with no edge (all
+    from a training point IS that training point and gets its stored embedding row (so ``transform(X_train) ==
+    embedding_`` bitwise; with duplicated training points, the row of the first duplicate the kNN query returns). With
+    several graph components, a new point is extended within the component that carries most of its weight (on the
+    component's untranslated rows, then translated by its ``component_offsets`` row). A new point with no edge (all
     weights 0, possible with ``symmetrize="and"``) is isolated and gets zeros, like isolated training
     points; ``transform(..., return_info=True)`` counts them.
 
@@ -140,8 +140,8 @@ class LaplacianEigenmapsModel:
             Training points (rows of :attr:`embedding`) nearest to each new point, sorted by distance; ``kc``
             should be :attr:`n_candidates` (at least ``n_neighbors``; fewer candidates miss reverse neighbours).
         distances : array of float, shape (m, kc)
-            Their distances, as :meth:`spectral.neighbours.index.KNNIndex.query` returns them (computed in float64 from the
-            coordinates, :func:`spectral.neighbours._refine.refine`); 0 in the first column marks an exact match.
+            Their distances, as :meth:`spectral.neighbours.index.KNNIndex.query` returns them (computed in float64 from
+            the coordinates, :func:`spectral.neighbours._refine.refine`); 0 in the first column marks an exact match.
 
         Returns
         -------

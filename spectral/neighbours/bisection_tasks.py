@@ -1,7 +1,7 @@
 """The per-block tasks of the row partition (:mod:`spectral.neighbours.partition`): each takes one row block of X (m, d)
 with its rows' part labels and returns small results (moments, sums, products, histograms, counts) or per-row
-arrays that stay where the block lives (projections, labels). :func:`~spectral.neighbours.partition.bisection_blocks` drives
-them over the blocks.
+arrays that stay where the block lives (projections, labels). :func:`~spectral.neighbours.partition.bisection_blocks`
+drives them over the blocks.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 from spectral.errors import InputDataError
 
 #: Rows of a block converted to float64 at a time by :func:`block_moments`, :func:`block_projections` and
-#: :meth:`~spectral.neighbours.partition.Split.projections` (their scratch: ``SLICE_ROWS x d`` x 8 bytes, 32 MB at d = 1024;
-#: converting a whole 16,384-row chunk of such X took 134 MB, and centring it as much again).
+#: :meth:`~spectral.neighbours.partition.Split.projections` (their scratch: ``SLICE_ROWS x d`` x 8 bytes, 32 MB at d =
+#: 1024; converting a whole 16,384-row chunk of such X took 134 MB, and centring it as much again).
 SLICE_ROWS = 4096
 
 

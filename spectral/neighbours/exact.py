@@ -42,8 +42,8 @@ import contextlib
 
 import numpy as np
 
-from spectral.neighbours import _exact_search
 from spectral._arrays import row_bytes, row_hashes
+from spectral.neighbours import _exact_search
 from spectral.neighbours._refine import METRIC_CODES, _refine_rows
 
 #: Rows per leaf of the training points and per block of queries (the float32 products are (block, leaf) tiles).

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from spectral._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
+from spectral.errors import InputDataError, ParameterError
 from spectral.neighbours._refine import drop_self as _drop_self, refine as _refine
 from spectral.neighbours.exact import ExactIndex
 from spectral.neighbours.jit_cache import compile_report
-from spectral.errors import InputDataError, ParameterError
 
 METHODS = ("auto", "exact", "nndescent")
 METRICS = ("euclidean", "manhattan", "cosine")
@@ -213,8 +213,8 @@ class KNNIndex:
             self._X, self._position = None, position
 
     def _refined(self, Q: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`~spectral.neighbours._refine.refine` of the training rows ``indices`` (m, k) for the queries ``Q``, from
-        whichever copy of the points this index holds."""
+        """:func:`~spectral.neighbours._refine.refine` of the training rows ``indices`` (m, k) for the queries ``Q``,
+        from whichever copy of the points this index holds."""
         if self._X is not None:
             return _refine(self._X, Q, indices, self.metric)
         order = self._index._vertex_order

@@ -9,9 +9,9 @@ Where: ``$EIGENFLOW_CACHE_DIR/numba`` when that variable is set, else ``$XDG_CAC
 pynndescent's own cached kernels (its forest, search graph and queries) follow numba's
 ``NUMBA_CACHE_DIR``: eigenflow's processes (the CLI, flows, their local workers, ``serve``) default it to the
 same folder (:mod:`tasks._env`); in a user's own Python process numba keeps them beside pynndescent's sources,
-or in its user-wide cache when those are read-only. A cluster shares one cache by pointing ``EIGENFLOW_CACHE_DIR`` of every worker at one shared directory, or
-fills each node's own cache once with ``eigenflow warm`` (numba writes each file under a temporary name and
-renames it, so concurrent writers do not tear entries).
+or in its user-wide cache when those are read-only. A cluster shares one cache by pointing ``EIGENFLOW_CACHE_DIR`` of
+every worker at one shared directory, or fills each node's own cache once with ``eigenflow warm`` (numba writes each
+file under a temporary name and renames it, so concurrent writers do not tear entries).
 
 What is reused: an entry is loaded only when everything that shaped the compiled code matches. numba keys an
 entry by the argument types, the function's bytecode, the source file's content hash, numba's version and the
@@ -22,8 +22,8 @@ corrupted, unreadable) is reported in a warning, its index reset, and the kernel
 makes a run fail. A cache directory that cannot be created or written is reported the same way, and the kernels
 then compile in every process.
 
-What is reported: :func:`compile_report` logs (logger ``spectral.neighbours.jit_cache``, level WARNING) every kernel that
-numba compiles inside it instead of loading: the first-ever compile on a machine takes about a minute and is
+What is reported: :func:`compile_report` logs (logger ``spectral.neighbours.jit_cache``, level WARNING) every kernel
+that numba compiles inside it instead of loading: the first-ever compile on a machine takes about a minute and is
 never silent. :func:`kernel_stats` tells how many loads and compiles each kernel had in this process.
 """
 

@@ -1,5 +1,5 @@
-"""The parts of a :class:`~spectral.neighbours.partition.BlockPartition` assembled on the Dask workers: each part's row list
-and rows of X, built from the per-block labels where the blocks are, so the driving process never holds one
+"""The parts of a :class:`~spectral.neighbours.partition.BlockPartition` assembled on the Dask workers: each part's row
+list and rows of X, built from the per-block labels where the blocks are, so the driving process never holds one
 number per row.
 
 Each row block is split by part once on its own worker (:func:`split_block`); part ``p`` then joins its pieces,

@@ -2,8 +2,8 @@
 
 The rows of ``X`` (n, d) are split into ``P`` shards of near-equal size: shard ``p`` holds the rows
 ``perm[bounds[p]:bounds[p + 1]]`` (ascending). ``partition="contiguous"`` makes them row ranges (``perm`` the
-identity); ``partition="bisection"`` groups nearby points (:mod:`spectral.neighbours.partition`: recursive bisection along
-principal directions, computed from row blocks where they live), so that most of a point's neighbours are in
+identity); ``partition="bisection"`` groups nearby points (:mod:`spectral.neighbours.partition`: recursive bisection
+along principal directions, computed from row blocks where they live), so that most of a point's neighbours are in
 its own shard (the distributed Laplacian built on the same shards then has a strong block preconditioner).
 These Dask tasks run on the workers:
 
@@ -73,9 +73,9 @@ from spectral._validation import check_array_2d, check_choice, check_int, check_
 from spectral.errors import InputDataError, ParameterError
 from spectral.neighbours.index import METRICS, KNNIndex
 from spectral.neighbours.merge import ShardAnswer, add_candidates, merge_candidates, reverse_candidates
-from spectral.neighbours.partition import (BlockPartition, RowPartition, bisection_partition_array, bisection_partition_blocks,
-                        part_distance_bounds)
 from spectral.neighbours.part_assembly import assemble_parts
+from spectral.neighbours.partition import (BlockPartition, RowPartition, bisection_partition_array,
+                                           bisection_partition_blocks, part_distance_bounds)
 from spectral.placement import smallest_memory_limit
 
 #: Per-shard index methods (``KNNIndex`` methods): "nndescent" (the default) or "exact" (scikit-learn; an
@@ -200,10 +200,10 @@ class ShardIndexes:
     """The per-shard indexes of :func:`build_shard_indexes`, left on the workers of ``client``.
 
     Shard ``p`` holds ``sizes[p]`` rows of X (ascending; the part ``p`` of ``partition``, a
-    :class:`~spectral.neighbours.partition.RowPartition` for an in-memory X, a :class:`~spectral.neighbours.partition.BlockPartition`
-    whose labels stay on the workers for a dask X): ``indexes[p]`` is the future of their
-    :class:`~spectral.neighbours.index.KNNIndex` (``n_neighbors`` neighbours, its own graph included), ``shards[p]`` of their
-    coordinates (n_p, d), ``rows[p]`` of their row numbers (n_p,).
+    :class:`~spectral.neighbours.partition.RowPartition` for an in-memory X, a
+    :class:`~spectral.neighbours.partition.BlockPartition` whose labels stay on the workers for a dask X):
+    ``indexes[p]`` is the future of their :class:`~spectral.neighbours.index.KNNIndex` (``n_neighbors`` neighbours, its
+    own graph included), ``shards[p]`` of their coordinates (n_p, d), ``rows[p]`` of their row numbers (n_p,).
     """
 
     indexes: list
@@ -331,8 +331,8 @@ def _check_X(X: Any) -> tuple[Any, int, bool]:
 
 def _put_shards_lazy(client, X: Any, P: int, partition: str) -> tuple[BlockPartition, list, list]:
     """``(partition, shards, rows)`` of a dask ``X``: its row chunks are computed on the workers; the partition's
-    labels stay there (:func:`~spectral.neighbours.partition.bisection_partition_blocks`; the contiguous one's labels are
-    made here, per chunk), and each shard's rows of X and row numbers are assembled there
+    labels stay there (:func:`~spectral.neighbours.partition.bisection_partition_blocks`; the contiguous one's labels
+    are made here, per chunk), and each shard's rows of X and row numbers are assembled there
     (:func:`spectral.neighbours.part_assembly.assemble_parts`: every row moves once). The chunk futures are released as
     soon as the assembly is submitted."""
     chunks, block_bounds = row_chunk_futures(X, client)  # the partition's blocks are the same keys
@@ -387,8 +387,8 @@ def _query_plan(X_q, radius_q: np.ndarray, q: int, n_parts: int, splits: tuple) 
     None (every row) without cuts.
 
     A row is searched in shard p when the lower bound of its distance to every row of p that the partition's cuts
-    give (:func:`spectral.neighbours.partition.part_distance_bounds`: the largest gap over the cuts that bound p, not only the
-    one that separates p from q) is within its own-shard ``k``-th distance ``radius_q`` (n_q,) (times ``1 +
+    give (:func:`spectral.neighbours.partition.part_distance_bounds`: the largest gap over the cuts that bound p, not
+    only the one that separates p from q) is within its own-shard ``k``-th distance ``radius_q`` (n_q,) (times ``1 +
     GAP_RTOL``, the bound's rounding): no other row can have a neighbour in p. The bounds are made for
     :data:`PLAN_CHUNK_ROWS` rows at a time ((rows, P) floats)."""
     X_q = np.asarray(X_q)

@@ -1,9 +1,9 @@
-"""Search points that are not indexed (held-out and new points) in the shard indexes of :mod:`spectral.neighbours.sharded`,
-pruned by the partition's cuts.
+"""Search points that are not indexed (held-out and new points) in the shard indexes of
+:mod:`spectral.neighbours.sharded`, pruned by the partition's cuts.
 
 A query point's ``k`` nearest indexed rows may lie in any shard, but the cuts of a locality partition
-(:class:`spectral.neighbours.partition.Split`) bound its distance to every row of a shard from below: along each cut that
-separates the point from the shard, the distance of its projection to the shard's side (the direction is a unit
+(:class:`spectral.neighbours.partition.Split`) bound its distance to every row of a shard from below: along each cut
+that separates the point from the shard, the distance of its projection to the shard's side (the direction is a unit
 vector, so ``|x - y| >= |(x - y) . direction|``); the largest such bound over the shard's cuts holds for the
 whole shard (:func:`spectral.neighbours.partition.part_distance_bounds`). So the search runs in two rounds:
 
@@ -36,8 +36,8 @@ import numpy as np
 from spectral._validation import check_array_2d, check_int
 from spectral.errors import InputDataError, ParameterError
 from spectral.neighbours.merge import ShardAnswer, merge_candidates
-from spectral.neighbours.sharded import ShardIndexes, search_rows, within_radius
 from spectral.neighbours.partition import part_distance_bounds
+from spectral.neighbours.sharded import ShardIndexes, search_rows, within_radius
 
 
 def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int, *,
@@ -61,8 +61,8 @@ def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int,
     -------
     list of futures, one per block, resolving to ``(indices int64 (m_b, k), distances float32 (m_b, k))``
         Indexed rows in the numbering of the indexed X, sorted by (distance, index); the distances recomputed
-        in float64 from the coordinates (:func:`spectral.neighbours._refine.refine`) by each shard's query, so a row found
-        in any shard has the distance a single index would give it. With ``with_search_counts``: a pair
+        in float64 from the coordinates (:func:`spectral.neighbours._refine.refine`) by each shard's query, so a row
+        found in any shard has the distance a single index would give it. With ``with_search_counts``: a pair
         ``(answers, counts)``.
     """
     from spectral.placement import is_future
@@ -106,9 +106,9 @@ def _search_plan(Q: np.ndarray, splits: tuple, n_parts: int) -> tuple[np.ndarray
 
 def _search_part(index, Q: np.ndarray, k: int, rows_p: np.ndarray, plan: tuple[np.ndarray, np.ndarray], p: int,
                  radius: np.ndarray | None) -> ShardAnswer:
-    """Task: the query rows' ``k`` nearest rows of shard ``p`` (global rows; :class:`~spectral.neighbours.merge.ShardAnswer`
-    of the rows searched): with ``radius`` None the rows whose home is ``p``; else the others whose
-    bound to ``p`` is within their ``radius`` (m,)."""
+    """Task: the query rows' ``k`` nearest rows of shard ``p`` (global rows;
+    :class:`~spectral.neighbours.merge.ShardAnswer` of the rows searched): with ``radius`` None the rows whose home is
+    ``p``; else the others whose bound to ``p`` is within their ``radius`` (m,)."""
     home, bounds = plan
     if radius is None:
         sel = np.flatnonzero(home == p)

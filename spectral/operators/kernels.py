@@ -9,8 +9,8 @@ given. An estimator that needs other values states them as its own defaults (DNE
 | kernel | formula | parameters |
 |---|---|---|
 | ``"linear"`` | ``x . y`` | -- |
-| ``"poly"`` | ``(gamma x . y + coef0)^degree`` | ``gamma > 0`` (default ``1 / d``), integer ``degree >= 1`` (3), ``coef0 >= 0`` (1) |
-| ``"rbf"`` | ``exp(-gamma ||x - y||^2)`` | ``gamma > 0`` (default ``1 / d``) |
+| ``"poly"`` | ``(gamma x . y + coef0)^degree`` | ``gamma > 0`` (default ``1 / d``), integer ``degree >= 1`` (3),
+``coef0 >= 0`` (1) | | ``"rbf"`` | ``exp(-gamma ||x - y||^2)`` | ``gamma > 0`` (default ``1 / d``) |
 | ``"laplacian"`` | ``exp(-gamma ||x - y||_1)`` | ``gamma > 0`` (default ``1 / d``) |
 | ``"cosine"`` | ``x . y / (||x|| ||y||)`` | -- (zero rows give 0) |
 | ``"sigmoid"`` | ``tanh(gamma x . y + coef0)`` | ``gamma > 0`` (default ``1 / d``), ``coef0`` (1); not PSD |

@@ -3,9 +3,9 @@
 The kernel is :mod:`spectral.operators.kernels` (scikit-learn's meaning of ``gamma``, ``degree``, ``coef0``); CK08's
 own default, Sect. 5's "2nd-degree polynomial kernel k(x, x') = <x, x'>^2", is the estimators' explicit
 default ``DEFAULT_KERNEL_PARAMS``. The Nystrom map ``Phi(x) = k(x, landmarks) M`` with ``M = V Lambda^(-1/2)``
-from ``K_mm = V Lambda V^T`` (rank-truncated, CK08 Sect. 4) is :class:`spectral.operators.nystrom_features.NystromFeatures`
-(``M`` = its ``normalization_``). With all training points as landmarks and ``regularization="pca"``,
-:func:`centered_kpca_map` gives the KPCA features of the reduction of Sect. 3.2 (remark 1).
+from ``K_mm = V Lambda V^T`` (rank-truncated, CK08 Sect. 4) is
+:class:`spectral.operators.nystrom_features.NystromFeatures` (``M`` = its ``normalization_``). With all training points
+as landmarks and ``regularization="pca"``, :func:`centered_kpca_map` gives the KPCA features of the reduction of Sect. 3.2 (remark 1).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from spectral.errors import NotPositiveDefiniteError
+from spectral.methods.discriminant.solve import n_leading
 from spectral.operators.kernels import Kernel, center_gram, kernel_from_params
 from spectral.operators.nystrom_features import EIG_FLOOR, NystromFeatures
-from spectral.methods.discriminant.solve import n_leading
 
 #: Sect. 5: "the 2nd-degree polynomial kernel k(x, x') = <x, x'>^2" (scikit-learn: (gamma <x,x'> + coef0)^degree)
 DEFAULT_KERNEL_PARAMS = {"poly": {"degree": 2, "gamma": 1.0, "coef0": 0.0}}

@@ -10,9 +10,9 @@ One estimator per algorithm; the six variants of the paper are parameters:
 ``regularization="eps"`` solves with ``C + eps I`` (remark 1; eps relative to the mean diagonal of C);
 ``"pca"`` first restricts the problem to the span of the centered (kernel) features, PCA / KPCA (remark 1),
 keeping the leading directions that explain ``pca_variance`` of the variance (all: ``pca_variance=1``), then
-adds the same ridge when ``reg_eps > 0``; ``"auto"`` (default) is ``"pca"`` except in transductive mode. The kernel variant with ``"pca"`` is the linear variant on
-the KPCA features ``Phi = V Lambda^(1/2)`` of K: ``U = V Lambda^(-1/2) B`` gives ``U K (D-W) K U^T =
-B Phi^T (D-W) Phi B^T`` (eq. 9), so both share one code path with the Nyström variant.
+adds the same ridge when ``reg_eps > 0``; ``"auto"`` (default) is ``"pca"`` except in transductive mode. The kernel
+variant with ``"pca"`` is the linear variant on the KPCA features ``Phi = V Lambda^(1/2)`` of K: ``U = V Lambda^(-1/2)
+B`` gives ``U K (D-W) K U^T = B Phi^T (D-W) Phi B^T`` (eq. 9), so both share one code path with the Nyström variant.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ import scipy.sparse as sp
 from spectral._arrays import row_block, take_rows, to_numpy
 from spectral._validation import check_int, check_random_state
 from spectral.errors import ParameterError
-from spectral.neighbours.index import KNNIndex
-from spectral.neighbours.knn import knn_graph
 from spectral.methods.discriminant import graphs, solve
 from spectral.methods.discriminant._kernel import landmark_map, resolve_kernel
+from spectral.neighbours.index import KNNIndex
+from spectral.neighbours.knn import knn_graph
 
 #: rows per block of the accumulation: 65536 x 2000 float64 features are ~1 GB, so the kernel path uses fewer
 DEFAULT_CHUNK_ROWS = 65536
@@ -139,8 +139,8 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
     """Fit a linear or Nyström-kernel DNE / MFA / LFDA on ``X`` (n, d0), NumPy or Dask, labels ``y`` (n,).
 
     ``W2`` (csr (n, n)) is W^(2) when already computed (e.g. read from a store); otherwise it is
-    built with :func:`spectral.neighbours.knn.knn_graph` + :func:`spectral.graph.weights.knn_weights` in the input space (also
-    for the Nyström kernel variants, where a feature-space kNN over n x n_landmarks features would cost more than
+    built with :func:`spectral.neighbours.knn.knn_graph` + :func:`spectral.graph.weights.knn_weights` in the input space
+    (also for the Nyström kernel variants, where a feature-space kNN over n x n_landmarks features would cost more than
     the whole fit). Returns the fitted estimator (``transform`` works per chunk; no ``embedding_``).
     """
     est = estimator

@@ -1,8 +1,8 @@
 """Shared linear algebra of the GRAD estimators (STG18): dense eigen-steps and training-point matches.
 
 Kernels and centering are :mod:`spectral.operators.kernels` (``kernel_from_params``, ``center_gram``, ``center_rows``),
-signs :func:`spectral.eigen.sign_flip`, kNN search :class:`spectral.neighbours.index.KNNIndex` (built once at fit over the
-training points, queried by ``transform``, rebuilt once by ``from_state``).
+signs :func:`spectral.eigen.sign_flip`, kNN search :class:`spectral.neighbours.index.KNNIndex` (built once at fit over
+the training points, queried by ``transform``, rebuilt once by ``from_state``).
 
 Small n: dense matrices and ``scipy.linalg.eigh``. (Large n: the estimators hand implicit operators of
 :mod:`spectral.operators.linear` to :func:`spectral.eigen.eigensolve`.)

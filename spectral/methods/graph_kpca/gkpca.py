@@ -36,16 +36,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from spectral._transformer import EmbeddingTransformerMixin
 from spectral._validation import check_choice, check_float, check_random_state, clip_int, validate_X
-from spectral.errors import InputDataError
-from spectral.methods.graph_kpca import graphs as G
-from spectral.graph.laplacian import laplacian
 from spectral.eigen import OPERATOR_SOLVERS, eigensolve
-from spectral.neighbours.index import KNNIndex, check_knn_graph
-from spectral.operators.linear import LowRankOperator, ScaledSum, SparseOperator
-from spectral.operators.kernels import center_gram, center_rows, kernel_from_params
+from spectral.errors import InputDataError
+from spectral.graph.laplacian import laplacian
+from spectral.methods.graph_kpca import graphs as G
 from spectral.methods.graph_kpca._core import KNN_METHOD, top_eigs_dense, training_index
-from spectral.methods.graph_kpca.multi_nystrom import nystrom_map
 from spectral.methods.graph_kpca.graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
+from spectral.methods.graph_kpca.multi_nystrom import nystrom_map
+from spectral.neighbours.index import KNNIndex, check_knn_graph
+from spectral.operators.kernels import center_gram, center_rows, kernel_from_params
+from spectral.operators.linear import LowRankOperator, ScaledSum, SparseOperator
 from spectral.operators.nystrom_features import NystromFeatures
 
 SOLVERS = ("dense", "nystrom")

@@ -19,9 +19,9 @@ from sklearn.neighbors import NearestNeighbors
 from spectral._sparse import max_asymmetry
 from spectral._validation import check_choice, check_float, check_int
 from spectral.errors import InputDataError, ParameterError
+from spectral.graph.weights import knn_weights
 from spectral.neighbours.index import METRICS as KNN_METRICS
 from spectral.neighbours.index import KNNIndex
-from spectral.graph.weights import knn_weights
 
 GRAPH_WEIGHTS = ("gaussian", "cosine", "binary")
 LAPLACIANS = ("unnormalized", "symmetric")

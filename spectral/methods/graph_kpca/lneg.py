@@ -24,19 +24,19 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
-from spectral._transformer import EmbeddingTransformerMixin
 from spectral._arrays import is_dask
-from spectral.methods.estimator_state import StateMixin
+from spectral._transformer import EmbeddingTransformerMixin
 from spectral._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
 from spectral.eigen import MATRIX_SOLVERS
 from spectral.eigen.dispatch import AUTO_DENSE_MAX_N
 from spectral.eigen.signs import sign_flip
 from spectral.graph.laplacian import laplacian
-from spectral.neighbours.index import KNNIndex
+from spectral.methods.estimator_state import StateMixin
 from spectral.methods.graph_kpca import graphs as G
 from spectral.methods.graph_kpca._core import KNN_METHOD, bottom_eigs_dense
 from spectral.methods.graph_kpca.lneg_weight_tasks import local_weights_gathered, weight_matrix
 from spectral.methods.graph_kpca.lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
+from spectral.neighbours.index import KNNIndex
 
 #: smallest eigenpairs of a sparse PSD matrix: the randomized solver targets the large end (spectral.eigen)
 EIGEN_SOLVERS = tuple(s for s in MATRIX_SOLVERS if s != "randomized")
@@ -62,8 +62,8 @@ class LNEG(StateMixin, EmbeddingTransformerMixin, BaseEstimator):
         "dense" forms M as an (n, n) array.
     max_iter, tol : FISTA settings (l1 > 0). chunk_size : points (rows) per regression chunk.
     use_dask : run the chunks as Dask tasks on the active scheduler, each task holding only its rows and
-        its neighbours' rows (:mod:`spectral.methods.graph_kpca.lneg_weight_tasks`); a Dask array X always does, one task per row
-        chunk of X. random_state : seed (iterative solvers).
+        its neighbours' rows (:mod:`spectral.methods.graph_kpca.lneg_weight_tasks`); a Dask array X always does, one
+        task per row chunk of X. random_state : seed (iterative solvers).
 
     Attributes
     ----------

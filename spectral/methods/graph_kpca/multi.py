@@ -24,15 +24,16 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int, validate_X
-from spectral.methods.estimator_state import StateMixin
+from spectral._validation import (check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int,
+                                  validate_X)
 from spectral.errors import InputDataError, ParameterError
-from spectral.methods.graph_kpca import graphs as G
 from spectral.graph.laplacian import laplacian
+from spectral.methods.estimator_state import StateMixin
+from spectral.methods.graph_kpca import graphs as G
 from spectral.methods.graph_kpca import multi_nystrom as S
-from spectral.operators.kernels import center_gram, center_rows, kernel_from_params
 from spectral.methods.graph_kpca._core import top_eigs_dense, training_index, training_matches
 from spectral.methods.graph_kpca.graph_kernels import dense_graph_kernel, graph_kernel_params
+from spectral.operators.kernels import center_gram, center_rows, kernel_from_params
 
 
 class MultiGraphKPCA(StateMixin, EmbeddingTransformerMixin, BaseEstimator):
@@ -53,8 +54,8 @@ class MultiGraphKPCA(StateMixin, EmbeddingTransformerMixin, BaseEstimator):
     lambda_theta, lambda_beta : float > 0, the l2 penalties of eq. 16 and 19.
     max_iter : int; tol : relative decrease of J below which the alternation stops.
     n_landmarks : None (dense path, n x n Gram matrices) or int >= 1: the implicit path at scale
-        (:mod:`spectral.methods.graph_kpca.multi_nystrom`): Nystrom features Phi_q (n, r_q) per kernel, R_l = -L^l sparse or
-        the low-rank graph kernel from the ``n_graph_eigs`` smallest eigenpairs of L^l; no n x n array.
+        (:mod:`spectral.methods.graph_kpca.multi_nystrom`): Nystrom features Phi_q (n, r_q) per kernel, R_l = -L^l
+        sparse or the low-rank graph kernel from the ``n_graph_eigs`` smallest eigenpairs of L^l; no n x n array.
     nystrom_rank : None or int, keep the r leading eigenpairs of each K_ZZ (as in GraphKPCA).
     n_graph_eigs : int, eigenpairs of each L^l for a graph kernel at scale.
     eigen_solver : "arpack" | "lobpcg" | "randomized", :func:`spectral.eigen.eigensolve` on the implicit

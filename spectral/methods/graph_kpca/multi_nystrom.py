@@ -21,12 +21,12 @@ import numpy as np
 
 from spectral._validation import check_int, clip_int
 from spectral.eigen import OPERATOR_SOLVERS, eigensolve
-from spectral.errors import ParameterError
-from spectral.operators.kernels import PSD_KERNELS, kernel_from_params
-from spectral.operators.nystrom_features import NystromFeatures
-from spectral.operators.linear import LowRankOperator, ScaledSum, SparseOperator
 from spectral.eigen.signs import sign_flip
+from spectral.errors import ParameterError
 from spectral.methods.graph_kpca.graph_kernels import lowrank_graph_kernel
+from spectral.operators.kernels import PSD_KERNELS, kernel_from_params
+from spectral.operators.linear import LowRankOperator, ScaledSum, SparseOperator
+from spectral.operators.nystrom_features import NystromFeatures
 
 EIGEN_SOLVERS = OPERATOR_SOLVERS  # the operator is implicit: only products A @ V
 
@@ -58,8 +58,8 @@ def fit_kernel_features(X, kernel: str, params: dict | None, n_landmarks: int, r
 
 
 def nystrom_map(X, kernel, n_landmarks: int, rank: int | None, seed: int) -> NystromFeatures:
-    """Fitted :class:`spectral.operators.nystrom_features.NystromFeatures` of a :class:`spectral.operators.kernels.Kernel` on X (n, D):
-    ``min(n_landmarks, n)`` uniform landmarks, the ``rank`` (``nystrom_rank``) leading eigenpairs of K_ZZ."""
+    """Fitted :class:`spectral.operators.nystrom_features.NystromFeatures` of a
+    :class:`spectral.operators.kernels.Kernel` on X (n, D): ``min(n_landmarks, n)`` uniform landmarks, the ``rank`` (``nystrom_rank``) leading eigenpairs of K_ZZ."""
     m = clip_int("n_landmarks", n_landmarks, X.shape[0], bound="n_samples")
     r = None if rank is None else check_int("nystrom_rank", rank, low=1, high=m)
     return NystromFeatures.from_kernel(kernel, m, rank=r, random_state=seed).fit(X)

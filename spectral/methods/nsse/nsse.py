@@ -22,11 +22,12 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import check_fitted_X, check_float, check_int, check_labels, check_random_state, clip_int, validate_X
+from spectral._validation import (check_fitted_X, check_float, check_int, check_labels, check_random_state, clip_int,
+                                  validate_X)
 from spectral.eigen import eigensolve
 from spectral.errors import InputDataError, ParameterError
-from spectral.methods.nsse import _rbf
 from spectral.graph.laplacian import dense_laplacian
+from spectral.methods.nsse import _rbf
 from spectral.methods.nsse._graphs import class_graphs, squared_distances
 
 #: Default sigma grid, as multiples of the median nearest-neighbour distance s0 of the training points:

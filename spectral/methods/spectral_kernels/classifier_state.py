@@ -1,7 +1,7 @@
 """Model state of the LQCL09 classifiers: plain arrays + JSON-able attributes (the ``to_state`` protocol).
 
-A fitted :class:`~spectral.methods.spectral_kernels.TSK` / :class:`~spectral.methods.spectral_kernels.RSK` is the basis of eq. 9
-(``eigenvalues`` (m,), ``eigenvectors`` (n, m), ``degrees`` (n,)), the spectrum ``mu`` (m,), the eq. 5 class
+A fitted :class:`~spectral.methods.spectral_kernels.TSK` / :class:`~spectral.methods.spectral_kernels.RSK` is the basis
+of eq. 9 (``eigenvalues`` (m,), ``eigenvectors`` (n, m), ``degrees`` (n,)), the spectrum ``mu`` (m,), the eq. 5 class
 matrix ``P = U V_l^T C`` (m, c), the classes and labeled rows, and what the eq. 17-18 extension needs of the
 training graph (:class:`GraphParams`: the eq. 2 weight parameters, per-point scales ``h_i`` and k-th
 neighbour radii, the kNN index parameters). The kNN index itself is not stored (as for

@@ -91,9 +91,9 @@ def solve_spectrum_lp(values: np.ndarray, V_labeled: np.ndarray, y_codes: np.nda
         If HiGHS does not report an optimal solution (it cannot be infeasible or unbounded: mu = 0, xi = 1 is
         feasible and the objective is >= 0).
     ParameterError
-        If the optimum is mu = 0 and ``allow_zero`` is False: the learned kernel is 0 and every eq. 5 score ties. This happens when no
-        feasible spectrum beats paying the slack, e.g. small beta, or eq. 8 with the trivial vector kept and
-        c > 2 classes (the trivial vector's column of G is negative for every i and eq. 8 gives it the largest
+        If the optimum is mu = 0 and ``allow_zero`` is False: the learned kernel is 0 and every eq. 5 score ties. This
+        happens when no feasible spectrum beats paying the slack, e.g. small beta, or eq. 8 with the trivial vector kept
+        and c > 2 classes (the trivial vector's column of G is negative for every i and eq. 8 gives it the largest
         weight).
     """
     lam = np.asarray(values, dtype=np.float64)
