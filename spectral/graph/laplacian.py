@@ -1,6 +1,6 @@
 """Graph Laplacians and connectivity checks: the one Laplacian builder of the package.
 
-(Module named ``graph_laplacian`` so that the function :func:`laplacian` can be exported as
+(No top-level module is named ``laplacian``, so that the function :func:`laplacian` is exported as
 ``spectral.laplacian``.) Sparse (:func:`laplacian`, CSR) for kNN graphs of any size; dense
 (:func:`dense_laplacian`) for the methods whose graphs are dense n x n arrays (NSSE, LFDA's W^bet).
 

@@ -1,4 +1,4 @@
-"""Compiled kernels of the exact kNN search (:mod:`.knn_exact`): leaf statistics and the pruned leaf-by-leaf scan.
+"""Compiled kernels of the exact kNN search (:mod:`.exact`): leaf statistics and the pruned leaf-by-leaf scan.
 
 The training points are cut into leaves (contiguous row ranges of a leaf-ordered copy), each with a float64
 centre ``c`` and radius ``rho`` (the largest distance of its points to ``c``). Queries are grouped into blocks of
