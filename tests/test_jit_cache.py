@@ -23,7 +23,7 @@ BUILD_SCRIPT = textwrap.dedent("""
     if len(sys.argv) > 1:  # pretend another pynndescent version wrote / reads the cache
         import pynndescent
         pynndescent.__version__ = sys.argv[1]
-    from spectral import jit_cache
+    from spectral.neighbours import jit_cache
     from spectral.neighbours.index import KNNIndex
 
     X = np.random.default_rng(0).normal(size=(600, 8)).astype(np.float32)
@@ -146,7 +146,7 @@ def test_salt_names_pynndescent_version_and_sources():
 
 
 def test_cache_dir_follows_environment(monkeypatch, tmp_path):
-    from spectral import jit_cache
+    from spectral.neighbours import jit_cache
 
     monkeypatch.setenv("EIGENFLOW_CACHE_DIR", str(tmp_path / "c"))
     assert jit_cache.numba_cache_dir() == tmp_path / "c" / "numba"
@@ -204,7 +204,7 @@ def _worker_build() -> dict:
     """Runs on a ``dask worker``: an NN-descent build, then what the worker's kernels did."""
     import numpy as np
 
-    from spectral import jit_cache
+    from spectral.neighbours import jit_cache
     from spectral.neighbours.index import KNNIndex
 
     X = np.random.default_rng(0).normal(size=(600, 8)).astype(np.float32)

@@ -290,7 +290,7 @@ def full_sort_reference(X, Q, k, metric, graph):
 def exact_settings(request, monkeypatch):
     """The default settings, and leaves of 16 rows with a single extra candidate: many leaves pruned, and most rows
     with a tie at the k-th place searched again with more candidates."""
-    from spectral import knn_exact
+    from spectral.neighbours import exact as knn_exact
 
     if request.param is not None:
         monkeypatch.setattr(knn_exact, "LEAF_SIZE", request.param[0])
