@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "NotPositiveDefiniteError": "spectral.errors",
     # graphs and Laplacians (the spine)
     "knn_graph": "spectral.neighbours.knn",
-    "KNNIndex": "spectral.neighbours.knn",
+    "KNNIndex": "spectral.neighbours.index",
     "knn_weights": "spectral.graph.weights",
     "laplacian": "spectral.graph.laplacian",
     "dense_laplacian": "spectral.graph.laplacian",
