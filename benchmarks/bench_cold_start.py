@@ -76,8 +76,8 @@ REFERENCE_CHILD = r"""
 import json, sys, time
 import numba, numpy as np
 from pynndescent import NNDescent
-from spectral.embedding import laplacian_eigenmaps_from_graph
-from spectral.weights import knn_weights
+from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
+from spectral.graph.weights import knn_weights
 NNDescent(np.random.default_rng(0).normal(size=(500, 4)).astype(np.float32), n_neighbors=16, random_state=0)
 X = np.load(sys.argv[1])
 t0 = time.perf_counter()
@@ -101,7 +101,7 @@ from flows.cluster import local_cluster
 
 def build(path):
     t0 = time.perf_counter()
-    from spectral.knn import KNNIndex
+    from spectral.neighbours.index import KNNIndex
     KNNIndex.build(np.load(path), 15, method="nndescent", random_state=0, n_jobs=1)
     return time.perf_counter() - t0
 

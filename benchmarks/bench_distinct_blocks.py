@@ -1,11 +1,11 @@
-"""Exact-copy detection on the workers (:func:`spectral.distinct_blocks.repeated_positions`, the sharded kNN
-stage's collapse of duplicate rows) against :func:`spectral._arrays.distinct_rows` in one process.
+"""Exact-copy detection on the workers (:func:`spectral.neighbours.sharded_duplicates.repeated_positions`, the sharded
+kNN stage's collapse of duplicate rows) against :func:`spectral._arrays.distinct_rows` in one process.
 
 The 32-D lifted Swiss roll (:mod:`benchmarks.common`), float32, as a dask array of 65,536-row chunks read from the
 ``.npy`` on the workers of a ``LocalCluster`` (``--workers`` single-threaded processes); once as it is (no copies)
 and once with ``--copy-fraction`` of its rows overwritten by copies of other rows. Reported: seconds of each, the
-number of copies found (they must agree) and the bytes of the dropped positions returned (best of 3 passes on the workers).
-Run: ``python benchmarks/bench_distinct_blocks.py [--n 1000000] [--workers 2] [--json PATH]``.
+number of copies found (they must agree) and the bytes of the dropped positions returned (best of 3 passes on the
+workers). Run: ``python benchmarks/bench_distinct_blocks.py [--n 1000000] [--workers 2] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def main() -> None:
 
     from benchmarks.common import DATA_CACHE, manifold_npy
     from spectral._arrays import distinct_rows
-    from spectral.distinct_blocks import repeated_positions
+    from spectral.neighbours.sharded_duplicates import repeated_positions
 
     x_path, _ = manifold_npy(args.n)
     X = np.load(x_path).astype(np.float32)

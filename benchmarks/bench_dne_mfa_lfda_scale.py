@@ -1,7 +1,7 @@
 """Scale benchmark of CK08: SS-LFDA (linear) and SS-KLFDA (Nyström) on n points, 1% labeled.
 
 ``--route flow`` runs the Prefect flow end to end (ingest -> kNN graph + chunked fit -> per-chunk write-back
-of every point); ``--route direct`` calls :func:`spectral.discriminant.scale.fit_at_scale` on a Dask array and
+of every point); ``--route direct`` calls :func:`spectral.methods.discriminant.scale.fit_at_scale` on a Dask array and
 transforms every chunk (the math without Prefect / zarr). Prints wall time and the peak RSS of the process
 tree (Dask workers included), then the quality beside simple references on the same points: 1-NN in the
 embedding with the labeled points as references, scored on ``--eval`` random unlabeled points (classes = bands
@@ -40,8 +40,8 @@ def labels_file(y_path: Path, fraction: float, seed: int) -> Path:
 def run_direct(x_path: Path, y_path: Path, args) -> dict:
     import dask.array as da
 
-    from spectral.discriminant import LFDA
-    from spectral.discriminant.scale import fit_at_scale
+    from spectral.methods.discriminant import LFDA
+    from spectral.methods.discriminant.scale import fit_at_scale
 
     X = da.from_array(np.load(x_path, mmap_mode="r"), chunks=(args.chunk_rows, -1))
     y = np.load(y_path)

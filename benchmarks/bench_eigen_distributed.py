@@ -102,7 +102,7 @@ def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, p
 def _warm_up() -> None:
     import pyamg  # noqa: F401
 
-    import spectral.eigen._shards  # noqa: F401
+    import spectral.graph.sharded  # noqa: F401
 
 
 def fmt(row: dict) -> str:
@@ -137,7 +137,7 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     from benchmarks.bench_solvers import load_graph
-    from spectral.graph_laplacian import check_connected, laplacian
+    from spectral.graph.laplacian import check_connected, laplacian
 
     state_before = machine_state()
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]

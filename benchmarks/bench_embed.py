@@ -22,8 +22,8 @@ also writes the figures. Run: ``python benchmarks/bench_embed.py [--n 10000 1000
 - **served**: a real ``prefect server`` on loopback and ``eigenflow serve X.npy STORE --interval I --poll 1`` in
   its own process (a warm Dask cluster kept up between runs), once per ``--serve-modes``: ``in-process`` (``--runner
   in-process``: flow runs execute in the serving process) and ``isolated`` (``--runner prefect``, the default:
-  Prefect's runner starts a flow subprocess per run). The first ``--runs`` scheduled runs are timed from the Prefect state
-  history: from *Pending* (the serving process claimed the run) to *Completed*, from *Running* (the flow body
+  Prefect's runner starts a flow subprocess per run). The first ``--runs`` scheduled runs are timed from the Prefect
+  state history: from *Pending* (the serving process claimed the run) to *Completed*, from *Running* (the flow body
   starts) to *Completed*, and from the run's scheduled start time to *Completed* (adds the poll latency), with
   the stages of each run's manifest. Target: the 2nd and 3rd runs <= 1.3 x (pynndescent + eigensolver).
   This machine's speed drifts by 10-20 % over minutes (the same eigensolve took 17.6 and 21.4 s in two runs
@@ -96,7 +96,7 @@ def warm_up() -> float:
 
 
 def eigensolver_alone(W) -> float:
-    from spectral.embedding import laplacian_eigenmaps_from_graph
+    from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
 
     t0 = time.perf_counter()
     laplacian_eigenmaps_from_graph(W, N_COMPONENTS, random_state=0)
@@ -251,7 +251,7 @@ def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: di
     ``flow_only``: only the embed flow (step 4), for sizes where the references would double the run."""
     import scipy.sparse as sp
 
-    from spectral.weights import knn_weights
+    from spectral.graph.weights import knn_weights
 
     x_path, _ = manifold_npy(n)
     res: dict = {"n": n}

@@ -1,5 +1,5 @@
 """Held-out points searched in the shard indexes with and without the cut pruning
-(:mod:`spectral.knn_sharded_query`): time, shards searched per point, equality and recall.
+(:mod:`spectral.neighbours.sharded_query`): time, shards searched per point, equality and recall.
 
 Data: the lifted Swiss roll (``--n`` x 32, 1e6 by default); a ``--holdout`` fraction of the rows is held out, the
 rest indexed in ``--shards`` bisection shards (one NN-descent index per shard on a LocalCluster of ``--workers``
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _search(sharded, Q: np.ndarray, kc: int, block: int, client) -> tuple[float, float, np.ndarray, np.ndarray]:
-    from spectral.knn_sharded_query import query_shard_indexes
+    from spectral.neighbours.sharded_query import query_shard_indexes
 
     blocks = [client.scatter(Q[i:i + block], hash=False) for i in range(0, Q.shape[0], block)]
     t0 = time.perf_counter()
@@ -56,8 +56,8 @@ def main() -> None:
 
     from flows.cluster import local_cluster
     from spectral.datasets import make_swiss_roll_lifted
-    from spectral.embedding_model import candidate_count
-    from spectral.knn_sharded import build_shard_indexes
+    from spectral.embedding.out_of_sample import candidate_count
+    from spectral.neighbours.sharded import build_shard_indexes
     from spectral.metrics import knn_recall
     from tasks.common import warm_nndescent
 

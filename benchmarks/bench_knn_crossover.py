@@ -1,4 +1,4 @@
-"""Measure the exact-vs-NN-descent crossover that sets ``spectral.knn.EXACT_MAX_SAMPLES``.
+"""Measure the exact-vs-NN-descent crossover that sets ``spectral.neighbours.index.EXACT_MAX_SAMPLES``.
 
 Prints, for a 32-d Gaussian mixture of growing size and for USPS (256-d), the wall time of
 ``knn_graph(method="exact")`` and ``knn_graph(method="nndescent")`` (k = 15) after one warm-up call that
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spectral.knn import knn_graph
+from spectral.neighbours.knn import knn_graph
 
 K = 15
 

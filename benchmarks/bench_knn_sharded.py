@@ -38,7 +38,7 @@ def _exact_sample(X: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
 
 def _warm(X: np.ndarray, k: int) -> None:
     """Compile pynndescent's build and query in the calling process (a worker: one task per worker)."""
-    from spectral.knn import KNNIndex
+    from spectral.neighbours.index import KNNIndex
 
     KNNIndex.build(X, k, method="nndescent", random_state=0, n_jobs=1).query(X[:100], k)
 
@@ -62,7 +62,7 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     from spectral.datasets import make_swiss_roll_lifted
-    from spectral.knn import knn_graph
+    from spectral.neighbours.knn import knn_graph
 
     if args.data == "swissroll":
         X = make_swiss_roll_lifted(args.n, random_state=args.seed)[0]  # (n, 32) float32

@@ -8,7 +8,7 @@ pre-solve baseline) and residuals ``max_i ||L v_i - lambda_i v_i||`` (unit v_i),
     python benchmarks/bench_solvers.py --n 100000            # ~ minutes
     python benchmarks/bench_solvers.py --n 1000000           # heavy: eigsh as umap configures it ~6 min+
 
-The graph (pynndescent kNN + local-scaling weights of spectral.weights) is cached next to the data.
+The graph (pynndescent kNN + local-scaling weights of spectral.graph.weights) is cached next to the data.
 All solvers run with ``--blas-threads`` BLAS threads (default 1: multi-threaded OpenBLAS on tall-skinny
 blocks is far slower on this shared 2-core machine, for every solver alike).
 """
@@ -40,8 +40,8 @@ def load_graph(n: int, k: int, seed: int) -> tuple[np.ndarray, sp.csr_matrix]:
     cache = DATA_CACHE / f"{x_path.name[:-6]}.knn{k}.W.npz"
     if cache.exists():
         return X, sp.load_npz(cache).tocsr()
-    from spectral.knn import knn_graph
-    from spectral.weights import knn_weights
+    from spectral.neighbours.knn import knn_graph
+    from spectral.graph.weights import knn_weights
 
     t = time.perf_counter()
     idx, dist = knn_graph(X, k, random_state=seed)
@@ -52,7 +52,7 @@ def load_graph(n: int, k: int, seed: int) -> tuple[np.ndarray, sp.csr_matrix]:
 
 
 def normalized_laplacian(W: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
-    from spectral.graph_laplacian import check_connected, laplacian
+    from spectral.graph.laplacian import check_connected, laplacian
 
     check_connected(W)
     L, deg = laplacian(W, "symmetric")
@@ -141,7 +141,7 @@ def ours(L, d, seed, solver, **opts):
 
 def nystrom(X, d, m, seed):
     from spectral.eigen import eigensolve
-    from spectral.nystrom import select_landmarks
+    from spectral.operators.nystrom_features import select_landmarks
 
     L, _ = select_landmarks(X, m, method="uniform", random_state=seed)
     sq = ((L[:200, None, :] - L[None, :200, :]) ** 2).sum(-1)
@@ -196,7 +196,7 @@ def main(argv=None):
         rows.append(run("ours randomized (Chebyshev)", lambda: ours(
             L, args.d, args.seed, "randomized", spectral_bounds=(0.0, 2.0)), L))
     if "dask" not in skip:
-        from spectral.operators import DaskRowBlockOperator
+        from spectral.operators.linear import DaskRowBlockOperator
 
         op = DaskRowBlockOperator(L, block_rows=-(-L.shape[0] // 2))
         rows.append(run("ours randomized, Dask row blocks", lambda: ours(

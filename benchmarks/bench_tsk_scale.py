@@ -72,7 +72,7 @@ def main(argv=None) -> int:
                         help="unlabeled points of the LabelSpreading reference (0: skip it)")
     args = parser.parse_args(argv)
 
-    from spectral.spectral_kernels import TSK, resolve_n_neighbors
+    from spectral.methods.spectral_kernels import TSK, resolve_n_neighbors
 
     x_path, y_path = manifold_npy(args.n)
     semi_path = semi_labels(y_path, args.labeled, seed=0)

@@ -4,8 +4,8 @@ Protocol (CK08 Sect. 5 and Table 1): Balance, Glass, Ionosphere, Yeast; l labele
 points per random split (Glass and Ionosphere are transductive: the unlabeled points are the test points);
 1-NN in the embedding trained on the labeled points; kernel <x, x'>^2; k = 3 for W^I, W^E and W^(2) (local
 scaling); d = number of negative eigenvalues for DNE, d = c for MFA/LFDA; gamma of the semi-supervised variants
-and T of remark 2 chosen by cross-validation on the labeled points. Choices the paper leaves open are the module constants below
-(see benchmarks/results/dne_mfa_lfda.md).
+and T of remark 2 chosen by cross-validation on the labeled points. Choices the paper leaves open are the module
+constants below (see benchmarks/results/dne_mfa_lfda.md).
 
     python benchmarks/reproduce_dne_mfa_lfda.py --splits 50 --json benchmarks/results/dne_mfa_lfda.json
 """
@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 
 from spectral.errors import ParameterAdjustedWarning, ParameterError  # noqa: E402
-from spectral.discriminant import DNE, LFDA, MFA  # noqa: E402
+from spectral.methods.discriminant import DNE, LFDA, MFA  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -49,7 +49,7 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.svm import LinearSVC  # noqa: E402
 
-from spectral.graph_kpca import LNEG, GraphKPCA  # noqa: E402
+from spectral.methods.graph_kpca import LNEG, GraphKPCA  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import graph_kpca_usps as usps  # noqa: E402

@@ -33,8 +33,8 @@ import numpy as np  # noqa: E402
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
-from spectral.nsse import NSSE, SupervisedLaplacianEigenmaps  # noqa: E402
-from spectral.nsse._graphs import squared_distances  # noqa: E402
+from spectral.methods.nsse import NSSE, SupervisedLaplacianEigenmaps  # noqa: E402
+from spectral.methods.nsse._graphs import squared_distances  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -115,7 +115,7 @@ def suplap_params(X, y, tr, p):
 
 def baseline_errors(X, y, tr, te, dims, per_class):
     """LDA, LFDA, LDE (MFA), NYS per d; 1-NN and SVM in the input space."""
-    from spectral.discriminant import LFDA, MFA
+    from spectral.methods.discriminant import LFDA, MFA
 
     out, dmax, k = {}, max(dims), min(3, per_class - 1)
     lda = LinearDiscriminantAnalysis(solver="svd").fit(X[tr], y[tr])
@@ -135,7 +135,7 @@ def nys_errors(X, y, tr, te, dims):
     """Laplacian eigenmaps on the training images + Nystrom extension (NYS), with the smallest k of
     NYS_NEIGHBORS whose kNN graph is connected. The extension divides by 1 - lambda_j (eigenvalues of the
     normalized Laplacian), so d values whose lambda_d reaches 1 are undefined for NYS and recorded as NaN."""
-    from spectral.embedding import LaplacianEigenmaps
+    from spectral.embedding.eigenmaps import LaplacianEigenmaps
     from spectral.errors import DisconnectedGraphError, InputDataError
 
     for k in NYS_NEIGHBORS:
@@ -317,9 +317,9 @@ def plot_objective(out: Path):
 
 
 def run_scale(n: int, n_components: int, workers: int) -> dict:
-    """Scale target: NSSE fitted on 2,000 labeled points (``tasks.fitting.MAX_LABELED_SUBSET``) of the lifted Swiss roll (n x 32, 6 bands),
-    then all ``n`` points embedded and written back through the flow; wall time per stage and peak RSS.
-    Quality: 1-NN on the first 50,000 points split in halves (even rows are the references, odd rows are scored)
+    """Scale target: NSSE fitted on 2,000 labeled points (``tasks.fitting.MAX_LABELED_SUBSET``) of the lifted Swiss roll
+    (n x 32, 6 bands), then all ``n`` points embedded and written back through the flow; wall time per stage and peak
+    RSS. Quality: 1-NN on the first 50,000 points split in halves (even rows are the references, odd rows are scored)
     in the embedding, beside the same 1-NN in the input space and scikit-learn's LabelSpreading with the even
     rows labeled (the same points)."""
     import tempfile

@@ -16,7 +16,7 @@ Methods (names as in Table 3, plus ours):
   RSK           regularized spectral kernel, alpha = 0.99 (Sect. 3), eq. 5 classifier
   SVM-RBF       reference, not in Table 3: the same SVM protocol on a Gaussian kernel of the features
                 (gamma = 1 / (d var X), scikit-learn's "scale")
-beta = "auto" = n / l (see spectral.spectral_kernels.TSK).
+beta = "auto" = n / l (see spectral.methods.spectral_kernels.TSK).
 
 ``--ablation`` adds the investigation grid: the LP variants (constraint x trivial vector x class balance x beta),
 SVM variants (C, kernel normalization), graph / basis variants (weights, k, eigenvectors of other Laplacians,
@@ -44,12 +44,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from spectral.errors import KernelFallbackWarning, ParameterError  # noqa: E402
-from spectral.knn import knn_graph  # noqa: E402
-from spectral.graph_laplacian import laplacian  # noqa: E402
-from spectral.spectral_kernels import RSK, TSK, consistency_method, harmonic_function, spectral_basis  # noqa: E402
-from spectral.spectral_kernels.scores import class_matrix  # noqa: E402
-from spectral.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
-from spectral.weights import knn_weights  # noqa: E402
+from spectral.neighbours.knn import knn_graph  # noqa: E402
+from spectral.graph.laplacian import laplacian  # noqa: E402
+from spectral.methods.spectral_kernels import (RSK, TSK, consistency_method, harmonic_function,  # noqa: E402
+                                              spectral_basis)
+from spectral.methods.spectral_kernels.scores import class_matrix  # noqa: E402
+from spectral.methods.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
+from spectral.graph.weights import knn_weights  # noqa: E402
 
 # Table 3 of the paper (CRR %, mean +- std over 20 draws), copied from the text; LapSVM / OSK+SVM / DSK+SVM
 # and Wine are not reproduced here. RSK does not appear in Table 3 (None).

@@ -1,7 +1,7 @@
 """Checks of an ``embed`` run's parameters against the source's shape and labels, made before the ingest.
 
 The number of rows of a source is known from its header (``.npy`` / ``.npz`` / ``.parquet`` / zarr: see
-:class:`storage.readers.Source`; a CSV is only known once read, and is left to the fit), the labels from a
+:class:`storage.source.Source`; a CSV is only known once read, and is left to the fit), the labels from a
 ``.npy`` file read as a memory map or the labels of a store. The bounds are those the fit stages would
 enforce later, behind a store already written: every refusal names the parameter, the allowed range and the
 value received (``"n_neighbors must be in [1, 19] for 20 rows to fit; got 50"``).

@@ -1,8 +1,8 @@
 """When a flow warms its workers' NN-descent kernels up, and the calls that do it (:mod:`tasks._warm_up`).
 
 A run that builds or queries an NN-descent index (``knn_method="nndescent"``, or ``"auto"`` with at least
-:data:`spectral.knn.EXACT_MAX_SAMPLES` fit rows, or the sharded path) warms every worker up: the kernels are
-loaded from the compiled-code cache (compiled on a machine's first use) before the first stage needs them.
+:data:`spectral.neighbours.index.EXACT_MAX_SAMPLES` fit rows, or the sharded path) warms every worker up: the kernels
+are loaded from the compiled-code cache (compiled on a machine's first use) before the first stage needs them.
 
 - :func:`planned_dtypes` decides it before the ingest when the source's header gives its row count (``.npy``,
   ``.npz``, parquet, zarr; not CSV): then :func:`start_when_ready` begins the warm-up on every worker as soon as
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spectral.placement import worker_list
 from storage import layout
 from storage.store import Store
 from tasks._warm_up import finish_warm_up, start_warm_up
@@ -28,9 +29,9 @@ from tasks._warm_up import finish_warm_up, start_warm_up
 
 def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
     """Whether a run with method parameters ``params``, ``n_fit`` fit rows and ``n_features`` columns builds or
-    queries an NN-descent index on the workers (``knn_method="auto"`` resolved by :func:`spectral.knn.auto_method`;
-    then every worker is warmed up at once, before the fit stages: a long-lived cluster pays it once)."""
-    from spectral.knn import auto_method
+    queries an NN-descent index on the workers (``knn_method="auto"`` resolved by
+    :func:`spectral.neighbours.index.auto_method`; then every worker is warmed up at once, before the fit stages: a long-lived cluster pays it once)."""
+    from spectral.neighbours.index import auto_method
 
     knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)
     return knn_method == "nndescent" or (knn_method == "auto" and auto_method(n_fit, n_features) == "nndescent")
@@ -81,7 +82,7 @@ def warms_everywhere(holdout: float, sharded: bool | None) -> bool:
 
 def warm_worker(client: Any) -> str:
     """The worker a run that warms one worker up warms, and sends its kNN stage to: the first by address."""
-    return min(client.scheduler_info(n_workers=-1)["workers"])
+    return min(worker_list(client))
 
 
 def start_when_ready(pending: Any, dtypes: tuple[str, ...], everywhere: bool = True) -> None:
@@ -109,5 +110,5 @@ def finish_on_workers(client: Any, finish: Any = finish_warm_up, dtype: str = "f
     behind it): the warm-up's seconds on that worker. A worker that dies loses its task's result: the scheduler
     computes it again, on another worker (``allow_other_workers``); pinned to the dead worker's address it would
     wait forever."""
-    workers = list(client.scheduler_info(n_workers=-1)["workers"]) if workers is None else workers
+    workers = worker_list(client) if workers is None else workers
     return [client.submit(finish, (dtype,), workers=[w], allow_other_workers=True, pure=False) for w in workers]

@@ -30,9 +30,9 @@ EXIT_FAILURE = 1
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect and Dask logs.")) -> None:
     """eigenflow: ingest data into zarr stores, embed it, extend embeddings to new points."""
-    from flows._launch import cli_environment
+    from tasks._env import apply_cli_env
 
-    cli_environment(verbose)
+    apply_cli_env(verbose)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -407,8 +407,8 @@ def verify(store: str = typer.Argument(..., help="eigenflow store")) -> None:
 def warm() -> None:
     """Fill the compiled-code cache: load or compile the kNN kernels for every dtype and metric (run once per
     machine, or once per node of a cluster whose nodes do not share EIGENFLOW_CACHE_DIR)."""
-    from spectral.jit_cache import compile_report, numba_cache_dir
-    from spectral.knn import METRICS
+    from spectral.neighbours.jit_cache import compile_report, numba_cache_dir
+    from spectral.neighbours.index import METRICS
     from tasks._worker import warm_nndescent
 
     with compile_report("eigenflow warm") as record:
@@ -487,6 +487,4 @@ def demo(
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from flows._launch import main as launch
-
-    launch()
+    app()

@@ -332,12 +332,6 @@ def fork_warm_workers(dtypes: tuple[str, ...] = ("float32",)) -> None:
     multiprocessing.forkserver.ensure_running()
 
 
-def n_worker_threads(client: Client) -> int:
-    """Total number of worker threads of the cluster behind ``client`` (at least 1)."""
-    info = client.scheduler_info(n_workers=-1)
-    return max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
-
-
 def scheduler_address(pending: PendingClient) -> str:
     """Wait for the flow's cluster and return its scheduler address (for tasks that submit per-chunk work).
 

@@ -21,6 +21,7 @@ from prefect import flow
 
 from spectral._validation import check_float, check_int
 from spectral.errors import ParameterError
+from spectral.placement import smallest_memory_limit
 from storage import layout
 from storage.checksums import check_intact
 from storage.errors import DamagedManifestError, StoreFormatError
@@ -125,8 +126,7 @@ def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: 
         check_sharded(method, params)
     except ParameterError:
         return False
-    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
-    smallest = min((m for m in limits if m > 0), default=0)
+    smallest = smallest_memory_limit(client) or 0
     return smallest > 0 and single_process_knn_bytes(n, d, int(params["n_neighbors"])) > smallest / 2
 
 

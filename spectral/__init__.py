@@ -11,13 +11,13 @@ The docstrings cite the methods' papers by key, with their section and equation 
 docs/methods.md):
 
 - CK08: R. Chatpatanasiri, B. Kijsirikul, A unified semi-supervised dimensionality reduction framework for
-  manifold learning, arXiv:0804.0924, 2008 (DNE, MFA, LFDA: :mod:`spectral.discriminant`);
+  manifold learning, arXiv:0804.0924, 2008 (DNE, MFA, LFDA: :mod:`spectral.methods.discriminant`);
 - OV19: C. Örnek, E. Vural, Nonlinear supervised dimensionality reduction via smooth regular embeddings,
-  Pattern Recognition 87, 2019 (NSSE, SUPLAP: :mod:`spectral.nsse`);
+  Pattern Recognition 87, 2019 (NSSE, SUPLAP: :mod:`spectral.methods.nsse`);
 - LQCL09: W. Liu, B. Qian, J. Cui, J. Liu, Spectral kernel learning for semi-supervised classification, IJCAI
-  2009 (TSK, RSK: :mod:`spectral.spectral_kernels`);
+  2009 (TSK, RSK: :mod:`spectral.methods.spectral_kernels`);
 - STG18: Y. Shen, P. A. Traganitis, G. B. Giannakis, Graph-adaptive nonlinear dimensionality reduction,
-  arXiv:1801.09390, 2018 (GraphKPCA, MultiGraphKPCA, LNEG: :mod:`spectral.graph_kpca`).
+  arXiv:1801.09390, 2018 (GraphKPCA, MultiGraphKPCA, LNEG: :mod:`spectral.methods.graph_kpca`).
 """
 
 from __future__ import annotations
@@ -39,31 +39,31 @@ _EXPORTS: dict[str, str] = {
     "ConvergenceError": "spectral.errors",
     "NotPositiveDefiniteError": "spectral.errors",
     # graphs and Laplacians (the spine)
-    "knn_graph": "spectral.knn",
-    "KNNIndex": "spectral.knn",
-    "knn_weights": "spectral.weights",
-    "laplacian": "spectral.graph_laplacian",
-    "dense_laplacian": "spectral.graph_laplacian",
-    "connected_components": "spectral.graph_laplacian",
-    "check_connected": "spectral.graph_laplacian",
-    "laplacian_eigenmaps_from_graph": "spectral.embedding",
+    "knn_graph": "spectral.neighbours.knn",
+    "KNNIndex": "spectral.neighbours.index",
+    "knn_weights": "spectral.graph.weights",
+    "laplacian": "spectral.graph.laplacian",
+    "dense_laplacian": "spectral.graph.laplacian",
+    "connected_components": "spectral.graph.laplacian",
+    "check_connected": "spectral.graph.laplacian",
+    "laplacian_eigenmaps_from_graph": "spectral.embedding.eigenmaps",
     # eigensolvers, kernels, Nystrom
     "eigensolve": "spectral.eigen",
     "EigenResult": "spectral.eigen",
-    "pairwise_kernel": "spectral.kernels",
-    "NystromFeatures": "spectral.nystrom",
+    "pairwise_kernel": "spectral.operators.kernels",
+    "NystromFeatures": "spectral.operators.nystrom_features",
     # estimators
-    "LaplacianEigenmaps": "spectral.embedding",
-    "DNE": "spectral.discriminant",
-    "MFA": "spectral.discriminant",
-    "LFDA": "spectral.discriminant",
-    "NSSE": "spectral.nsse",
-    "SupervisedLaplacianEigenmaps": "spectral.nsse",
-    "TSK": "spectral.spectral_kernels",
-    "RSK": "spectral.spectral_kernels",
-    "GraphKPCA": "spectral.graph_kpca",
-    "MultiGraphKPCA": "spectral.graph_kpca",
-    "LNEG": "spectral.graph_kpca",
+    "LaplacianEigenmaps": "spectral.embedding.eigenmaps",
+    "DNE": "spectral.methods.discriminant",
+    "MFA": "spectral.methods.discriminant",
+    "LFDA": "spectral.methods.discriminant",
+    "NSSE": "spectral.methods.nsse",
+    "SupervisedLaplacianEigenmaps": "spectral.methods.nsse",
+    "TSK": "spectral.methods.spectral_kernels",
+    "RSK": "spectral.methods.spectral_kernels",
+    "GraphKPCA": "spectral.methods.graph_kpca",
+    "MultiGraphKPCA": "spectral.methods.graph_kpca",
+    "LNEG": "spectral.methods.graph_kpca",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import EigenflowError, InputDataError, InputTypeError, ParameterAdjustedWarning, ParameterError
+from spectral.errors import EigenflowError, InputDataError, InputTypeError, ParameterAdjustedWarning, ParameterError
 
 
 @contextlib.contextmanager
@@ -207,6 +207,13 @@ def check_array_2d(X: Any, name: str = "X", *, min_rows: int = 1, dtype=np.float
         arr = np.asarray(X, dtype=dtype[0] if isinstance(dtype, tuple) else dtype)
         first = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
         raise InputDataError(f"{exc} (first bad row index is {first})") from exc.__cause__
+
+
+def check_workers(workers: list[str]) -> list[str]:
+    """``workers``, the addresses of a ``distributed.Client``'s workers; ParameterError when there are none."""
+    if not workers:
+        raise ParameterError("the distributed.Client has no workers")
+    return workers
 
 
 def _range(low, high, low_inclusive: bool = True, high_inclusive: bool = True) -> str:

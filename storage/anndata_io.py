@@ -27,7 +27,7 @@ import numpy as np
 
 from . import layout
 from .errors import IngestError
-from .readers import Source, check_label_count, check_shape_2d
+from .source import Source, check_label_count, check_shape_2d
 
 #: Suffix of an AnnData HDF5 file.
 H5AD_SUFFIX = ".h5ad"

@@ -32,7 +32,8 @@ import numpy as np
 from . import layout
 from .checksums import record_checksums
 from .errors import IngestError, StoreFormatError, StorageError
-from .readers import Block, check_label_count, open_labels, open_source, read_rows_from_spec, source_kind
+from .readers import open_labels, open_source, read_rows_from_spec, source_kind
+from .source import Block, check_label_count
 from .store import Store, _read_json, filesystem, is_url, open_store
 
 _INT32_MAX = np.iinfo(np.int32).max

@@ -14,67 +14,17 @@ from __future__ import annotations
 
 import os
 import zipfile
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import zarr
 
 from .errors import IngestError
+from .source import Block, Source, check_label_count, check_shape_2d
 from .store import validate_store
 
-Block = tuple[np.ndarray, "np.ndarray | None"]
 #: Suffixes recognized by :func:`open_source`.
 SUFFIXES = {".npy": "npy", ".npz": "npz", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".zarr": "zarr"}
-
-
-@dataclass
-class Source:
-    """A streaming source of rows.
-
-    Attributes
-    ----------
-    kind : str
-        ``"npy"``, ``"npz"``, ``"csv"``, ``"parquet"``, ``"zarr"``, ``"anndata"``, ``"hdf5"`` or ``"array"``.
-    description : str
-        Human-readable origin (file path or array type), stored as the ``source`` root attribute.
-    n_rows : int or None
-        Number of rows if known before reading (``None`` for CSV).
-    n_columns : int or None
-        Number of columns if known before reading (``None`` for CSV).
-    has_labels : bool
-        Whether the blocks carry labels.
-    blocks : callable
-        ``blocks(rows) -> iterator of (X block, labels block or None)``, each block at most ``rows`` rows.
-    spec : tuple or None
-        For file-backed random-access sources (npy, zarr path), a small picklable description that
-        :func:`read_rows_from_spec` re-opens in another process (parallel ingest); None otherwise.
-    cells : storage.anndata_io.Cells or None
-        For an AnnData source: the obs names and label categories the ingest keeps in the store.
-    """
-
-    kind: str
-    description: str
-    n_rows: int | None
-    n_columns: int | None
-    has_labels: bool
-    blocks: Callable[[int], Iterator[Block]] = field(repr=False)
-    spec: tuple | None = None
-    cells: Any = None
-
-
-def check_shape_2d(shape: tuple, what: str) -> None:
-    """Raise :class:`IngestError` unless ``shape`` is ``(n, d)`` with ``d >= 1``."""
-    if len(shape) != 2:
-        raise IngestError(f"{what} must be a 2-D array (n_samples, n_features); got {len(shape)}-D shape {tuple(shape)}")
-    if shape[1] < 1:
-        raise IngestError(f"{what} must have at least 1 feature column; got shape {tuple(shape)}")
-
-
-def check_label_count(n_labels: int, n_rows: int) -> None:
-    """Raise :class:`IngestError` if the number of labels differs from the number of rows of X."""
-    if n_labels != n_rows:
-        raise IngestError(f"labels must have one entry per row of X: got {n_labels} labels for {n_rows} rows")
 
 
 def _check_labels_shape(shape: tuple, what: str) -> None:

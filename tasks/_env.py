@@ -8,7 +8,7 @@ values are the measured recipes of STACK.md:
 - ``PREFECT_SERVER_UI_ENABLED=false``: the ephemeral server never serves the UI.
 - ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90``: the default 20 s is tight on 2 cores.
 - ``DASK_LOGGING__DISTRIBUTED=warning``: silences distributed's INFO logs.
-- ``NUMBA_CACHE_DIR``: eigenflow's compiled-code cache (:func:`spectral.jit_cache.numba_cache_dir`, a user cache
+- ``NUMBA_CACHE_DIR``: eigenflow's compiled-code cache (:func:`spectral.neighbours.jit_cache.numba_cache_dir`, a user cache
   directory, movable with ``EIGENFLOW_CACHE_DIR``), so that pynndescent's own cached kernels land beside
   eigenflow's; read by numba when it is first imported, so set before that.
 
@@ -35,10 +35,21 @@ def apply_env_defaults() -> None:
     Also creates ``$PREFECT_HOME`` (with its parents) when it is set: Prefect itself creates only the last
     path component and otherwise prints a "Failed to create the Prefect home directory" warning.
     """
-    from spectral.jit_cache import numba_cache_dir
+    from spectral.neighbours.jit_cache import numba_cache_dir
 
     for key, value in {**ENV_DEFAULTS, "NUMBA_CACHE_DIR": str(numba_cache_dir())}.items():
         os.environ.setdefault(key, value)
     home = os.environ.get("PREFECT_HOME")
     if home:
         os.makedirs(os.path.expanduser(home), exist_ok=True)
+
+
+def apply_cli_env(verbose: bool) -> None:
+    """The ``eigenflow`` CLI's environment: Prefect's and Dask's log levels (quiet unless ``verbose``), then
+    :func:`apply_env_defaults`. Only ``setdefault``: a value already set wins."""
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
+    # Prefect's internal services (e.g. its events worker) log each failed delivery at ERROR: a lost API is
+    # reported in one line by flows._stop instead
+    os.environ.setdefault("PREFECT_INTERNAL_LOGGING_LEVEL", "ERROR" if verbose else "CRITICAL")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if verbose else "error")
+    apply_env_defaults()

@@ -36,6 +36,8 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from spectral.placement import this_worker
+
 #: attrs key of a stored array group holding the token of the handoff it was written with
 TOKEN_ATTR = "handoff"
 #: name of the plugin on the workers
@@ -89,16 +91,6 @@ class HandoffPlugin(WorkerPlugin):
         self.held.clear()
 
 
-def _this_worker() -> Any:
-    """The Dask worker running this task; None outside a worker (nothing can be kept there)."""
-    from distributed import get_worker
-
-    try:
-        return get_worker()
-    except ValueError:
-        return None
-
-
 def _plugin(worker: Any) -> HandoffPlugin | None:
     """The plugin of ``worker``; None without a worker or when the flow did not register it."""
     plugin = None if worker is None else worker.plugins.get(PLUGIN_NAME)
@@ -118,7 +110,7 @@ def keep(run: str, token: str, arrays: dict[str, Any], write: Callable[[], None]
     ``write``: the stage's store write (which stores ``token`` in the attrs of what it writes). Where the arrays
     are kept it runs in a thread of this worker, joined by the stage that takes them (:func:`take_pending`);
     elsewhere it runs here, before this returns."""
-    worker = _this_worker()
+    worker = this_worker()
     plugin = _plugin(worker)
     if plugin is None:
         if write is not None:
@@ -133,7 +125,7 @@ def take(ref: dict[str, str] | None, stored_attrs: dict) -> dict[str, Any] | Non
     is done), when ``stored_attrs`` carry the same token; None otherwise (then read the store)."""
     if not ref or stored_attrs.get(TOKEN_ATTR) != ref.get("token"):
         return None
-    plugin = _plugin(_this_worker())
+    plugin = _plugin(this_worker())
     held = None if plugin is None else plugin.held.pop(ref["token"], None)
     if held is not None and held[2] is not None:
         held[2].join()
@@ -145,7 +137,7 @@ def take_pending(ref: dict[str, str] | None) -> tuple[dict[str, Any], Background
     this worker holds no such entry (then the store is read, as with :func:`take`). The caller joins the write
     before it returns (and before it reads what the write stores), and checks that the store then carries the
     token (:func:`check_written`)."""
-    plugin = _plugin(_this_worker())
+    plugin = _plugin(this_worker())
     if not ref or plugin is None:
         return None
     held = plugin.held.get(ref["token"])

@@ -88,13 +88,13 @@ def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"), metrics: tu
     a tiny index for each X dtype, metric and search ``method`` ("nndescent", "exact"), and weight its graph (the
     weights stage's kernels); returns seconds.
 
-    The kernels come from eigenflow's compiled-code cache (:mod:`spectral.jit_cache`), so in every process after
-    the first on a machine this is a load of about a second, not a compile. Submitted to every Dask worker at the
+    The kernels come from eigenflow's compiled-code cache (:mod:`spectral.neighbours.jit_cache`), so in every process
+    after the first on a machine this is a load of about a second, not a compile. Submitted to every Dask worker at the
     start of a run that builds or queries an NN-descent index, while the ingest runs, so that the first task
     does not pay even that; ``eigenflow warm`` runs it for every dtype and metric to fill the cache once.
     """
-    from spectral.knn import KNNIndex
-    from spectral.weights import knn_weights
+    from spectral.graph.weights import knn_weights
+    from spectral.neighbours.index import KNNIndex
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
@@ -105,5 +105,5 @@ def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"), metrics: tu
                                        random_state=0, n_jobs=1)
                 index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
     ring = (np.arange(20)[:, None] + np.arange(1, 4)) % 20  # a tiny graph (k = 3) for the weights stage's kernels
-    knn_weights(ring, np.sort(rng.random(ring.shape), axis=1).astype(np.float32))  # (spectral._weight_kernels)
+    knn_weights(ring, np.sort(rng.random(ring.shape), axis=1).astype(np.float32))  # (spectral.graph._weight_kernels)
     return time.perf_counter() - t0

@@ -106,7 +106,7 @@ def fit_discriminant(store: Store, run: str, *, method: str, params: dict, holdo
     """Fit DNE / MFA / LFDA on the fit rows by chunked sums over the store's Dask array; write the model."""
     import dask
 
-    from spectral.discriminant.scale import fit_at_scale
+    from spectral.methods.discriminant.scale import fit_at_scale
 
     y_all = read_labels(store)
     if y_all is None:

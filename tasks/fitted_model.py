@@ -44,7 +44,7 @@ def load_fitted(store: Store, run: str, *, index: Any = None, with_index: bool =
         raise StoreFormatError(f"model {run!r} was fitted on rows up to {int(rows.max())} but X of {store} has "
                                f"{x_shape(store)[0]} rows: the store was re-ingested; fit again")
     if attrs["state"] == le.MODEL_STATE:
-        from spectral.embedding_model import LaplacianEigenmapsModel
+        from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
 
         model = LaplacianEigenmapsModel.from_state(arrays, attrs["state_attrs"])
     elif attrs["state"] == ESTIMATOR_STATE:
@@ -70,7 +70,7 @@ def attach_index(model: Any, store: Store, rows: np.ndarray, index: Any = None) 
                                        "fit rows; run the flow again with a new run name")
             model.attach_index(index.index)
         else:
-            from spectral.knn import KNNIndex
+            from spectral.neighbours.index import KNNIndex
 
             model.attach_index(KNNIndex.rebuild(read_X(store)[rows], model.knn_params))
     elif hasattr(model, "rebuild_index"):  # TSK / RSK

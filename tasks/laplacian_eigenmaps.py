@@ -2,7 +2,7 @@
 
 The bodies here run on a Dask worker (:func:`tasks.common.run_on_worker`; this module imports no Prefect):
 each reads its inputs from the store and writes its outputs to it. Each mirrors one step of
-:meth:`spectral.embedding.LaplacianEigenmaps.fit` on stored arrays, with the same random sequence (one
+:meth:`spectral.embedding.eigenmaps.LaplacianEigenmaps.fit` on stored arrays, with the same random sequence (one
 generator from ``random_state``: the kNN build draws first, the eigensolver uses what follows), so the flow's
 embedding equals the estimator's on the same data and parameters.
 
@@ -27,10 +27,10 @@ import numpy as np
 
 from spectral._arrays import distinct_rows
 from spectral._validation import check_random_state, seed_int
-from spectral.embedding import laplacian_eigenmaps_from_graph
-from spectral.embedding_model import LaplacianEigenmapsModel
-from spectral.knn import KNNIndex
-from spectral.weights import WeightParams, fit_directed_knn_weights, symmetrize_weights
+from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
+from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
+from spectral.neighbours.index import KNNIndex
+from spectral.graph.weights import WeightParams, fit_directed_knn_weights, symmetrize_weights
 from storage import layout
 from storage.arrays import read_X, x_shape
 from storage.checksums import check_intact, record_checksums
@@ -156,7 +156,7 @@ def fit_graph(store: Store, run: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 # ---- weights ------------------------------------------------------------------------------------------------
 #: ``outputs/<run>/<WEIGHT_SCALES>`` (n, 2) float64: per fit point its weight scale and k-th neighbour distance
-#: (:func:`spectral.weights.fit_weight_params`; 0 on held-out rows), so the eigensolve stage needs no kNN re-read
+#: (:func:`spectral.graph.weights.fit_weight_params`; 0 on held-out rows), so the eigensolve stage needs no kNN re-read
 WEIGHT_SCALES = "weight_scales"
 
 

@@ -89,28 +89,28 @@ _ENTRIES = (
     MethodEntry("laplacian_eigenmaps", "spectral.embedding:LaplacianEigenmaps",
                 "Laplacian eigenmaps of a kNN graph, Nystrom out-of-sample (Belkin & Niyogi 2003; Bengio et al. 2004)",
                 fit="laplacian_eigenmaps"),
-    MethodEntry("dne", "spectral.discriminant:DNE", "discriminant neighborhood embedding, (semi-)supervised "
+    MethodEntry("dne", "spectral.methods.discriminant:DNE", "discriminant neighborhood embedding, (semi-)supervised "
                 "(Chatpatanasiri & Kijsirikul 2008)", needs_labels=True, fit="discriminant"),
-    MethodEntry("mfa", "spectral.discriminant:MFA", "marginal Fisher analysis, (semi-)supervised "
+    MethodEntry("mfa", "spectral.methods.discriminant:MFA", "marginal Fisher analysis, (semi-)supervised "
                 "(Chatpatanasiri & Kijsirikul 2008)", needs_labels=True, fit="discriminant"),
-    MethodEntry("lfda", "spectral.discriminant:LFDA", "local Fisher discriminant analysis, (semi-)supervised "
+    MethodEntry("lfda", "spectral.methods.discriminant:LFDA", "local Fisher discriminant analysis, (semi-)supervised "
                 "(Chatpatanasiri & Kijsirikul 2008)", needs_labels=True, fit="discriminant"),
-    MethodEntry("nsse", "spectral.nsse:NSSE", "nonlinear supervised smooth embedding with an RBF interpolator "
+    MethodEntry("nsse", "spectral.methods.nsse:NSSE", "nonlinear supervised smooth embedding with an RBF interpolator "
                 "(Ornek & Vural 2019)", needs_labels=True, fit="labeled_subset"),
-    MethodEntry("suplap", "spectral.nsse:SupervisedLaplacianEigenmaps", "supervised Laplacian eigenmaps with "
+    MethodEntry("suplap", "spectral.methods.nsse:SupervisedLaplacianEigenmaps", "supervised Laplacian eigenmaps with "
                 "the RBF interpolator (SUPLAP of Ornek & Vural 2019)", needs_labels=True, fit="labeled_subset"),
-    MethodEntry("tsk", "spectral.spectral_kernels:TSK", "transductive spectral kernel learned by an LP; labels "
+    MethodEntry("tsk", "spectral.methods.spectral_kernels:TSK", "transductive spectral kernel learned by an LP; labels "
                 "and scores of every point (Liu et al. 2009)", needs_labels=True, fit="spectral_kernel",
                 outputs=(EMBEDDING, LABELS, SCORES)),
-    MethodEntry("rsk", "spectral.spectral_kernels:RSK", "regularized spectral kernel (Zhou et al.'s consistency "
+    MethodEntry("rsk", "spectral.methods.spectral_kernels:RSK", "regularized spectral kernel (Zhou et al.'s consistency "
                 "method as a kernel; Liu et al. 2009)", needs_labels=True, fit="spectral_kernel",
                 outputs=(EMBEDDING, LABELS, SCORES)),
-    MethodEntry("graph_kpca", "spectral.graph_kpca:GraphKPCA", "graph-regularized kernel PCA, optionally "
+    MethodEntry("graph_kpca", "spectral.methods.graph_kpca:GraphKPCA", "graph-regularized kernel PCA, optionally "
                 "constrained by labels or must/cannot-link pairs (Shen et al. 2018)",
                 store_params=("must_link", "cannot_link", "precomputed_knn")),
-    MethodEntry("multi_graph_kpca", "spectral.graph_kpca:MultiGraphKPCA", "multi-kernel, multi-graph kernel PCA "
+    MethodEntry("multi_graph_kpca", "spectral.methods.graph_kpca:MultiGraphKPCA", "multi-kernel, multi-graph kernel PCA "
                 "with learned weights (Shen et al. 2018)"),
-    MethodEntry("lneg", "spectral.graph_kpca:LNEG", "local nonlinear embedding on graphs (Shen et al. 2018)"),
+    MethodEntry("lneg", "spectral.methods.graph_kpca:LNEG", "local nonlinear embedding on graphs (Shen et al. 2018)"),
 )
 REGISTRY: dict[str, MethodEntry] = {e.name: e for e in _ENTRIES}
 

@@ -2,11 +2,11 @@
 graph, the Laplacian or one index of all fit rows; every heavy object is split by rows over the Dask workers.
 
 The shards are the ``P`` parts of a locality partition of the fit rows (:data:`PARTITION`,
-:func:`spectral.partition.bisection_partition_blocks`: recursive bisection along principal directions, computed
-from the store's row chunks on the workers, where the labels stay; the flow process receives moments, histograms
-and counts, never a row of X nor one number per row; each part's rows are assembled on the workers,
-:func:`spectral.partition_parts.assemble_parts`), the same parts for the kNN build and for the Laplacian, so that
-most edges lie inside a shard and the per-shard preconditioner is strong. The partition draws nothing from
+:func:`spectral.neighbours.partition.bisection_partition_blocks`: recursive bisection along principal directions,
+computed from the store's row chunks on the workers, where the labels stay; the flow process receives moments,
+histograms and counts, never a row of X nor one number per row; each part's rows are assembled on the workers,
+:func:`spectral.neighbours.part_assembly.assemble_parts`), the same parts for the kNN build and for the Laplacian, so
+that most edges lie inside a shard and the per-shard preconditioner is strong. The partition draws nothing from
 ``random_state``.
 The fit rows are those of the single-process stages (the hold-out draw of :func:`tasks._fit_rows.held_out_rows`
 and exact copies left out; all rows with ``holdout=0`` and no copies), held as :class:`tasks._fit_rows.FitRows`;
@@ -15,13 +15,13 @@ the partition numbers them by their position in the fit set.
 Two stages (:func:`tasks.fitting.fit_stages`), with the random sequence of the single-process stages (the kNN
 build draws one seed from ``random_state`` first, the eigensolver uses what follows):
 
-- ``knn``: :func:`spectral.knn_sharded.build_shard_indexes` (``partition="bisection"``) on the fit rows of the
+- ``knn``: :func:`spectral.neighbours.sharded.build_shard_indexes` (``partition="bisection"``) on the fit rows of the
   store's X as a Dask array (:func:`fit_X`; row chunks read on the workers): one pynndescent index per part,
-  then :func:`~spectral.knn_sharded.shard_graph_futures`: shard-pair queries, multi-way merge. The held-out
+  then :func:`~spectral.neighbours.sharded.shard_graph_futures`: shard-pair queries, multi-way merge. The held-out
   rows, read per row chunk by the workers, are searched in their home shard's index and in those of the shards
-  their cut bounds do not rule out, and the answers merged (:func:`spectral.knn_sharded_query.query_shard_indexes`)
-  into their
-  :func:`~spectral.embedding.candidate_count` nearest fit points, which the workers write to the candidate
+  their cut bounds do not rule out, and the answers merged
+  (:func:`spectral.neighbours.sharded_query.query_shard_indexes`) into their
+  :func:`~spectral.embedding.eigenmaps.candidate_count` nearest fit points, which the workers write to the candidate
   arrays (:data:`CANDIDATE_OUTPUTS`). Every row chunk of ``graph/knn`` is then written by a worker, in the
   original row order, from the pieces of the shard blocks that hold its fit rows and the ``k`` first
   candidates of its held-out rows (their nearest fit points, as in the single-process stage)
@@ -40,18 +40,18 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   LOBPCG's (n_fit, k + 1) blocks stay on the workers as row parts of the shards
   (:mod:`spectral.eigen._row_lobpcg`), and so does the embedding (``gather=False``): the workers write the
   model's row chunks (:func:`write_model_from_shards`). The degrees and weight scales are exchanged between the
-  workers and the neighbour lists renumbered there (:mod:`spectral.eigen._exchange`). The driver holds the
+  workers and the neighbour lists renumbered there (:mod:`spectral.placement`). The driver holds the
   rows left out of the fit (:class:`tasks._fit_rows.FitRows`: none without a hold-out or copies; the model's fit
   rows are written by the workers, chunk by chunk), not the partition's labels, the degrees, the graph or the
   embedding. It is not a worker task: a driver on a worker whose memory crossed Dask's pause threshold (80 % of
   its limit) waits forever for the tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points
   hung in the preconditioner). It writes the same model as the single-process stages
-  (:class:`spectral.embedding_model.LaplacianEigenmapsModel`),
+  (:class:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel`),
   in row chunks (:func:`storage.models.create_model` ... :func:`~storage.models.finish_model`).
 
 ``embed-points`` (:mod:`tasks._chunks`) gives the fit rows their fitted values and maps the held-out rows from
-their stored candidates (:meth:`spectral.embedding_model.LaplacianEigenmapsModel.transform_candidates`, the Nystrom
-map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
+their stored candidates (:meth:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel.transform_candidates`, the
+Nystrom map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
 
 Why a locality partition (``benchmarks/results/sharded_flow.md``, 1e6 x 32 lifted Swiss roll, 4 workers x 1.5
 GB): 99.5 % of the kNN edges lie inside a shard and the eigensolve converges in 18 LOBPCG iterations, 0.17
@@ -62,10 +62,10 @@ per point, the embeddings 0.52 degree from the single-process flow's.
 Scope (refused or stated, not silently changed): Laplacian eigenmaps with ``affinity="knn"`` and
 ``normalization="symmetric"`` only (:func:`check_sharded` refuses the rest); any ``holdout`` in [0, 1). Each
 held-out point is searched in its home shard and in the shards whose cut bound is within its ``k``-th home
-distance (:mod:`spectral.knn_sharded_query`); no reverse pairs complete those searches; the candidate arrays
+distance (:mod:`spectral.neighbours.sharded_query`); no reverse pairs complete those searches; the candidate arrays
 take n x kc x 12 bytes of the store before compression (their fit rows hold fill values). Exact duplicate
-rows are collapsed as in the single-process stages (found on the workers, :mod:`spectral.distinct_blocks`; a
-copy is searched like a held-out row and gets its original's value through the distance-0 rule); the
+rows are collapsed as in the single-process stages (found on the workers, :mod:`spectral.neighbours.sharded_duplicates`;
+a copy is searched like a held-out row and gets its original's value through the distance-0 rule); the
 graph must be connected (several components are refused, naming the remedy); ``knn_method`` is not used
 (NN-descent per shard). ``extend`` of a sharded model searches the new points in per-shard indexes on the
 workers (:mod:`tasks.sharded_extend`); with ``sharded=False`` it rebuilds one index of the fit rows instead.
@@ -79,10 +79,11 @@ from typing import Any
 import numpy as np
 
 from spectral._validation import check_random_state, seed_int
-from spectral.embedding_model import LaplacianEigenmapsModel
+from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
 from spectral.errors import InputDataError
-from spectral.partition_parts import assemble_parts, item, parts_digest
-from spectral.weights import WeightParams, scales_of
+from spectral.neighbours.part_assembly import assemble_parts, parts_digest
+from spectral.placement import item
+from spectral.graph.weights import WeightParams, scales_of
 from storage import layout
 from storage.arrays import chunk_rows, read_X, row_chunks, x_shape
 from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
@@ -117,21 +118,21 @@ def check_sharded(method: str, params: dict) -> None:
 
 def single_process_knn_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
     """Memory of the single-process kNN stage: X (n, d) read, an NN-descent index of it
-    (:func:`spectral.knn.nndescent_index_bytes`) and the graph written (n, k) int64 + float32."""
-    from spectral.knn import nndescent_index_bytes
+    (:func:`spectral.neighbours.index.nndescent_index_bytes`) and the graph written (n, k) int64 + float32."""
+    from spectral.neighbours.index import nndescent_index_bytes
 
     return n * d * itemsize + nndescent_index_bytes(n, d, k, itemsize) + n * k * 12
 
 
-#: The row partition of the sharded path (:data:`spectral.knn_sharded.SHARD_PARTITIONS`): the kNN shards and the
+#: The row partition of the sharded path (:data:`spectral.neighbours.sharded.SHARD_PARTITIONS`): the kNN shards and the
 #: Laplacian shards are its parts.
 PARTITION = "bisection"
 
 
 def partition_record(digest: str, bounds: np.ndarray) -> dict[str, Any]:
     """What ``graph/knn`` records of the row partition (its attribute ``partition``): method, part sizes and the
-    digest of the parts' rows (:func:`spectral.partition_parts.parts_digest`, made on the workers; the eigensolve
-    stage recomputes the partition and refuses one that differs)."""
+    digest of the parts' rows (:func:`spectral.neighbours.part_assembly.parts_digest`, made on the workers; the
+    eigensolve stage recomputes the partition and refuses one that differs)."""
     return {"method": PARTITION, "sizes": [int(s) for s in np.diff(bounds)], "parts_digest": digest}
 
 
@@ -140,11 +141,11 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
     """The ``knn`` stage: the sharded kNN graph of every row of X, written chunk by chunk by the workers.
 
     The shard indexes cover the fit rows (:func:`tasks._fit_rows.fit_rows_for`, exact copies of an earlier fit row
-    left out as in the single-process stage: found on the workers by :func:`spectral.distinct_blocks.
+    left out as in the single-process stage: found on the workers by :func:`spectral.neighbours.sharded_duplicates.
     repeated_positions`, and mapped like held-out rows); the shards are the parts of
     their row partition (:data:`PARTITION`). Held-out rows are searched in the shard indexes, pruned by the cuts
-    (:func:`spectral.knn_sharded_query.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest fit
-    points, and their :func:`~spectral.embedding.candidate_count` nearest go to the candidate arrays
+    (:func:`spectral.neighbours.sharded_query.query_shard_indexes`): their ``graph/knn`` rows get their ``k`` nearest
+    fit points, and their :func:`~spectral.embedding.eigenmaps.candidate_count` nearest go to the candidate arrays
     (:data:`CANDIDATE_OUTPUTS`) for the out-of-sample map. The graph is written in the original row order.
     Runs in the flow process and holds futures, the partition's (P,) sizes and cuts, and the rows left out of the
     fit (:class:`tasks._fit_rows.FitRows`: the hold-out draw and the copies, no (n_fit,) array; ``outputs/<run>/
@@ -152,8 +153,8 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
     Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
     the fit rows inside a shard.
     """
-    from spectral.distinct_blocks import repeated_positions
-    from spectral.knn_sharded import build_shard_indexes, shard_graph_futures
+    from spectral.neighbours.sharded_duplicates import repeated_positions
+    from spectral.neighbours.sharded import build_shard_indexes, shard_graph_futures
 
     n, _ = x_shape(store)
     # the draw makes an (n,) mask: on a worker (only the held-out rows come back)
@@ -209,8 +210,8 @@ def _query_held_out(store: Store, run: str, client: Any, sharded: Any, fit: FitR
     ``graph/knn`` part of those rows (as :func:`write_knn_chunk` takes it: their ``k`` nearest fit points), the
     futures of the candidate writes, the number of candidates ``kc`` (0
     without held-out rows) and futures of the number of (row, shard) searches per block."""
-    from spectral.embedding_model import candidate_count
-    from spectral.knn_sharded_query import query_shard_indexes
+    from spectral.embedding.out_of_sample import candidate_count
+    from spectral.neighbours.sharded_query import query_shard_indexes
 
     held = fit.left_out
     if not held.size:
@@ -274,8 +275,8 @@ def _check_cover(size: int, positions: list[np.ndarray], chunk: str, sources: st
 
 # ---- the held-out rows' candidates (outputs/<run>/<name>, row chunks aligned with X) -------------------------
 #: ``outputs/<run>/<name>`` (n, kc) of a sharded run with held-out rows: the ``kc``
-#: (:func:`spectral.embedding.candidate_count`) nearest fit points of each held-out row as positions in the fit
-#: set (int64, sorted by distance; -1 on fit rows) and their distances (float32; 0 on fit rows). The
+#: (:func:`spectral.embedding.eigenmaps.candidate_count`) nearest fit points of each held-out row as positions in the
+#: fit set (int64, sorted by distance; -1 on fit rows) and their distances (float32; 0 on fit rows). The
 #: ``embed-points`` stage maps held-out rows from them (:meth:`LaplacianEigenmapsModel.transform_candidates`).
 CANDIDATE_INDICES = "heldout_candidates"
 CANDIDATE_DISTANCES = "heldout_candidate_distances"
@@ -360,7 +361,7 @@ def _rows_of(positions: np.ndarray, fit: FitRows) -> np.ndarray:
 
 def _inside_counts(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tuple[int, int]:
     """Task: ``(inside, total)`` neighbours of a shard's kNN block that lie in the shard (rows ``rows``)."""
-    from spectral.partition import inside_counts
+    from spectral.neighbours.partition import inside_counts
 
     return inside_counts(block[0], rows)
 
@@ -377,10 +378,10 @@ def read_knn_shard(store: Store, rows: np.ndarray, fit: FitRows | None = None
 
 def write_model_from_shards(store: Store, run: str, client: Any, op: Any, embedding: list, columns: list,
                             values: np.ndarray, fit: FitRows, state_attrs: dict) -> None:
-    """Write ``models/<run>`` (the :class:`~spectral.embedding_model.LaplacianEigenmapsModel` of the single-process
-    stages) from the workers: each shard's rows of its row arrays (embedding ``embedding[p]`` (n_p, k), degrees,
-    scales and radii ``columns[p]`` (n_p, 2) from :func:`_model_columns`) are made on the shard's worker and cut
-    by the model's row chunks (fit positions, ``chunk_rows`` of X); one task per chunk puts the pieces together
+    """Write ``models/<run>`` (the :class:`~spectral.embedding.out_of_sample.LaplacianEigenmapsModel` of the
+    single-process stages) from the workers: each shard's rows of its row arrays (embedding ``embedding[p]`` (n_p, k),
+    degrees, scales and radii ``columns[p]`` (n_p, 2) from :func:`_model_columns`) are made on the shard's worker and
+    cut by the model's row chunks (fit positions, ``chunk_rows`` of X); one task per chunk puts the pieces together
     and writes it (:func:`write_model_chunk`, which also writes the chunk's fit rows from ``fit``). The driver
     writes the (1, k) eigenvalues and the attributes, with the completion flag last
     (:func:`storage.models.finish_model`)."""
@@ -445,7 +446,7 @@ def solve_sharded_eigenmaps(store: Store, run: str, client: Any, *, n_components
     from spectral.eigen.distributed import DistributedLaplacian
     from spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
 
-    from spectral.partition import bisection_partition_blocks
+    from spectral.neighbours.partition import bisection_partition_blocks
 
     knn_attrs = read_knn_attrs(store)
     if knn_attrs.get("run") != run:

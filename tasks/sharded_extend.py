@@ -1,14 +1,14 @@
 """``extend`` of a Laplacian eigenmaps model without one kNN index of all its fit rows.
 
-The fit rows of the model's store are indexed per shard on the workers (:func:`spectral.knn_sharded.build_shard_indexes`
-with the partition of the sharded path, :data:`tasks.sharded_eigenmaps.PARTITION`, and the embed run's number of
-shards); every row of the new store is searched in every shard's index by tasks on the workers
-(:func:`spectral.knn_sharded_query.query_shard_indexes`, the search of the embed run's held-out rows), and its
-:attr:`~spectral.embedding_model.LaplacianEigenmapsModel.n_candidates` nearest fit points are written to the new
+The fit rows of the model's store are indexed per shard on the workers
+(:func:`spectral.neighbours.sharded.build_shard_indexes` with the partition of the sharded path,
+:data:`tasks.sharded_eigenmaps.PARTITION`, and the embed run's number of shards); every row of the new store is searched
+in every shard's index by tasks on the workers (:func:`spectral.neighbours.sharded_query.query_shard_indexes`, the
+search of the embed run's held-out rows), and its
+:attr:`~spectral.embedding.out_of_sample.LaplacianEigenmapsModel.n_candidates` nearest fit points are written to the new
 store's candidate arrays (:func:`tasks.sharded_eigenmaps.write_candidates_chunk`, one task per row chunk). The
 ``extend-points`` stage then maps every row by the model's Nystrom map of its stored candidates
-(:meth:`~spectral.embedding_model.LaplacianEigenmapsModel.transform_candidates`), as the embed run maps its held-out
-rows: no process holds the fit rows' X or an index of all of them, only its shard.
+(:meth:`~spectral.embedding.out_of_sample.LaplacianEigenmapsModel.transform_candidates`), as the embed run maps its held-out rows: no process holds the fit rows' X or an index of all of them, only its shard.
 
 Like the embed run's held-out rows, each new point is searched in all P shard indexes (no pruning).
 :func:`write_extend_candidates` runs in the flow process and holds futures and the model's fit rows ((n_fit,) int64).
@@ -60,8 +60,8 @@ def write_extend_candidates(model_store: Store, model_run: str, out_store: Store
                             n_shards: int | None) -> dict[str, Any]:
     """Write the candidate fit points of every row of ``out_store`` (see the module docstring); ``n_shards``: the
     embed run's (None: from the cluster and the data size). Returns sizes and timings."""
-    from spectral.knn_sharded import build_shard_indexes
-    from spectral.knn_sharded_query import query_shard_indexes
+    from spectral.neighbours.sharded import build_shard_indexes
+    from spectral.neighbours.sharded_query import query_shard_indexes
 
     t0 = time.perf_counter()
     plan = client.submit(extend_plan, model_store, model_run, pure=False).result()

@@ -23,7 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "data"
 
 _HOME = REPO_ROOT / ".eigenflow-home"
-from spectral.jit_cache import numba_cache_dir  # noqa: E402  (numba-free: only the cache's path)
+from spectral.neighbours.jit_cache import numba_cache_dir  # noqa: E402  (numba-free: only the cache's path)
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_cache_dir()))  # as the CLI: beside eigenflow's own kernels
 os.environ.setdefault("PREFECT_HOME", str(_HOME / "prefect-tests"))

@@ -45,7 +45,7 @@ def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tm
 def _pid_and_compiled_signatures():
     import os
 
-    from spectral.nndescent_kernels import DISTANCES
+    from spectral.neighbours.nndescent_kernels import DISTANCES
 
     return os.getpid(), sum(len(loop.signatures) for loop in DISTANCES.values())
 
@@ -53,7 +53,7 @@ def _pid_and_compiled_signatures():
 def test_a_worker_restarted_by_its_nanny_starts_with_pynndescent_compiled():
     """The test session's workers are forks of the server that loaded the NN-descent kernels (``flows.cluster.
     fork_warm_workers``, called by conftest): so is the worker a Nanny starts after a SIGKILL. NN-descent's loop
-    (spectral.nndescent_kernels) is loaded in it before it has run any task."""
+    (spectral.neighbours.nndescent_kernels) is loaded in it before it has run any task."""
     import os
     import signal
     import time

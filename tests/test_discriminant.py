@@ -9,7 +9,7 @@ from sklearn.neighbors import NearestNeighbors
 from conftest import load_dataset
 
 from spectral.errors import InputDataError, NotPositiveDefiniteError, ParameterAdjustedWarning, ParameterError
-from spectral.discriminant import DNE, LFDA, MFA
+from spectral.methods.discriminant import DNE, LFDA, MFA
 
 
 def blobs(n_per=15, n_classes=3, d=5, seed=0, n_unlabeled=0, spread=3.0):

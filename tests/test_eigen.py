@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from spectral.eigen import EigenResult, eigensolve
 from spectral.errors import ConvergenceError, ParameterError
-from spectral.kernels import pairwise_kernel
+from spectral.operators.kernels import pairwise_kernel
 
 N = 240
 K = 4
@@ -437,7 +437,7 @@ def test_sign_flip_matches_scikit_learn_rule():
 
 def test_solver_registry_subsets_are_derived_from_one_registry():
     from spectral.eigen import MATRIX_SOLVERS, OPERATOR_SOLVERS, SOLVERS
-    from spectral.embedding import EIGEN_SOLVERS
+    from spectral.embedding.eigenmaps import EIGEN_SOLVERS
 
     assert EIGEN_SOLVERS is SOLVERS
     assert "nystrom" in SOLVERS and "nystrom" not in MATRIX_SOLVERS
@@ -453,7 +453,7 @@ def test_amg_setup_restores_the_matrix_bit_for_bit_and_shares_level_0():
 
     import spectral._sparse as sparse_helpers
     from spectral.eigen.lobpcg import amg_hierarchy
-    from spectral.graph_laplacian import laplacian
+    from spectral.graph.laplacian import laplacian
 
     W = sp.random(400, 400, density=0.03, random_state=1, format="csr")
     W = (W + W.T + sp.diags(np.ones(399), 1) + sp.diags(np.ones(399), -1)).tocsr()

@@ -1,6 +1,6 @@
 """The row-sharded normalized Laplacian and its LOBPCG (spectral.eigen.distributed) on a 2-worker LocalCluster.
 
-Oracles: the single-process Laplacian (spectral.graph_laplacian.laplacian), dense scipy.linalg.eigh of it, and
+Oracles: the single-process Laplacian (spectral.graph.laplacian.laplacian), dense scipy.linalg.eigh of it, and
 the single-process LOBPCG + AMG solver (spectral.eigen.eigensolve), on the kNN graph of a lifted Swiss roll.
 """
 
@@ -16,9 +16,9 @@ from spectral.eigen import eigensolve
 from spectral.eigen.distributed import MIN_SHARD_ROWS, DistributedLaplacian
 from spectral.eigen.distributed_solve import distributed_eigensolve, laplacian_eigenmaps_distributed
 from spectral.errors import InputDataError, ParameterError
-from spectral.graph_laplacian import laplacian, laplacian_rows
-from spectral.knn import knn_graph
-from spectral.weights import knn_weights
+from spectral.graph.laplacian import laplacian, laplacian_rows
+from spectral.neighbours.knn import knn_graph
+from spectral.graph.weights import knn_weights
 
 from conftest import local_cluster
 
@@ -236,7 +236,7 @@ def test_weights_built_per_shard_equal_knn_weights(client, graph, weighting, sym
 def test_knn_blocks_of_partition_parts(client, graph):
     """Shards holding the parts of a row partition (``perm``): the operator is L in the partition's order and
     maps back to the original order; the inside fraction is the partition's."""
-    from spectral.partition import bisection_partition_array
+    from spectral.neighbours.partition import bisection_partition_array
 
     X, _, W, L, degrees, _ = graph
     idx, dist = knn_graph(X, 10, method="exact")
@@ -329,7 +329,7 @@ def test_bad_parameters_name_parameter_range_and_value(client, graph):
 def test_row_block_orthonormalization_falls_back_to_tsqr_and_drops_dependent_columns(client):
     """[X, W] with a column of W inside span(X): Cholesky-QR refuses it, Householder TSQR runs and drops that
     column; the rest of W comes back orthonormal and orthogonal to X. Independent columns: Cholesky-QR2, no drop."""
-    from spectral.eigen._cluster import scatter_to
+    from spectral.placement import scatter_to
     from spectral.eigen._row_lobpcg import _Blocks, _orthonormal_complement
 
     rng = np.random.default_rng(0)
@@ -360,10 +360,11 @@ def test_row_block_orthonormalization_falls_back_to_tsqr_and_drops_dependent_col
 
 
 def test_renumbering_by_parts_asks_only_for_foreign_ids_and_refuses_unknown_ones():
-    """The worker-side renumbering (original rows -> operator rows) of spectral.eigen._exchange, as its tasks run
+    """The worker-side renumbering (original rows -> operator rows) of spectral.graph.sharded, as its tasks run
     on the workers: each shard looks up only the ids it does not hold, in the other shards; an id no shard holds
     is refused, named."""
-    from spectral.eigen._exchange import foreign_ids, lookup_ids, renumbered, split_by_owner
+    from spectral.graph.sharded import foreign_ids, lookup_ids, renumbered
+    from spectral.placement import split_by_owner
 
     rows = [np.array([2, 5, 7]), np.array([0, 1, 9]), np.array([3, 4, 6, 8])]  # shard q: operator rows bounds[q]..
     bounds = np.array([0, 3, 6, 10])
@@ -383,7 +384,7 @@ def test_renumbering_by_parts_asks_only_for_foreign_ids_and_refuses_unknown_ones
 
 
 def test_the_coarse_problem_goes_to_the_worker_holding_the_fewest_rows(client, graph):
-    from spectral.eigen._cluster import least_loaded_worker
+    from spectral.placement import least_loaded_worker
 
     a, b = sorted(client.scheduler_info()["workers"])
     assert least_loaded_worker(client, [a, b], [300, 100]) == b

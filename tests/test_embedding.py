@@ -13,9 +13,9 @@ from sklearn.exceptions import NotFittedError
 from sklearn.manifold import spectral_embedding
 
 from conftest import load_dataset
-from spectral.embedding import LaplacianEigenmaps, LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
+from spectral.embedding.eigenmaps import LaplacianEigenmaps, LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
 from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.knn import knn_graph
+from spectral.neighbours.knn import knn_graph
 from spectral.metrics import max_subspace_angle, one_nn_accuracy
 
 
@@ -253,7 +253,7 @@ def test_nystrom_solver_all_landmarks_equals_dense_heat_kernel(roll):
 
 
 def test_nystrom_with_fewer_landmarks_and_state_round_trip(roll):
-    from spectral.embedding_nystrom import NystromEigenmapsModel, nystrom_eigenmaps
+    from spectral.embedding.nystrom_eigenmaps import NystromEigenmapsModel, nystrom_eigenmaps
 
     X = roll[0]
     ref, vals, sigma = _dense_heat_reference(X, 10, 2)
@@ -310,13 +310,13 @@ def test_one_component_graph_is_freed_before_the_eigensolve(roll, monkeypatch):
     Laplacian exists: the eigensolve runs without it (one graph less at the stage's peak)."""
     import weakref
 
-    import spectral.embedding as emb
+    import spectral.embedding.eigenmaps as emb
 
     refs = []
 
     def make_graph():
         idx, dist = knn_graph(roll[0], 10, method="exact")
-        from spectral.weights import knn_weights
+        from spectral.graph.weights import knn_weights
 
         W = knn_weights(idx, dist)
         refs.append(weakref.ref(W.data))

@@ -1,6 +1,6 @@
 """The embed / extend flows end to end under ``prefect_test_harness`` on a LocalCluster (2 workers x 1 thread).
 
-References: :class:`spectral.embedding.LaplacianEigenmaps` on the same data (float32 as stored, then float64)
+References: :class:`spectral.embedding.eigenmaps.LaplacianEigenmaps` on the same data (float32 as stored, then float64)
 and parameters; its ``transform`` for out-of-sample points. Most tests use the exact kNN search (no numba
 compile); ``test_flow_with_nndescent`` (slow) runs NN-descent on the workers.
 """
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from spectral.datasets import make_swiss_roll_lifted
-from spectral.embedding import LaplacianEigenmaps
+from spectral.embedding.eigenmaps import LaplacianEigenmaps
 from spectral.errors import DisconnectedGraphError, ParameterError
 from storage import layout
 from storage.arrays import read_X

@@ -17,8 +17,8 @@ from sklearn.decomposition import PCA, KernelPCA
 from sklearn.metrics.pairwise import rbf_kernel
 
 from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.graph_kpca import GraphKPCA, MultiGraphKPCA
-from spectral.graph_kpca import graphs as G
+from spectral.methods.graph_kpca import GraphKPCA, MultiGraphKPCA
+from spectral.methods.graph_kpca import graphs as G
 
 
 def max_angle(A, B):
@@ -285,7 +285,7 @@ def test_state_round_trip_is_bit_identical(blobs, kw):
 
 def test_transform_queries_the_index_built_at_fit(blobs, monkeypatch):
     """transform never refits a neighbour search: it queries knn_index_ (built once at fit)."""
-    import spectral.knn as knn_mod
+    import spectral.neighbours.knn as knn_mod
 
     X, _ = blobs
     m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=1.0, n_neighbors=6).fit(X[:150])
@@ -309,7 +309,7 @@ def NearestNeighborsReference(X_fit, X_new, k):
 
 
 def test_precomputed_knn_equals_internal_search(blobs):
-    from spectral.knn import knn_graph
+    from spectral.neighbours.knn import knn_graph
 
     X, _ = blobs
     ind, dist = knn_graph(X, 7, method="exact")
@@ -329,7 +329,7 @@ def test_landmarks_above_n_are_clipped_with_a_warning():
 
 @pytest.mark.parametrize("weight", ["gaussian", "binary"])
 def test_data_graph_weights_against_scikit_learn_knn(blobs, weight):
-    """The kNN data graph (KNNIndex + spectral.weights) equals exp(-d^2 / (2 sigma^2)) / 1 on the OR of
+    """The kNN data graph (KNNIndex + spectral.graph.weights) equals exp(-d^2 / (2 sigma^2)) / 1 on the OR of
     scikit-learn's exact kNN relation."""
     from sklearn.neighbors import NearestNeighbors
 

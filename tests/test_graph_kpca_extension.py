@@ -10,9 +10,9 @@ import pytest
 
 from spectral.errors import InputDataError
 from conftest import gaussian_blobs
-from spectral.graph_kpca import GraphKPCA
-from spectral.graph_kpca.extension import IndexedGraphKPCA
-from spectral.knn import KNNIndex
+from spectral.methods.graph_kpca import GraphKPCA
+from spectral.methods.graph_kpca.extension import IndexedGraphKPCA
+from spectral.neighbours.index import KNNIndex
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import pytest
 import scipy.linalg as la
 
 from spectral.errors import ParameterError
-from spectral.graph_kpca import multi as multi_mod
-from spectral.graph_kpca.multi import MultiGraphKPCA
+from spectral.methods.graph_kpca import multi as multi_mod
+from spectral.methods.graph_kpca.multi import MultiGraphKPCA
 
 
 def _data(n, seed=0):
@@ -87,11 +87,11 @@ def test_implicit_bad_params():
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 
-from spectral.graph_kpca import lneg as lneg_mod  # noqa: E402
-from spectral.graph_kpca import lneg_dask  # noqa: E402
-from spectral.graph_kpca.graphs import knn_indices  # noqa: E402
-from spectral.graph_kpca.lneg import LNEG  # noqa: E402
-from spectral.graph_kpca.lneg_weights import local_weights  # noqa: E402
+from spectral.methods.graph_kpca import lneg as lneg_mod  # noqa: E402
+from spectral.methods.graph_kpca import lneg_weight_tasks  # noqa: E402
+from spectral.methods.graph_kpca.graphs import knn_indices  # noqa: E402
+from spectral.methods.graph_kpca.lneg import LNEG  # noqa: E402
+from spectral.methods.graph_kpca.lneg_weights import local_weights  # noqa: E402
 
 
 @pytest.mark.parametrize("l1", [0.0, 0.01])
@@ -101,10 +101,10 @@ def test_lneg_dask_weights_equal_in_memory(l1):
     opts = dict(degree=2, l1=l1, reg=1e-3, expansion="centered", max_iter=200, tol=1e-7)
     ref, it_ref = local_weights(X, ind, chunk_size=150, **opts)
     with dask.config.set(scheduler="sync"):
-        got, it = lneg_dask.local_weights_gathered(da.from_array(X, chunks=(150, 3)), ind, **opts)
+        got, it = lneg_weight_tasks.local_weights_gathered(da.from_array(X, chunks=(150, 3)), ind, **opts)
     np.testing.assert_array_equal(got, ref)
     assert it == it_ref
-    W_ref, W = lneg_dask.weight_matrix(ref, ind), lneg_dask.weight_matrix(got, ind)
+    W_ref, W = lneg_weight_tasks.weight_matrix(ref, ind), lneg_weight_tasks.weight_matrix(got, ind)
     assert W.shape == (600, 600) and (W != W_ref).nnz == 0
     np.testing.assert_allclose(np.asarray(W.sum(axis=1)).ravel(), 1.0, atol=1e-10)  # LLE constraint
 
@@ -112,13 +112,13 @@ def test_lneg_dask_weights_equal_in_memory(l1):
 def test_lneg_fit_dask_input_equals_numpy_and_gathers_rows(monkeypatch):
     X = _data(500, seed=4)
     seen = []
-    task = lneg_dask._chunk_task
+    task = lneg_weight_tasks._chunk_task
 
     def spy(Y, nb, local, *a):
         seen.append((np.shape(Y)[0], np.shape(nb)[0], int(local.max())))
         return task(Y, nb, local, *a)
 
-    monkeypatch.setattr(lneg_dask, "_chunk_task", spy)
+    monkeypatch.setattr(lneg_weight_tasks, "_chunk_task", spy)
     a = LNEG(2, n_neighbors=8, degree=2, gamma=0.1, chunk_size=100).fit(X)
     with dask.config.set(scheduler="threads", num_workers=1):
         b = LNEG(2, n_neighbors=8, degree=2, gamma=0.1).fit(da.from_array(X, chunks=(100, 3)))
@@ -137,7 +137,7 @@ def test_lneg_sparse_eigen_step_above_dense_threshold(monkeypatch):
     m = LNEG(2, n_neighbors=10, degree=1, gamma=0.05, graph="knn", random_state=0).fit(X)
     n = X.shape[0]
     import scipy.sparse as sp
-    from spectral.graph_laplacian import laplacian
+    from spectral.graph.laplacian import laplacian
 
     IW = sp.identity(n) - m.weights_
     M = (IW.T @ IW + 0.05 * laplacian(m.graph_, "unnormalized")[0]).toarray()

@@ -11,7 +11,8 @@ from scipy.spatial.distance import cdist
 
 from conftest import load_dataset
 from spectral.errors import InputDataError, ParameterError
-from spectral.knn import EXACT_MAX_SAMPLES, KNNIndex, knn_graph
+from spectral.neighbours.index import EXACT_MAX_SAMPLES, KNNIndex
+from spectral.neighbours.knn import knn_graph
 from spectral.metrics import knn_recall
 
 
@@ -103,7 +104,7 @@ def test_auto_threshold_picks_exact_below():
 def test_auto_rule_bounds_points_and_values():
     """'auto' is exact below EXACT_MAX_SAMPLES points and EXACT_MAX_CELLS values of X (n * d), NN-descent above
     either: the measured crossovers (1e6 points at d = 32, ~2.5e5 at d = 128)."""
-    from spectral.knn import EXACT_MAX_CELLS, auto_method
+    from spectral.neighbours.index import EXACT_MAX_CELLS, auto_method
 
     assert auto_method(EXACT_MAX_SAMPLES - 1, 8) == "exact"
     assert auto_method(EXACT_MAX_SAMPLES, 8) == "nndescent"
@@ -223,7 +224,7 @@ def test_knn_mask_from_distances_matches_the_index_and_restricts_candidates():
     per-row k restrict it (label graphs)."""
     from scipy.spatial.distance import cdist
 
-    from spectral.knn import knn_mask_from_distances
+    from spectral.neighbours.index import knn_mask_from_distances
 
     X = np.random.default_rng(11).standard_normal((60, 4))
     D2 = cdist(X, X, "sqeuclidean")
@@ -252,12 +253,12 @@ def _grid_with_copies() -> np.ndarray:
 def brute_force_then_refine(X, Q, k, metric, graph):
     """The reference: scikit-learn's ``NearestNeighbors(algorithm="brute")`` in float64 lists each query's ``w``
     nearest training points (the query itself dropped from a training graph's lists), listed in index order and
-    refined (:func:`spectral._refine._refine_rows`: float64 distances, stable sort), first k kept. ``w`` is wide
-    enough that every point tied at the k-th distance is listed: asserted (scikit-learn's w-th distance exceeds
+    refined (:func:`spectral.neighbours._refine._refine_rows`: float64 distances, stable sort), first k kept. ``w`` is
+    wide enough that every point tied at the k-th distance is listed: asserted (scikit-learn's w-th distance exceeds
     the k-th refined one), since a tie cut by scikit-learn's own selection would make the reference arbitrary."""
     from sklearn.neighbors import NearestNeighbors
 
-    from spectral._refine import METRIC_CODES, _refine_rows
+    from spectral.neighbours._refine import METRIC_CODES, _refine_rows
 
     n = X.shape[0]
     w = min(n, k + 1 + 60)
@@ -275,7 +276,7 @@ def brute_force_then_refine(X, Q, k, metric, graph):
 
 def full_sort_reference(X, Q, k, metric, graph):
     """The definition: every training point (but the query itself in a graph) refined in index order, first k."""
-    from spectral._refine import METRIC_CODES, _refine_rows
+    from spectral.neighbours._refine import METRIC_CODES, _refine_rows
 
     n = X.shape[0]
     cand = np.tile(np.arange(n), (Q.shape[0], 1))
@@ -289,7 +290,7 @@ def full_sort_reference(X, Q, k, metric, graph):
 def exact_settings(request, monkeypatch):
     """The default settings, and leaves of 16 rows with a single extra candidate: many leaves pruned, and most rows
     with a tie at the k-th place searched again with more candidates."""
-    from spectral import knn_exact
+    from spectral.neighbours import exact as knn_exact
 
     if request.param is not None:
         monkeypatch.setattr(knn_exact, "LEAF_SIZE", request.param[0])

@@ -1,4 +1,4 @@
-"""Sharded kNN graph (spectral.knn_sharded) on a LocalCluster of 2 worker processes.
+"""Sharded kNN graph (spectral.neighbours.sharded) on a LocalCluster of 2 worker processes.
 
 Oracle: scikit-learn's brute-force ``NearestNeighbors``. The default tests use the exact search per shard
 (no numba compile in the workers) and check that the sharding, the shard-pair queries and the merge give the
@@ -13,11 +13,12 @@ import pytest
 from sklearn.neighbors import NearestNeighbors
 
 from spectral.errors import InputDataError, ParameterError
-from spectral.knn import KNNIndex, knn_graph
-from spectral.knn_merge import ShardAnswer, merge_candidates
-from spectral.knn_sharded import ROWS_PER_SHARD, build_shard_indexes, default_n_shards, sharded_knn_graph
-from spectral.knn_sharded_query import query_shard_indexes
-from spectral.partition import part_distance_bounds
+from spectral.neighbours.index import KNNIndex
+from spectral.neighbours.knn import knn_graph
+from spectral.neighbours.merge import ShardAnswer, merge_candidates
+from spectral.neighbours.sharded import ROWS_PER_SHARD, build_shard_indexes, default_n_shards, sharded_knn_graph
+from spectral.neighbours.sharded_query import query_shard_indexes
+from spectral.neighbours.partition import part_distance_bounds
 from spectral.metrics import knn_recall
 from test_knn import check_contract
 
@@ -159,7 +160,7 @@ def test_held_out_queries_merge_every_shard_into_the_nearest_fit_points(client, 
     candidates are the brute-force nearest fit points, with the distances of one index over all fit rows (the
     float64 refinement of every shard's answer), in blocks given as arrays and as futures."""
     X_fit, Q = _held_out_split()
-    kc = 3 * K  # the out-of-sample map's candidates (spectral.embedding.candidate_count)
+    kc = 3 * K  # the out-of-sample map's candidates (spectral.embedding.eigenmaps.candidate_count)
     sharded = build_shard_indexes(X_fit, K, n_shards=n_shards, shard_method="exact", random_state=0, queried=True)
     blocks = [Q[:120], client.scatter(Q[120:], hash=False)]
     indices, distances = _query_all(sharded, blocks, kc)
@@ -177,7 +178,7 @@ def test_part_distance_bounds_never_exceed_the_true_distance_to_a_part():
     each part: a lower bound everywhere, 0 for the part whose cells hold the point, and tight enough to prune."""
     from scipy.spatial.distance import cdist
 
-    from spectral.partition import bisection_partition_array
+    from spectral.neighbours.partition import bisection_partition_array
 
     X_fit, Q = _held_out_split(n=1200, n_held=200)
     parts = bisection_partition_array(X_fit, 5)

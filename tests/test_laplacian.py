@@ -9,9 +9,9 @@ from scipy.linalg import eigh
 from scipy.sparse import csgraph
 
 from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
-from spectral.knn import knn_graph
-from spectral.graph_laplacian import check_connected, connected_components, laplacian
-from spectral.weights import knn_weights
+from spectral.neighbours.knn import knn_graph
+from spectral.graph.laplacian import check_connected, connected_components, laplacian
+from spectral.graph.weights import knn_weights
 
 
 def _graph(n=120, seed=0):
@@ -86,7 +86,7 @@ def test_bad_normalization():
 
 def test_dense_and_signed_laplacians_match_csgraph_and_the_sparse_builder():
     """dense_laplacian == csgraph's D - W; signed graphs (DNE's W^I - W^E) give D - W with signed degrees."""
-    from spectral.graph_laplacian import dense_laplacian
+    from spectral.graph.laplacian import dense_laplacian
 
     rng = np.random.default_rng(0)
     A = rng.random((12, 12))

@@ -1,13 +1,26 @@
-"""The layering of ARCHITECTURE.md, checked on the source: ``flows -> tasks -> (spectral, storage)``.
+"""The layering of ARCHITECTURE.md, checked on the source: ``flows -> tasks -> (spectral, storage)``, and no
+import cycle between the modules of a package.
 
 Every ``import`` / ``from ... import`` statement (at any depth, including inside functions) of every module
 under ``spectral/``, ``storage/`` and ``tasks/`` is parsed with :mod:`ast` and compared with the packages
 that layer must not reach.
+
+Cycles: the import graph of the modules of ``spectral``, ``storage``, ``tasks`` and ``flows`` is built from the
+same statements, at any depth (an import inside a function closes a cycle as well as one at the top): relative
+imports are resolved, ``from pkg import name`` imports the submodule ``pkg.name`` when there is one and the
+package's ``__init__`` otherwise, ``import a.b.c`` imports ``a.b.c`` (importing a submodule is not counted as
+importing its package's ``__init__``, which Python runs first but which must not need the submodule). A package
+``__init__`` that re-exports names depends on the modules it takes them from: its imports, and for a lazy table
+(``spectral/__init__.py``, PEP 562) every string in it that names a module of the repository. So a submodule that
+imports its own package's ``__init__`` to get a name re-exported from it (``from spectral import knn_graph``
+inside ``spectral``) closes a cycle through that ``__init__`` and fails here: submodules import the defining
+module.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -82,3 +95,119 @@ def test_checker_catches_forbidden_imports(tmp_path):
     tops = {top for _, top in imported_top_levels(path)}
     assert tops == {"os", "zarr", "prefect", "storage", "importlib", "flows"}
     assert tops & FORBIDDEN["spectral"] == {"zarr", "prefect", "storage", "flows"}
+
+
+#: packages whose module import graph must have no cycle
+CYCLE_FREE = ("spectral", "storage", "tasks", "flows")
+
+
+def module_name(path: Path, root: Path) -> str:
+    """Dotted name of the module at ``path`` under ``root`` (a package's ``__init__.py`` is the package)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: Path, name: str, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that the module ``name`` at ``path`` imports, at any depth (see the module
+    docstring); a package ``__init__`` also depends on each module its string literals name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                found.add(sub if sub in modules else source)
+        elif isinstance(node, ast.Call) and _is_dynamic_import(node):
+            found.add(node.args[0].value)
+        elif is_package and isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules:
+            found.add(node.value)
+    return {m for m in found if m in modules and m != name}
+
+
+def import_graph(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
+    """``{module: modules it imports}`` over every module of ``packages`` under ``root``."""
+    paths = {module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+    modules = set(paths)
+    return {name: module_imports(path, name, modules) for name, path in paths.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one module (or a module importing itself),
+    each as a sorted list: the modules that import each other in a circle (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1 or node in graph.get(node, ()):
+                        cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_import_cycle_between_modules():
+    graph = import_graph(REPO_ROOT, CYCLE_FREE)
+    assert len(graph) > 100 and "spectral.placement" in graph
+    cycles = find_cycles(graph)
+    assert cycles == [], "modules that import each other in a circle:\n" + "\n".join(
+        " <-> ".join(cycle) for cycle in cycles)
+
+
+def test_cycle_finder_catches_cycles(tmp_path):
+    """The cycle finder itself can fail: a circle through a function-level import, a relative import, a
+    ``from pkg import submodule`` and a package ``__init__`` that re-exports lazily."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('_EXPORTS = {"thing": "pkg.sub.c"}\n')
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from pkg.sub import c\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "c.py").write_text("import pkg.a\n")
+    (pkg / "d.py").write_text("from pkg import thing\n")
+    (pkg / "sub" / "e.py").write_text("from pkg import thing\n")
+    graph = import_graph(tmp_path, ["pkg"])
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.sub.c"} and graph["pkg"] == {"pkg.sub.c"}
+    assert graph["pkg.d"] == {"pkg"}
+    assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
+    (pkg / "sub" / "c.py").write_text("import pkg.a\nfrom pkg import thing\n")  # through the lazy __init__
+    assert find_cycles(import_graph(tmp_path, ["pkg"])) == [["pkg", "pkg.a", "pkg.b", "pkg.sub.c"]]
+    (pkg / "a.py").write_text("")
+    assert find_cycles(import_graph(tmp_path, ["pkg"])) == [["pkg", "pkg.sub.c"]]

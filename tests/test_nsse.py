@@ -10,9 +10,9 @@ from scipy import linalg
 
 from conftest import load_dataset
 from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.nsse import NSSE, SupervisedLaplacianEigenmaps
-from spectral.graph_laplacian import dense_laplacian
-from spectral.nsse._graphs import class_graphs, squared_distances
+from spectral.methods.nsse import NSSE, SupervisedLaplacianEigenmaps
+from spectral.graph.laplacian import dense_laplacian
+from spectral.methods.nsse._graphs import class_graphs, squared_distances
 
 
 def _subset(name: str, per_class: int, seed: int, n_classes: int = 10):

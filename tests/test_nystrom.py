@@ -9,8 +9,8 @@ import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
 from spectral.errors import InputDataError, ParameterError
-from spectral.kernels import make_kernel, pairwise_kernel
-from spectral.nystrom import NystromFeatures, nystrom_eigh, ridge_leverage_scores, select_landmarks
+from spectral.operators.kernels import make_kernel, pairwise_kernel
+from spectral.operators.nystrom_features import NystromFeatures, nystrom_eigh, ridge_leverage_scores, select_landmarks
 
 N = 300
 

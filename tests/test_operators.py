@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 
 from spectral.eigen import eigensolve
 from spectral.errors import InputDataError, ParameterError
-from spectral.operators import (DaskRowBlockOperator, DiagonalOperator, IdentityOperator, LowRankOperator,
+from spectral.operators.linear import (DaskRowBlockOperator, DiagonalOperator, IdentityOperator, LowRankOperator,
                                 ScaledSum, SparseOperator)
 
 N = 300

@@ -49,8 +49,8 @@ def test_repeated_positions_on_the_workers_are_the_rows_distinct_rows_drops(monk
     import dask.array as da
     from distributed import Client
 
-    import spectral.distinct_blocks as blocks
-    from spectral.distinct_blocks import repeated_positions
+    import spectral.neighbours.sharded_duplicates as blocks
+    from spectral.neighbours.sharded_duplicates import repeated_positions
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(2000, 6)).astype(np.float32)

@@ -126,7 +126,7 @@ def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefe
     store_single, store_sharded = str(d / "single_h.zarr"), str(d / "sharded_h.zarr")
     manifest = read_manifest(store_sharded, sharded["run"])
     knn = {s.name: s.info for s in manifest.stages}["knn"]
-    kc = 3 * PARAMS["n_neighbors"]  # spectral.embedding.candidate_count of the out-of-sample map
+    kc = 3 * PARAMS["n_neighbors"]  # spectral.embedding.eigenmaps.candidate_count of the out-of-sample map
     n_held = round(HOLDOUT * N_POINTS)
     assert knn["method"] == "sharded" and knn["n_fit"] == N_POINTS - n_held and knn["n_heldout"] == n_held
     assert knn["n_candidates"] == kc and sum(knn["shard_sizes"]) == N_POINTS - n_held

@@ -54,7 +54,7 @@ def test_workers_that_cannot_hold_x_complete_the_sharded_run_as_the_single_proce
     from sklearn.neighbors import NearestNeighbors
 
     from flows.embed import embed
-    from spectral.knn_sharded import default_n_shards
+    from spectral.neighbours.sharded import default_n_shards
     from spectral.metrics import knn_recall, one_nn_accuracy
     from storage.embedding_io import read_embedding, read_output
     from storage.graph_io import read_knn

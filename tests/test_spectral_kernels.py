@@ -12,9 +12,9 @@ import scipy.sparse as sp
 from conftest import load_dataset, usps_digits
 
 from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.spectral_kernels import RSK, TSK, consistency_method, harmonic_function
-from spectral.spectral_kernels.basis import extend_vectors
-from spectral.spectral_kernels.lp import gap_matrix, solve_spectrum_lp
+from spectral.methods.spectral_kernels import RSK, TSK, consistency_method, harmonic_function
+from spectral.methods.spectral_kernels.basis import extend_vectors
+from spectral.methods.spectral_kernels.lp import gap_matrix, solve_spectrum_lp
 
 
 def minmax(X):
@@ -286,8 +286,8 @@ def _roll_semi(n=3000, labeled_per_class=10, seed=0):
 def test_default_tsk_beats_one_nn_on_a_six_class_roll():
     """Defaults that work (eta = 1): on 3,000 points of a 6-band Swiss roll with 60 labels, TSK's transductive
     accuracy (0.82) beats 1-NN on the labeled points in input space (0.72). The old default eta = 2 makes the
-    LP's optimum mu = 0 (the trivial eigenvector takes the largest weight; the RSK fallback kernel), and constraint="none"
-    gives a two-eigenvector kernel (0.61)."""
+    LP's optimum mu = 0 (the trivial eigenvector takes the largest weight; the RSK fallback kernel), and
+    constraint="none" gives a two-eigenvector kernel (0.61)."""
     from sklearn.neighbors import KNeighborsClassifier
 
     X, y, semi = _roll_semi()
@@ -308,7 +308,7 @@ def test_auto_n_neighbors_connects_a_small_far_group():
     """n_neighbors="auto" = max(6, ceil(ln n)): 6 up to n = 403 (the paper's k), 10 at 2e4, 14 at 1e6; a group
     of 7 points apart from 3,000 others is its own component at k = 6 (an error) and joined at ceil(ln 3007) = 9."""
     from spectral.errors import DisconnectedGraphError
-    from spectral.spectral_kernels import resolve_n_neighbors
+    from spectral.methods.spectral_kernels import resolve_n_neighbors
 
     assert [resolve_n_neighbors("auto", n) for n in (10, 351, 403, 404, 20000, 10**6)] == [6, 6, 6, 7, 10, 14]
     assert resolve_n_neighbors("auto", 5) == 4 and resolve_n_neighbors(3, 100) == 3

@@ -15,9 +15,9 @@ import zarr
 from conftest import load_dataset
 
 from spectral.errors import InputDataError, ParameterError
-from spectral.spectral_kernels import RSK, TSK, GraphParams, spectral_basis
-from spectral.weights import fit_weight_params, knn_weights, weights_from_params
-from spectral.knn import KNNIndex
+from spectral.methods.spectral_kernels import RSK, TSK, GraphParams, spectral_basis
+from spectral.graph.weights import fit_weight_params, knn_weights, weights_from_params
+from spectral.neighbours.index import KNNIndex
 
 
 def minmax(X):

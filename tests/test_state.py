@@ -1,4 +1,4 @@
-"""Generic model state (spectral._state): plain arrays + JSON and back, bit-identical transform, no pickle."""
+"""Generic model state (spectral.methods.estimator_state): plain arrays + JSON and back, bit-identical transform, no pickle."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from spectral import LNEG, MultiGraphKPCA
-from spectral._state import estimator_state, restore_estimator
+from spectral.methods.estimator_state import estimator_state, restore_estimator
 from spectral.errors import InputDataError
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import tasks._warm_up as warm_up
 from flows._warm_up import planned_dtypes
-from spectral.knn import EXACT_MAX_SAMPLES
+from spectral.neighbours.index import EXACT_MAX_SAMPLES
 from storage.ingest import ingest
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from spectral.errors import InputDataError, ParameterError
-from spectral.knn import knn_graph
-from spectral.graph_laplacian import laplacian
-from spectral.weights import fit_weight_params, knn_weights, query_weights
+from spectral.neighbours.knn import knn_graph
+from spectral.graph.laplacian import laplacian
+from spectral.graph.weights import fit_weight_params, knn_weights, query_weights
 
 # Five points on a line, k = 2, no distance ties (worked out by hand):
 #   x = 0, 1, 3, 7, 12 ; kNN: 0->{1 (1), 2 (3)}, 1->{0 (1), 2 (2)}, 2->{1 (2), 0 (3)},
@@ -143,7 +143,7 @@ def _scipy_weights(idx, dist, weighting, symmetrize, sigma=None, scale_k=None):
     ``A.maximum(A.T)`` / ``A.minimum(A.T)`` / ``(A + A.T) / 2``, diagonal and zeros dropped."""
     import scipy.sparse as sp
 
-    from spectral.weights import _exponent
+    from spectral.graph.weights import _exponent
 
     params, scales, _ = fit_weight_params(dist, weighting=weighting, symmetrize=symmetrize, sigma=sigma,
                                           scale_k=scale_k)

@@ -1,6 +1,6 @@
 """The coarse problem of the two-level pieces (:mod:`._two_level`) as tasks on one Dask worker, the coarse
 worker: the Galerkin pencil ``(A_c, B_c)`` (about ``coarse_size`` nodes, up to ~50 times that: see
-:func:`._shards.shard_coarse_basis`), its smallest eigenvectors, its sparse LU and the coarse solves of the
+:func:`._shard_ops.shard_coarse_basis`), its smallest eigenvectors, its sparse LU and the coarse solves of the
 two-level preconditioner stay there. The driver holds futures and the ``(P + 1,)`` coarse offsets only (the LU of
 the 1e6-node graph's pencil alone was 149 MB of the flow process's 497 MB peak when it lived in the driver).
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._sparse import spd_lu
-from .dispatch import eigensolve
+from spectral._sparse import spd_lu
+from spectral.eigen.dispatch import eigensolve
 
 
 def coarse_pencil(*pieces: tuple[sp.csr_matrix, sp.csr_matrix]) -> tuple[sp.csr_matrix, sp.csr_matrix, int]:
     """``(A_c (N_c, N_c), B_c (N_c, N_c), bytes received)`` from the shards' Galerkin rows
-    (:func:`._shards.shard_galerkin_rows`, shard order): ``A_c`` stacked and symmetrized (it is symmetric up to
+    (:func:`._shard_ops.shard_galerkin_rows`, shard order): ``A_c`` stacked and symmetrized (it is symmetric up to
     round-off), ``B_c`` block diagonal."""
     A_c = sp.csr_matrix(sp.vstack([p[0] for p in pieces]))
     A_c = sp.csr_matrix((A_c + A_c.T) * 0.5)

@@ -13,17 +13,17 @@ does to an ``(n, b)`` array, with reductions of ``(b,)`` per-shard results only:
 5. tolerance and convergence by :func:`._result.conclude`.
 
 :func:`embedding_parts` is the eigenmap's ``f_j = D^-1/2 u_j`` (sign-fixed, trivial column dropped) on the parts,
-each shard scaling by the degrees of its own rows (held by its :class:`._shards.Shard`). Nothing of size n passes
-through the driver; :func:`gather_original_order` brings parts back as one ``(n, k)`` array when asked.
+each shard scaling by the degrees of its own rows (held by its :class:`spectral.graph.sharded.Shard`). Nothing of size n
+passes through the driver; :func:`gather_original_order` brings parts back as one ``(n, k)`` array when asked.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _tsqr
-from ._result import RawPairs, conclude, pair_order
-from ._row_lobpcg import _Blocks, _residual_squares
+from spectral.eigen import _tsqr
+from spectral.eigen._result import RawPairs, conclude, pair_order
+from spectral.eigen._row_lobpcg import _Blocks, _residual_squares
 
 
 def finalize_row_parts(op, raw: RawPairs, problem, solver: str = "lobpcg"):

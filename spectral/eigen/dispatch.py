@@ -7,11 +7,11 @@ import importlib
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_choice, check_float, check_int, check_random_state
-from ..errors import ParameterError
-from . import generalized
-from ._problem import Problem, check_matrix, check_n_components, norm_bound
-from ._result import EigenResult, RawPairs, finalize
+from spectral._validation import check_choice, check_float, check_int, check_random_state
+from spectral.eigen import generalized
+from spectral.eigen._problem import Problem, check_matrix, check_n_components, norm_bound
+from spectral.eigen._result import EigenResult, RawPairs, finalize
+from spectral.errors import ParameterError
 
 #: The one registry of eigensolvers: name -> what ``A`` must be. "matrix": the entries of A (dense, sparse or
 #: an operator that ``"auto"`` / ``"dense"`` may densify); "operator": only products ``A @ V`` (any
@@ -27,7 +27,7 @@ SOLVER_INPUTS = {
 SOLVERS = tuple(SOLVER_INPUTS)
 #: solvers of a given matrix or graph (every one but "nystrom", which needs the data)
 MATRIX_SOLVERS = tuple(s for s, need in SOLVER_INPUTS.items() if need != "data")
-#: solvers that only apply ``A`` (implicit operators such as :class:`spectral.operators.ScaledSum`)
+#: solvers that only apply ``A`` (implicit operators such as :class:`spectral.operators.linear.ScaledSum`)
 OPERATOR_SOLVERS = tuple(s for s, need in SOLVER_INPUTS.items() if need == "operator")
 # "auto" uses dense eigh up to this size: LAPACK on 2,000 rows takes ~1 s here and is exact.
 AUTO_DENSE_MAX_N = 2000
@@ -47,7 +47,7 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
     Parameters
     ----------
     A : ndarray (n, n), scipy sparse matrix (n, n) or LinearOperator (n, n)
-        Symmetric matrix or operator (e.g. those of :mod:`spectral.operators`). For ``solver="nystrom"``
+        Symmetric matrix or operator (e.g. those of :mod:`spectral.operators.linear`). For ``solver="nystrom"``
         ``A`` is the data ``X`` (n, d) instead; see :mod:`spectral.eigen.nystrom`.
     n_components : int
         Number k of eigenpairs, in [1, n - 1] for the iterative solvers, [1, n] for ``"dense"``.
@@ -87,7 +87,7 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
     solver = check_choice("solver", solver, SOLVERS)
     which = check_choice("which", which, ("smallest", "largest"))
     if solver == "nystrom":
-        from .nystrom import eigensolve_nystrom
+        from spectral.eigen.nystrom import eigensolve_nystrom
 
         return eigensolve_nystrom(A, n_components, which=which, tol=tol, random_state=random_state,
                                   raise_on_failure=raise_on_failure, **solver_options)
@@ -135,10 +135,10 @@ def _auto(A, n: int, which: str, reduce_B: bool, generalized: bool, k, options: 
     """The solver of ``solver="auto"``: never one that would refuse the problem (then dense ``eigh``).
 
     Dense up to :data:`AUTO_DENSE_MAX_N` rows, with ``reduce_B``, or when k is too large for a block method
-    (k >= n, or n < 5 x LOBPCG's block); LOBPCG (AMG) for the smallest pairs of a sparse A; the randomized solver for a standard problem; ARPACK for a large generalized one (the
-    randomized solver handles B = I only).
+    (k >= n, or n < 5 x LOBPCG's block); LOBPCG (AMG) for the smallest pairs of a sparse A; the randomized solver for a
+    standard problem; ARPACK for a large generalized one (the randomized solver handles B = I only).
     """
-    from .lobpcg import accepts as lobpcg_accepts
+    from spectral.eigen.lobpcg import accepts as lobpcg_accepts
 
     iterative_k = isinstance(k, (int, np.integer)) and not isinstance(k, bool) and 1 <= int(k) <= n - 1
     if n <= AUTO_DENSE_MAX_N or reduce_B or not iterative_k or not lobpcg_accepts(n, int(k), options):
@@ -152,7 +152,7 @@ def _auto(A, n: int, which: str, reduce_B: bool, generalized: bool, k, options: 
 
 def _solve_reduced(problem: Problem, options) -> EigenResult:
     """CK08 Sect. 3.2: solve ``W^T A W y = lambda y`` with ``W = U_r S_r^{-1/2}`` (range of B)."""
-    from .dense import solve_dense
+    from spectral.eigen.dense import solve_dense
 
     W = generalized.range_basis(problem.B)
     r = W.shape[1]

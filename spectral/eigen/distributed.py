@@ -2,7 +2,7 @@
 
 The graph is held as ``P`` row blocks ("shards") on the workers of the active ``distributed.Client``;
 every shard builds its rows of ``L_sym = I - D^-1/2 W D^-1/2`` (the formula of
-:func:`spectral.graph_laplacian.laplacian_rows`, same conventions as the single-process path) and keeps
+:func:`spectral.graph.laplacian.laplacian_rows`, same conventions as the single-process path) and keeps
 them there. :class:`DistributedLaplacian` is a ``LinearOperator`` whose product ``L @ V`` (n, b) sends each
 shard only ``V[cols_i]`` (the rows its columns touch) and receives its ``(n_i, b)`` rows back.
 
@@ -43,32 +43,48 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .._validation import check_choice, check_float, check_int
-from ..errors import InputDataError, ParameterError
-from ..graph_laplacian import check_affinity
-from ..partition_parts import item
-from . import _exchange, _shards, _two_level
-from ._cluster import (FLOAT_BYTES, active_client, is_future, scatter_to, shape_of, transpose_exchange, worker_list,
-                       worker_of)
-from .lobpcg import AMG_SHIFT
+from spectral import placement
+from spectral._validation import check_choice, check_float, check_int, check_workers
+from spectral.eigen import _shard_ops, _two_level
+from spectral.eigen._shard_ops import FLOAT_BYTES
+from spectral.eigen.lobpcg import AMG_SHIFT
+from spectral.errors import InputDataError, ParameterError
+from spectral.graph import sharded as graph_shards
+from spectral.graph.laplacian import check_affinity
+from spectral.graph.sharded import transpose_exchange
+from spectral.placement import is_future, item, scatter_to, shape_of, worker_list, worker_of
 
-PARTITIONS = _shards.PARTITIONS
+PARTITIONS = _shard_ops.PARTITIONS
 NORMALIZATIONS = ("symmetric", "random_walk")
 SYMMETRIZE = ("or", "and", "mean")
 #: A shard needs at least this many rows: enough for a useful AMG hierarchy of its diagonal block and for
 #: its (rows, b) blocks to outweigh the per-task overhead of the scheduler (~1 ms).
 MIN_SHARD_ROWS = 64
+
+
+def active_client(client):
+    """``client``, or the active ``distributed.Client`` (ParameterError when there is none)."""
+    if client is not None:
+        return client
+    from distributed import get_client
+
+    try:
+        return get_client()
+    except ValueError as exc:
+        raise ParameterError("the distributed eigensolver needs an active distributed.Client (or client=...)") from exc
+
+
 class DistributedLaplacian(LinearOperator):
     """Normalized Laplacian (n, n) held as row shards on Dask workers; ``op @ V`` is a distributed product.
 
     Build with :meth:`from_weights` (a scipy ``W`` in the driver, partitioned and scattered),
     :meth:`from_blocks` (row blocks of W, e.g. futures already on the workers) or :meth:`from_knn_blocks`
     (per-shard kNN lists: weights built on the workers). The degrees and weight scales are exchanged between
-    the workers (:mod:`._exchange`): each shard receives those of its own columns, and nothing of size n passes
-    through the driver. Attributes: ``n_blocks``, ``bounds`` (P + 1,) shard boundaries in the operator's order,
-    ``stats`` (sizes, ``inside_fraction``), ``traffic`` (bytes and calls so far); gathered into the driver only
-    when asked for: ``perm`` (n,) original node of each operator row, ``degrees`` (n,) in the operator's order,
-    ``cols`` (the columns of every shard, for the driver's product).
+    the workers (:func:`spectral.placement.values_at_columns`): each shard receives those of its own columns,
+    and nothing of size n passes through the driver. Attributes: ``n_blocks``, ``bounds`` (P + 1,) shard boundaries in
+    the operator's order, ``stats`` (sizes, ``inside_fraction``), ``traffic`` (bytes and calls so far); gathered into
+    the driver only when asked for: ``perm`` (n,) original node of each operator row, ``degrees`` (n,) in the operator's
+    order, ``cols`` (the columns of every shard, for the driver's product).
     """
 
     def __init__(self, shards, bounds, rows, client, stats):
@@ -98,7 +114,7 @@ class DistributedLaplacian(LinearOperator):
     @property
     def degrees(self) -> np.ndarray:
         """``(n,)`` the degrees in the operator's order (gathered from the shards)."""
-        return np.concatenate(self.client.gather([self.client.submit(_shards.shard_degrees_of, s, workers=[w],
+        return np.concatenate(self.client.gather([self.client.submit(graph_shards.shard_degrees_of, s, workers=[w],
                                                                      pure=False)
                                                   for s, w in zip(self.shards, self.workers)]))
 
@@ -106,7 +122,7 @@ class DistributedLaplacian(LinearOperator):
     def cols(self) -> list:
         """Per shard its sorted global columns ``(c_i,)`` (gathered once, for the driver's product)."""
         if self._cols is None:
-            self._cols = self.client.gather([self.client.submit(_shards.shard_columns, s, workers=[w], pure=False)
+            self._cols = self.client.gather([self.client.submit(graph_shards.shard_columns, s, workers=[w], pure=False)
                                              for s, w in zip(self.shards, self.workers)])
         return self._cols
 
@@ -117,7 +133,7 @@ class DistributedLaplacian(LinearOperator):
         """Partition a symmetric ``W`` (n, n) into ``n_blocks`` row shards, scatter them and build the operator.
 
         ``partition``: "rcm", "coordinates" (needs ``coordinates`` (n, d): the data or an initial
-        embedding) or "none" (see :mod:`._shards`).
+        embedding) or "none" (see :mod:`._shard_ops`).
         """
         W = check_affinity(W)
         n = W.shape[0]
@@ -128,11 +144,11 @@ class DistributedLaplacian(LinearOperator):
         elif coordinates is not None:
             raise ParameterError(f"coordinates are used only by partition='coordinates'; got partition={partition!r}")
         client = active_client(client)
-        perm, bounds = _shards.row_partition(W, n_blocks, partition, coordinates)
-        inside = _shards.inside_fraction(W, perm, bounds)
+        perm, bounds = _shard_ops.row_partition(W, n_blocks, partition, coordinates)
+        inside = _shard_ops.inside_fraction(W, perm, bounds)
         Wp = sp.csr_matrix(W[perm][:, perm])
         Wp.sort_indices()
-        addresses = worker_list(client)
+        addresses = check_workers(worker_list(client))
         blocks = [scatter_to(client, Wp[bounds[i]:bounds[i + 1]], addresses[i % len(addresses)])
                   for i in range(n_blocks)]
         op = cls._build(blocks, bounds, _rows_on(client, perm, bounds, blocks), normalization, client)
@@ -156,7 +172,7 @@ class DistributedLaplacian(LinearOperator):
         blocks = list(blocks)
         if not blocks:
             raise ParameterError("blocks must hold at least one row block; got 0")
-        addresses = worker_list(client)
+        addresses = check_workers(worker_list(client))
         futures = [b if is_future(b) else scatter_to(client, sp.csr_matrix(b, dtype=np.float64),
                                                        addresses[i % len(addresses)])
                    for i, b in enumerate(blocks)]
@@ -184,9 +200,9 @@ class DistributedLaplacian(LinearOperator):
 
         ``indices[i]`` / ``distances[i]`` (arrays or futures, (n_i, k)) are the neighbours (global row numbers)
         and sorted distances of the rows of shard ``i``, shards in row order. The weighting is
-        :func:`spectral.weights.knn_weights`'s (same parameters, resolved from the reduced summaries of all
+        :func:`spectral.graph.weights.knn_weights`'s (same parameters, resolved from the reduced summaries of all
         blocks: smallest positive and mean distance); each shard receives the per-point scales of its columns
-        from the other shards' workers (like the degrees, :func:`._exchange.values_at_columns`); the directed
+        from the other shards' workers (like the degrees, :func:`spectral.placement.values_at_columns`); the directed
         weight rows are symmetrized by the shard-pair transpose exchange of :meth:`from_blocks`. Same result as
         ``from_blocks`` on the row blocks of ``knn_weights``.
 
@@ -194,18 +210,18 @@ class DistributedLaplacian(LinearOperator):
         original rows ``perm[s_i:s_i + n_i]``, ``s_i`` the rows of the shards before it), or per shard a future of
         its original rows (ascending, on any worker: no (n,) array in the driver). The neighbour indices are
         original row numbers; they are renumbered into the operator's order on the workers, each shard asking
-        the others only for its foreign neighbours (:func:`._exchange.renumber_by_parts`). ``op.perm`` and
+        the others only for its foreign neighbours (:func:`spectral.graph.sharded.renumber_by_parts`). ``op.perm`` and
         :meth:`to_original_order` map the operator's rows back. Use the shards of a locality partition
-        (:mod:`spectral.partition`).
+        (:mod:`spectral.neighbours.partition`).
         """
-        from ..weights import resolve_weight_params
+        from spectral.graph.weights import resolve_weight_params
 
         client = active_client(client)
         indices, distances = list(indices), list(distances)
         if not indices or len(indices) != len(distances):
             raise ParameterError(f"indices and distances must be lists of the same number (>= 1) of row blocks; got "
                                  f"{len(indices)} and {len(distances)}")
-        addresses = worker_list(client)
+        addresses = check_workers(worker_list(client))
         idx = [b if is_future(b) else scatter_to(client, np.asarray(b), addresses[i % len(addresses)])
                for i, b in enumerate(indices)]
         workers = [worker_of(client, f) for f in idx]
@@ -220,8 +236,8 @@ class DistributedLaplacian(LinearOperator):
             part_rows = perm if isinstance(perm, list) else _rows_on(client, _check_perm(perm, n), starts, idx)
             if len(part_rows) != len(idx):
                 raise ParameterError(f"perm must give the rows of each of the {len(idx)} blocks; got {len(part_rows)}")
-            idx = _exchange.renumber_by_parts(client, idx, part_rows, starts, workers)
-        summaries = client.gather([client.submit(_shards.knn_summary, a, d, int(s), n, workers=[w], pure=False)
+            idx = graph_shards.renumber_by_parts(client, idx, part_rows, starts, workers)
+        summaries = client.gather([client.submit(graph_shards.knn_summary, a, d, int(s), n, workers=[w], pure=False)
                                    for a, d, s, w in zip(idx, dist, starts, workers)])
         ks = {m["k"] for m in summaries}
         if len(ks) != 1:
@@ -231,12 +247,13 @@ class DistributedLaplacian(LinearOperator):
         params = resolve_weight_params(ks.pop(), weighting=weighting, symmetrize=symmetrize, sigma=sigma,
                                        scale_k=scale_k, min_positive=min(positives) if positives else None,
                                        mean_distance=mean)
-        scales = [client.submit(_shards.knn_scales, d, params, workers=[w], pure=False) for d, w in zip(dist, workers)]
-        cols = [client.submit(_shards.knn_columns, a, int(s), workers=[w], pure=False)
+        scales = [client.submit(graph_shards.knn_scales, d, params, workers=[w], pure=False)
+                  for d, w in zip(dist, workers)]
+        cols = [client.submit(graph_shards.knn_columns, a, int(s), workers=[w], pure=False)
                 for a, s, w in zip(idx, starts, workers)]
-        col_scales = _exchange.values_at_columns(client, scales, cols, starts, workers)
-        directed = [client.submit(_shards.knn_directed_rows, a, d, int(s), params, cc, sc, n, workers=[w], pure=False)
-                    for a, d, s, cc, sc, w in zip(idx, dist, starts, cols, col_scales, workers)]
+        col_scales = placement.values_at_columns(client, scales, cols, starts, workers)
+        directed = [client.submit(graph_shards.knn_directed_rows, a, d, int(s), params, cc, sc, n, workers=[w],
+                                  pure=False) for a, d, s, cc, sc, w in zip(idx, dist, starts, cols, col_scales, workers)]
         W = transpose_exchange(client, directed, starts, params.symmetrize)
         # no reference is kept to the intermediates, so the scheduler frees each once the tasks using it are done
         # (at 1e6 rows on one worker the build's peak held them all: kNN lists, renumbered lists, directed and
@@ -251,14 +268,14 @@ class DistributedLaplacian(LinearOperator):
         normalization = check_choice("normalization", normalization, NORMALIZATIONS)
         workers = [worker_of(client, f) for f in blocks]
         starts = [int(s) for s in bounds[:-1]]
-        degrees = [client.submit(_shards.shard_degrees, f, s, workers=[w], pure=False)
+        degrees = [client.submit(graph_shards.shard_degrees, f, s, workers=[w], pure=False)
                    for f, s, w in zip(blocks, starts, workers)]
-        cols = [client.submit(_shards.block_columns, f, s, workers=[w], pure=False)
+        cols = [client.submit(graph_shards.block_columns, f, s, workers=[w], pure=False)
                 for f, s, w in zip(blocks, starts, workers)]
-        col_degrees = _exchange.values_at_columns(client, degrees, cols, bounds, workers)
-        shards = [client.submit(_shards.shard_build, f, s, cc, dc, normalization, workers=[w], pure=False)
+        col_degrees = placement.values_at_columns(client, degrees, cols, bounds, workers)
+        shards = [client.submit(graph_shards.shard_build, f, s, cc, dc, normalization, workers=[w], pure=False)
                   for f, s, cc, dc, w in zip(blocks, starts, cols, col_degrees, workers)]
-        per = client.gather([client.submit(_shards.shard_stats, s, workers=[w], pure=False)
+        per = client.gather([client.submit(graph_shards.shard_stats, s, workers=[w], pure=False)
                              for s, w in zip(shards, workers)])
         offdiag = sum(p["offdiag"] for p in per)
         stats = {"n": int(bounds[-1]), "n_blocks": len(shards), "normalization": normalization,
@@ -286,7 +303,7 @@ class DistributedLaplacian(LinearOperator):
         futures = []
         for shard, worker, cols in zip(self.shards, self.workers, self.cols):
             piece = scatter_to(c, V[cols], worker)
-            futures.append(c.submit(_shards.shard_product, shard, piece, workers=[worker], pure=False))
+            futures.append(c.submit(_shard_ops.shard_product, shard, piece, workers=[worker], pure=False))
             self.traffic["product_bytes_out"] += cols.size * V.shape[1] * FLOAT_BYTES
         out = np.vstack(c.gather(futures))
         self.traffic["products"] += 1
@@ -298,8 +315,8 @@ class DistributedLaplacian(LinearOperator):
         block, built and applied on the shard's worker (see module docstring)."""
         amg_shift = check_float("amg_shift", amg_shift, low=0.0)
         c = self.client
-        self.shards = [c.submit(_shards.shard_with_preconditioner, s, amg_shift, amg_options, workers=[w], pure=False)
-                       for s, w in zip(self.shards, self.workers)]
+        self.shards = [c.submit(_shard_ops.shard_with_preconditioner, s, amg_shift, amg_options, workers=[w],
+                                pure=False) for s, w in zip(self.shards, self.workers)]
         for shard in self.shards:  # wait, and raise setup errors here (the shards stay on their workers)
             worker_of(c, shard)
         self._preconditioned = True
@@ -338,7 +355,7 @@ class DistributedLaplacian(LinearOperator):
         if self._coarse_lu is not None:
             return _two_level.precondition_two_level_parts(self, parts, width)
         c = self.client
-        return [c.submit(_shards.shard_precondition, shard, part, workers=[worker], pure=False)
+        return [c.submit(_shard_ops.shard_precondition, shard, part, workers=[worker], pure=False)
                 for shard, worker, part in zip(self.shards, self.workers, parts)]
 
     def product_parts(self, parts: list, width: int) -> list:
@@ -349,21 +366,21 @@ class DistributedLaplacian(LinearOperator):
         out = []
         for i, (shard, worker) in enumerate(zip(self.shards, self.workers)):
             pieces = [parts[j] if j == i else
-                      c.submit(_shards.take_rows, parts[j], rows, workers=[self.workers[j]], pure=False)
+                      c.submit(_shard_ops.take_rows, parts[j], rows, workers=[self.workers[j]], pure=False)
                       for j, rows in self._halo()[i]]
-            out.append(c.submit(_shards.shard_product_pieces, shard, pieces, workers=[worker], pure=False))
+            out.append(c.submit(_shard_ops.shard_product_pieces, shard, pieces, workers=[worker], pure=False))
         self.traffic["products"] += 1
         self.traffic["halo_bytes"] += self.stats["halo_rows"] * width * FLOAT_BYTES
         return out
 
     def _halo(self) -> list:
         """Per shard ``i``: ``[(j, rows of shard j at shard i's columns (future on j's worker, or None for i))]``
-        in shard order, cut on the workers once (:func:`._exchange.split_by_owner`)."""
+        in shard order, cut on the workers once (:func:`spectral.placement.split_by_owner`)."""
         if self._halo_rows is None:
             c = self.client
-            requests = [c.submit(_shards.shard_requests, s, self.bounds, workers=[w], pure=False)
+            requests = [c.submit(_shard_ops.shard_requests, s, self.bounds, workers=[w], pure=False)
                         for s, w in zip(self.shards, self.workers)]
-            sizes = np.array(c.gather([c.submit(_exchange.sizes_of, r, pure=False) for r in requests]))
+            sizes = np.array(c.gather([c.submit(placement.sizes_of, r, pure=False) for r in requests]))
             halo = []
             for i, req in enumerate(requests):
                 halo.append([(j, None if j == i else

@@ -13,14 +13,14 @@ import time
 
 import numpy as np
 
-from .._validation import check_choice, check_float, check_int, check_random_state
-from ..errors import DisconnectedGraphError, ParameterError
-from . import _tsqr
-from ._row_parts import embedding_parts, finalize_row_parts, gather_original_order
-from .dispatch import eigensolve
-from .distributed import DistributedLaplacian
-from .lobpcg import AMG_SHIFT
-from .signs import sign_flip
+from spectral._validation import check_choice, check_float, check_int, check_random_state
+from spectral.eigen import _tsqr
+from spectral.eigen._row_parts import embedding_parts, finalize_row_parts, gather_original_order
+from spectral.eigen.dispatch import eigensolve
+from spectral.eigen.distributed import DistributedLaplacian
+from spectral.eigen.lobpcg import AMG_SHIFT
+from spectral.eigen.signs import sign_flip
+from spectral.errors import DisconnectedGraphError, ParameterError
 
 #: Where LOBPCG's dense (n, b) blocks live: as row parts on the workers, or in the driver (scipy's lobpcg).
 DENSE_WORK = ("row_blocks", "driver")
@@ -129,10 +129,10 @@ def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: boo
     """:func:`._row_lobpcg.row_block_lobpcg` on ``op`` from the row parts ``X0``, its ``k`` pairs finalized on the
     workers (normalized, sorted, sign-fixed, residuals, convergence: :func:`._row_parts.finalize_row_parts`, the
     steps of ``_result.finalize``). Returns ``(EigenResult with vectors=None, row parts (n_i, k))``."""
-    from ._problem import Problem
-    from ._result import DEFAULT_RTOL, RawPairs
-    from ._row_lobpcg import row_block_lobpcg
-    from .lobpcg import DEFAULT_MAX_ITER
+    from spectral.eigen._problem import Problem
+    from spectral.eigen._result import DEFAULT_RTOL, RawPairs
+    from spectral.eigen._row_lobpcg import row_block_lobpcg
+    from spectral.eigen.lobpcg import DEFAULT_MAX_ITER
 
     norm = op.norm_bound()
     tol = None if tol is None else check_float("tol", tol, low=0.0, low_inclusive=False)
@@ -151,11 +151,11 @@ def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: boo
 
 def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int, *, gather: bool = True,
                                     **solver_options):
-    """Laplacian eigenmap on the distributed operator, as :func:`spectral.embedding.laplacian_eigenmaps_from_graph`
-    (``normalization="symmetric"``): the ``k + 1`` smallest pairs, ``f_j = D^-1/2 u_j`` sign-fixed, the trivial
-    pair 0 dropped. Returns ``(embedding (n, k), eigenvalues (k,), EigenResult)`` in the original node order;
-    with ``gather=False`` (row blocks) the embedding stays on the workers: row parts, futures of ``(n_i, k)``
-    in shard order (:func:`._row_parts.embedding_parts`), and the EigenResult has ``vectors=None``."""
+    """Laplacian eigenmap on the distributed operator, as
+    :func:`spectral.embedding.eigenmaps.laplacian_eigenmaps_from_graph` (``normalization="symmetric"``): the ``k + 1``
+    smallest pairs, ``f_j = D^-1/2 u_j`` sign-fixed, the trivial pair 0 dropped. Returns ``(embedding (n, k),
+    eigenvalues (k,), EigenResult)`` in the original node order; with ``gather=False`` (row blocks) the embedding stays
+    on the workers: row parts, futures of ``(n_i, k)`` in shard order (:func:`._row_parts.embedding_parts`), and the EigenResult has ``vectors=None``."""
     if op.stats.get("normalization") != "symmetric":
         raise ParameterError(f"the embedding needs normalization='symmetric'; got {op.stats.get('normalization')!r}")
     if op.stats.get("isolated_nodes"):
@@ -182,8 +182,8 @@ def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int,
 
 def _traffic(op, before, n_iter) -> dict:
     """Traffic of one solve: the counters' increments, ``driver_bytes`` (blocks between the driver and the
-    workers: products and preconditioner calls with driver-held blocks), ``halo_bytes`` (rows between workers in the row-block
-    products), ``coarse_bytes`` (the two-level preconditioner's coarse blocks, between the shards and the
+    workers: products and preconditioner calls with driver-held blocks), ``halo_bytes`` (rows between workers in the
+    row-block products), ``coarse_bytes`` (the two-level preconditioner's coarse blocks, between the shards and the
     coarse worker), their sum
     ``total_bytes`` and per iteration."""
     now = op.traffic

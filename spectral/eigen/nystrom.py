@@ -8,9 +8,9 @@ Fowlkes et al.) for every row of X, never forming K. Only ``which="largest"`` ex
 eigenpairs of a normalized Laplacian ``I - D^{-1/2} K D^{-1/2}`` are the largest of the normalized kernel.
 
 Solver options: ``kernel``, ``gamma``, ``degree``, ``coef0``, ``kernel_params`` (see
-:mod:`spectral.kernels`), ``n_landmarks`` (default ``min(n, 1000)``), ``landmarks`` (selection method,
-see :func:`spectral.nystrom.select_landmarks`), ``features`` (a fitted
-:class:`spectral.nystrom.NystromFeatures`, overrides the previous ones), ``normalized`` (bool),
+:mod:`spectral.operators.kernels`), ``n_landmarks`` (default ``min(n, 1000)``), ``landmarks`` (selection method,
+see :func:`spectral.operators.nystrom_features.select_landmarks`), ``features`` (a fitted
+:class:`spectral.operators.nystrom_features.NystromFeatures`, overrides the previous ones), ``normalized`` (bool),
 ``dtype`` (float64 or float32 for the kernel blocks), ``chunk_rows``, ``residual_rows`` (default 200).
 
 Residuals: K is never formed, so ``residuals`` are ESTIMATES of ``||K v - lambda v||`` against the true
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
-from ..errors import ConvergenceError, ParameterError
-from .._arrays import is_dask, take_rows
-from ..nystrom import DEFAULT_CHUNK_ROWS, DEFAULT_LANDMARKS, NystromFeatures, nystrom_eigh
-from ._result import EigenResult
-from .signs import sign_flip
+from spectral._arrays import is_dask, take_rows
+from spectral._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
+from spectral.eigen._result import EigenResult
+from spectral.eigen.signs import sign_flip
+from spectral.errors import ConvergenceError, ParameterError
+from spectral.operators.nystrom_features import DEFAULT_CHUNK_ROWS, DEFAULT_LANDMARKS, NystromFeatures, nystrom_eigh
 
 DEFAULT_RESIDUAL_ROWS = 200
 

@@ -2,11 +2,11 @@
 Tropp 2011, Alg. 4.4 + 5.3; Zhou & Saad 2007 for the Chebyshev filter).
 
 The problem is turned into "smallest eigenpairs of S": ``S = A`` (``which="smallest"``) or ``S = -A``
-(``"largest"``). The spectrum of S must be bounded above by ``hi`` (the ``spectral_bounds=(lo, hi)`` option -- e.g. ``(0, 2)`` for a
-normalized Laplacian --, an operator's ``spectral_bounds()``, the tighter of the Gershgorin discs and a
+(``"largest"``). The spectrum of S must be bounded above by ``hi`` (the ``spectral_bounds=(lo, hi)`` option -- e.g.
+``(0, 2)`` for a normalized Laplacian --, an operator's ``spectral_bounds()``, the tighter of the Gershgorin discs and a
 fixed-step Lanczos estimate with a safety margin for an explicit matrix, or that estimate alone for a bare
-operator; recorded in ``info["bound_source"]``). A Gaussian block of ``p = k + oversample`` columns (from ``random_state``)
-or ``X0`` is then repeatedly filtered, orthonormalized (Cholesky-QR twice) and Rayleigh-Ritz projected
+operator; recorded in ``info["bound_source"]``). A Gaussian block of ``p = k + oversample`` columns (from
+``random_state``) or ``X0`` is then repeatedly filtered, orthonormalized (Cholesky-QR twice) and Rayleigh-Ritz projected
 until the k wanted residuals ``||A v - lambda v||`` are <= the tolerance or ``max_iter`` outer iterations ran:
 
 * ``method="chebyshev"`` (default): degree-``degree`` Chebyshev polynomial of S that damps ``[a, hi]``,
@@ -16,7 +16,7 @@ until the k wanted residuals ``||A v - lambda v||`` are <= the tolerance or ``ma
 * ``method="krylov"``: block Krylov space ``[V, F V, ..., F^degree V]`` with ``F = hi I - S`` (HMT Sect. 4.5
   / Musco & Musco 2015), Rayleigh-Ritz over the whole space, restarted from its best p Ritz vectors.
 
-Every product with ``A`` goes through ``A @ X``; with a :class:`spectral.operators.DaskRowBlockOperator`
+Every product with ``A`` goes through ``A @ X``; with a :class:`spectral.operators.linear.DaskRowBlockOperator`
 it runs as Dask work over row blocks. Standard problems only (``B`` must be None). ``n_iter`` counts
 outer iterations; ``info["matmats"]`` counts block products with A.
 """
@@ -27,9 +27,9 @@ import numpy as np
 import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
-from ..errors import ParameterError
-from ._problem import gershgorin_bounds, is_explicit
-from ._result import DEFAULT_RTOL, RawPairs
+from spectral.eigen._problem import gershgorin_bounds, is_explicit
+from spectral.eigen._result import DEFAULT_RTOL, RawPairs
+from spectral.errors import ParameterError
 
 DEFAULT_MAX_ITER = 300
 # Oversampling p - k: HMT recommend 5-10; 10 extra columns also separate the filter cut from lambda_k.
