@@ -306,23 +306,35 @@ def _datasets(root: Any) -> list[str]:
 
 
 # ---- the store side -----------------------------------------------------------------------------------------
+#: Obs names read from the source at once when they are written into the store (memory: these names, whatever
+#: the store's chunks).
+NAME_BLOCK_ROWS = 4096
+
+
 def write_cells(group: Any, cells: Cells, chunk_rows: int) -> dict[str, Any]:
     """Write the obs names of ``cells`` into the store ``group`` (UTF-8 bytes + offsets, no string dtype);
-    return the root attributes that record X's and the labels' origin and the category names."""
+    return the root attributes that record X's and the labels' origin and the category names.
+
+    The names are read :data:`NAME_BLOCK_ROWS` at a time; the offsets and the bytes are assembled one chunk each
+    and written chunk by chunk (:class:`storage.chunk_files.ChunkAppender`)."""
+    from .chunk_files import ChunkAppender
+
     offsets = group.create_array(layout.OBS_NAME_OFFSETS, shape=(cells.n + 1,), chunks=(chunk_rows,),
                                  dtype="int64", fill_value=0, compressors=layout.compressors())
     data = group.create_array(layout.OBS_NAME_BYTES, shape=(0,), chunks=(layout.CSR_CHUNK_ENTRIES,), dtype="uint8",
                               fill_value=0, compressors=layout.compressors())
-    start, end = 0, 0
-    offsets[0:1] = np.zeros(1, dtype=np.int64)
-    for names in cells.names(chunk_rows):
+    offset_rows, name_bytes = ChunkAppender(offsets), ChunkAppender(data, grow=True)
+    offset_rows.append(np.zeros(1, dtype=np.int64))
+    end = 0
+    for names in cells.names(NAME_BLOCK_ROWS):
         encoded = [s.encode("utf-8") for s in names.tolist()]
         lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
-        offsets[start + 1:start + 1 + len(encoded)] = end + np.cumsum(lengths)
+        offset_rows.append(end + np.cumsum(lengths))
         blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        data.resize((end + blob.size,))
-        data[end:end + blob.size] = blob
-        start, end = start + len(encoded), end + blob.size
+        name_bytes.append(blob)
+        end += blob.size
+    offset_rows.flush()
+    name_bytes.flush()
     attrs = {layout.ATTR_CELLS_FILE: os.path.abspath(cells.file), layout.ATTR_CELLS_X_KEY: cells.x_key,
              layout.ATTR_CELLS_LABELS_KEY: cells.labels_key}
     if cells.categories is not None:
