@@ -271,6 +271,7 @@ def serve(
     name: str = typer.Option("nightly", help="deployment name: embed/NAME and extend/NAME-extend"),
     method: str = METHOD_OPT, param: list[str] = PARAM_OPT, n_components: Optional[int] = K_OPT,
     labels: Optional[str] = LABELS_OPT, holdout: float = HOLDOUT_OPT,
+    use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
@@ -285,7 +286,8 @@ def serve(
     params = _run(lambda: _with_k(parse_params(param), n_components))
     _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
                              interval=interval, cron=cron, scheduler=scheduler, n_workers=workers,
-                             keep_cluster=keep_cluster, runner=runner, poll_seconds=poll))
+                             keep_cluster=keep_cluster, runner=runner, poll_seconds=poll, use_rep=use_rep,
+                             labels_obs=labels_obs))
 
 
 def _with_k(params: dict[str, Any], n_components: int | None) -> dict[str, Any]:

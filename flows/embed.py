@@ -112,6 +112,10 @@ def _check_anndata_options(source: str, use_rep: str | None, labels_obs: str | N
                                  f"{source!r} is not one (got {name}={value!r})")
     if labels_obs is not None and labels is not None:
         raise ParameterError(f"labels are given twice: labels={labels!r} and labels_obs={labels_obs!r}; pass one")
+    if use_rep is not None or labels_obs is not None:  # the keys exist: a (scheduled) run fails now, not at ingest
+        from storage.anndata_io import check_anndata_keys
+
+        check_anndata_keys(source, use_rep or "X", labels_obs)
 
 
 def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:

@@ -123,3 +123,43 @@ def test_anndata_options_are_refused_for_other_sources(tmp_path):
     with pytest.raises(ParameterError, match=r"use_rep selects part of an AnnData source .* \(got use_rep='X_pca'\)"):
         check_embed_arguments(str(tmp_path / "X.npy"), str(tmp_path / "s.zarr"), "laplacian_eigenmaps", None,
                               labels=None, holdout=0.0, n_workers=1, random_state=0, use_rep="X_pca")
+
+
+def test_served_embed_runs_carry_use_rep_and_labels_obs(cells, tmp_path):
+    """``eigenflow serve cells.h5ad STORE --use-rep X_pca --labels-obs cell_type``: every scheduled embed run gets
+    both, as ``eigenflow embed`` passes them; the on-demand extend deployment keeps its own parameters."""
+    from flows.serve import deployments
+
+    d, _, _, _ = cells
+    embed_deployment, extend_deployment = deployments(
+        str(d / "cells.h5ad"), str(tmp_path / "served.zarr"), name="nightly", method="tsk", params={}, labels=None,
+        holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1, use_rep="X_pca", labels_obs="cell_type")
+    assert embed_deployment.parameters["use_rep"] == "X_pca"
+    assert embed_deployment.parameters["labels_obs"] == "cell_type"
+    assert embed_deployment.parameters["source"] == str(d / "cells.h5ad") and embed_deployment.parameters["labels"] is None
+    assert "use_rep" not in extend_deployment.parameters
+    with pytest.raises(Exception, match=r"labels_obs \(--labels-obs\) 'cell_kind' is not a column of obs; columns "
+                                        r"are \['cell_type', 'n_counts'\]"):
+        deployments(str(d / "cells.h5ad"), str(tmp_path / "served.zarr"), name="nightly", method="tsk", params={},
+                    labels=None, holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1,
+                    use_rep="X_pca", labels_obs="cell_kind")
+
+
+def test_serve_refuses_use_rep_for_a_source_that_is_not_anndata_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    np.save(tmp_path / "X.npy", np.zeros((10, 2)))
+    t = time.perf_counter()
+    done = subprocess.run([str(Path(sys.executable).parent / "eigenflow"), "serve", "X.npy", "served.zarr",
+                           "--use-rep", "X_pca", "--interval", "60"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    print(f"refused after {time.perf_counter() - t:.1f} s")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert ("error: use_rep selects part of an AnnData source (.h5ad or AnnData zarr); source 'X.npy' is not one "
+            "(got use_rep='X_pca')") in lines[0]
+    assert not (tmp_path / "served.zarr").exists()
