@@ -1,7 +1,9 @@
-"""A run's per-point results written back into an AnnData file (``.h5ad``), element by element.
+"""A run's per-point results written back into an AnnData file (``.h5ad``) or AnnData zarr directory, element by
+element.
 
-``export_to_anndata(store, "cells.h5ad", key="X_eigenflow")`` adds to the open file, with anndata's element-level
-writer (``anndata.io.write_elem``), and leaves every other element as it was:
+``export_to_anndata(store, "cells.h5ad", key="X_eigenflow")`` (or ``"cells.zarr"``, a directory written by
+``AnnData.write_zarr``, zarr format 2 or 3) adds to the file, with anndata's element-level writer
+(``anndata.io.write_elem``), and leaves every other element as it was:
 
 - ``obsm[key]``: the embedding ``(n, k)``;
 - ``obs[key + "_labels"]``: the predicted labels (TSK / RSK) as a categorical with the category names of the
@@ -13,13 +15,17 @@ writer (``anndata.io.write_elem``), and leaves every other element as it was:
 The file must hold the store's cells: the same number and, when the store kept the obs names of an AnnData source,
 the same names in the same order; otherwise nothing is written. Each element is written under a temporary
 top-level group of the file and moved to its name only once complete (an existing key is replaced only with
-``overwrite``), and the temporary group is removed, also on failure: an element is either absent or whole.
-``out="copy.h5ad"`` leaves the file alone and writes a copy (a temporary file in the target's directory,
-renamed into place once every element is in it).
+``overwrite``), and the temporary group is removed, also on failure: an element is either absent or whole. In a
+zarr directory the move is the rename of the element's directory; a directory with consolidated metadata (as
+``write_zarr`` leaves it) has it consolidated again once every element is in place, so that readers that use it
+(zarr's default) see the new elements. ``out="copy.h5ad"`` (``out="copy.zarr"``) leaves the file alone and writes
+a copy (a temporary file or directory beside the target, renamed into place once every element is in it).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import shutil
 from pathlib import Path
@@ -28,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import layout
-from .anndata_io import _attr_str, _closing, _obs_columns, _strings, read_obs_names
+from .anndata_io import _attr_str, _closing, _obs_columns, _strings, is_anndata_zarr, read_obs_names
 from .errors import StorageError, writing
 from .export import latest_run_with, output_path, replaced_atomically
 from .manifest import list_runs, read_manifest
@@ -51,36 +57,86 @@ def export_to_anndata(store: Any, target: str, *, run: str | None = None, key: s
     Raises
     ------
     StorageError
-        ``target`` is not an ``.h5ad`` file, its cells are not the store's (count or names), ``key`` is not a
-        valid name, or an element exists already and ``overwrite`` is False.
+        ``target`` is neither an ``.h5ad`` file nor an AnnData zarr directory, its cells are not the store's
+        (count or names), ``key`` is not a valid name, an element exists already and ``overwrite`` is False, or
+        ``out`` is not of the target's format.
     """
-    import h5py
-
     layout.check_name("obsm key", key)
     source = Path(target)
-    if source.suffix.lower() != ".h5ad" or not source.is_file():
-        raise StorageError(f"{target} must be an existing .h5ad file (AnnData's HDF5 format)")
+    kind = anndata_target_kind(source)
+    if kind is None:
+        raise StorageError(f"{target} must be an existing .h5ad file (AnnData's HDF5 format) or AnnData zarr "
+                           "directory (written by AnnData.write_zarr)")
     run = run if run is not None else latest_run_with(store, "embedding")
     elements = _elements(store, run, key)
-    with h5py.File(source, "r") as f:
+    with _opened(source, kind) as f:
         _check_cells(f, store, str(source))
         _check_free(f, elements, str(source), overwrite)
-    if out is None:
-        with writing(source), h5py.File(source, "r+") as f:
-            _write(f, elements)
-        return {"path": str(source), "run": run, "written": [e[0] + "/" + e[1] for e in elements]}
-    return _write_copy(source, Path(out), elements, run, overwrite)
+    written = [e[0] + "/" + e[1] for e in elements]
+    if out is not None:
+        _write_copy(source, kind, Path(out), elements, overwrite)
+        return {"path": str(out), "run": run, "written": written}
+    with writing(source):
+        if kind == "h5ad":
+            import h5py
+
+            with h5py.File(source, "r+") as f:
+                _write(f, elements)
+        else:
+            _write_zarr(source, elements)
+    return {"path": str(source), "run": run, "written": written}
 
 
-def _write_copy(source: Path, out: Path, elements: list, run: str, overwrite: bool) -> dict[str, Any]:
-    """Copy ``source`` to a temporary file beside ``out``, add the elements, rename it to ``out``."""
-    import h5py
+def anndata_target_kind(path: Path) -> str | None:
+    """``"h5ad"`` for an existing ``.h5ad`` file, ``"zarr"`` for an AnnData zarr directory, else None."""
+    if path.suffix.lower() == ".h5ad" and path.is_file():
+        return "h5ad"
+    return "zarr" if path.is_dir() and is_anndata_zarr(str(path)) else None
 
-    with replaced_atomically(out, overwrite) as tmp, writing(out):
-        shutil.copyfile(source, tmp)
-        with h5py.File(tmp, "r+") as f:
-            _write(f, elements)
-    return {"path": str(out), "run": run, "written": [e[0] + "/" + e[1] for e in elements]}
+
+def _opened(path: Path, kind: str) -> Any:
+    """The file opened read-only (an ``h5py.File`` or a ``zarr.Group``, without consolidated metadata), closed at the
+    end of a ``with``."""
+    if kind == "h5ad":
+        import h5py
+
+        return h5py.File(path, "r")
+    import zarr
+
+    return _closing(zarr.open_group(str(path), mode="r", use_consolidated=False))
+
+
+def _write_copy(source: Path, kind: str, out: Path, elements: list, overwrite: bool) -> None:
+    """Copy ``source`` to a temporary file (directory) beside ``out``, add the elements, rename it to ``out``."""
+    if kind == "h5ad":
+        import h5py
+
+        with replaced_atomically(out, overwrite) as tmp, writing(out):
+            shutil.copyfile(source, tmp)
+            with h5py.File(tmp, "r+") as f:
+                _write(f, elements)
+        return
+    if out.suffix.lower() != ".zarr":
+        raise StorageError(f"out (--out) {str(out)!r} must be a directory name ending in .zarr: the copy of an AnnData "
+                           f"zarr directory is one ({source} is)")
+    if out.exists():
+        if not overwrite:
+            raise StorageError(f"{out} already exists: pass overwrite=True (CLI --overwrite) to replace it")
+        if not (out.is_dir() and is_anndata_zarr(str(out))):
+            raise StorageError(f"refusing to replace {out}: it is not an AnnData zarr directory")
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+    try:
+        with writing(out):
+            shutil.copytree(source, tmp)
+            _write_zarr(tmp, elements)
+            if out.exists():
+                os.rename(out, old)
+            os.rename(tmp, out)
+    finally:
+        for leftover in (tmp, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)
 
 
 # ---- what is written ----------------------------------------------------------------------------------------
@@ -183,3 +239,46 @@ def _write(f: Any, elements: list) -> None:
     finally:
         if partial in f:
             del f[partial]
+
+
+def _zarr_consolidated(root: Path) -> int | None:
+    """The zarr format (2 or 3) of the AnnData zarr directory ``root`` when it has consolidated metadata, else None."""
+    if (root / ".zmetadata").is_file():
+        return 2
+    meta = root / "zarr.json"
+    if meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("consolidated_metadata"):
+        return 3
+    return None
+
+
+def _write_zarr(root: Path, elements: list) -> None:
+    """:func:`_write` for an AnnData zarr directory: every element written under :data:`PARTIAL_GROUP`, each moved
+    to its place by renaming its directory (a replaced element goes into the partial group first), the partial
+    group removed whatever happens; the metadata consolidated again when the directory had it consolidated."""
+    import zarr
+    from anndata.io import write_elem
+
+    consolidated = _zarr_consolidated(root)
+    group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
+    partial = f"{PARTIAL_GROUP}-{secrets.token_hex(4)}"
+    try:
+        tmp = group.create_group(partial)
+        for i, (_, _, value) in enumerate(elements):
+            write_elem(tmp, str(i), value)
+        for name in sorted({g for g, _, _ in elements}):
+            if name in group and not isinstance(group[name], zarr.Group):
+                raise StorageError(f"{root}: {name} is an array, not a group; the directory is not a valid AnnData "
+                                   "zarr store")
+        for i, (name, element, _) in enumerate(elements):
+            parent = group.require_group(name)
+            destination = root / name / element
+            if destination.exists():
+                os.rename(destination, root / partial / f"replaced-{i}")
+            os.rename(root / partial / str(i), destination)
+            if name == "obs" and element not in _obs_columns(parent):
+                parent.attrs["column-order"] = _obs_columns(parent) + [element]
+    finally:
+        if (root / partial).exists():
+            shutil.rmtree(root / partial)
+    if consolidated is not None:
+        zarr.consolidate_metadata(str(root), zarr_format=consolidated)
