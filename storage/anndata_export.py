@@ -35,6 +35,7 @@ import numpy as np
 
 from . import layout
 from .anndata_io import _attr_str, _closing, _obs_columns, _strings, is_anndata_zarr, read_obs_names
+from .checksums import check_intact
 from .errors import StorageError, writing
 from .export import latest_run_with, output_path, replaced_atomically
 from .manifest import list_runs, read_manifest
@@ -192,6 +193,8 @@ def _check_cells(f: Any, store: Any, path: str) -> None:
         raise StorageError(f"{path} has {n_file} cells and store {store} has {n}: the file's cells are not the "
                            "store's")
     group = as_group(store, "r")
+    if has_node(group, layout.OBS_NAME_OFFSETS):
+        check_intact(store, (layout.OBS_NAME_OFFSETS, layout.OBS_NAME_BYTES))  # damaged names: say so, not "other cells"
     for start in range(0, n, _NAME_ROWS):
         stop = min(start + _NAME_ROWS, n)
         kept = read_obs_names(group, start, stop)

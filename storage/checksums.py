@@ -25,8 +25,12 @@ from .store import StoreRef, _read_json, file_location, filesystem
 
 #: Folder of the checksum records (one JSON file per array: ``{chunk key: digest or null}``).
 CHECKSUMS = "checksums"
-#: Arrays whose chunks the ingest records.
-INGESTED_ARRAYS = (layout.X, layout.Y)
+#: Arrays whose chunks the ingest records: X, y and the obs names of an AnnData source (those absent from a store
+#: are skipped).
+INGESTED_ARRAYS = (layout.X, layout.Y, layout.OBS_NAME_OFFSETS, layout.OBS_NAME_BYTES)
+#: The ingested arrays the flows read (checked by :func:`check_intact` before their stages; the obs names are
+#: checked by the AnnData export, which reads them).
+POINT_ARRAYS = (layout.X, layout.Y)
 
 
 def _digest(data: bytes) -> str:
@@ -274,7 +278,7 @@ def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict, strays:
         _report_strays(fs, root, array, meta, report)
 
 
-def check_intact(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS) -> None:
+def check_intact(store: StoreRef, arrays: tuple[str, ...] = POINT_ARRAYS) -> None:
     """Raise :class:`StoreFormatError` naming the damaged chunks of ``arrays`` (see :func:`verify`; stray keys,
     which zarr never reads, are left to ``eigenflow verify``)."""
     bad = verify(store, arrays=tuple(arrays), strays=False)["bad"]
