@@ -28,7 +28,7 @@ from storage.lock import check_unlocked, store_lock
 from storage.manifest import list_runs, read_manifest, readable_manifests, write_manifest
 from storage.models import list_models
 from storage.run_outputs import drop_run_outputs
-from storage.store import Store
+from storage.store import Store, recorded_location
 from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token
 from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task, open_existing, same_location
@@ -432,7 +432,8 @@ def extend(
         if ingested["d"] != x_shape(model_store)[1]:
             raise StoreFormatError(f"new points must have {x_shape(model_store)[1]} features like the model's "
                                    f"training data; got {ingested['d']}")
-        parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
+        parameters = {"store": recorded_location(store), "model_run": model_run, "method": method,
+                      "new_source": str(new_source),
                       "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards,
                       "use_rep": use_rep}
         with store_lock(out, out_run), \
@@ -452,7 +453,7 @@ def extend(
                 rec.info.update(extend_points_task(model_store, model_run, store_token(model_store), ctx.store,
                                                    ctx.run, stored_candidates=use_shards))
             ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
-            ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
+            ctx.manifest.results.update({"n": ingested["n"], "model_store": parameters["store"], "model_run": model_run,
                                          "method": method})
             ctx.manifest.fixed_seconds["compile"] = max((s for w in warm for s in client.gather(w)), default=0.0)
             figures = figures_on_worker(client, ctx.store, ctx.run, method)

@@ -39,7 +39,7 @@ from .checksums import check_intact
 from .errors import StorageError, writing
 from .export import latest_run_with, output_path, replaced_atomically
 from .manifest import list_runs, read_manifest
-from .store import as_group, get_node, has_node, read_attrs
+from .store import as_group, get_node, has_node, is_url, read_attrs
 
 #: Default ``obsm`` key of the embedding.
 DEFAULT_KEY = "X_eigenflow"
@@ -172,13 +172,31 @@ def _elements(store: Any, run: str, key: str) -> list[tuple[str, str, Any]]:
 
 def _model_of(store: Any, run: str) -> tuple[Any, str]:
     """``(store, run)`` of the model behind ``run``: the run itself, or for an ``extend`` run the model store and
-    run its manifest names."""
+    run its manifest names (:func:`_recorded_model_store`)."""
     if run not in list_runs(store):
         return store, run
     parameters = read_manifest(store, run).parameters
     if parameters.get("model_run") and parameters.get("store"):
-        return parameters["store"], parameters["model_run"]
+        return _recorded_model_store(store, run, parameters["store"]), parameters["model_run"]
     return store, run
+
+
+def _recorded_model_store(store: Any, run: str, recorded: str) -> str:
+    """The model store an ``extend`` run's manifest names. Runs record a local path absolute; a relative one
+    (recorded by an earlier version, relative to the directory the run was started from) is tried from the current
+    directory, then beside ``store`` (where ``eigenflow extend ref.zarr new.h5ad new.zarr`` leaves both)."""
+    if is_url(recorded) or os.path.isabs(recorded):
+        return recorded
+    url = str(store.url if hasattr(store, "url") else store)
+    tried = [os.path.abspath(recorded)]
+    if not is_url(url):
+        tried.append(os.path.join(os.path.dirname(os.path.abspath(url.rstrip("/"))), recorded))
+    for candidate in tried:
+        if os.path.isdir(candidate):
+            return candidate
+    raise StorageError(f"run {run!r} of store {url} names its model store as {recorded!r}, a relative path that "
+                       f"is not a directory from here nor beside the store (tried {tried}); run the export from "
+                       "the directory the extend run was started in")
 
 
 def _check_cells(f: Any, store: Any, path: str) -> None:

@@ -46,6 +46,13 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
+def recorded_location(path: Any) -> str:
+    """``path`` as a manifest records it: a local path made absolute (it is read later, from any directory), a URL
+    as it is."""
+    path = os.fspath(path)
+    return path if is_url(path) else os.path.abspath(_normalize(path))
+
+
 def _normalize(url: Any) -> str:
     if isinstance(url, os.PathLike):
         url = os.fspath(url)

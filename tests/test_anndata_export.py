@@ -213,3 +213,32 @@ def test_cli_exports_into_an_anndata_zarr_directory(zarr_written, tmp_path):
     assert r.exit_code == 0, r.output
     assert "obsm/X_cli" in r.output
     np.testing.assert_array_equal(anndata.read_zarr(tmp_path / "with_results.zarr").obsm["X_cli"], Z)
+
+
+def test_a_relative_model_store_recorded_by_an_extend_run_is_found_beside_the_store(written, tmp_path,
+                                                                                      monkeypatch):
+    """Manifests of extend runs recorded the model store as given; a relative one is resolved from the current
+    directory, then beside the store, and named in the error when it is neither."""
+    import shutil
+
+    from storage.manifest import RunManifest, write_manifest
+
+    path, store, _, _, labels, _ = written
+    (tmp_path / "runs").mkdir()
+    shutil.copytree(store, tmp_path / "runs" / "ref.zarr")  # the model's store: the same cells, their categories
+    shutil.move(store, tmp_path / "runs" / "out.zarr")
+    out = tmp_path / "runs" / "out.zarr"
+    manifest = RunManifest.start("extend-old", flow="extend", parameters={"store": "ref.zarr", "model_run": RUN,
+                                                                          "method": "tsk"}, seed=None)
+    manifest.finish("completed")
+    write_manifest(str(out), manifest)
+    write_embedding(out, "extend-old", np.zeros((N, 2), np.float32))
+    write_point_array(out, layout.output_path("extend-old", "labels"), labels, dtype="int32")
+    monkeypatch.chdir(tmp_path)  # "ref.zarr" is nothing here; it is beside out.zarr
+    export_to_anndata(out, str(path), run="extend-old", key="X_old")
+    assert list(anndata.read_h5ad(path).obs["X_old_labels"].cat.categories) == CATEGORIES
+    shutil.rmtree(tmp_path / "runs" / "ref.zarr")
+    with pytest.raises(StorageError, match=r"run 'extend-old' of store .*out\.zarr names its model store as "
+                                           r"'ref\.zarr', a relative path that is not a directory from here nor "
+                                           r"beside the store \(tried \["):
+        export_to_anndata(out, str(path), run="extend-old", key="X_older")

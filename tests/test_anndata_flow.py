@@ -93,21 +93,30 @@ def test_h5ad_round_trip_with_label_transfer(cells, cluster, prefect_harness, tm
 
 
 def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells, cluster, prefect_harness,
-                                                                           tmp_path):
+                                                                           tmp_path, monkeypatch):
+    """Stores named relative to the directory of the runs; the export, from another directory, still finds the
+    model store (its categories name the labels)."""
     from flows.embed import embed, extend
     from storage.anndata_export import export_to_anndata
     from storage.embedding_io import read_embedding, read_output
+    from storage.manifest import read_manifest
 
     d, adata, _, _ = cells
     new = adata[::3].copy()  # "another sample": every third cell, with its own obs names
-    new.write_h5ad(tmp_path / "new.h5ad")
-    store, out = str(tmp_path / "ref.zarr"), str(tmp_path / "new.zarr")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "sample").mkdir()
+    new.write_h5ad(tmp_path / "sample" / "new.h5ad")
+    monkeypatch.chdir(tmp_path)
+    store, out = "models/ref.zarr", "sample/new.zarr"  # relative: as typed on a command line
     s = embed(str(d / "cells.h5ad"), store, method="rsk", use_rep="X_pca", labels_obs="cell_type", holdout=0.2,
               chunk_rows=128, random_state=0, scheduler=cluster)
-    e = extend(store, str(tmp_path / "new.h5ad"), out, use_rep="X_pca", chunk_rows=64, scheduler=cluster)
+    e = extend(store, "sample/new.h5ad", out, use_rep="X_pca", chunk_rows=64, scheduler=cluster)
     assert e["status"] == "completed"
-    export_to_anndata(out, str(tmp_path / "new.h5ad"), run=e["run"], key="X_rsk")
-    back = anndata.read_h5ad(tmp_path / "new.h5ad")
+    assert read_manifest(out, e["run"]).parameters["store"] == str(tmp_path / "models" / "ref.zarr")
+    monkeypatch.chdir(tmp_path / "sample")  # elsewhere: "models/ref.zarr" names nothing from here
+    export_to_anndata(str(tmp_path / "sample" / "new.zarr"), "new.h5ad", run=e["run"], key="X_rsk")
+    store = str(tmp_path / "models" / "ref.zarr")
+    back = anndata.read_h5ad(tmp_path / "sample" / "new.h5ad")
     held = read_output(store, s["run"], "held_out").astype(bool)[::3]  # the reference's held-out cells among them
     np.testing.assert_array_equal(back.obsm["X_rsk"][held], read_embedding(store, s["run"])[::3][held])
     labels = back.obs["X_rsk_labels"]  # named with the categories of the model's store
@@ -139,7 +148,7 @@ def test_served_embed_runs_carry_use_rep_and_labels_obs(cells, tmp_path):
     assert embed_deployment.parameters["source"] == str(d / "cells.h5ad") and embed_deployment.parameters["labels"] is None
     assert "use_rep" not in extend_deployment.parameters
     with pytest.raises(Exception, match=r"labels_obs \(--labels-obs\) 'cell_kind' is not a column of obs; columns "
-                                        r"are \['cell_type', 'n_counts'\]"):
+                                        r"are \['cell_type', 'n_counts'"):
         deployments(str(d / "cells.h5ad"), str(tmp_path / "served.zarr"), name="nightly", method="tsk", params={},
                     labels=None, holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1,
                     use_rep="X_pca", labels_obs="cell_kind")
