@@ -4,8 +4,8 @@ zarr encodes a chunk whole: the chunk as an array, its bytes, Blosc's output (ab
 which compresses little) and the comparison with the fill value are each a chunk-sized buffer, held at once. The ingest
 instead hands :class:`ChunkFiles` the rows of a chunk in its own buffer; the Blosc frame is made one Blosc block at a
 time (byte shuffle, LZ4) and every block is written to the chunk's file as soon as it is made. Beside the caller's
-buffer, memory is a few Blosc blocks (c-blosc's block size: at most 512 KiB for the store's float32 chunks), whatever
-the size of the chunk.
+buffer, memory is a few Blosc blocks, whatever the size of the chunk (c-blosc's block size does not grow with the
+chunk: 512 KiB for float32, 1 MiB for float64 and int64, 128 KiB for bytes, from 1 MiB to 64 MiB chunks).
 
 The frame is the one c-blosc 1.x writes: a 16-byte header, the start offset of every block, and per block its splits as
 (int32 size, LZ4 bytes, or the split's raw bytes when LZ4 does not make it smaller); when the compressed frame would
