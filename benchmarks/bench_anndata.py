@@ -4,9 +4,9 @@ Generated data (written by anndata): ``obsm["X_pca"]`` of ``n`` cells x ``d`` fl
 clusters), ``obs["cell_type"]`` a categorical of the 10 clusters with 90 % missing, obs names ``cell-<i>``; the
 same matrix as a ``.npy`` file. Each ingest runs in a fresh process: after its imports the process's peak RSS
 (``VmHWM``) is reset (``/proc/self/clear_refs``, Linux), so the figure is the ingest's own peak above the RSS it
-started from. The ingests alternate (npy, h5ad, npy, ...), medians of ``--repeats``. The ``.npy`` file is
-memory-mapped, so its figure includes the file's pages mapped into the process; ``array`` ingests the same rows
-from a numpy array loaded before the reset: the store writer's own share (validation, hashing, zarr's encoding).
+started from. The ingests alternate (npy, h5ad, array, ...), medians of ``--repeats``. ``array`` ingests the same
+rows from a numpy array loaded before the reset: the store writer's own share (validation, hashing, encoding). (A
+version of the code that memory-maps the ``.npy`` file counts the file's mapped pages in its ``.npy`` figure.)
 ``--small-chunk-rows`` repeats the .h5ad and array ingests with smaller chunks; for every ingest the peak minus one
 chunk of rows (``chunk_rows x d`` float32) is printed: the ingest holds one chunk of rows plus a constant, so that
 difference stays the same at both chunk sizes. ``--baseline DIR`` runs every ingest also with the code in ``DIR``
