@@ -162,7 +162,8 @@ def main() -> None:
         peak = max(r["peak_above_start_mb"] for r in runs)
         print(f"ingest from {kind}: median {statistics.median(seconds):.2f} s "
               f"({' '.join(f'{s:.2f}' for s in seconds)}), peak above start {peak:.1f} MiB; chunk_rows "
-              f"{runs[0]['chunk_rows']} = {runs[0]['chunk_mb']:.2f} MiB; peak - chunk {peak - runs[0]['chunk_mb']:.1f} MiB")
+              f"{runs[0]['chunk_rows']} = {runs[0]['chunk_mb']:.2f} MiB; "
+              f"peak - chunk {peak - runs[0]['chunk_mb']:.1f} MiB")
     for name in ("export_in_place", "export_copy"):
         print(f"{name}: median {statistics.median(result[name]):.2f} s "
               f"({' '.join(f'{s:.2f}' for s in result[name])})")

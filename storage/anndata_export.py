@@ -212,7 +212,8 @@ def _check_cells(f: Any, store: Any, path: str) -> None:
                            "store's")
     group = as_group(store, "r")
     if has_node(group, layout.OBS_NAME_OFFSETS):
-        check_intact(store, (layout.OBS_NAME_OFFSETS, layout.OBS_NAME_BYTES))  # damaged names: say so, not "other cells"
+        # damaged names are named as such, not taken for another file's cells
+        check_intact(store, (layout.OBS_NAME_OFFSETS, layout.OBS_NAME_BYTES))
     for start in range(0, n, _NAME_ROWS):
         stop = min(start + _NAME_ROWS, n)
         kept = read_obs_names(group, start, stop)

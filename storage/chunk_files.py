@@ -72,8 +72,8 @@ class ChunkFiles:
         self.shuffle = shuffle
         self.write_empty = bool(array.config.write_empty_chunks)
         self.fill = np.asarray(array.metadata.fill_value, dtype=self.dtype).reshape(1)
-        self.versions, self.blocksize, self.flags = _frame_layout(self.chunk_bytes, self.dtype.str, self.typesize, clevel,
-                                                   1 if shuffle else 0)
+        self.versions, self.blocksize, self.flags = _frame_layout(self.chunk_bytes, self.dtype.str, self.typesize,
+                                                                  clevel, 1 if shuffle else 0)
 
     @classmethod
     def for_array(cls, array: Any) -> "ChunkFiles | None":

@@ -145,7 +145,8 @@ def test_served_embed_runs_carry_use_rep_and_labels_obs(cells, tmp_path):
         holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1, use_rep="X_pca", labels_obs="cell_type")
     assert embed_deployment.parameters["use_rep"] == "X_pca"
     assert embed_deployment.parameters["labels_obs"] == "cell_type"
-    assert embed_deployment.parameters["source"] == str(d / "cells.h5ad") and embed_deployment.parameters["labels"] is None
+    assert embed_deployment.parameters["source"] == str(d / "cells.h5ad")
+    assert embed_deployment.parameters["labels"] is None
     assert "use_rep" not in extend_deployment.parameters
     with pytest.raises(Exception, match=r"labels_obs \(--labels-obs\) 'cell_kind' is not a column of obs; columns "
                                         r"are \['cell_type', 'n_counts'"):
