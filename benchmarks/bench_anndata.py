@@ -4,17 +4,20 @@ Generated data (written by anndata): ``obsm["X_pca"]`` of ``n`` cells x ``d`` fl
 clusters), ``obs["cell_type"]`` a categorical of the 10 clusters with 90 % missing, obs names ``cell-<i>``; the
 same matrix as a ``.npy`` file. Each ingest runs in a fresh process: after its imports the process's peak RSS
 (``VmHWM``) is reset (``/proc/self/clear_refs``, Linux), so the figure is the ingest's own peak above the RSS it
-started from. The ingests alternate (npy, h5ad, npy, ...), medians of ``--repeats``. The ``.npy`` file is
-memory-mapped, so its figure includes the file's pages mapped into the process; ``array`` ingests the same rows
-from a numpy array loaded before the reset: the store writer's own share (validation, hashing, zarr's encoding).
-``--small-chunk-rows`` repeats the .h5ad and array ingests with smaller chunks: the peak follows the chunk, not n.
+started from. The ingests alternate (npy, h5ad, array, ...), medians of ``--repeats``. ``array`` ingests the same
+rows from a numpy array loaded before the reset: the store writer's own share (validation, hashing, encoding). (A
+version of the code that memory-maps the ``.npy`` file counts the file's mapped pages in its ``.npy`` figure.)
+``--small-chunk-rows`` repeats the .h5ad and array ingests with smaller chunks; for every ingest the peak minus one
+chunk of rows (``chunk_rows x d`` float32) is printed: the ingest holds one chunk of rows plus a constant, so that
+difference stays the same at both chunk sizes. ``--baseline DIR`` runs every ingest also with the code in ``DIR``
+(another version of the repository, e.g. ``git archive <commit> | tar -x -C DIR``), interleaved with this one.
 
 The export writes a run's per-point results (embedding ``n x 10`` float32, labels, scores ``n x 10``) from the store
 into a copy of the file made before each repeat (in place), and with ``out=`` (a copy of the file plus the
 elements). The results are written into the store by storage's own writers (an embed of 1e6 cells is measured by
 ``bench_embed.py``), so the export alone is timed.
 
-Run: ``python benchmarks/bench_anndata.py --n 1000000 --d 50 [--repeats 3] [--json PATH]``.
+Run: ``python benchmarks/bench_anndata.py --n 1000000 --d 50 [--repeats 3] [--baseline DIR] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ t = time.perf_counter()
 info = ingest(source, {store!r}, overwrite=True, **{keys!r})
 seconds = time.perf_counter() - t
 print(json.dumps({{"seconds": seconds, "peak_above_start_mb": status_mb("VmHWM:") - before,
-                  "start_rss_mb": before, "chunk_rows": info.chunk_rows}}))
+                  "start_rss_mb": before, "chunk_rows": info.chunk_rows,
+                  "chunk_mb": min(info.chunk_rows, info.n) * info.d * 4 / 2**20}}))
 """
 
 
@@ -82,8 +86,10 @@ def make_files(n: int, d: int, work: Path, seed: int = 0) -> tuple[Path, Path, f
     return work / "cells.h5ad", work / "X.npy", time.perf_counter() - t
 
 
-def ingest_in_child(source: Path, store: Path, keys: dict, in_memory: bool = False) -> dict:
-    code = _CHILD.format(repo=str(REPO), source=str(source), store=str(store), keys=keys, in_memory=in_memory)
+def ingest_in_child(source: Path, store: Path, keys: dict, in_memory: bool = False, repo: Path = REPO) -> dict:
+    """One ingest in a fresh process running the code of ``repo``: seconds, peak RSS above the start (MiB; ``_mb``
+    keys are MiB), chunk rows and one chunk's MiB."""
+    code = _CHILD.format(repo=str(repo), source=str(source), store=str(store), keys=keys, in_memory=in_memory)
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -111,6 +117,7 @@ def main() -> None:
     parser.add_argument("--d", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--small-chunk-rows", type=int, default=8192)
+    parser.add_argument("--baseline", type=Path, help="another version of the repository: its ingests too")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--work", type=Path, help="directory for the files (default: a temporary one)")
     args = parser.parse_args()
@@ -122,18 +129,20 @@ def main() -> None:
     result: dict = {"n": args.n, "d": args.d, "cpus": os.cpu_count(), "load_before": os.getloadavg(),
                     "h5ad_mb": h5ad.stat().st_size / 2**20, "npy_mb": npy.stat().st_size / 2**20,
                     "anndata_write_h5ad_seconds": write_seconds,
-                    "ingest": {"npy": [], "h5ad": [], "array": [], "h5ad_small_chunks": [], "array_small_chunks": []},
+                    "ingest": {},
                     "export_in_place": [], "export_copy": []}
+    small = {"chunk_rows": args.small_chunk_rows}
+    cases = {"npy": (npy, {}, False), "h5ad": (h5ad, {"x_key": "X_pca", "labels_key": "cell_type"}, False),
+             "array": (npy, {}, True),
+             "h5ad_small_chunks": (h5ad, {"x_key": "X_pca", "labels_key": "cell_type", **small}, False),
+             "array_small_chunks": (npy, small, True)}
+    versions = {"": REPO} if args.baseline is None else {"": REPO, "baseline_": args.baseline.resolve()}
+    result["ingest"] = {prefix + kind: [] for prefix in versions for kind in cases}
     for _ in range(args.repeats):
-        result["ingest"]["npy"].append(ingest_in_child(npy, work / "npy.zarr", {}))
-        result["ingest"]["h5ad"].append(ingest_in_child(h5ad, work / "h5ad.zarr",
-                                                        {"x_key": "X_pca", "labels_key": "cell_type"}))
-        result["ingest"]["array"].append(ingest_in_child(npy, work / "array.zarr", {}, in_memory=True))
-        small = {"chunk_rows": args.small_chunk_rows}
-        result["ingest"]["h5ad_small_chunks"].append(ingest_in_child(
-            h5ad, work / "small.zarr", {"x_key": "X_pca", "labels_key": "cell_type", **small}))
-        result["ingest"]["array_small_chunks"].append(ingest_in_child(npy, work / "small.zarr", small,
-                                                                      in_memory=True))
+        for kind, (source, keys, in_memory) in cases.items():
+            for prefix, repo in versions.items():
+                result["ingest"][prefix + kind].append(ingest_in_child(
+                    source, work / f"{prefix}{kind}.zarr", keys, in_memory=in_memory, repo=repo))
     store = work / "h5ad.zarr"
     write_run_results(store, args.n)
     for i in range(args.repeats):
@@ -150,9 +159,11 @@ def main() -> None:
     result["load_after"] = os.getloadavg()
     for kind, runs in result["ingest"].items():
         seconds = [r["seconds"] for r in runs]
+        peak = max(r["peak_above_start_mb"] for r in runs)
         print(f"ingest from {kind}: median {statistics.median(seconds):.2f} s "
-              f"({' '.join(f'{s:.2f}' for s in seconds)}), peak above start "
-              f"{max(r['peak_above_start_mb'] for r in runs):.0f} MB (chunk_rows {runs[0]['chunk_rows']})")
+              f"({' '.join(f'{s:.2f}' for s in seconds)}), peak above start {peak:.1f} MiB; chunk_rows "
+              f"{runs[0]['chunk_rows']} = {runs[0]['chunk_mb']:.2f} MiB; "
+              f"peak - chunk {peak - runs[0]['chunk_mb']:.1f} MiB")
     for name in ("export_in_place", "export_copy"):
         print(f"{name}: median {statistics.median(result[name]):.2f} s "
               f"({' '.join(f'{s:.2f}' for s in result[name])})")

@@ -275,6 +275,7 @@ def serve(
     name: str = typer.Option("nightly", help="deployment name: embed/NAME and extend/NAME-extend"),
     method: str = METHOD_OPT, param: list[str] = PARAM_OPT, n_components: Optional[int] = K_OPT,
     labels: Optional[str] = LABELS_OPT, holdout: float = HOLDOUT_OPT,
+    use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
@@ -289,7 +290,8 @@ def serve(
     params = _run(lambda: _with_k(parse_params(param), n_components))
     _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
                              interval=interval, cron=cron, scheduler=scheduler, n_workers=workers,
-                             keep_cluster=keep_cluster, runner=runner, poll_seconds=poll))
+                             keep_cluster=keep_cluster, runner=runner, poll_seconds=poll, use_rep=use_rep,
+                             labels_obs=labels_obs))
 
 
 def _with_k(params: dict[str, Any], n_components: int | None) -> dict[str, Any]:
@@ -322,18 +324,22 @@ def methods(as_json: bool = typer.Option(False, "--json", help="print the list a
 def export(
     store: str = typer.Argument(..., help="eigenflow store"),
     out_file: str = typer.Argument(..., metavar="OUT", help="file to write: .npy or .parquet; or an .h5ad file "
-                                                            "of the store's cells to add the results to"),
+                                                            "or AnnData zarr directory of the store's cells to add "
+                                                            "the results to"),
     run: Optional[str] = typer.Option(None, help="run (default: the latest completed run with results)"),
     output: str = typer.Option("embedding", help="embedding | labels | scores | in_fit | held_out"),
-    overwrite: bool = typer.Option(False, help="replace an existing OUT (.h5ad: existing keys)"),
-    obsm: str = typer.Option("X_eigenflow", "--obsm", help=".h5ad: obsm key of the embedding (labels: obs "
+    overwrite: bool = typer.Option(False, help="replace an existing OUT (AnnData: existing keys)"),
+    obsm: str = typer.Option("X_eigenflow", "--obsm", help="AnnData: obsm key of the embedding (labels: obs "
                                                            "KEY_labels, scores: obsm KEY_scores)"),
-    copy_to: Optional[str] = typer.Option(None, "--out", help=".h5ad: write a copy with the results to this file "
-                                                              "instead of adding them to OUT"),
+    copy_to: Optional[str] = typer.Option(None, "--out", help="AnnData: write a copy with the results to this file "
+                                                              "(.h5ad) or directory (.zarr) instead of adding them "
+                                                              "to OUT"),
 ) -> None:
     """Write one per-point result of a run (one row per point of the store, in order) to OUT, or every per-point
-    result of the run into the AnnData file OUT (.h5ad)."""
-    if out_file.lower().endswith(".h5ad"):
+    result of the run into the AnnData file OUT (.h5ad, or an AnnData zarr directory)."""
+    from storage.anndata_io import is_anndata_zarr
+
+    if out_file.lower().endswith(".h5ad") or is_anndata_zarr(out_file):
         from storage.anndata_export import export_to_anndata
 
         done = _run(lambda: export_to_anndata(store, out_file, run=run, key=obsm, out=copy_to, overwrite=overwrite))

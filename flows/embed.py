@@ -26,7 +26,7 @@ from storage import layout
 from storage.checksums import check_intact
 from storage.errors import DamagedManifestError, StoreFormatError
 from storage.lock import check_unlocked, store_lock
-from storage.manifest import list_runs, read_manifest, readable_manifests, write_manifest
+from storage.manifest import list_runs, read_manifest, readable_manifests, recorded_location, write_manifest
 from storage.models import list_models
 from storage.run_outputs import drop_run_outputs
 from storage.store import Store
@@ -114,6 +114,10 @@ def _check_anndata_options(source: str, use_rep: str | None, labels_obs: str | N
                                  f"{source!r} is not one (got {name}={value!r})")
     if labels_obs is not None and labels is not None:
         raise ParameterError(f"labels are given twice: labels={labels!r} and labels_obs={labels_obs!r}; pass one")
+    if use_rep is not None or labels_obs is not None:  # the keys exist: a (scheduled) run fails now, not at ingest
+        from storage.anndata_io import check_anndata_keys
+
+        check_anndata_keys(source, use_rep or "X", labels_obs)
 
 
 def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
@@ -430,7 +434,8 @@ def extend(
         if ingested["d"] != x_shape(model_store)[1]:
             raise StoreFormatError(f"new points must have {x_shape(model_store)[1]} features like the model's "
                                    f"training data; got {ingested['d']}")
-        parameters = {"store": str(store), "model_run": model_run, "method": method, "new_source": str(new_source),
+        parameters = {"store": recorded_location(store), "model_run": model_run, "method": method,
+                      "new_source": str(new_source),
                       "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler, "sharded": use_shards,
                       "use_rep": use_rep}
         with store_lock(out, out_run), \
@@ -450,7 +455,7 @@ def extend(
                 rec.info.update(extend_points_task(model_store, model_run, store_token(model_store), ctx.store,
                                                    ctx.run, stored_candidates=use_shards))
             ctx.manifest.results.update(_output_paths(method, out_run, rec.info))
-            ctx.manifest.results.update({"n": ingested["n"], "model_store": str(store), "model_run": model_run,
+            ctx.manifest.results.update({"n": ingested["n"], "model_store": parameters["store"], "model_run": model_run,
                                          "method": method})
             ctx.manifest.fixed_seconds["compile"] = max((s for w in warm for s in client.gather(w)), default=0.0)
             figures = figures_on_worker(client, ctx.store, ctx.run, method)

@@ -2,7 +2,8 @@
 
 ``eigenflow serve SOURCE STORE --method M -p ... --interval 86400`` (or ``--cron "0 2 * * *"``) registers two
 deployments with the Prefect server of ``PREFECT_API_URL`` and serves them from one long-lived process
-(``prefect.serve``): ``embed/<name>`` on the schedule, with the given source, store and method parameters, and
+(``prefect.serve``): ``embed/<name>`` on the schedule, with the given source, store and method parameters (for an
+AnnData source also ``use_rep`` and ``labels_obs``, as ``eigenflow embed --use-rep --labels-obs``), and
 ``extend/<name>-extend`` on demand (``prefect deployment run extend/<name>-extend --param store=...
 --param new_source=... --param out_store=...``). Each scheduled run writes a new run into the same store (the
 ingest is skipped while the source is unchanged); ``extend`` and ``export`` keep using the previous completed
@@ -57,15 +58,19 @@ EXTEND_SUFFIX = "-extend"
 
 def deployments(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None,
                 holdout: float, interval: float | None, cron: str | None, scheduler: str | None,
-                n_workers: int) -> list[Any]:
-    """The two :class:`prefect.deployments.runner.RunnerDeployment` objects (parameters checked first)."""
+                n_workers: int, use_rep: str | None = None, labels_obs: str | None = None) -> list[Any]:
+    """The two :class:`prefect.deployments.runner.RunnerDeployment` objects (parameters checked first).
+
+    ``use_rep`` / ``labels_obs`` (an AnnData source: X from ``obsm[use_rep]``, the labels from the ``obs`` column
+    ``labels_obs``) are parameters of every scheduled embed run, as for ``eigenflow embed``."""
     check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout, n_workers=n_workers,
-                          random_state=0)
+                          random_state=0, use_rep=use_rep, labels_obs=labels_obs)
     if (interval is None) == (cron is None):
         raise ValueError("give exactly one schedule: --interval SECONDS or --cron EXPR")
     schedule = {"interval": interval} if interval is not None else {"cron": cron}
     embed_parameters = {"source": source, "store": store, "method": method, "params": params, "labels": labels,
                         "holdout": holdout, "scheduler": scheduler, "n_workers": n_workers}
+    embed_parameters.update({k: v for k, v in (("use_rep", use_rep), ("labels_obs", labels_obs)) if v is not None})
     return [
         embed.to_deployment(name=name, parameters=embed_parameters, **schedule, concurrency_limit=1,
                             description=f"eigenflow embed of {source} into {store} with {method}"),
@@ -122,10 +127,11 @@ def stop_workers_now(cluster: Any) -> None:
 def serve(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None = None,
           holdout: float = 0.0, interval: float | None = None, cron: str | None = None,
           scheduler: str | None = None, n_workers: int = 2, keep_cluster: bool = True,
-          runner: str = "prefect", poll_seconds: float = DEFAULT_POLL_SECONDS) -> None:
+          runner: str = "prefect", poll_seconds: float = DEFAULT_POLL_SECONDS, use_rep: str | None = None,
+          labels_obs: str | None = None) -> None:
     """Serve the deployments until SIGTERM / Ctrl-C (see the module docstring)."""
     options = dict(name=name, method=method, params=params, labels=labels, holdout=holdout, interval=interval,
-                   cron=cron, n_workers=n_workers)
+                   cron=cron, n_workers=n_workers, use_rep=use_rep, labels_obs=labels_obs)
     deployments(source, store, scheduler=scheduler, **options)  # the arguments are checked before a cluster starts
     from spectral._validation import check_choice
 

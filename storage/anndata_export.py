@@ -1,7 +1,9 @@
-"""A run's per-point results written back into an AnnData file (``.h5ad``), element by element.
+"""A run's per-point results written back into an AnnData file (``.h5ad``) or AnnData zarr directory, element by
+element.
 
-``export_to_anndata(store, "cells.h5ad", key="X_eigenflow")`` adds to the open file, with anndata's element-level
-writer (``anndata.io.write_elem``), and leaves every other element as it was:
+``export_to_anndata(store, "cells.h5ad", key="X_eigenflow")`` (or ``"cells.zarr"``, a directory written by
+``AnnData.write_zarr``, zarr format 2 or 3) adds to the file, with anndata's element-level writer
+(``anndata.io.write_elem``), and leaves every other element as it was:
 
 - ``obsm[key]``: the embedding ``(n, k)``;
 - ``obs[key + "_labels"]``: the predicted labels (TSK / RSK) as a categorical with the category names of the
@@ -13,13 +15,17 @@ writer (``anndata.io.write_elem``), and leaves every other element as it was:
 The file must hold the store's cells: the same number and, when the store kept the obs names of an AnnData source,
 the same names in the same order; otherwise nothing is written. Each element is written under a temporary
 top-level group of the file and moved to its name only once complete (an existing key is replaced only with
-``overwrite``), and the temporary group is removed, also on failure: an element is either absent or whole.
-``out="copy.h5ad"`` leaves the file alone and writes a copy (a temporary file in the target's directory,
-renamed into place once every element is in it).
+``overwrite``), and the temporary group is removed, also on failure: an element is either absent or whole. In a
+zarr directory the move is the rename of the element's directory; a directory with consolidated metadata (as
+``write_zarr`` leaves it) has it consolidated again once every element is in place, so that readers that use it
+(zarr's default) see the new elements. ``out="copy.h5ad"`` (``out="copy.zarr"``) leaves the file alone and writes
+a copy (a temporary file or directory beside the target, renamed into place once every element is in it).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import shutil
 from pathlib import Path
@@ -28,11 +34,12 @@ from typing import Any
 import numpy as np
 
 from . import layout
-from .anndata_io import _attr_str, _closing, _obs_columns, _strings, read_obs_names
+from .anndata_io import _attr_str, _closing, _obs_columns, _strings, is_anndata_zarr, read_obs_names
+from .checksums import check_intact
 from .errors import StorageError, writing
 from .export import latest_run_with, output_path, replaced_atomically
 from .manifest import list_runs, read_manifest
-from .store import as_group, get_node, has_node, read_attrs
+from .store import as_group, get_node, has_node, is_url, read_attrs
 
 #: Default ``obsm`` key of the embedding.
 DEFAULT_KEY = "X_eigenflow"
@@ -51,36 +58,86 @@ def export_to_anndata(store: Any, target: str, *, run: str | None = None, key: s
     Raises
     ------
     StorageError
-        ``target`` is not an ``.h5ad`` file, its cells are not the store's (count or names), ``key`` is not a
-        valid name, or an element exists already and ``overwrite`` is False.
+        ``target`` is neither an ``.h5ad`` file nor an AnnData zarr directory, its cells are not the store's
+        (count or names), ``key`` is not a valid name, an element exists already and ``overwrite`` is False, or
+        ``out`` is not of the target's format.
     """
-    import h5py
-
     layout.check_name("obsm key", key)
     source = Path(target)
-    if source.suffix.lower() != ".h5ad" or not source.is_file():
-        raise StorageError(f"{target} must be an existing .h5ad file (AnnData's HDF5 format)")
+    kind = anndata_target_kind(source)
+    if kind is None:
+        raise StorageError(f"{target} must be an existing .h5ad file (AnnData's HDF5 format) or AnnData zarr "
+                           "directory (written by AnnData.write_zarr)")
     run = run if run is not None else latest_run_with(store, "embedding")
     elements = _elements(store, run, key)
-    with h5py.File(source, "r") as f:
+    with _opened(source, kind) as f:
         _check_cells(f, store, str(source))
         _check_free(f, elements, str(source), overwrite)
-    if out is None:
-        with writing(source), h5py.File(source, "r+") as f:
-            _write(f, elements)
-        return {"path": str(source), "run": run, "written": [e[0] + "/" + e[1] for e in elements]}
-    return _write_copy(source, Path(out), elements, run, overwrite)
+    written = [e[0] + "/" + e[1] for e in elements]
+    if out is not None:
+        _write_copy(source, kind, Path(out), elements, overwrite)
+        return {"path": str(out), "run": run, "written": written}
+    with writing(source):
+        if kind == "h5ad":
+            import h5py
+
+            with h5py.File(source, "r+") as f:
+                _write(f, elements)
+        else:
+            _write_zarr(source, elements)
+    return {"path": str(source), "run": run, "written": written}
 
 
-def _write_copy(source: Path, out: Path, elements: list, run: str, overwrite: bool) -> dict[str, Any]:
-    """Copy ``source`` to a temporary file beside ``out``, add the elements, rename it to ``out``."""
-    import h5py
+def anndata_target_kind(path: Path) -> str | None:
+    """``"h5ad"`` for an existing ``.h5ad`` file, ``"zarr"`` for an AnnData zarr directory, else None."""
+    if path.suffix.lower() == ".h5ad" and path.is_file():
+        return "h5ad"
+    return "zarr" if path.is_dir() and is_anndata_zarr(str(path)) else None
 
-    with replaced_atomically(out, overwrite) as tmp, writing(out):
-        shutil.copyfile(source, tmp)
-        with h5py.File(tmp, "r+") as f:
-            _write(f, elements)
-    return {"path": str(out), "run": run, "written": [e[0] + "/" + e[1] for e in elements]}
+
+def _opened(path: Path, kind: str) -> Any:
+    """The file opened read-only (an ``h5py.File`` or a ``zarr.Group``, without consolidated metadata), closed at the
+    end of a ``with``."""
+    if kind == "h5ad":
+        import h5py
+
+        return h5py.File(path, "r")
+    import zarr
+
+    return _closing(zarr.open_group(str(path), mode="r", use_consolidated=False))
+
+
+def _write_copy(source: Path, kind: str, out: Path, elements: list, overwrite: bool) -> None:
+    """Copy ``source`` to a temporary file (directory) beside ``out``, add the elements, rename it to ``out``."""
+    if kind == "h5ad":
+        import h5py
+
+        with replaced_atomically(out, overwrite) as tmp, writing(out):
+            shutil.copyfile(source, tmp)
+            with h5py.File(tmp, "r+") as f:
+                _write(f, elements)
+        return
+    if out.suffix.lower() != ".zarr":
+        raise StorageError(f"out (--out) {str(out)!r} must be a directory name ending in .zarr: the copy of an AnnData "
+                           f"zarr directory is one ({source} is)")
+    if out.exists():
+        if not overwrite:
+            raise StorageError(f"{out} already exists: pass overwrite=True (CLI --overwrite) to replace it")
+        if not (out.is_dir() and is_anndata_zarr(str(out))):
+            raise StorageError(f"refusing to replace {out}: it is not an AnnData zarr directory")
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+    try:
+        with writing(out):
+            shutil.copytree(source, tmp)
+            _write_zarr(tmp, elements)
+            if out.exists():
+                os.rename(out, old)
+            os.rename(tmp, out)
+    finally:
+        for leftover in (tmp, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)
 
 
 # ---- what is written ----------------------------------------------------------------------------------------
@@ -115,13 +172,31 @@ def _elements(store: Any, run: str, key: str) -> list[tuple[str, str, Any]]:
 
 def _model_of(store: Any, run: str) -> tuple[Any, str]:
     """``(store, run)`` of the model behind ``run``: the run itself, or for an ``extend`` run the model store and
-    run its manifest names."""
+    run its manifest names (:func:`_recorded_model_store`)."""
     if run not in list_runs(store):
         return store, run
     parameters = read_manifest(store, run).parameters
     if parameters.get("model_run") and parameters.get("store"):
-        return parameters["store"], parameters["model_run"]
+        return _recorded_model_store(store, run, parameters["store"]), parameters["model_run"]
     return store, run
+
+
+def _recorded_model_store(store: Any, run: str, recorded: str) -> str:
+    """The model store an ``extend`` run's manifest names. Runs record a local path absolute; a relative one
+    (recorded by an earlier version, relative to the directory the run was started from) is tried from the current
+    directory, then beside ``store`` (where ``eigenflow extend ref.zarr new.h5ad new.zarr`` leaves both)."""
+    if is_url(recorded) or os.path.isabs(recorded):
+        return recorded
+    url = str(store.url if hasattr(store, "url") else store)
+    tried = [os.path.abspath(recorded)]
+    if not is_url(url):
+        tried.append(os.path.join(os.path.dirname(os.path.abspath(url.rstrip("/"))), recorded))
+    for candidate in tried:
+        if os.path.isdir(candidate):
+            return candidate
+    raise StorageError(f"run {run!r} of store {url} names its model store as {recorded!r}, a relative path that "
+                       f"is not a directory from here nor beside the store (tried {tried}); run the export from "
+                       "the directory the extend run was started in")
 
 
 def _check_cells(f: Any, store: Any, path: str) -> None:
@@ -136,6 +211,9 @@ def _check_cells(f: Any, store: Any, path: str) -> None:
         raise StorageError(f"{path} has {n_file} cells and store {store} has {n}: the file's cells are not the "
                            "store's")
     group = as_group(store, "r")
+    if has_node(group, layout.OBS_NAME_OFFSETS):
+        # damaged names are named as such, not taken for another file's cells
+        check_intact(store, (layout.OBS_NAME_OFFSETS, layout.OBS_NAME_BYTES))
     for start in range(0, n, _NAME_ROWS):
         stop = min(start + _NAME_ROWS, n)
         kept = read_obs_names(group, start, stop)
@@ -162,24 +240,76 @@ def _write(f: Any, elements: list) -> None:
     element to its place (and name a new obs column in the dataframe's ``column-order``); the partial group is
     removed whatever happens."""
     import h5py
+
+    def move(partial: str, i: int, group: str, name: str, parent: Any) -> None:
+        if name in parent:
+            del parent[name]
+        f.move(f"{partial}/{i}", f"{group}/{name}")
+
+    def remove(partial: str) -> None:
+        if partial in f:
+            del f[partial]
+
+    _place_elements(f, elements, h5py.Group, f"{f.filename}: {{name}} is a {{kind}}, not a group; the file is not "
+                    "a valid AnnData file", move, remove, lambda names: np.array(names, dtype=object))
+
+
+def _place_elements(container: Any, elements: list, group_type: type, not_a_group: str, move: Any, remove: Any,
+                    as_attr: Any) -> None:
+    """Every element ``(group, name, value)`` written under a new partial group of ``container`` (an h5py file or
+    a zarr group; a destination group that is not a ``group_type`` is a StorageError with ``not_a_group``
+    formatted with its ``name`` and ``kind``), then ``move(partial, i, group, name, parent)`` puts each in its
+    place and a new ``obs`` column is named in ``column-order`` (stored as ``as_attr(names)``);
+    ``remove(partial)`` runs whatever happens."""
     from anndata.io import write_elem
 
     partial = f"{PARTIAL_GROUP}-{secrets.token_hex(4)}"
     try:
-        tmp = f.create_group(partial)
+        tmp = container.create_group(partial)
         for i, (_, _, value) in enumerate(elements):
             write_elem(tmp, str(i), value)
-        for group in sorted({g for g, _, _ in elements}):
-            if group in f and not isinstance(f[group], h5py.Group):
-                raise StorageError(f"{f.filename}: {group} is a {type(f[group]).__name__}, not a group; the file is "
-                                   "not a valid AnnData file")
+        for name in sorted({g for g, _, _ in elements}):
+            if name in container and not isinstance(container[name], group_type):
+                raise StorageError(not_a_group.format(name=name, kind=type(container[name]).__name__))
         for i, (group, name, _) in enumerate(elements):
-            parent = f.require_group(group)
-            if name in parent:
-                del parent[name]
-            f.move(f"{partial}/{i}", f"{group}/{name}")
+            parent = container.require_group(group)
+            move(partial, i, group, name, parent)
             if group == "obs" and name not in _obs_columns(parent):
-                parent.attrs["column-order"] = np.array(_obs_columns(parent) + [name], dtype=object)
+                parent.attrs["column-order"] = as_attr(_obs_columns(parent) + [name])
     finally:
-        if partial in f:
-            del f[partial]
+        remove(partial)
+
+
+def _zarr_consolidated(root: Path) -> int | None:
+    """The zarr format (2 or 3) of the AnnData zarr directory ``root`` when it has consolidated metadata, else None."""
+    if (root / ".zmetadata").is_file():
+        return 2
+    meta = root / "zarr.json"
+    if meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("consolidated_metadata"):
+        return 3
+    return None
+
+
+def _write_zarr(root: Path, elements: list) -> None:
+    """:func:`_write` for an AnnData zarr directory: every element written under :data:`PARTIAL_GROUP`, each moved
+    to its place by renaming its directory (a replaced element goes into the partial group first), the partial
+    group removed whatever happens; the metadata consolidated again when the directory had it consolidated."""
+    import zarr
+
+    consolidated = _zarr_consolidated(root)
+    group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
+
+    def move(partial: str, i: int, name: str, element: str, parent: Any) -> None:
+        destination = root / name / element
+        if destination.exists():
+            os.rename(destination, root / partial / f"replaced-{i}")
+        os.rename(root / partial / str(i), destination)
+
+    def remove(partial: str) -> None:
+        if (root / partial).exists():
+            shutil.rmtree(root / partial)
+
+    _place_elements(group, elements, zarr.Group, f"{root}: {{name}} is an array, not a group; the directory is not "
+                    "a valid AnnData zarr store", move, remove, list)
+    if consolidated is not None:
+        zarr.consolidate_metadata(str(root), zarr_format=consolidated)

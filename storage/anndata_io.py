@@ -153,32 +153,53 @@ def _obs_columns(obs: Any) -> list[str]:
     return [c.decode() if isinstance(c, bytes) else str(c) for c in np.atleast_1d(np.asarray(order, dtype=object))]
 
 
-def _label_reader(path: str, obs: Any, column: str) -> tuple[tuple[str, ...], Any]:
-    """``(category names, codes(node, start, stop))`` for the ``obs`` column ``column``."""
+def _label_node(path: str, obs: Any, column: str) -> tuple[Any, str]:
+    """The node of the ``obs`` column ``column`` and its encoding (one of :data:`LABEL_ENCODINGS`)."""
     columns = _obs_columns(obs)
     if column not in columns or column not in obs:
         raise IngestError(f"{path}: labels_obs (--labels-obs) {column!r} is not a column of obs; columns are {columns}")
     node = obs[column]
     encoding = _encoding(node)
+    if encoding not in LABEL_ENCODINGS:
+        raise IngestError(f"{path}: obs column {column!r} is encoded as {encoding or type(node).__name__!r}; "
+                          f"labels_obs (--labels-obs) takes one of {list(LABEL_ENCODINGS)}")
+    return node, encoding
+
+
+def check_anndata_keys(path: str, x_key: str = "X", labels_key: str | None = None) -> None:
+    """Raise :class:`IngestError` unless the AnnData file ``path`` has the representation ``x_key`` (dense, or a
+    narrow csr_matrix) and, when given, the ``obs`` column ``labels_key`` in a label encoding; reads the file's
+    metadata only (the checks a run makes before it starts)."""
+    if not os.path.exists(path):
+        raise IngestError(f"source file {path} does not exist")
+    with _closing(_open_container(path)) as root:
+        if _encoding(root) not in ("anndata", "") or "obs" not in root:
+            raise IngestError(f"{path} is not an AnnData file (no obs / encoding-type {_encoding(root)!r})")
+        _x_node(path, root, x_key)
+        if labels_key is not None:
+            _label_node(path, root["obs"], labels_key)
+
+
+def _label_reader(path: str, obs: Any, column: str) -> tuple[tuple[str, ...], Any]:
+    """``(category names, codes(node, start, stop))`` for the ``obs`` column ``column``."""
+    node, encoding = _label_node(path, obs, column)
     if encoding == "categorical":
         categories = tuple(str(c) for c in _strings(node["categories"], 0, node["categories"].shape[0]))
         return categories, lambda start, stop: np.asarray(node["codes"][start:stop], dtype=np.int64)
-    if encoding == "string-array":
-        n = int(node.shape[0])
-        step = layout.DEFAULT_CHUNK_ROWS
-        distinct = set()
-        for start in range(0, n, step):
-            distinct.update(np.unique(_strings(node, start, min(start + step, n))).tolist())
-        distinct.discard("")
-        categories = tuple(sorted(distinct))
-        lookup = {name: code for code, name in enumerate(categories)}
+    # "string-array": the distinct non-empty strings, sorted, are the categories
+    n = int(node.shape[0])
+    step = layout.DEFAULT_CHUNK_ROWS
+    distinct = set()
+    for start in range(0, n, step):
+        distinct.update(np.unique(_strings(node, start, min(start + step, n))).tolist())
+    distinct.discard("")
+    categories = tuple(sorted(distinct))
+    lookup = {name: code for code, name in enumerate(categories)}
 
-        def codes(start: int, stop: int) -> np.ndarray:
-            return np.array([lookup.get(s, -1) for s in _strings(node, start, stop)], dtype=np.int64)
+    def codes(start: int, stop: int) -> np.ndarray:
+        return np.array([lookup.get(s, -1) for s in _strings(node, start, stop)], dtype=np.int64)
 
-        return categories, codes
-    raise IngestError(f"{path}: obs column {column!r} is encoded as {encoding or type(node).__name__!r}; "
-                      f"labels_obs (--labels-obs) takes one of {list(LABEL_ENCODINGS)}")
+    return categories, codes
 
 
 # ---- X: a dense array or a narrow csr_matrix ----------------------------------------------------------------
@@ -306,23 +327,35 @@ def _datasets(root: Any) -> list[str]:
 
 
 # ---- the store side -----------------------------------------------------------------------------------------
+#: Obs names read from the source at once when they are written into the store (memory: these names, whatever
+#: the store's chunks).
+NAME_BLOCK_ROWS = 4096
+
+
 def write_cells(group: Any, cells: Cells, chunk_rows: int) -> dict[str, Any]:
     """Write the obs names of ``cells`` into the store ``group`` (UTF-8 bytes + offsets, no string dtype);
-    return the root attributes that record X's and the labels' origin and the category names."""
+    return the root attributes that record X's and the labels' origin and the category names.
+
+    The names are read :data:`NAME_BLOCK_ROWS` at a time; the offsets and the bytes are assembled one chunk each
+    and written chunk by chunk (:class:`storage.chunk_files.ChunkAppender`)."""
+    from .chunk_files import ChunkAppender
+
     offsets = group.create_array(layout.OBS_NAME_OFFSETS, shape=(cells.n + 1,), chunks=(chunk_rows,),
                                  dtype="int64", fill_value=0, compressors=layout.compressors())
     data = group.create_array(layout.OBS_NAME_BYTES, shape=(0,), chunks=(layout.CSR_CHUNK_ENTRIES,), dtype="uint8",
                               fill_value=0, compressors=layout.compressors())
-    start, end = 0, 0
-    offsets[0:1] = np.zeros(1, dtype=np.int64)
-    for names in cells.names(chunk_rows):
+    offset_rows, name_bytes = ChunkAppender(offsets), ChunkAppender(data, grow=True)
+    offset_rows.append(np.zeros(1, dtype=np.int64))
+    end = 0
+    for names in cells.names(NAME_BLOCK_ROWS):
         encoded = [s.encode("utf-8") for s in names.tolist()]
         lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
-        offsets[start + 1:start + 1 + len(encoded)] = end + np.cumsum(lengths)
+        offset_rows.append(end + np.cumsum(lengths))
         blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        data.resize((end + blob.size,))
-        data[end:end + blob.size] = blob
-        start, end = start + len(encoded), end + blob.size
+        name_bytes.append(blob)
+        end += blob.size
+    offset_rows.flush()
+    name_bytes.flush()
     attrs = {layout.ATTR_CELLS_FILE: os.path.abspath(cells.file), layout.ATTR_CELLS_X_KEY: cells.x_key,
              layout.ATTR_CELLS_LABELS_KEY: cells.labels_key}
     if cells.categories is not None:

@@ -25,12 +25,32 @@ from .store import StoreRef, _read_json, file_location, filesystem
 
 #: Folder of the checksum records (one JSON file per array: ``{chunk key: digest or null}``).
 CHECKSUMS = "checksums"
-#: Arrays whose chunks the ingest records.
-INGESTED_ARRAYS = (layout.X, layout.Y)
+#: Arrays whose chunks the ingest records: X, y and the obs names of an AnnData source (those absent from a store
+#: are skipped).
+INGESTED_ARRAYS = (layout.X, layout.Y, layout.OBS_NAME_OFFSETS, layout.OBS_NAME_BYTES)
+#: The ingested arrays the flows read (checked by :func:`check_intact` before their stages; the obs names are
+#: checked by the AnnData export, which reads them).
+POINT_ARRAYS = (layout.X, layout.Y)
 
 
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+#: Bytes of a chunk file read at once when it is hashed on a local disk.
+HASH_READ_BYTES = 2**20
+
+
+def file_digest(fs: Any, path: str) -> str:
+    """The digest of the file ``path`` (:func:`_digest` of its bytes); a local file is read
+    :data:`HASH_READ_BYTES` at a time (a chunk file is never held whole), any other in one request."""
+    if fs.__class__.__name__ != "LocalFileSystem":
+        return _digest(fs.cat_file(path))
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        while block := fh.read(HASH_READ_BYTES):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _record_path(root: str, array: str) -> str:
@@ -75,7 +95,7 @@ def _current(fs: Any, root: str, array: str, meta: dict) -> dict[str, str | None
     """``{chunk key: digest, or None when the chunk file is absent}`` of every chunk of ``array``."""
     def digest(key: str) -> str | None:
         try:
-            return _digest(fs.cat_file(posixpath.join(root, array, key)))
+            return file_digest(fs, posixpath.join(root, array, key))
         except FileNotFoundError:
             return None
 
@@ -118,7 +138,7 @@ def record_chunk(store: StoreRef, array: str, start: int) -> str:
     fs, root = filesystem(store)
     meta = _array_meta(fs, root, array)
     key = _row_chunk_key(meta, start)
-    digest = _digest(fs.cat_file(posixpath.join(root, array, key)))
+    digest = file_digest(fs, posixpath.join(root, array, key))
     _write(fs, _chunk_record_path(root, array, key),
            json.dumps({"key": key, "digest": digest, "shape": meta["shape"]}).encode())
     return digest
@@ -155,8 +175,8 @@ def completed_row_chunks(store: StoreRef, arrays: list[str], starts: list[int]) 
             key = _row_chunk_key(meta, start)
             try:
                 record = json.loads(fs.cat_file(_chunk_record_path(root, array, key)))
-                intact = record["shape"] == meta["shape"] and record["digest"] == _digest(
-                    fs.cat_file(posixpath.join(root, array, key)))
+                intact = record["shape"] == meta["shape"] and record["digest"] == file_digest(
+                    fs, posixpath.join(root, array, key))
             except (FileNotFoundError, ValueError, KeyError):
                 intact = False
             if not intact:
@@ -242,7 +262,7 @@ def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict, strays:
     for path in files:
         record = json.loads(fs.cat_file(path))
         try:
-            now = _digest(fs.cat_file(posixpath.join(root, array, record["key"])))
+            now = file_digest(fs, posixpath.join(root, array, record["key"]))
         except FileNotFoundError:
             now = None
         if record["shape"] != meta["shape"]:
@@ -258,7 +278,7 @@ def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict, strays:
         _report_strays(fs, root, array, meta, report)
 
 
-def check_intact(store: StoreRef, arrays: tuple[str, ...] = INGESTED_ARRAYS) -> None:
+def check_intact(store: StoreRef, arrays: tuple[str, ...] = POINT_ARRAYS) -> None:
     """Raise :class:`StoreFormatError` naming the damaged chunks of ``arrays`` (see :func:`verify`; stray keys,
     which zarr never reads, are left to ``eigenflow verify``)."""
     bad = verify(store, arrays=tuple(arrays), strays=False)["bad"]

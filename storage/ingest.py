@@ -2,8 +2,10 @@
 
 Guarantees
 ----------
-- Streaming: the source is read in blocks of ``chunk_rows`` rows (see :mod:`storage.readers`); memory is a
-  few chunks whatever the size of the file.
+- Streaming: the source is read in blocks of :data:`READ_BLOCK_BYTES` (see :mod:`storage.readers`), copied into
+  one reusable chunk buffer, hashed there and written as the chunk's file one Blosc block at a time
+  (:mod:`storage.chunk_files`): memory is one chunk of rows plus a constant, whatever the size of the file
+  (measured in ``benchmarks/results/anndata.md``).
 - Validation before anything is marked complete: NaN / inf (the error gives the first bad row, 0-based over
   the whole source), wrong dimensionality, zero rows, object / complex / non-numeric dtypes, label count
   mismatch, labels that are not integers >= -1.
@@ -25,7 +27,7 @@ import posixpath
 import secrets
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +35,7 @@ from . import layout
 from .checksums import record_checksums
 from .errors import IngestError, StoreFormatError, StorageError
 from .readers import open_labels, open_source, read_rows_from_spec, source_kind
-from .source import Block, check_label_count
+from .source import check_label_count
 from .store import Store, _read_json, filesystem, is_url, open_store
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -131,27 +133,18 @@ def validate_label_block(block: np.ndarray, start: int) -> np.ndarray:
     return block.astype(layout.Y_DTYPE)
 
 
-# ---- re-blocking ----------------------------------------------------------------------------------------------
-def rechunk(blocks: Iterator[Block], rows: int) -> Iterator[Block]:
-    """Re-cut a stream of blocks of any sizes into blocks of exactly ``rows`` rows (the last may be shorter)."""
-    xs: list[np.ndarray] = []
-    ys: list[np.ndarray | None] = []
-    held = 0
-    for xb, yb in blocks:
-        xs.append(xb)
-        ys.append(yb)
-        held += xb.shape[0]
-        while held >= rows:
-            x_all = np.concatenate(xs) if len(xs) > 1 else xs[0]
-            y_all = None if ys[0] is None else (np.concatenate(ys) if len(ys) > 1 else ys[0])
-            yield x_all[:rows], (None if y_all is None else y_all[:rows])
-            xs, ys = [x_all[rows:]], [None if y_all is None else y_all[rows:]]
-            held -= rows
-    if held:
-        yield (np.concatenate(xs), None if ys[0] is None else np.concatenate(ys))
-
-
 # ---- writing --------------------------------------------------------------------------------------------------
+#: Bytes of stored rows read from the source at once: the blocks a reader makes and their validated copies stay
+#: this small whatever the chunk; the chunk is assembled in one buffer (:class:`storage.chunk_files.ChunkAppender`).
+READ_BLOCK_BYTES = 2**21
+
+
+def read_block_rows(chunk_rows: int, d: int | None, dtype: str) -> int:
+    """Rows read from a source at once: :data:`READ_BLOCK_BYTES` of stored rows, at most a chunk."""
+    row_bytes = max(1, d or 1) * np.dtype(dtype).itemsize
+    return max(1, min(chunk_rows, READ_BLOCK_BYTES // row_bytes))
+
+
 def _create_arrays(group: Any, n0: int, d: int, chunk_rows: int, dtype: str, labels: bool) -> tuple:
     x = group.create_array(layout.X, shape=(n0, d), chunks=(chunk_rows, d), dtype=dtype, fill_value=0,
                            compressors=layout.compressors())
@@ -163,13 +156,20 @@ def _create_arrays(group: Any, n0: int, d: int, chunk_rows: int, dtype: str, lab
 
 
 def _write_chunks(group: Any, src: Any, ext_labels: Any, chunk_rows: int, dtype: str) -> dict:
-    """Stream, validate and write all chunks; return the root attributes (without status)."""
+    """Stream, validate and write all chunks; return the root attributes (without status).
+
+    The source is read :func:`read_block_rows` rows at a time, each block validated (and converted to ``dtype``)
+    and copied into the chunk buffer of X (and of y), which is hashed from its memory and written as the chunk's
+    file block by block (:class:`storage.chunk_files.ChunkAppender`): beside that one chunk of rows, memory is a few
+    such blocks and the chunk writer's few Blosc blocks, however large the chunk or the source.
+    """
+    from .chunk_files import ChunkAppender
+
     has_labels = src.has_labels or ext_labels is not None
     known_n = src.n_rows
-    x_arr = y_arr = None
+    xs = ys = None
     n, d = 0, src.n_columns
-    x_digest, y_digest = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
-    for xb, yb in rechunk(src.blocks(chunk_rows), chunk_rows):
+    for xb, yb in src.blocks(read_block_rows(chunk_rows, d, dtype)):
         xb = validate_x_block(xb, n, dtype, d)
         d = xb.shape[1]
         if ext_labels is not None:
@@ -178,26 +178,27 @@ def _write_chunks(group: Any, src: Any, ext_labels: Any, chunk_rows: int, dtype:
                 raise IngestError(f"labels must have one entry per row of X: got {ext_labels.shape[0]} labels "
                                   f"but X has at least {n + xb.shape[0]} rows")
         yb = validate_label_block(yb, n) if has_labels else None
-        if x_arr is None:
+        if known_n is not None and n + xb.shape[0] > known_n:
+            raise IngestError(f"source announced {known_n} rows but more were read")
+        if xs is None:
             x_arr, y_arr = _create_arrays(group, known_n or 0, d, chunk_rows, dtype, has_labels)
-        stop = n + xb.shape[0]
-        if known_n is None:
-            x_arr.resize((stop, d))
-            if y_arr is not None:
-                y_arr.resize((stop,))
-        x_arr[n:stop] = xb
-        x_digest.update(block_digest(xb))
-        if y_arr is not None:
-            y_arr[n:stop] = yb
-            y_digest.update(block_digest(yb))
-        n = stop
+            xs = ChunkAppender(x_arr, grow=known_n is None)
+            ys = None if y_arr is None else ChunkAppender(y_arr, grow=known_n is None)
+        xs.append(xb)
+        if ys is not None:
+            ys.append(yb)
+        n += xb.shape[0]
     if n == 0:
         raise IngestError("X has zero rows; at least 1 row is required")
     if known_n is not None and n != known_n:
         raise IngestError(f"source announced {known_n} rows but {n} were read")
     if ext_labels is not None:
         check_label_count(int(ext_labels.shape[0]), n)
-    return _root_attrs(n, d, dtype, chunk_rows, has_labels, x_digest.digest(), y_digest.digest())
+    for appender in (xs, ys):
+        if appender is not None:
+            appender.flush()
+    y_digest = ys.digest.digest() if ys is not None else hashlib.blake2b(digest_size=16).digest()
+    return _root_attrs(n, d, dtype, chunk_rows, has_labels, xs.digest.digest(), y_digest)
 
 
 def _root_attrs(n: int, d: int, dtype: str, chunk_rows: int, has_labels: bool, x_digest: bytes,

@@ -37,12 +37,21 @@ from . import layout
 from ._jsonable import check_attrs
 from .errors import DamagedManifestError, DamagedManifestWarning, StoreFormatError, StorageError, writing
 from .signals import signals_held
-from .store import StoreRef, file_location, filesystem, replace_local_file
+from .store import StoreRef, file_location, filesystem, is_url, replace_local_file
 
 #: Distributions whose versions every manifest records.
 TRACKED_PACKAGES = ("eigenflow", "numpy", "scipy", "dask", "distributed", "zarr", "prefect", "pynndescent",
                     "scikit-learn", "pyamg", "numba", "pandas", "pyarrow", "fsspec")
 RUN_STATUSES = ("running", "completed", "failed")
+
+
+def recorded_location(path: Any) -> str:
+    """``path`` as a manifest records it: a local path made absolute (it is read later, from any directory), a URL
+    as it is."""
+    path = os.fspath(path)
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    return path if is_url(path) else os.path.abspath(path)
 
 
 def _now() -> str:

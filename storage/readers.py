@@ -1,6 +1,7 @@
 """Streaming readers: every source yields ``(X block (b, d), labels block (b,) or None)`` of at most ``rows`` rows.
 
-No reader loads a whole file: ``.npy`` is memory-mapped, ``.npz`` members are decompressed row block by row
+No reader loads a whole file: ``.npy`` is read with ``readinto`` row block by row block (memory-mapped only for
+its header, and for a Fortran-ordered file), ``.npz`` members are decompressed row block by row
 block from the zip stream (np.lib.format header + a file-like reader; only a Fortran-ordered member is read
 whole, because its rows are not contiguous), ``.csv`` goes through ``pandas.read_csv(chunksize=...)``,
 ``.parquet`` through ``pyarrow.parquet.ParquetFile.iter_batches`` (pyarrow decodes one row group at a time, so
@@ -74,7 +75,8 @@ class _Computing:
 
 
 def npy_source(path: str) -> Source:
-    """Memory-mapped ``.npy`` file (``np.load(mmap_mode="r")``); object dtypes are refused without unpickling."""
+    """``.npy`` file: opened with ``np.load(mmap_mode="r")`` for its header (object dtypes are refused without
+    unpickling), its rows read from the file (a Fortran-ordered file's through the memory map)."""
     try:
         x = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
@@ -83,7 +85,29 @@ def npy_source(path: str) -> Source:
         raise IngestError(f"cannot read {path}: {exc}") from exc
     src = array_source(x, kind="npy", description=path)
     src.spec = ("npy", os.path.abspath(path))
+    if x.flags.c_contiguous:  # rows read from the file: no page of the file stays mapped into the process
+        src.blocks = _npy_file_blocks(path, int(x.offset), tuple(x.shape), x.dtype)
     return src
+
+
+def _npy_file_blocks(path: str, offset: int, shape: tuple, dtype: np.dtype) -> Callable[[int], Iterator[Block]]:
+    """Row blocks of a C-ordered ``.npy`` file read with ``readinto`` (a fresh array of at most ``rows`` rows each)."""
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+
+    def blocks(rows: int) -> Iterator[Block]:
+        with open(path, "rb", buffering=0) as fh:
+            fh.seek(offset)
+            for start in range(0, shape[0], rows):
+                block = np.empty((min(rows, shape[0] - start), *shape[1:]), dtype=dtype)
+                view, got = memoryview(block.reshape(-1).view(np.uint8)), 0
+                while got < view.nbytes:
+                    read = fh.readinto(view[got:])
+                    if not read:
+                        raise IngestError(f"{path} ended early: expected {shape[0]} rows of {row_bytes} bytes")
+                    got += read
+                yield block, None
+
+    return blocks
 
 
 # ---- npz: stream a zip member ------------------------------------------------------------------------------

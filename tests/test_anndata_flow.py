@@ -93,21 +93,30 @@ def test_h5ad_round_trip_with_label_transfer(cells, cluster, prefect_harness, tm
 
 
 def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells, cluster, prefect_harness,
-                                                                           tmp_path):
+                                                                           tmp_path, monkeypatch):
+    """Stores named relative to the directory of the runs; the export, from another directory, still finds the
+    model store (its categories name the labels)."""
     from flows.embed import embed, extend
     from storage.anndata_export import export_to_anndata
     from storage.embedding_io import read_embedding, read_output
+    from storage.manifest import read_manifest
 
     d, adata, _, _ = cells
     new = adata[::3].copy()  # "another sample": every third cell, with its own obs names
-    new.write_h5ad(tmp_path / "new.h5ad")
-    store, out = str(tmp_path / "ref.zarr"), str(tmp_path / "new.zarr")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "sample").mkdir()
+    new.write_h5ad(tmp_path / "sample" / "new.h5ad")
+    monkeypatch.chdir(tmp_path)
+    store, out = "models/ref.zarr", "sample/new.zarr"  # relative: as typed on a command line
     s = embed(str(d / "cells.h5ad"), store, method="rsk", use_rep="X_pca", labels_obs="cell_type", holdout=0.2,
               chunk_rows=128, random_state=0, scheduler=cluster)
-    e = extend(store, str(tmp_path / "new.h5ad"), out, use_rep="X_pca", chunk_rows=64, scheduler=cluster)
+    e = extend(store, "sample/new.h5ad", out, use_rep="X_pca", chunk_rows=64, scheduler=cluster)
     assert e["status"] == "completed"
-    export_to_anndata(out, str(tmp_path / "new.h5ad"), run=e["run"], key="X_rsk")
-    back = anndata.read_h5ad(tmp_path / "new.h5ad")
+    assert read_manifest(out, e["run"]).parameters["store"] == str(tmp_path / "models" / "ref.zarr")
+    monkeypatch.chdir(tmp_path / "sample")  # elsewhere: "models/ref.zarr" names nothing from here
+    export_to_anndata(str(tmp_path / "sample" / "new.zarr"), "new.h5ad", run=e["run"], key="X_rsk")
+    store = str(tmp_path / "models" / "ref.zarr")
+    back = anndata.read_h5ad(tmp_path / "sample" / "new.h5ad")
     held = read_output(store, s["run"], "held_out").astype(bool)[::3]  # the reference's held-out cells among them
     np.testing.assert_array_equal(back.obsm["X_rsk"][held], read_embedding(store, s["run"])[::3][held])
     labels = back.obs["X_rsk_labels"]  # named with the categories of the model's store
@@ -123,3 +132,44 @@ def test_anndata_options_are_refused_for_other_sources(tmp_path):
     with pytest.raises(ParameterError, match=r"use_rep selects part of an AnnData source .* \(got use_rep='X_pca'\)"):
         check_embed_arguments(str(tmp_path / "X.npy"), str(tmp_path / "s.zarr"), "laplacian_eigenmaps", None,
                               labels=None, holdout=0.0, n_workers=1, random_state=0, use_rep="X_pca")
+
+
+def test_served_embed_runs_carry_use_rep_and_labels_obs(cells, tmp_path):
+    """``eigenflow serve cells.h5ad STORE --use-rep X_pca --labels-obs cell_type``: every scheduled embed run gets
+    both, as ``eigenflow embed`` passes them; the on-demand extend deployment keeps its own parameters."""
+    from flows.serve import deployments
+
+    d, _, _, _ = cells
+    embed_deployment, extend_deployment = deployments(
+        str(d / "cells.h5ad"), str(tmp_path / "served.zarr"), name="nightly", method="tsk", params={}, labels=None,
+        holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1, use_rep="X_pca", labels_obs="cell_type")
+    assert embed_deployment.parameters["use_rep"] == "X_pca"
+    assert embed_deployment.parameters["labels_obs"] == "cell_type"
+    assert embed_deployment.parameters["source"] == str(d / "cells.h5ad")
+    assert embed_deployment.parameters["labels"] is None
+    assert "use_rep" not in extend_deployment.parameters
+    with pytest.raises(Exception, match=r"labels_obs \(--labels-obs\) 'cell_kind' is not a column of obs; columns "
+                                        r"are \['cell_type', 'n_counts'"):
+        deployments(str(d / "cells.h5ad"), str(tmp_path / "served.zarr"), name="nightly", method="tsk", params={},
+                    labels=None, holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1,
+                    use_rep="X_pca", labels_obs="cell_kind")
+
+
+def test_serve_refuses_use_rep_for_a_source_that_is_not_anndata_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    np.save(tmp_path / "X.npy", np.zeros((10, 2)))
+    t = time.perf_counter()
+    done = subprocess.run([str(Path(sys.executable).parent / "eigenflow"), "serve", "X.npy", "served.zarr",
+                           "--use-rep", "X_pca", "--interval", "60"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    print(f"refused after {time.perf_counter() - t:.1f} s")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert ("error: use_rep selects part of an AnnData source (.h5ad or AnnData zarr); source 'X.npy' is not one "
+            "(got use_rep='X_pca')") in lines[0]
+    assert not (tmp_path / "served.zarr").exists()

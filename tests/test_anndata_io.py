@@ -170,3 +170,34 @@ def test_cli_ingest_takes_use_rep_and_labels_obs_and_ends_a_bad_key_in_one_line(
                                "--labels-obs", "cell_type"])
     assert done.exit_code == 0, done.output
     np.testing.assert_array_equal(read_labels(tmp_path / "s.zarr"), _expected_codes(adata, "cell_type"))
+
+
+@pytest.mark.parametrize("array", [layout.OBS_NAME_BYTES, layout.OBS_NAME_OFFSETS])
+def test_the_kept_obs_names_are_covered_by_the_checksums(h5ad, tmp_path, array):
+    """A chunk of the kept names rewritten with other (valid, decodable) content is found by ``verify`` and
+    ``eigenflow verify``, and the export refuses to compare cells against it."""
+    import zarr
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from storage.anndata_export import export_to_anndata
+    from storage.checksums import verify
+    from storage.embedding_io import write_embedding
+    from storage.errors import StoreFormatError
+
+    path, _ = h5ad
+    store = tmp_path / "s.zarr"
+    ingest(str(path), store, x_key="X_pca", chunk_rows=16)
+    report = verify(str(store))
+    assert report["bad"] == [] and report["arrays"][array] >= 1
+    write_embedding(store, "embed-x", np.zeros((N, 2), np.float32))
+    node = zarr.open_group(str(store), mode="r+")[array]
+    values = node[0:4]
+    node[0:4] = values + 1 if array == layout.OBS_NAME_BYTES else values * 0 + values[0]  # another name, same length
+    assert read_obs_names(zarr.open_group(str(store), mode="r"), 0, 4).tolist() != ["cell-000", "cell-001",
+                                                                                   "cell-002", "cell-003"]
+    assert verify(str(store))["bad"] == [{"array": array, "chunk": "c/0", "problem": "changed"}]
+    r = CliRunner().invoke(app, ["verify", str(store)])
+    assert r.exit_code == 1 and f"{array}" in r.output
+    with pytest.raises(StoreFormatError, match=rf"is damaged: {array}/c/0 \(changed\)"):
+        export_to_anndata(store, str(path), run="embed-x")
