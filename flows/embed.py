@@ -38,7 +38,7 @@ from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_s
 from tasks.sharded_extend import sharded_fit_record
 
 from flows._fixed_time import cluster_seconds, entry_seconds, final_write
-from flows._ingested_run import ingested_run
+from flows._run_prologue import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
 from flows._warm_up import (finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent,
                             warm_worker, warms_everywhere)

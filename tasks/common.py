@@ -34,8 +34,8 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from storage import layout
 from storage.store import Store, filesystem, read_attrs
-from tasks._fit_rows import HELD_OUT  # noqa: F401 - re-exported for the flows
-from tasks._handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin  # noqa: F401 - re-exported for the flows
+from tasks.fit_set import HELD_OUT  # noqa: F401 - re-exported for the flows
+from tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin  # noqa: F401 - re-exported for the flows
 from tasks._worker import call_on_worker, warm_nndescent  # noqa: F401 - re-exported for the flows
 
 #: Cache policy of every eigenflow task (no RUN_ID: a re-run of the same run reuses finished tasks).
@@ -51,7 +51,7 @@ IO_TASK: dict[str, Any] = {
     "cache_policy": CACHE_POLICY,
 }
 COMPUTE_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": CACHE_POLICY}
-#: A compute task with a ``handoff`` parameter (:mod:`tasks._handoff`: a worker address and a random token, where
+#: A compute task with a ``handoff`` parameter (:mod:`tasks.stage_handoff`: a worker address and a random token, where
 #: its input may be in memory): not part of the cache key, which names what the task computes.
 HANDOFF_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": TASK_SOURCE + (INPUTS - "handoff")}
 #: A compute task with a ``worker`` parameter (where to run it: a placement preference, not part of what it

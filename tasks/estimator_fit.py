@@ -22,7 +22,7 @@ from storage.graph_io import read_constraints
 from storage.models import write_model
 from storage.store import Store
 
-from tasks._fit_rows import FIT_ROWS, fit_rows_for
+from tasks.fit_set import FIT_ROWS, fit_rows_for
 from tasks.fitted_model import ESTIMATOR_STATE
 from tasks.registry import get_entry, make_estimator
 

@@ -314,7 +314,7 @@ def test_exact_copies_are_collapsed_before_the_graph(prefect_harness, cluster, t
 
 
 def _held_handoffs(dask_worker) -> int:
-    from tasks._handoff import PLUGIN_NAME
+    from tasks.stage_handoff import PLUGIN_NAME
 
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     return 0 if plugin is None else len(plugin.held)

@@ -1,4 +1,4 @@
-"""The stage handoff (:mod:`tasks._handoff`) on a real in-process Dask cluster: arrays kept in a worker's plugin,
+"""The stage handoff (:mod:`tasks.stage_handoff`) on a real in-process Dask cluster: arrays kept in a worker's plugin,
 taken once, only with the token the store holds, only on that worker; a run's leftovers dropped."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from distributed import Client
 
 from conftest import local_cluster
-from tasks._handoff import (PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, check_written, drop_run, handoff_workers, keep,
+from tasks.stage_handoff import (PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, check_written, drop_run, handoff_workers, keep,
                             new_token, take, take_pending)
 
 

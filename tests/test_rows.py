@@ -83,7 +83,7 @@ def test_fit_positions_by_table_and_by_search_agree_and_refuse_non_fit_rows(n_ro
     """Rows -> positions in the sorted fit rows, by a position table (one process) or a binary search (a shard's
     worker): the same positions, and a neighbour that is not a fit row is a store error, not a wrong position."""
     from storage.errors import StoreFormatError
-    from tasks._fit_rows import fit_positions
+    from tasks.fit_set import fit_positions
 
     fit_rows = np.array([0, 2, 3, 7, 11])
     neighbours = np.array([[2, 11, 0], [7, 3, 2]])
@@ -96,10 +96,10 @@ def test_fit_positions_by_table_and_by_search_agree_and_refuse_non_fit_rows(n_ro
 
 @pytest.mark.parametrize("fraction", [0.0, 0.1, 0.9])
 def test_fit_rows_from_the_left_out_rows_equal_the_row_array(fraction):
-    """:class:`tasks._fit_rows.FitRows` (the rows left out of the fit, no (n_fit,) array) against the sorted fit-row
+    """:class:`tasks.fit_set.FitRows` (the rows left out of the fit, no (n_fit,) array) against the sorted fit-row
     array: positions -> rows and back, per-chunk masks, removing fit positions; a left-out row is refused."""
     from storage.errors import StoreFormatError
-    from tasks._fit_rows import FitRows, fit_rows_for, held_out_rows
+    from tasks.fit_set import FitRows, fit_rows_for, held_out_rows
 
     n = 1000
     fit = FitRows(n, held_out_rows(n, fraction, random_state=4))

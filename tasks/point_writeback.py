@@ -83,12 +83,12 @@ def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs:
                         holdout_draw: tuple[float, int | None] | None = None) -> dict[str, Any]:
     """Create the per-point arrays of ``run`` (shaped from one probe row of each output); with ``holdout_draw``
     ``(holdout, random_state)`` (an ``embed`` run) also write ``outputs/<run>/in_fit`` and ``outputs/<run>/held_out``
-    (n,) bool, the draw made here (:func:`tasks._fit_rows.held_out_rows`, on the worker). Returns the method and
+    (n,) bool, the draw made here (:func:`tasks.fit_set.held_out_rows`, on the worker). Returns the method and
     its outputs."""
     from storage import layout
     from storage.arrays import read_X, x_shape
     from storage.embedding_io import create_embedding, create_output, write_point_array
-    from tasks._fit_rows import HELD_OUT, IN_FIT, held_out_rows
+    from tasks.fit_set import HELD_OUT, IN_FIT, held_out_rows
     from tasks.registry import EMBEDDING, LABELS, SCORES, get_entry, point_outputs
 
     entry = get_entry(prepared.method)
