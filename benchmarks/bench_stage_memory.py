@@ -49,7 +49,7 @@ def run(n: int, work: Path, stop_after: str) -> dict:
     from storage.ingest import ingest
     from storage.store import Store
     from tasks import laplacian_eigenmaps as le
-    from tasks.common import warm_nndescent
+    from tasks._worker import warm_nndescent
 
     x_path, _ = manifold_npy(n)
     store = str(work / f"stages_{n}.zarr")

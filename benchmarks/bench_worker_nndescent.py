@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     from distributed import Client
 
     from flows.cluster import local_cluster
-    from tasks.common import warm_nndescent
+    from tasks._worker import warm_nndescent
 
     x_path, _ = manifold_npy(args.n)
     warm_nndescent()

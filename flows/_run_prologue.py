@@ -21,7 +21,7 @@ from typing import Any
 from storage.checksums import check_intact
 from storage.lock import store_lock
 from storage.store import Store
-from tasks.common import store_token
+from tasks.task_options import store_token
 from tasks.ingest import ingest_source, ingest_task
 
 from flows._runtime import RunContext, emit, run_context, timed

@@ -1,6 +1,6 @@
 """The at-scale fit stages of Laplacian eigenmaps (:mod:`tasks.fitting`): kNN graph, weights, eigensolve + model.
 
-The bodies here run on a Dask worker (:func:`tasks.common.run_on_worker`; this module imports no Prefect):
+The bodies here run on a Dask worker (:func:`tasks.dask_calls.run_on_worker`; this module imports no Prefect):
 each reads its inputs from the store and writes its outputs to it. Each mirrors one step of
 :meth:`spectral.embedding.LaplacianEigenmaps.fit` on stored arrays, with the same random sequence (one
 generator from ``random_state``: the kNN build draws first, the eigensolver uses what follows), so the flow's

@@ -21,10 +21,10 @@ from storage.embedding_io import read_output
 from storage.store import Store
 
 from tasks import laplacian_eigenmaps as le
+from tasks.dask_calls import map_row_chunks, published_future, run_on_worker, submit_to_worker
 from tasks.point_writeback import output_array, prepare_points, start_point_outputs, write_points_chunk
-from tasks.common import (COMPUTE_TASK, IO_TASK, map_row_chunks, published_future, run_on_worker,
-                          submit_to_worker)
 from tasks.registry import LABELS
+from tasks.task_options import COMPUTE_TASK, IO_TASK
 
 
 @task(name="embed-points", **IO_TASK)

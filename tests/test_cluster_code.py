@@ -20,7 +20,7 @@ def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tm
     other = tmp_path / "other"
     for package in ("spectral", "storage", "tasks"):
         shutil.copytree(REPO_ROOT / package, other / package, ignore=shutil.ignore_patterns("__pycache__"))
-    with open(other / "tasks" / "common.py", "a") as f:
+    with open(other / "tasks" / "task_options.py", "a") as f:
         f.write("\n# another eigenflow version\n")
     preload = tmp_path / "other_first.py"
     preload.write_text(textwrap.dedent(f"""

@@ -1,6 +1,6 @@
 """Killing a Dask worker during a stage leaves a run that completes with the same result (issue 15, item 3).
 
-The heavy stages run as Dask tasks on the workers (:func:`tasks.common.run_on_worker`) and the write-back as one
+The heavy stages run as Dask tasks on the workers (:func:`tasks.dask_calls.run_on_worker`) and the write-back as one
 task per chunk. Each test starts a real ``LocalCluster`` with Nannies, runs ``embed`` against it, and SIGKILLs the
 worker process that is executing the stage's task (seen in that worker's ``executing`` set): the eigensolve in the
 default run, the write-back and the kNN build as slow tests. The scheduler runs
