@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import manifold_npy  # noqa: E402
+from benchmarks.bench_support import manifold_npy  # noqa: E402
 
 
 def build(path: str, n_jobs: int = 2) -> tuple[float, float]:
