@@ -19,7 +19,7 @@ from storage import layout  # noqa: E402
 from storage.arrays import read_labels  # noqa: E402
 from storage.store import read_attrs  # noqa: E402
 
-from conftest import usps_digits  # noqa: E402
+from tests.helpers import usps_digits  # noqa: E402
 
 NAMES = ["zero", "one", "two", "three"]
 #: Accuracy on the 353 hidden labels each method reaches here (measured: TSK 0.912, RSK 0.943; the 5-NN classifier

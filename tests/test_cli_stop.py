@@ -17,7 +17,7 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import free_port
+from tests.helpers import free_port
 
 SCRIPT = Path(sys.executable).with_name("eigenflow")
 RUN = "r1"

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO_ROOT, local_cluster
+from tests.helpers import REPO_ROOT, local_cluster
 
 
 def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tmp_path):
@@ -60,7 +60,7 @@ def test_a_worker_restarted_by_its_nanny_starts_with_pynndescent_compiled():
 
     from distributed import Client
 
-    from conftest import local_cluster
+    from tests.helpers import local_cluster
 
     with local_cluster(n_workers=1) as address, Client(address) as client:
         [(pid, n_compiled)] = client.run(_pid_and_compiled_signatures).values()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 from sklearn.neighbors import NearestNeighbors
-from conftest import load_dataset
+from tests.helpers import load_dataset
 
 from spectral.errors import InputDataError, NotPositiveDefiniteError, ParameterAdjustedWarning, ParameterError
 from spectral.discriminant import DNE, LFDA, MFA

@@ -20,7 +20,7 @@ from spectral.graph_laplacian import laplacian, laplacian_rows
 from spectral.knn import knn_graph
 from spectral.weights import knn_weights
 
-from conftest import local_cluster
+from tests.helpers import local_cluster
 
 N = 2000
 K_PAIRS = 6

@@ -12,7 +12,7 @@ from sklearn.datasets import make_swiss_roll
 from sklearn.exceptions import NotFittedError
 from sklearn.manifold import spectral_embedding
 
-from conftest import load_dataset
+from tests.helpers import load_dataset
 from spectral.embedding import LaplacianEigenmaps, LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
 from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.knn import knn_graph

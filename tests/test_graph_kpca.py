@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import gaussian_blobs
+from tests.helpers import gaussian_blobs
 import scipy.linalg as la
 import scipy.sparse as sp
 from scipy.sparse.csgraph import laplacian as csgraph_laplacian
@@ -127,7 +127,7 @@ def test_default_constraint_weights_keep_unlabeled_points_usable():
     images per class of 10 objects (200 of 720 points) gives the unlabeled points an embedding where 1-NN on
     the labeled points is within 0.05 of kernel PCA's. The old default 0.5 makes the top eigenvectors class
     contrasts supported on the labeled points only: 0.29 here against 0.93 with "auto" and 0.95 for KPCA."""
-    from conftest import load_dataset
+    from tests.helpers import load_dataset
     from sklearn.neighbors import KNeighborsClassifier
 
     X, y = load_dataset("coil20")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spectral.errors import InputDataError
-from conftest import gaussian_blobs
+from tests.helpers import gaussian_blobs
 from spectral.graph_kpca import GraphKPCA
 from spectral.graph_kpca.extension import IndexedGraphKPCA
 from spectral.knn import KNNIndex

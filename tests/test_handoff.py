@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from distributed import Client
 
-from conftest import local_cluster
+from tests.helpers import local_cluster
 from tasks.stage_handoff import (PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, check_written, drop_run, handoff_workers, keep,
                             new_token, take, take_pending)
 

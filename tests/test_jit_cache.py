@@ -220,7 +220,7 @@ def test_dask_worker_command_loads_from_shared_cache(warm_cache):
 
     from distributed import Client
 
-    from conftest import free_port
+    from tests.helpers import free_port
 
     cache, _ = warm_cache
     # the worker imports this module to run _worker_build

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from conftest import load_dataset
+from tests.helpers import load_dataset
 from spectral.errors import InputDataError, ParameterError
 from spectral.knn import EXACT_MAX_SAMPLES, KNNIndex, knn_graph
 from spectral.metrics import knn_recall

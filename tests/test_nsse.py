@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import linalg
 
-from conftest import load_dataset
+from tests.helpers import load_dataset
 from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.nsse import NSSE, SupervisedLaplacianEigenmaps
 from spectral.graph_laplacian import dense_laplacian

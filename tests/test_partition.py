@@ -19,7 +19,7 @@ from spectral.knn_sharded import sharded_knn_graph
 from spectral.partition import (SLICE_ROWS, bisection_blocks, bisection_partition, bisection_partition_array,
                                 bisection_partition_dask, block_moments, inside_counts)
 
-from conftest import local_cluster
+from tests.helpers import local_cluster
 
 
 @pytest.fixture(scope="module")

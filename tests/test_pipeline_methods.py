@@ -18,7 +18,7 @@ from storage.embedding_io import read_embedding, read_output
 from storage.manifest import read_manifest
 from tasks.registry import LABELS, REGISTRY
 
-from conftest import usps_digits
+from tests.helpers import usps_digits
 
 #: Held-out 1-NN accuracy each method reaches here with the parameters below (measured, minus a margin).
 FLOORS = {

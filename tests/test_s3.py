@@ -17,7 +17,7 @@ from storage.checksums import verify
 from storage.embedding_io import read_embedding
 from storage.manifest import read_manifest
 
-from conftest import free_port, local_cluster
+from tests.helpers import free_port, local_cluster
 
 PARAMS = {"knn_method": "exact", "n_neighbors": 10}
 BUCKET = "eigenflow-test"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import load_dataset, usps_digits
+from tests.helpers import load_dataset, usps_digits
 
 from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
 from spectral.spectral_kernels import RSK, TSK, consistency_method, harmonic_function

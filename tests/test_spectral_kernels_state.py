@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 import zarr
-from conftest import load_dataset
+from tests.helpers import load_dataset
 
 from spectral.errors import InputDataError, ParameterError
 from spectral.spectral_kernels import RSK, TSK, GraphParams, spectral_basis
