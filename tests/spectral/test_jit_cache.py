@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 #: Builds an NN-descent graph and queries it in a fresh interpreter; prints the kernels' statistics, what was
 #: compiled and a digest of the graph and the query answers.
@@ -224,7 +224,7 @@ def test_dask_worker_command_loads_from_shared_cache(warm_cache):
 
     cache, _ = warm_cache
     # the worker imports this module to run _worker_build
-    env = {**os.environ, "EIGENFLOW_CACHE_DIR": str(cache), "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    env = {**os.environ, "EIGENFLOW_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
     dask = str(Path(sys.executable).with_name("dask"))
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"

@@ -60,7 +60,7 @@ def test_workers_that_cannot_hold_x_complete_the_sharded_run_as_the_single_proce
     from storage.graph_io import read_knn
     from storage.manifest import read_manifest
 
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     subprocess.run([sys.executable, "-c", WRITE_X, str(tmp_path), str(N_POINTS), str(N_FEATURES)], check=True,
                    env={**os.environ, "PYTHONPATH": repo})
     X = np.load(tmp_path / "X.npy", mmap_mode="r")

@@ -19,7 +19,7 @@ from spectral.knn_sharded import ROWS_PER_SHARD, build_shard_indexes, default_n_
 from spectral.knn_sharded_query import query_shard_indexes
 from spectral.partition import part_distance_bounds
 from spectral.metrics import knn_recall
-from test_knn import check_contract
+from tests.spectral.test_knn import check_contract
 
 K = 10
 

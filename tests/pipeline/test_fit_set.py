@@ -1,4 +1,5 @@
-"""Row helpers the fit stages use: exact-duplicate collapse and the stratified labeled subset."""
+"""The fit set: which rows the fit stages fit on. Exact-duplicate collapse, the stratified labeled subset, and the
+fit rows of :mod:`tasks.fit_set` (positions of fit rows, the rows left out of the fit)."""
 
 from __future__ import annotations
 

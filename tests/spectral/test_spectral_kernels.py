@@ -327,7 +327,7 @@ def test_default_rsk_maps_new_points():
     """Defaults that work (n_components = 30): RSK fitted on 320 of 400 USPS digits 0-3 (half labeled) labels
     the 80 others with predict at 0.95 accuracy; the old default n_components=None (full spectrum, divided by
     1 - lambda near lambda = 1 in eq. 18) gives 0.85 here and 0.575 on the hold-out draw of
-    tests/test_pipeline_methods.py."""
+    tests/pipeline/test_pipeline_methods.py."""
     X, y, hidden = usps_digits(dtype=np.float64)
     fit, held = np.arange(320), np.arange(320, 400)
     est = RSK().fit(X[fit], hidden[fit])

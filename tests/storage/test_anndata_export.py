@@ -1,5 +1,6 @@
 """A run's results written back into an .h5ad file (storage level: the run's arrays written with storage's own
-writers into a store ingested from the file). The pipeline round trip is in ``test_anndata_flow.py``."""
+writers into a store ingested from the file). The pipeline round trip is in
+``tests/pipeline/test_anndata_flow.py``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from storage.embedding_io import write_embedding, write_point_array  # noqa: E40
 from storage.errors import StorageError  # noqa: E402
 from storage.ingest import ingest  # noqa: E402
 
-from test_anndata_io import CATEGORIES, N, _cells  # noqa: E402
+from tests.storage.test_anndata_io import CATEGORIES, N, _cells  # noqa: E402
 
 RUN = "embed-test-1"
 

@@ -43,7 +43,7 @@ def store(tmp_path):
 
 
 def _child(code: str, store: str, ready: str) -> subprocess.Popen:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.Popen([sys.executable, "-c", code, store], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": root})
     assert proc.stdout.readline().strip() == ready

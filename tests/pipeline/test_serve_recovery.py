@@ -23,7 +23,7 @@ import pytest
 
 from storage.lock import owner_alive, read_lock
 from storage.manifest import effective_status, list_runs, read_manifest
-from test_serve import _runs_of
+from tests.pipeline.test_serve import _runs_of
 
 BIN = Path(sys.executable).parent
 N_POINTS = 50000
@@ -239,7 +239,7 @@ def test_recovery_marks_only_provably_dead_owners(prefect_server, tmp_path):
     script = tmp_path / "recovery_rule.py"
     script.write_text(_RECOVERY_SCRIPT)
     env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
