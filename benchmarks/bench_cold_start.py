@@ -44,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import manifold_npy  # noqa: E402
+from benchmarks.bench_support import manifold_npy  # noqa: E402
 
 BIN = Path(sys.executable).parent
 N_NEIGHBORS = 15

@@ -1,8 +1,8 @@
 """Exact-copy detection on the workers (:func:`spectral.neighbours.sharded_duplicates.repeated_positions`, the sharded
 kNN stage's collapse of duplicate rows) against :func:`spectral._arrays.distinct_rows` in one process.
 
-The 32-D lifted Swiss roll (:mod:`benchmarks.common`), float32, as a dask array of 65,536-row chunks read from the
-``.npy`` on the workers of a ``LocalCluster`` (``--workers`` single-threaded processes); once as it is (no copies)
+The 32-D lifted Swiss roll (:mod:`benchmarks.bench_support`), float32, as a dask array of 65,536-row chunks read
+from the ``.npy`` on the workers of a ``LocalCluster`` (``--workers`` single-threaded processes); once as it is (no copies)
 and once with ``--copy-fraction`` of its rows overwritten by copies of other rows. Reported: seconds of each, the
 number of copies found (they must agree) and the bytes of the dropped positions returned (best of 3 passes on the
 workers). Run: ``python benchmarks/bench_distinct_blocks.py [--n 1000000] [--workers 2] [--json PATH]``.
@@ -49,7 +49,7 @@ def main() -> None:
 
     from distributed import Client, LocalCluster
 
-    from benchmarks.common import DATA_CACHE, manifold_npy
+    from benchmarks.bench_support import DATA_CACHE, manifold_npy
     from spectral._arrays import distinct_rows
     from spectral.neighbours.sharded_duplicates import repeated_positions
 

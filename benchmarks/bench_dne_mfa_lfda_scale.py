@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_CACHE, PeakMemory, baselines, gb, manifold_npy, nn_accuracy, print_quality  # noqa: E402
+from bench_support import DATA_CACHE, PeakMemory, baselines, gb, manifold_npy, nn_accuracy, print_quality  # noqa: E402
 
 
 def labels_file(y_path: Path, fraction: float, seed: int) -> Path:

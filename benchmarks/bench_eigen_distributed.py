@@ -1,6 +1,6 @@
 """Distributed eigensolver benchmark: ``spectral.eigen.distributed`` on a 2-worker LocalCluster
 vs the single-process LOBPCG + AMG solver, on the kNN graph (k = 15, local scaling) of the lifted Swiss roll of
-``benchmarks/common.py``; the ``--pairs`` smallest eigenpairs of the symmetric normalized Laplacian.
+``benchmarks/bench_support.py``; the ``--pairs`` smallest eigenpairs of the symmetric normalized Laplacian.
 
 For every n, P (shards) and preconditioner it prints: LOBPCG iterations, wall times (build = partition +
 scatter + per-shard Laplacian; setup = per-shard AMG + coarse start; LOBPCG), the bytes moved per iteration

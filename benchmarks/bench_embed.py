@@ -1,7 +1,7 @@
 """Benchmark of the embed flow against its two heavy parts alone and against scikit-learn / umap.
 
 For each N (default 1e4 and 1e5; ``--n 1000000`` for the million-point run) on the lifted Swiss roll
-(32-D, :mod:`benchmarks.common`), in ONE process, in this order:
+(32-D, :mod:`benchmarks.bench_support`), in ONE process, in this order:
 
 1. numba warm-up of pynndescent on tiny data (reported, excluded from everything below);
 2. pynndescent alone: ``NNDescent(X, n_neighbors=k + 1)`` + its neighbour graph;
@@ -54,7 +54,7 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 import numpy as np  # noqa: E402
 
-from benchmarks.common import PeakMemory, gb, manifold_npy, prefect_server, timed  # noqa: E402
+from benchmarks.bench_support import PeakMemory, gb, manifold_npy, prefect_server, timed  # noqa: E402
 
 N_NEIGHBORS = 15
 N_COMPONENTS = 2
@@ -90,7 +90,7 @@ def pynndescent_alone(X: np.ndarray, seed: int = 0) -> tuple[float, np.ndarray, 
 
 def warm_up() -> float:
     """Compile pynndescent's kernels in this process (tiny data); returns seconds."""
-    from tasks.common import warm_nndescent
+    from tasks._worker import warm_nndescent
 
     return warm_nndescent()
 

@@ -31,7 +31,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import PeakMemory  # noqa: E402
+from benchmarks.bench_support import PeakMemory  # noqa: E402
 from spectral.datasets import _random_orthonormal, make_swiss_roll_lifted  # noqa: E402
 from spectral.neighbours.index import KNNIndex
 from spectral.neighbours.knn import knn_graph  # noqa: E402

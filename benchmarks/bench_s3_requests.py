@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import free_port  # noqa: E402
+from benchmarks.bench_support import free_port  # noqa: E402
 
 
 def _start_moto(log_path: Path) -> tuple[subprocess.Popen, str]:

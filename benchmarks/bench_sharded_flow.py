@@ -1,6 +1,6 @@
 """The embed flow's sharded path against its single-process path, on a local cluster of 4 worker processes.
 
-For each N (default 1e6) of the 32-D lifted Swiss roll (:mod:`benchmarks.common`), each mode (``--modes
+For each N (default 1e6) of the 32-D lifted Swiss roll (:mod:`benchmarks.bench_support`), each mode (``--modes
 single sharded``) runs in its own fresh process (so the peak memory of the flow process is its own): a
 ``LocalCluster`` of ``--workers`` single-threaded workers (``--memory-limit`` each for the sharded run, ``--single-memory-limit`` for the
 single-process one; ``--single-at-limit`` also tries the single-process path at the sharded run's limit), then
@@ -75,7 +75,7 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     """One embed run in this (fresh) process against a cluster in another process; returns its figures."""
     from distributed import Client, get_task_stream
 
-    from benchmarks.common import PeakMemory
+    from benchmarks.bench_support import PeakMemory
     from flows._runtime import quiet_prefect
     from flows.embed import embed
     from storage.manifest import read_manifest
@@ -214,9 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="eigenflow-sharded-") as tmp:
         for n in args.n:
             subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-                            "from benchmarks.common import manifold_npy; "
+                            "from benchmarks.bench_support import manifold_npy; "
                             f"manifold_npy({n}, n_features={args.n_features})"], check=True)
-            from benchmarks.common import manifold_npy
+            from benchmarks.bench_support import manifold_npy
 
             x_path, _ = manifold_npy(n, n_features=args.n_features)
             runs, stores = {}, {}

@@ -1,5 +1,5 @@
 """Eigensolver benchmark: our solvers vs lobpcg+pyamg as scikit-learn configures it and eigsh as
-umap configures it, on the kNN graph (k = 15) of the lifted Swiss roll of ``benchmarks/common.py``
+umap configures it, on the kNN graph (k = 15) of the lifted Swiss roll of ``benchmarks/bench_support.py``
 (``spectral.datasets.make_swiss_roll_lifted``, 32-D); d = 10 smallest eigenpairs of the symmetric
 normalized Laplacian. Then the one-shot Nystrom (m = 2000 uniform landmarks, RBF, top 10 of the normalized
 kernel, out-of-sample for every point). Prints time, peak memory (RSS of the process tree above the
@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import DATA_CACHE, PeakMemory, manifold_npy, tree_rss  # noqa: E402
+from benchmarks.bench_support import DATA_CACHE, PeakMemory, manifold_npy, tree_rss  # noqa: E402
 
 TARGET_RESIDUAL = 1e-4
 

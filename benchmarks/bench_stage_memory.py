@@ -1,7 +1,7 @@
 """Time and peak memory of each stage body of the single-process Laplacian-eigenmaps path, in one process.
 
 The stage bodies of :mod:`tasks.laplacian_eigenmaps` (what the flow's Dask workers run) are called one after the
-other on a local store of the 32-D lifted Swiss roll (:mod:`benchmarks.common`), k = 15, 2 components, no
+other on a local store of the 32-D lifted Swiss roll (:mod:`benchmarks.bench_support`), k = 15, 2 components, no
 hold-out: ingest, ``build_fit_index`` (read X, duplicate check, NN-descent, float64 re-ranking),
 ``write_knn_graph``, ``compute_weights``, ``solve_eigenmaps`` (Laplacian, RCM, AMG hierarchy, LOBPCG, model
 write). Before each stage the process's peak RSS (``VmHWM``) is reset (``/proc/self/clear_refs``, Linux), so
@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import manifold_npy  # noqa: E402
+from benchmarks.bench_support import manifold_npy  # noqa: E402
 
 STAGES = ("ingest", "build_fit_index", "write_knn_graph", "compute_weights", "solve_eigenmaps")
 
@@ -49,7 +49,7 @@ def run(n: int, work: Path, stop_after: str) -> dict:
     from storage.ingest import ingest
     from storage.store import Store
     from tasks import laplacian_eigenmaps as le
-    from tasks.common import warm_nndescent
+    from tasks._worker import warm_nndescent
 
     x_path, _ = manifold_npy(n)
     store = str(work / f"stages_{n}.zarr")

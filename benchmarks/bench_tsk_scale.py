@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
-from common import DATA_CACHE, PeakMemory, baselines, manifold_npy, print_quality  # noqa: E402
+from bench_support import DATA_CACHE, PeakMemory, baselines, manifold_npy, print_quality  # noqa: E402
 
 
 def semi_labels(y_path: Path, n_labeled: int, seed: int) -> Path:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import manifold_npy  # noqa: E402
+from benchmarks.bench_support import manifold_npy  # noqa: E402
 
 
 def build(path: str, n_jobs: int = 2) -> tuple[float, float]:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     from distributed import Client
 
     from flows.cluster import local_cluster
-    from tasks.common import warm_nndescent
+    from tasks._worker import warm_nndescent
 
     x_path, _ = manifold_npy(args.n)
     warm_nndescent()

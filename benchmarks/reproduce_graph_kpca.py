@@ -161,7 +161,7 @@ def run_scale(n, landmarks, rank, workers, n_neighbors=10, n_labeled=1000, n_eva
     import shutil
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from common import DATA_CACHE, PeakMemory, baselines, gb, manifold_npy, nn_accuracy, print_quality
+    from bench_support import DATA_CACHE, PeakMemory, baselines, gb, manifold_npy, nn_accuracy, print_quality
     os.environ.setdefault("PREFECT_HOME", str(DATA_CACHE.parent / "prefect-bench"))
     from tasks._env import apply_env_defaults
 

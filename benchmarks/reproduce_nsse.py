@@ -324,7 +324,7 @@ def run_scale(n: int, n_components: int, workers: int) -> dict:
     rows labeled (the same points)."""
     import tempfile
 
-    from common import PeakMemory, baselines, manifold_npy, print_quality
+    from bench_support import PeakMemory, baselines, manifold_npy, print_quality
 
     import tasks  # noqa: F401  (applies the Prefect / Dask environment defaults before Prefect is imported)
     from flows.embed import embed

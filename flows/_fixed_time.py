@@ -9,7 +9,7 @@
   the argument checks, which import the method's estimator; the launch of the early cluster start). CLI only.
 - ``prefect_start``: the flow is called -> its body starts (without ``PREFECT_API_URL``, the start of Prefect's
   temporary API server; the flow run's creation and parameter validation), less the CLI's own work in between
-  (its ingest while the server starts, :func:`flows._ingested_run.ingest_early`, recorded as the ``ingest``
+  (its ingest while the server starts, :func:`flows._run_prologue.ingest_early`, recorded as the ``ingest``
   stage). CLI only.
 - ``cluster_start``: the Dask client's start -> ready (a local cluster's worker processes, or the connection to
   a scheduler and the check of its workers' code). The CLI starts it before it calls the flow
@@ -78,7 +78,7 @@ class CallClock:
         (Prefect's temporary server started early, :class:`flows._prefect_start.TemporaryServer`) is waited for
         first and serves the call (``before.serving()``); that wait counts as Prefect's start. ``meanwhile``:
         work that needs no Prefect, entered first (while the server starts) and held open around the call
-        (:func:`flows._ingested_run.ingest_early`); its seconds are not Prefect's start."""
+        (:func:`flows._run_prologue.ingest_early`); its seconds are not Prefect's start."""
         token = _CLOCK.set(self)
         try:
             self.flow_called = time.perf_counter()

@@ -3,7 +3,7 @@
 ``prefect.serve`` starts every flow run in a fresh ``spawn`` subprocess. For eigenflow that subprocess pays
 9-11 s of interpreter start and imports (numpy, scipy, dask, distributed, Prefect, the flow modules) before
 its first stage, about 0.3x of a whole 1e6-point run (``benchmarks/bench_embed.py --served``). The heavy
-stages already run on the Dask workers (:func:`tasks.common.run_on_worker`), so the flow process only
+stages already run on the Dask workers (:func:`tasks.dask_calls.run_on_worker`), so the flow process only
 orchestrates; running the flow in the serving process, where everything is imported once, removes that cost.
 
 :class:`InProcessRunner` does what Prefect's runner does for served deployments, with the execution step

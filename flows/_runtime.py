@@ -98,7 +98,7 @@ class RunContext:
     def stage(self, name: str) -> Iterator[StageRecord]:
         """Time stage ``name`` into the manifest (saved before and after) and emit start / end events."""
         from flows.reporting import StageReporter, logger
-        from tasks.common import chunk_progress
+        from tasks.dask_calls import chunk_progress
 
         emit("start", name)
         log = logger()

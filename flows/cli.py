@@ -225,7 +225,7 @@ def embed(
         prefect_start = start_early()  # first: the server starts up while this process imports the flow
         from flows._runtime import new_run_id
         from flows.cluster import client_started_early
-        from flows._ingested_run import ingest_early
+        from flows._run_prologue import ingest_early
         from flows._warm_up import planned_dtypes, start_when_ready, warms_everywhere
         from flows.embed import check_embed_arguments
         from flows.embed import embed as embed_flow

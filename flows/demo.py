@@ -17,7 +17,7 @@ import numpy as np
 from spectral.datasets import make_swiss_roll_lifted
 from storage.embedding_io import read_output
 from storage.store import Store
-from tasks.common import HELD_OUT
+from tasks.fit_set import HELD_OUT
 
 from flows.embed import embed
 from tasks.report import embedding_png

@@ -9,7 +9,7 @@ stored model, into its own store.
 Both submit their per-chunk work to the Dask client the flow owns (:mod:`flows.cluster`). Without
 ``PREFECT_API_URL`` Prefect runs ephemerally; with it, runs are reported to that server. A re-run with the
 same ``run_name`` on the same store reuses the tasks that had finished with the same inputs (Prefect result
-cache, see :mod:`tasks.common`); the cache key holds the method parameters.
+cache, see :mod:`tasks.task_options`); the cache key holds the method parameters.
 """
 
 from __future__ import annotations
@@ -30,16 +30,17 @@ from storage.manifest import list_runs, read_manifest, readable_manifests, recor
 from storage.models import list_models
 from storage.run_outputs import drop_run_outputs
 from storage.store import Store
-from tasks.common import HANDOFF_PLUGIN, HandoffPlugin, store_token
 from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task, open_existing, same_location
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
 from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, single_process_knn_bytes
 from tasks.sharded_extend import sharded_fit_record
+from tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
+from tasks.task_options import store_token
 
 from flows._fixed_time import cluster_seconds, entry_seconds, final_write
-from flows._ingested_run import ingested_run
+from flows._run_prologue import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
 from flows._warm_up import (finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent,
                             warm_worker, warms_everywhere)

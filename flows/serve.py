@@ -11,8 +11,8 @@ run until the new one completes.
 
 With ``keep_cluster`` (the default) the serving process also keeps one local Dask cluster up between runs and
 passes its address to every run: the runs skip the cluster start, and the workers, warmed once
-(:func:`tasks.common.warm_nndescent`), keep the kNN search's kernels loaded. Every heavy stage (kNN build,
-weights, eigensolve, write-back) runs on those workers (:func:`tasks.common.run_on_worker`), so a scheduled run
+(:func:`tasks._worker.warm_nndescent`), keep the kNN search's kernels loaded. Every heavy stage (kNN build,
+weights, eigensolve, write-back) runs on those workers (:func:`tasks.dask_calls.run_on_worker`), so a scheduled run
 pays neither the kernels' load nor the cluster start. ``runner`` chooses how each run executes:
 
 - ``"prefect"`` (default): Prefect's runner (``prefect.serve``) starts each run in a fresh subprocess. It
@@ -92,7 +92,7 @@ def warm_cluster(n_workers: int) -> Iterator[str]:
     from distributed import Client
 
     from storage.signals import signals_held
-    from tasks.common import warm_nndescent
+    from tasks._worker import warm_nndescent
 
     from flows.cluster import local_cluster
 

@@ -1,7 +1,7 @@
 """Generated manifold datasets (pure numpy, no file I/O) for the demo, the tests and the benchmarks.
 
 The generators return in-memory arrays; writing them to files or stores is the job of the callers
-(``benchmarks/common.py``, the ``eigenflow demo`` command).
+(``benchmarks/bench_support.py``, the ``eigenflow demo`` command).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ registry then reads the live signature instead):
   tuples / lists / dicts / unary minus of those.
 
 Only modules of the packages in :data:`SOURCE_PACKAGES` are read, from the directory that holds this package.
-``tests/test_cli_light.py`` checks that every registered method's defaults read here equal its live signature.
+``tests/pipeline/test_cli_light.py`` checks that every registered method's defaults read here equal its live signature.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Running one stage body on a Dask worker (kept free of Prefect imports, like every worker-side module).
 
 The heavy fit stages (kNN build, weights, eigensolve, an estimator's own fit) are plain functions that read
-their inputs from the store and write their outputs to it. :func:`tasks.common.run_on_worker` submits one
+their inputs from the store and write their outputs to it. :func:`tasks.dask_calls.run_on_worker` submits one
 such body as a single Dask task through :func:`call_on_worker`, so the flow process only orchestrates: it
 sends a store handle and parameters and gets small JSON metadata back. The scheduler places the task (the least
 loaded worker); if that worker dies (killed, or out of memory), the scheduler runs the task again on another

@@ -1,7 +1,7 @@
 """The fit stage of the methods fitted by their estimator's own ``fit`` (the ``in_memory`` / ``labeled_subset``
 strategies) and of DNE / MFA / LFDA at scale (``discriminant``). See :mod:`tasks.fitting` for the strategies.
 
-The bodies here run on a Dask worker (:func:`tasks.common.run_on_worker`; this module imports no Prefect): they
+The bodies here run on a Dask worker (:func:`tasks.dask_calls.run_on_worker`; this module imports no Prefect): they
 read the fit rows from the store, fit, and write ``models/<run>`` with the estimator's ``to_state`` plus the fit
 rows (``fit_rows``), with the attributes ``method`` and ``state`` (restored by
 :func:`tasks.fitted_model.load_fitted`).
@@ -22,7 +22,7 @@ from storage.graph_io import read_constraints
 from storage.models import write_model
 from storage.store import Store
 
-from tasks._fit_rows import FIT_ROWS, fit_rows_for
+from tasks.fit_set import FIT_ROWS, fit_rows_for
 from tasks.fitted_model import ESTIMATOR_STATE
 from tasks.registry import get_entry, make_estimator
 

@@ -17,7 +17,7 @@ from storage.errors import StoreFormatError
 from storage.models import read_model
 from storage.store import Store
 
-from tasks._fit_rows import FIT_ROWS
+from tasks.fit_set import FIT_ROWS
 from tasks.registry import MethodEntry, get_entry
 
 #: ``attrs["state"]`` of a model written from the estimator's ``to_state``.

@@ -1,7 +1,7 @@
 """How each method is fitted from a store: the fit strategies of the registry (:mod:`tasks.registry`).
 
 A strategy turns a :class:`FitRequest` into the fit stages of a run (:class:`Stage`), each a Prefect task that
-runs its body on a Dask worker (:func:`tasks.common.run_on_worker`: the flow process only orchestrates) and
+runs its body on a Dask worker (:func:`tasks.dask_calls.run_on_worker`: the flow process only orchestrates) and
 returns small JSON metadata; the last one writes ``models/<run>``:
 
 - ``in_memory``: the estimator's own ``fit`` on the fit rows read into memory (``y`` with -1 = unlabeled
@@ -29,11 +29,11 @@ from prefect import task
 from storage.store import Store
 
 from tasks import laplacian_eigenmaps as le
-from tasks._handoff import drop_run, handoff_workers
-from tasks.common import (COMPUTE_TASK, HANDOFF_TASK, PLACED_TASK, publish_future, run_on_worker, submit_to_worker,
-                          unpublish)
+from tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, unpublish
 from tasks.estimator_fit import fit_discriminant, fit_estimator
 from tasks.registry import get_entry
+from tasks.stage_handoff import drop_run, handoff_workers
+from tasks.task_options import COMPUTE_TASK, HANDOFF_TASK, PLACED_TASK
 
 #: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it): 2,000 points fit in ~40 s here.
 MAX_LABELED_SUBSET = 2000
@@ -120,7 +120,7 @@ def discriminant_fit_task(store: Store, run: str, store_token: str, *, method: s
 def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
     p = req.params
     args = (req.store, req.run, req.token)
-    handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks._handoff`), for the next one
+    handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks.stage_handoff`), for the next one
 
     def handing(stage: str, info: dict) -> dict:
         handed[stage] = info.pop("handoff", None)  # a worker address and a token: not part of the stage's record
@@ -150,7 +150,7 @@ def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_
 
     The index is the result of its own Dask task; with held-out points it stays published on the cluster for
     their out-of-sample map (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"``
-    refers to the fit graph kept in the writing worker's memory for the weights stage (:mod:`tasks._handoff`).
+    refers to the fit graph kept in the writing worker's memory for the weights stage (:mod:`tasks.stage_handoff`).
     ``worker``: where to build and write (a preference), e.g. the worker whose kernels the flow warmed up.
     """
     on = None if worker is None else [worker]

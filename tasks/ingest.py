@@ -13,7 +13,7 @@ from storage.errors import StoreFormatError
 from storage.ingest import ingest
 from storage.store import Store, filesystem, is_url, read_attrs
 
-from tasks.common import IO_RETRIES, IO_RETRY_DELAY_SECONDS
+from tasks.task_options import IO_RETRIES, IO_RETRY_DELAY_SECONDS
 
 
 def same_location(a: str, b: str) -> bool:

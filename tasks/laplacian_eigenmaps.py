@@ -1,6 +1,6 @@
 """The at-scale fit stages of Laplacian eigenmaps (:mod:`tasks.fitting`): kNN graph, weights, eigensolve + model.
 
-The bodies here run on a Dask worker (:func:`tasks.common.run_on_worker`; this module imports no Prefect):
+The bodies here run on a Dask worker (:func:`tasks.dask_calls.run_on_worker`; this module imports no Prefect):
 each reads its inputs from the store and writes its outputs to it. Each mirrors one step of
 :meth:`spectral.embedding.eigenmaps.LaplacianEigenmaps.fit` on stored arrays, with the same random sequence (one
 generator from ``random_state``: the kNN build draws first, the eigensolver uses what follows), so the flow's
@@ -12,7 +12,7 @@ if its worker dies, the scheduler builds it again. If it is gone (a resumed run 
 rebuilt from the stored X with the stored index parameters (:func:`tasks.fitted_model.attach_index`).
 
 The fit graph and the weight matrix also stay in their worker's memory for the next stage
-(:mod:`tasks._handoff`): :func:`write_knn_graph` and :func:`compute_weights` return a reference to them, and
+(:mod:`tasks.stage_handoff`): :func:`write_knn_graph` and :func:`compute_weights` return a reference to them, and
 the next stage, sent to that worker, takes them when the store holds what was written from them (else it reads
 the store, e.g. in a resumed run).
 """
@@ -40,8 +40,8 @@ from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs,
 from storage.models import write_model
 from storage.store import Store
 
-from tasks._fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
-from tasks._handoff import TOKEN_ATTR, check_written, keep, new_token, take, take_pending
+from tasks.fit_set import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
+from tasks.stage_handoff import TOKEN_ATTR, check_written, keep, new_token, take, take_pending
 
 METHOD = "laplacian_eigenmaps"
 #: The graph arrays, checksummed when written and checked before they are read (:mod:`storage.checksums`).

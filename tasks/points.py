@@ -5,7 +5,7 @@ has them, every other row the model's out-of-sample map; :func:`extend_points_ta
 row of another store with a stored model. The outputs are the entry's (:mod:`tasks.registry`):
 ``embeddings/<run>`` (n, k) and, for classifiers, ``outputs/<run>/labels`` (n,) and ``outputs/<run>/scores``
 (n, c). These tasks only orchestrate: the model is restored on a worker and every chunk is written by a Dask
-task (:mod:`tasks._chunks`), so the flow process never holds the model or X.
+task (:mod:`tasks.point_writeback`), so the flow process never holds the model or X.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from storage.embedding_io import read_output
 from storage.store import Store
 
 from tasks import laplacian_eigenmaps as le
-from tasks._chunks import output_array, prepare_points, start_point_outputs, write_points_chunk
-from tasks.common import (COMPUTE_TASK, IO_TASK, map_row_chunks, published_future, run_on_worker,
-                          submit_to_worker)
+from tasks.dask_calls import map_row_chunks, published_future, run_on_worker, submit_to_worker
+from tasks.point_writeback import output_array, prepare_points, start_point_outputs, write_points_chunk
 from tasks.registry import LABELS
+from tasks.task_options import COMPUTE_TASK, IO_TASK
 
 
 @task(name="embed-points", **IO_TASK)
@@ -33,7 +33,7 @@ def embed_points_task(store: Store, run: str, store_token: str, *, holdout: floa
     """Write the outputs of every row of X for the model of ``run`` (fit rows: fitted results; others: mapped).
 
     Also writes ``outputs/<run>/in_fit`` (n,) bool (the rows the model was fitted on) and
-    ``outputs/<run>/held_out`` (n,) bool (the run's hold-out draw, :func:`tasks._fit_rows.held_out_rows`, made on
+    ``outputs/<run>/held_out`` (n,) bool (the run's hold-out draw, :func:`tasks.fit_set.held_out_rows`, made on
     the worker that writes them: the flow process holds no (n,) array).
     """
     index = published_future(le.index_dataset_name(store_token, run))
@@ -69,7 +69,8 @@ def extend_candidates_task(model_store: Store, model_run: str, out_store: Store,
 def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name: str, *,
                         holdout_draw: tuple[float, int | None] | None = None) -> dict[str, Any]:
     """Create the outputs of ``run`` and write every chunk not already written (a resumed run keeps the chunks
-    with an intact checksum record), from ``prepared``: the future of a :class:`tasks._chunks.PreparedPoints`."""
+    with an intact checksum record), from ``prepared``: the future of a
+    :class:`tasks.point_writeback.PreparedPoints`."""
     bounds = row_chunks(store)
     started = run_on_worker(start_point_outputs, store, run, prepared, attrs, holdout_draw=holdout_draw,
                             name=f"{name}-start")

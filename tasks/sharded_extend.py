@@ -27,7 +27,7 @@ from storage.errors import StoreFormatError
 from storage.manifest import read_manifest
 from storage.store import Store
 
-from tasks._fit_rows import fit_X
+from tasks.fit_set import fit_X
 from tasks.sharded_eigenmaps import PARTITION, create_candidates, write_candidates_chunk
 
 
@@ -41,11 +41,11 @@ def sharded_fit_record(store: Store, run: str) -> dict | None:
 
 
 def extend_plan(model_store: Store, model_run: str) -> dict[str, Any]:
-    """Task (on a worker): what the shard indexes of the model need: its fit rows (as :class:`tasks._fit_rows.FitRows`:
+    """Task (on a worker): what the shard indexes of the model need: its fit rows (as :class:`tasks.fit_set.FitRows`:
     the rows left out, no (n_fit,) array for the driver), the kNN parameters it was fitted with and its number of
     candidates. Refuses a model without a candidates map."""
     from storage.arrays import x_shape
-    from tasks._fit_rows import FitRows
+    from tasks.fit_set import FitRows
     from tasks.fitted_model import load_fitted
 
     _, model, rows = load_fitted(model_store, model_run, with_index=False)

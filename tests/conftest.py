@@ -6,7 +6,6 @@ network, never write outside the checkout and never print telemetry tracebacks (
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -16,13 +15,9 @@ from pathlib import Path
 for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO_ROOT / "data"
-
-_HOME = REPO_ROOT / ".eigenflow-home"
+_HOME = Path(__file__).resolve().parents[1] / ".eigenflow-home"
 from spectral.neighbours.jit_cache import numba_cache_dir  # noqa: E402  (numba-free: only the cache's path)
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_cache_dir()))  # as the CLI: beside eigenflow's own kernels
@@ -36,11 +31,7 @@ os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 for _dir in (os.environ["NUMBA_CACHE_DIR"], os.environ["PREFECT_HOME"]):
     os.makedirs(_dir, exist_ok=True)  # Prefect creates only the last component of PREFECT_HOME
 
-
-def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Load a bundled benchmark dataset ``data/<name>.npz`` as ``(X float64 (n, d), y int64 (n,))``."""
-    with np.load(DATA_DIR / f"{name}.npz") as f:
-        return f["X"].astype(np.float64), f["y"].astype(np.int64)
+from tests.helpers import free_port, load_dataset, local_cluster  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -98,61 +89,11 @@ def prefect_server(tmp_path_factory):
         server.wait(timeout=60)
 
 
-def usps_digits(n: int = 400, hidden_fraction: float = 0.5, seed: int = 0, dtype=np.float32):
-    """``n`` USPS digits of classes 0-3 drawn with ``seed``: ``(X (n, 256) of dtype, y (n,), hidden (n,))`` where
-    ``hidden`` is ``y`` with about ``hidden_fraction`` of the labels set to -1 (unlabeled)."""
-    X, y = load_dataset("usps")
-    rng = np.random.default_rng(seed)
-    rows = rng.choice(np.flatnonzero(y < 4), n, replace=False)
-    X, y = X[rows].astype(dtype), y[rows]
-    hidden = y.copy()
-    hidden[rng.random(y.size) < hidden_fraction] = -1
-    return X, y, hidden
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for a server a test starts)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def local_cluster(n_workers: int = 2, processes: bool = True, spawned: bool = False, preload: tuple[str, ...] = ()):
-    """A LocalCluster of ``n_workers`` single-threaded workers; yields its scheduler address.
-
-    ``processes=False``: the workers run in this process (then a test's monkeypatch reaches the stage bodies,
-    which run on the workers). ``spawned=True``: worker processes started fresh (``spawn``), so that they
-    inherit this process's environment as it is now; by default they are forks of the session's warm server
-    (:func:`pytest_configure`), whose environment is the one of the session's start. ``preload``: scripts each
-    worker runs at its start (Dask's ``preload``).
-    """
-    import dask
-    from distributed import LocalCluster
-
-    method = "spawn" if spawned else dask.config.get("distributed.worker.multiprocessing-method")
-    with dask.config.set({"distributed.worker.multiprocessing-method": method}), \
-            LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=":0",
-                         preload=list(preload)) as c:
-        yield c.scheduler_address
-
-
 @pytest.fixture(scope="module")
 def cluster():
     """Address of a LocalCluster shared by the test module (2 single-threaded worker processes)."""
     with local_cluster() as address:
         yield address
-
-
-def gaussian_blobs(n_per_class: int, dim: int, seed: int, n_classes: int = 3):
-    """``(X (n_classes * n_per_class, dim), y, centers (n_classes, dim), rng)``: unit-variance blobs around
-    centers drawn with scale 3; ``rng`` continues the same stream (for new points)."""
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((n_classes, dim)) * 3
-    y = np.repeat(np.arange(n_classes), n_per_class)
-    return centers[y] + rng.standard_normal((y.size, dim)), y, centers, rng
 
 
 @pytest.fixture
@@ -178,7 +119,7 @@ WORKER_FIXTURES = frozenset({"cluster", "client", "four_workers", "prefect_harne
 
 def _starts_workers(module_items) -> bool:
     """Whether a test module runs local Dask workers: one of its tests uses :data:`WORKER_FIXTURES`, or the module
-    imports a local-cluster helper (``local_cluster`` of this file, ``LocalCluster``)."""
+    imports a local-cluster helper (``local_cluster`` of ``tests/helpers.py``, ``LocalCluster``)."""
     module = module_items[0].module
     return any(WORKER_FIXTURES & set(item.fixturenames) for item in module_items) or \
         any(hasattr(module, name) for name in ("local_cluster", "LocalCluster"))

@@ -4,7 +4,7 @@ The result is defined by the refinement's float64 distances (:mod:`._refine`, co
 the ``k`` neighbours of a point are the first ``k`` of all other training points sorted by (distance, index), i.e.
 equal distances resolve to the smaller training index, in the selection at the k-th place as in the order
 within the row. That is scikit-learn's brute force in float64 followed by the refinement, for candidate lists
-that hold every point tied at the k-th distance, listed in index order (``tests/test_knn.py``).
+that hold every point tied at the k-th distance, listed in index order (``tests/spectral/test_knn.py``).
 
 How (:mod:`._exact_search` has the compiled kernels):
 

@@ -1,0 +1,275 @@
+"""How a CLI ``embed`` run stops: real ``eigenflow`` processes in their own process group, real signals, a real
+Prefect server killed under a run, and bad inputs refused before any store exists."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from tests.helpers import free_port
+
+SCRIPT = Path(sys.executable).with_name("eigenflow")
+RUN = "r1"
+#: Seconds within which a stopped run must have exited.
+EXIT_BOUND = 20.0
+
+
+@pytest.fixture(scope="module")
+def points(tmp_path_factory) -> Path:
+    """A folder with ``X.npy``: 40,000 x 32 points, whose NN-descent kNN stage lasts a few seconds."""
+    d = tmp_path_factory.mktemp("stop")
+    np.save(d / "X.npy", np.random.default_rng(0).standard_normal((40_000, 32)).astype(np.float32))
+    return d
+
+
+def start_embed(cwd: Path, store: str, env: dict | None = None) -> subprocess.Popen:
+    """``eigenflow embed X.npy STORE --run-name r1`` (NN-descent kNN) in a new session; output to files in ``cwd``."""
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    env = {**cli_environ(), **(env or {})}
+    return subprocess.Popen([*command, "embed", "X.npy", store, "-p", "knn_method=nndescent", "--run-name", RUN],
+                            cwd=cwd, stdout=open(cwd / f"{store}.out", "w"), stderr=open(cwd / f"{store}.err", "w"),
+                            env=env, start_new_session=True)
+
+
+def cli_environ() -> dict:
+    """The environment of a user's CLI: the test session's, without its log levels (the CLI's own apply)."""
+    env = {**os.environ, "COLUMNS": "200"}
+    for name in ("PREFECT_LOGGING_LEVEL", "DASK_LOGGING__DISTRIBUTED"):
+        env.pop(name, None)
+    return env
+
+
+def manifest(store: Path) -> dict | None:
+    """The run's manifest, or None before it exists (or while it cannot be read)."""
+    try:
+        return json.loads((store / "runs" / f"{RUN}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for_stage(process: subprocess.Popen, store: Path, stage: str, timeout: float = 240) -> None:
+    """Poll the manifest until ``stage`` is running."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = manifest(store)
+        if m and any(s["name"] == stage and s["status"] == "running" for s in m["stages"]):
+            return
+        assert process.poll() is None, f"the run ended before stage {stage}: {store.with_suffix('.err')}"
+        time.sleep(0.1)
+    raise AssertionError(f"stage {stage} did not start within {timeout} s")
+
+
+def wait_exit(process: subprocess.Popen, bound: float) -> tuple[int, float]:
+    """``(exit code, seconds)``; the process group is killed and the test fails when it runs past ``bound``."""
+    t0 = time.perf_counter()
+    try:
+        code = process.wait(timeout=bound)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise AssertionError(f"the run did not exit within {bound} s")
+    return code, time.perf_counter() - t0
+
+
+def alive(processes: list[psutil.Process], wait: float = 5.0) -> list[int]:
+    """Pids of ``processes`` still running (zombies excluded) after waiting up to ``wait`` seconds for them."""
+    _, still = psutil.wait_procs(processes, timeout=wait)
+    return [p.pid for p in still if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def error_lines(text: str) -> list[str]:
+    """Lines of a CLI's stderr that report an error."""
+    return [line for line in text.splitlines() if line.startswith("error:")]
+
+
+def assert_stopped_cleanly(cwd: Path, store_name: str, children: list[psutil.Process]) -> dict:
+    """The store after a stopped run: manifest failed, lock released, no temporary file; one error line, no
+    traceback; no child process left. Returns the manifest."""
+    store = cwd / store_name
+    m = manifest(store)
+    assert m is not None and m["status"] == "failed", m
+    assert not (store / "runs" / ".lock.json").exists()
+    assert [p for p in store.rglob("*.tmp")] == []
+    stderr = (cwd / f"{store_name}.err").read_text()
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert len(error_lines(stderr)) == 1, stderr[-3000:]
+    assert alive(children) == []
+    return m
+
+
+SIGNAL_CASES = [
+    pytest.param(signal.SIGINT, True, id="SIGINT-group"),
+    pytest.param(signal.SIGTERM, True, id="SIGTERM-group", marks=pytest.mark.slow),
+    pytest.param(signal.SIGTERM, False, id="SIGTERM-pid", marks=pytest.mark.slow),
+    pytest.param(signal.SIGINT, False, id="SIGINT-pid", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("signum, to_group", SIGNAL_CASES)
+def test_signal_during_knn_stops_the_run_cleanly(points, signum, to_group):
+    """A signal to the CLI's process group (what Ctrl-C sends) or to its pid alone during the kNN stage: exit
+    within the bound with 128 + the signal's number and one line, the run recorded as failed, the lock released,
+    no temporary file, no child process left (Prefect's temporary server, the Dask workers)."""
+    store_name = f"sig-{signum}-{int(to_group)}.zarr"
+    process = start_embed(points, store_name)
+    wait_for_stage(process, points / store_name, "knn")
+    children = psutil.Process(process.pid).children(recursive=True)
+    assert len(children) >= 3  # Prefect's server and two workers (at least)
+    (os.killpg if to_group else os.kill)(process.pid, signum)
+    code, seconds = wait_exit(process, EXIT_BOUND)
+    assert code == 128 + signum
+    m = assert_stopped_cleanly(points, store_name, children)
+    name = signal.Signals(signum).name
+    line = error_lines((points / f"{store_name}.err").read_text())[0]
+    assert line == f"error: interrupted ({name}); run {RUN} recorded as failed; rerun with --run-name {RUN} to resume"
+    assert name in m["error"]
+    print(f"{name} to the {'group' if to_group else 'pid'}: exit {code} after {seconds:.1f} s")
+
+
+@contextmanager
+def dedicated_prefect_server(home: Path):
+    """A ``prefect server start`` of this test (it is killed under a run): yields its API URL."""
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING"}
+    env.pop("PREFECT_API_URL", None)
+    server = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host",
+                               "127.0.0.1", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.time() + 120
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                assert server.poll() is None and time.time() < deadline, "prefect server did not start"
+                time.sleep(0.5)
+        yield server, url
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=30)
+
+
+@pytest.mark.timeout(300)
+def test_prefect_server_killed_during_a_run_fails_it_within_the_bound(points, tmp_path):
+    """The run's Prefect server (PREFECT_API_URL) killed during the kNN stage: with
+    EIGENFLOW_PREFECT_API_TIMEOUT=10 the run ends within 10 s + a probe + the unwinding bound with one line
+    naming the API, exit code 1, the run recorded as failed with its completed stages kept for the resume."""
+    from flows._stop import FORCED_EXIT_SECONDS, PROBE_SECONDS
+
+    with dedicated_prefect_server(tmp_path / "prefect") as (server, url):
+        process = start_embed(points, "api.zarr", env={"PREFECT_API_URL": url, "EIGENFLOW_PREFECT_API_TIMEOUT": "10"})
+        wait_for_stage(process, points / "api.zarr", "knn")
+        children = psutil.Process(process.pid).children(recursive=True)
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        code, seconds = wait_exit(process, 10 + 2 * PROBE_SECONDS + FORCED_EXIT_SECONDS + 10)
+    assert code == 1
+    m = assert_stopped_cleanly(points, "api.zarr", children)
+    line = error_lines((points / "api.zarr.err").read_text())[0]
+    assert line.startswith(f"error: Prefect API at {url} unreachable since ")
+    assert line.endswith(f"; the run is recorded as failed in the store; rerun with --run-name {RUN}")
+    assert m["error"].startswith("PrefectAPILost: Prefect API at")
+    assert [s["name"] for s in m["stages"] if s["status"] == "completed"][:2] == ["ingest", "cluster"]
+    print(f"API lost: exit {code} after {seconds:.1f} s; completed stages "
+          f"{[s['name'] for s in m['stages'] if s['status'] == 'completed']}")
+
+
+def _embed_refused(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    return subprocess.run([*command, "embed", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.mark.timeout(300)
+def test_inputs_too_small_or_unlabeled_are_refused_before_any_store(tmp_path):
+    """A 1-row and a 2-row file, ``-k 50`` on 20 rows and a supervised method whose labels are all -1: one line
+    naming the parameter, its range and the value, and no store."""
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 20):
+        np.save(tmp_path / f"r{n}.npy", rng.standard_normal((n, 4)).astype(np.float32))
+    np.save(tmp_path / "unlabeled.npy", np.full(20, -1, dtype=np.int32))
+    cases = [
+        (("r1.npy", "a.zarr"), "method 'laplacian_eigenmaps' needs at least 2 rows to fit; got 1"),
+        (("r2.npy", "b.zarr"), "n_neighbors must be in [1, 1] for a source of 2 rows; got 15"),
+        (("r20.npy", "c.zarr", "-k", "50"), "n_components must be in [1, 18] for a source of 20 rows; got 50"),
+        (("r20.npy", "d.zarr", "--method", "lfda", "--labels", "unlabeled.npy"),
+         "method 'lfda' needs labeled rows; every one of the 20 labels in unlabeled.npy is -1 (unlabeled)"),
+    ]
+    for args, message in cases:
+        r = _embed_refused(tmp_path, *args)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.strip().splitlines() == [f"error: {message}"], r.stderr
+        assert not (tmp_path / args[1]).exists()
+
+
+def test_a_signal_during_a_manifest_write_waits_for_its_end(tmp_path):
+    """SIGINT delivered in the middle of an atomic write (:func:`storage.signals.signals_held`): the file is
+    written whole, no temporary file is left, and the interrupt arrives right after."""
+    from storage.signals import signals_held
+    from storage.store import replace_local_file
+
+    target = tmp_path / "runs" / "r.json"
+    # Python's own SIGINT handler, whatever an earlier test of the session (a flow engine, a runner) installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # delivered now, were it not held
+                replace_local_file(str(target), b'{"status": "failed"}')
+                interrupted_inside = False
+            interrupted_inside = True  # not reached: raised as the block ends
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert not interrupted_inside
+    assert target.read_bytes() == b'{"status": "failed"}'
+    assert list(target.parent.iterdir()) == [target]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_an_interrupted_run_resumes_from_its_completed_stages(points):
+    """SIGINT to the group during the eigensolve, then the same command with ``--run-name``: the run completes,
+    reusing the kNN graph and the weights of the interrupted attempt."""
+    process = start_embed(points, "resume.zarr")
+    wait_for_stage(process, points / "resume.zarr", "eigensolve")
+    os.killpg(process.pid, signal.SIGINT)
+    assert wait_exit(process, EXIT_BOUND)[0] == 130
+    again = start_embed(points, "resume.zarr")
+    assert wait_exit(again, 300)[0] == 0, (points / "resume.zarr.err").read_text()[-3000:]
+    m = manifest(points / "resume.zarr")
+    assert m["status"] == "completed"
+    reused = {s["name"] for s in m["stages"] if s["info"].get("reused")}
+    assert {"knn", "weights"} <= reused, reused
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigkill_of_the_cli_leaves_no_child_behind(points):
+    """SIGKILL of the CLI's pid alone during the kNN stage: Prefect's temporary server (its own session, watching
+    its parent) and the Dask workers end within seconds; the store's lock is stale (its owner is gone)."""
+    from storage.lock import check_unlocked
+
+    process = start_embed(points, "killed.zarr")
+    wait_for_stage(process, points / "killed.zarr", "knn")
+    children = psutil.Process(process.pid).children(recursive=True)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    assert alive(children, wait=10) == []
+    check_unlocked(str(points / "killed.zarr"))  # a stale lock does not hold the store

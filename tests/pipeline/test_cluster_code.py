@@ -1,0 +1,79 @@
+"""A flow refuses a Dask cluster whose workers run other eigenflow code (instead of waiting forever for tasks
+those workers cannot load): real worker processes, one of them importing a modified copy of the packages."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+
+import pytest
+
+from tests.helpers import REPO_ROOT, local_cluster
+
+
+def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tmp_path):
+    from distributed import Client
+
+    from flows.cluster import WorkerCodeError, dask_client
+    from tasks._worker import code_digest
+
+    other = tmp_path / "other"
+    for package in ("spectral", "storage", "tasks"):
+        shutil.copytree(REPO_ROOT / package, other / package, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(other / "tasks" / "task_options.py", "a") as f:
+        f.write("\n# another eigenflow version\n")
+    preload = tmp_path / "other_first.py"
+    preload.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(other)!r})
+    """))
+
+    # spawned: a fresh interpreter per worker, whose imports the preload script redirects to the copy
+    with local_cluster(n_workers=1, spawned=True, preload=(str(preload),)) as address:
+        with Client(address) as client:  # the worker really imports the copy
+            assert all(path.startswith(str(other))
+                       for path in client.run(lambda: __import__("tasks").__file__).values())
+        with pytest.raises(WorkerCodeError, match=r"1 of the 1 workers .* run other eigenflow code") as info:
+            with dask_client(address):
+                pytest.fail("the client was handed out")
+        assert code_digest() in str(info.value)
+
+    with local_cluster(n_workers=1, spawned=True) as address, dask_client(address) as client:
+        assert set(client.run(code_digest).values()) == {code_digest()}
+
+
+def _pid_and_compiled_signatures():
+    import os
+
+    from spectral.neighbours.nndescent_kernels import DISTANCES
+
+    return os.getpid(), sum(len(loop.signatures) for loop in DISTANCES.values())
+
+
+def test_a_worker_restarted_by_its_nanny_starts_with_pynndescent_compiled():
+    """The test session's workers are forks of the server that loaded the NN-descent kernels (``flows.cluster.
+    fork_warm_workers``, called by conftest): so is the worker a Nanny starts after a SIGKILL. NN-descent's loop
+    (spectral.neighbours.nndescent_kernels) is loaded in it before it has run any task."""
+    import os
+    import signal
+    import time
+
+    from distributed import Client
+
+    from tests.helpers import local_cluster
+
+    with local_cluster(n_workers=1) as address, Client(address) as client:
+        [(pid, n_compiled)] = client.run(_pid_and_compiled_signatures).values()
+        assert n_compiled > 0
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 120
+        while True:
+            try:
+                found = list(client.run(_pid_and_compiled_signatures).values())
+            except Exception:  # the dead worker is still listed
+                found = []
+            if found and found[0][0] != pid:
+                break
+            assert time.time() < deadline, "the Nanny did not restart the worker"
+            time.sleep(0.5)
+        assert found[0][1] > 0

@@ -1,0 +1,171 @@
+"""Scheduled runs against a real Prefect server started on loopback: `eigenflow serve` in its own process.
+
+The served ``embed`` deployment runs on its schedule (every 20 s; one run at a time, the others wait); a run is
+also started with ``prefect deployment run``; both complete, write separate runs into the same store, and their
+artifacts are readable through the Prefect client. The server and the serving process are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from spectral.datasets import make_swiss_roll_lifted
+from storage.manifest import list_runs, read_manifest
+
+BIN = Path(sys.executable).parent
+
+
+def _client_call(api_url: str, fn):
+    async def call():
+        from prefect.client.orchestration import PrefectClient
+
+        async with PrefectClient(api=api_url) as client:
+            return await fn(client)
+
+    return asyncio.run(call())
+
+
+def _runs_of(api_url: str, deployment: str):
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    name = deployment.split("/")[1]
+    return _client_call(api_url, lambda c: c.read_flow_runs(
+        deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[name]))))
+
+
+def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_path):
+    api_url, home = prefect_server
+    X, y, _ = make_swiss_roll_lifted(2000, random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+           "PREFECT_LOGGING_LEVEL": "WARNING"}
+    serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "X.npy", "served.zarr", "-p", "knn_method=exact",
+                              "--labels", "y.npy", "--holdout", "0.2", "--interval", "20", "--name", "nightly",
+                              "--workers", "1"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not [r for r in _runs_of(api_url, "embed/nightly") if r.state and r.state.is_completed()]:
+            assert serve.poll() is None, serve.stderr.read()[-3000:]
+            assert time.time() < deadline, "no completed scheduled run"
+            time.sleep(1)
+        started = subprocess.run([str(BIN / "prefect"), "deployment", "run", "embed/nightly"], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert started.returncode == 0, started.stderr
+        triggered = re.search(r"UUID: ([0-9a-f-]{36})", started.stdout).group(1)  # wait for this run itself
+        while not [r for r in _runs_of(api_url, "embed/nightly") if str(r.id) == triggered and r.state
+                   and r.state.is_completed()]:
+            assert serve.poll() is None, serve.stderr.read()[-3000:]
+            assert time.time() < deadline + 300, "the triggered run did not complete"
+            time.sleep(1)
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(timeout=60)
+    runs = [r for r in _runs_of(api_url, "embed/nightly") if r.state and r.state.is_completed()]
+    store = tmp_path / "served.zarr"
+    done = [m for m in (read_manifest(store, r) for r in list_runs(store)) if m.status == "completed"]
+    print("held-out 1-NN accuracy of the served runs:", [m.results["heldout_1nn_accuracy"] for m in done])
+    assert len(done) >= 2 and all(m.results["heldout_1nn_accuracy"] > 0.6 for m in done)
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    for run in runs[:2]:
+        artifacts = _client_call(api_url, lambda c, rid=run.id: c.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[rid]))))
+        assert {"markdown", "table", "image"} <= {a.type for a in artifacts}
+
+
+_RUNNER_SCRIPT = r"""
+import contextvars, json, threading, time
+
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.states import Cancelling
+
+from flows._in_process_runner import InProcessRunner
+
+
+@flow(name="eigenflow-test-sleeper")
+def sleeper(seconds: float = 0.0) -> float:
+    end = time.time() + seconds
+    while time.time() < end:  # short steps: a cancellation stops it within one
+        time.sleep(0.1)
+    return seconds
+
+
+with get_client(sync_client=True) as client:
+    runner = InProcessRunner(poll_seconds=0.5)
+    deployment_id = sleeper.to_deployment(name="cancel-test").apply()
+    runner._flows[deployment_id] = sleeper  # registered as run() does, without its polling loop
+    quick = client.create_flow_run_from_deployment(deployment_id, parameters={"seconds": 0.2})
+    executed_quick = runner.run_once(client)
+    quick_state = client.read_flow_run(quick.id).state.type.value
+    slow = client.create_flow_run_from_deployment(deployment_id, parameters={"seconds": 60.0})
+
+    def cancel_when_running():
+        with get_client(sync_client=True) as c:
+            while not c.read_flow_run(slow.id).state.is_running():
+                time.sleep(0.2)
+            c.set_flow_run_state(slow.id, Cancelling(), force=True)
+
+    threading.Thread(target=contextvars.copy_context().run, args=(cancel_when_running,), daemon=True).start()
+    t0 = time.time()
+    executed_slow = runner.run_once(client)
+    elapsed = time.time() - t0
+    slow_state = client.read_flow_run(slow.id).state.type.value
+    executed_after = runner.run_once(client)
+print(json.dumps({"executed": [executed_quick, executed_slow, executed_after], "quick": quick_state,
+                  "slow": slow_state, "elapsed": elapsed}))
+"""
+
+
+def test_in_process_runner_runs_and_cancels(prefect_server, tmp_path):
+    """The in-process runner executes a claimed run in its process (Completed) and stops a running one when it
+    is cancelled (Cancelled within seconds, not after the flow's 60 s); the runner keeps serving afterwards.
+
+    Run in a subprocess: executing flows in this process would leave Prefect's log and event workers bound to
+    this module's server, which is stopped before the next module's harness drains them.
+    """
+    import json
+
+    api_url, home = prefect_server
+    script = tmp_path / "runner_check.py"
+    script.write_text(_RUNNER_SCRIPT)
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print("in-process runner:", result)
+    assert result["executed"] == [1, 1, 0]
+    assert result["quick"] == "COMPLETED" and result["slow"] == "CANCELLED"
+    assert result["elapsed"] < 30
+
+
+def test_in_process_runner_refuses_other_threads():
+    """Signal handlers can only be installed from the main thread: say so by name, before any server call."""
+    import threading
+
+    from flows._in_process_runner import InProcessRunner
+
+    errors = []
+
+    def call():
+        try:
+            InProcessRunner(poll_seconds=1).run_once(client=None)
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    worker = threading.Thread(target=call, name="not-main")
+    worker.start()
+    worker.join()
+    assert len(errors) == 1 and "run_once must be called from the main thread" in errors[0] and "not-main" in errors[0]

@@ -1,0 +1,272 @@
+"""`eigenflow serve` against a real Prefect server (loopback): a killed serve does not stop the schedule, and
+SIGTERM stops serve within seconds.
+
+- SIGKILL of the serving process group while a scheduled run is in a stage: the run stays *Running* in Prefect
+  and holds the deployment's one concurrency slot; ``serve`` started again marks it *Crashed* (its process is
+  gone) and the next scheduled run starts, takes over the store's stale lock and completes.
+- SIGTERM to the serving process while a run is in a stage: the process exits within a bound, leaves no child
+  behind, the run is ended in Prefect and ``failed`` in the store's manifest, and the lock is released.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from storage.lock import owner_alive, read_lock
+from storage.manifest import effective_status, list_runs, read_manifest
+from tests.pipeline.test_serve import _runs_of
+
+BIN = Path(sys.executable).parent
+N_POINTS = 50000
+
+
+def _start_serve(tmp_path: Path, api_url: str, home: Path, name: str, interval: int,
+                 runner: str = "prefect") -> subprocess.Popen:
+    """``eigenflow serve --runner RUNNER`` in its own process group (stderr to a file of ``tmp_path``)."""
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+           "PREFECT_LOGGING_LEVEL": "WARNING"}
+    log_path = tmp_path / f"serve-{name}-{time.time():.0f}.log"
+    log = open(log_path, "w")  # noqa: SIM115 - kept open by the child
+    serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "X.npy", "served.zarr", "-p", "knn_method=exact",
+                             "--interval", str(interval), "--name", name, "--workers", "1", "--runner", runner,
+                             "--poll", "1"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    serve.log_path = log_path
+    return serve
+
+
+def _dataset(tmp_path: Path) -> None:
+    """Gaussian noise in 64 dimensions: no tree pruning, so the exact kNN stage lasts seconds (a signal lands in
+    it; the stages of a low-dimensional set of this size end in well under a second each)."""
+    X = np.random.default_rng(0).standard_normal((N_POINTS, 64)).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+
+
+def _run_in_stage(store: Path) -> tuple[str, str] | None:
+    """``(run, stage)`` of a run of ``store`` whose manifest shows a stage in progress, else None."""
+    for run in list_runs(store) if (store / "zarr.json").exists() else []:
+        try:
+            manifest = read_manifest(store, run)
+        except Exception:  # noqa: BLE001 - being written
+            continue
+        running = [s.name for s in manifest.stages if s.status == "running" and s.name != "ingest"]
+        if manifest.status == "running" and running:
+            return run, running[-1]
+    return None
+
+
+def _wait(predicate, seconds: float, what: str, serve: subprocess.Popen | None = None, step: float = 0.2):
+    """Poll ``predicate`` until it returns a true value (returned) or fail after ``seconds`` naming ``what``."""
+    deadline = time.time() + seconds
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert serve is None or serve.poll() is None, f"serve exited ({serve.returncode}) while waiting for {what}"
+        assert time.time() < deadline, f"no {what} within {seconds} s"
+        time.sleep(step)
+
+
+def _state(api_url: str, deployment: str, run_id) -> str | None:
+    for r in _runs_of(api_url, deployment):
+        if r.id == run_id:
+            return r.state.type.value if r.state else None
+    return None
+
+
+def _running_flow_run(api_url: str, deployment: str):
+    running = [r for r in _runs_of(api_url, deployment) if r.state and r.state.is_running()]
+    return running[0] if len(running) == 1 else None
+
+
+def _group(pid: int) -> list[psutil.Process]:
+    """The process ``pid`` and all its descendants."""
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def _stop(serve: subprocess.Popen) -> None:
+    if serve.poll() is None:
+        os.killpg(serve.pid, signal.SIGTERM)
+        try:
+            serve.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait(timeout=30)
+
+
+@pytest.mark.parametrize("runner", ["prefect", pytest.param("in-process", marks=pytest.mark.slow)])
+def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path, runner):
+    """SIGKILL of serve's process group in a stage leaves the run *Running*; serve started again marks it
+    *Crashed*, the next scheduled run completes within 120 s, the store has no live ``running`` run nor a stale
+    lock."""
+    api_url, home = prefect_server
+    _dataset(tmp_path)
+    store = tmp_path / "served.zarr"
+    deployment = f"embed/recovery-{runner}"
+    first = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15, runner=runner)
+    try:
+        run, stage = _wait(lambda: _run_in_stage(store), 240, "run in a stage", first)
+        dead = _wait(lambda: _running_flow_run(api_url, deployment), 30, "Running flow run", first)
+        processes = _group(first.pid)
+        print(f"killing the serve group in stage {stage!r} of run {run} ({len(processes)} processes)")
+        os.killpg(first.pid, signal.SIGKILL)
+        gone, alive = psutil.wait_procs(processes, timeout=15)
+        assert not alive, f"processes of the killed group still alive: {[p.pid for p in alive]}"
+        first.wait(timeout=5)
+    finally:
+        _stop(first)
+    assert _state(api_url, deployment, dead.id) == "RUNNING"  # nothing else ends it: the slot stays taken
+    restarted_at = time.time()
+    second = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15, runner=runner)
+    try:
+        _wait(lambda: _state(api_url, deployment, dead.id) == "CRASHED", 60, "Crashed state of the dead run", second)
+
+        def completed_after_restart():
+            return [r for r in _runs_of(api_url, deployment) if r.state and r.state.is_completed()
+                    and r.start_time and r.start_time.timestamp() > restarted_at]
+
+        done = _wait(completed_after_restart, 120, "completed scheduled run after the restart", second, step=1)
+        print(f"next run completed {time.time() - restarted_at:.1f} s after the restart")
+        crashed = [r for r in _runs_of(api_url, deployment) if r.id == dead.id][0]
+        assert "process is gone" in crashed.state.message
+        lock = read_lock(store)
+        assert lock is None or owner_alive(lock), f"stale lock left: {lock}"
+    finally:
+        _stop(second)
+    assert effective_status(read_manifest(store, run)) == "crashed"
+    statuses = {r: effective_status(read_manifest(store, r)) for r in list_runs(store)}
+    assert "completed" in statuses.values() and "running" not in statuses.values(), statuses
+    assert read_lock(store) is None
+    assert done
+
+
+@pytest.mark.parametrize("signum, to_group, runner", [
+    (signal.SIGTERM, False, "prefect"),
+    pytest.param(signal.SIGTERM, True, "prefect", marks=pytest.mark.slow),
+    pytest.param(signal.SIGINT, False, "prefect", marks=pytest.mark.slow),
+    pytest.param(signal.SIGTERM, False, "in-process", marks=pytest.mark.slow),
+], ids=["sigterm", "sigterm-group", "sigint", "sigterm-in-process"])
+def test_sigterm_stops_serve_within_seconds(prefect_server, tmp_path, signum, to_group, runner):
+    """A signal to the serving process (or its whole group, as a service manager sends it) while a scheduled run
+    is in a stage: serve exits within 20 s, its children (run subprocess, Dask workers) are gone, the run is
+    *Crashed* / *Cancelled* in Prefect and ``failed`` in the store, and the store's lock is released."""
+    api_url, home = prefect_server
+    _dataset(tmp_path)
+    store = tmp_path / "served.zarr"
+    deployment = f"embed/stop-{signum.name.lower()}{'-group' if to_group else ''}-{runner}"
+    serve = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15, runner=runner)
+    try:
+        run, stage = _wait(lambda: _run_in_stage(store), 240, "run in a stage", serve)
+        flow_run = _wait(lambda: _running_flow_run(api_url, deployment), 30, "Running flow run", serve)
+        children = _group(serve.pid)[1:]
+        t0 = time.time()
+        (os.killpg if to_group else os.kill)(serve.pid, signum)
+        serve.wait(timeout=60)
+        elapsed = time.time() - t0
+        print(f"serve exited {elapsed:.1f} s after {signum.name} (group: {to_group}) (run {run} in stage {stage!r}, {len(children)} children)")
+        _, alive = psutil.wait_procs(children, timeout=5)
+    finally:
+        _stop(serve)
+    assert elapsed < 20
+    assert not alive, f"children left after serve exited: {[(p.pid, p.name()) for p in alive]}"
+    assert _state(api_url, deployment, flow_run.id) in ("CRASHED", "CANCELLED")
+    assert read_manifest(store, run).status == "failed"
+    assert read_lock(store) is None
+
+
+_RECOVERY_SCRIPT = r"""
+import json, os, socket, subprocess, sys
+
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.states import Running
+
+from flows._serve_recovery import record_owner, recover_crashed_runs
+from storage.lock import process_identity
+
+
+@flow(name="eigenflow-test-owned")
+def owned() -> None:
+    pass
+
+
+dead = subprocess.Popen([sys.executable, "-c", "pass"])
+dead.wait()  # a real process of this host that no longer exists
+owners = {
+    "dead": {"host": socket.gethostname(), "pid": dead.pid, "process_start": 1.0},
+    "alive": process_identity(),
+    "reused": {**process_identity(), "process_start": process_identity()["process_start"] - 100.0},
+    "other_host": {"host": "another-host.invalid", "pid": dead.pid, "process_start": 1.0},
+    "unrecorded": None,
+}
+with get_client(sync_client=True) as client:
+    deployment_id = owned.to_deployment(name="recovery-rule").apply()
+    runs = {}
+    for case, owner in owners.items():
+        run = client.create_flow_run_from_deployment(deployment_id)
+        client.set_flow_run_state(run.id, Running(), force=True)
+        if owner is not None:
+            record_owner(client, run.id, owner)
+        runs[case] = run.id
+    crashed = set(recover_crashed_runs(client, [deployment_id]))
+    again = recover_crashed_runs(client, [deployment_id])
+    states = {case: client.read_flow_run(rid).state for case, rid in runs.items()}
+    recorded = client.read_flow_run(runs["dead"]).infrastructure_pid
+print(json.dumps({"crashed": sorted(c for c, rid in runs.items() if rid in crashed), "again": len(again),
+                  "states": {c: s.type.value for c, s in states.items()},
+                  "message": states["dead"].message,
+                  "recorded": recorded, "expected": f"{socket.gethostname()}:{dead.pid}"}))
+"""
+
+
+def test_recovery_marks_only_provably_dead_owners(prefect_server, tmp_path):
+    """The rule on real flow runs of a real server: a run whose recorded process is gone (a pid that exited, or
+    a live pid with another start time: reused) is set Crashed with a message; a live owner, an owner on another
+    host and a run without an owner record stay Running; a second pass finds nothing more."""
+    import json
+
+    api_url, home = prefect_server
+    script = tmp_path / "recovery_rule.py"
+    script.write_text(_RECOVERY_SCRIPT)
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print("recovery rule:", result)
+    assert result["crashed"] == ["dead", "reused"] and result["again"] == 0
+    assert result["states"] == {"dead": "CRASHED", "reused": "CRASHED", "alive": "RUNNING",
+                                "other_host": "RUNNING", "unrecorded": "RUNNING"}
+    assert "process is gone" in result["message"] and result["recorded"] == result["expected"]
+
+
+def test_sigterm_while_the_cluster_starts(prefect_server, tmp_path):
+    """SIGTERM as soon as the serving process has started its local cluster's first process (before any run):
+    serve exits within 20 s and leaves no process behind."""
+    api_url, home = prefect_server
+    _dataset(tmp_path)
+    serve = _start_serve(tmp_path, api_url, home, "stop-at-start", interval=15)
+    try:
+        _wait(lambda: psutil.Process(serve.pid).children(recursive=True), 120, "a cluster process", serve, step=0.05)
+        children = _group(serve.pid)[1:]
+        t0 = time.time()
+        os.kill(serve.pid, signal.SIGTERM)
+        serve.wait(timeout=60)
+        elapsed = time.time() - t0
+        _, alive = psutil.wait_procs(children, timeout=5)
+        print(f"serve exited {elapsed:.1f} s after SIGTERM during the cluster start ({len(children)} children)")
+    finally:
+        _stop(serve)
+    assert elapsed < 20
+    assert not alive, f"children left after serve exited: {[(p.pid, p.name()) for p in alive]}"
+    assert serve.returncode == 0 and "Traceback" not in serve.log_path.read_text(), serve.log_path.read_text()[-2000:]

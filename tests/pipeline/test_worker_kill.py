@@ -1,0 +1,175 @@
+"""Killing a Dask worker during a stage leaves a run that completes with the same result (issue 15, item 3).
+
+The heavy stages run as Dask tasks on the workers (:func:`tasks.dask_calls.run_on_worker`) and the write-back as one
+task per chunk. Each test starts a real ``LocalCluster`` with Nannies, runs ``embed`` against it, and SIGKILLs the
+worker process that is executing the stage's task (seen in that worker's ``executing`` set): the eigensolve in the
+default run, the write-back and the kNN build as slow tests. The scheduler runs
+the task again on the other worker, the Nanny restarts the killed one, and the embedding equals the one of an
+uninterrupted run bit for bit. Each test also checks that the kill did hit the task: the scheduler sent the
+task to a worker at least twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from spectral.datasets import make_swiss_roll_lifted
+from storage.embedding_io import read_embedding
+from storage.manifest import read_manifest
+
+N_POINTS = 6000
+COMMON = dict(holdout=0.2, chunk_rows=500, random_state=0)
+EXACT = {"knn_method": "exact", "n_neighbors": 10}
+NNDESCENT = {"knn_method": "nndescent", "n_neighbors": 10}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kill")
+    X = make_swiss_roll_lifted(N_POINTS, n_features=32, random_state=0)[0]
+    np.save(d / "X.npy", X.astype(np.float32))
+    return d
+
+
+def _cluster():
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+
+
+def _reference(data, params: dict, name: str) -> np.ndarray:
+    from flows.embed import embed
+
+    with _cluster() as cluster:
+        summary = embed(str(data / "X.npy"), str(data / f"{name}.zarr"), params=params,
+                        scheduler=cluster.scheduler_address, **COMMON)
+    return read_embedding(str(data / f"{name}.zarr"), summary["run"])
+
+
+class WorkerKiller(threading.Thread):
+    """SIGKILLs the worker process that starts executing a task whose key matches ``is_target(key)``."""
+
+    def __init__(self, address: str, is_target, timeout: float = 240.0):
+        super().__init__(daemon=True)
+        self.address, self.is_target, self.timeout = address, is_target, timeout
+        self.killed: tuple[str, str] | None = None  # (worker address, task key)
+
+    def run(self) -> None:
+        from distributed import Client
+
+        with Client(self.address, set_as_default=False) as client:
+            deadline = time.monotonic() + self.timeout
+            while self.killed is None and time.monotonic() < deadline:
+                try:
+                    executing = client.run(_executing_keys)
+                except Exception:  # noqa: BLE001 - a worker is restarting: ask again
+                    time.sleep(0.05)
+                    continue
+                for worker, (pid, keys) in executing.items():
+                    hit = [k for k in keys if self.is_target(str(k))]
+                    if hit:
+                        os.kill(pid, signal.SIGKILL)
+                        self.killed = (worker, str(hit[0]))
+                        break
+                else:
+                    time.sleep(0.01)
+
+
+def _executing_keys(dask_worker) -> tuple[int, list]:
+    return os.getpid(), [ts.key for ts in dask_worker.state.executing]
+
+
+def _times_sent_to_a_worker(address: str, key: str) -> int:
+    """How many times the scheduler sent ``key`` to a worker (``processing`` transitions of its story)."""
+    from distributed import Client
+
+    with Client(address, set_as_default=False) as client:
+        story = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.story(key))
+    return sum(1 for entry in story if entry[2] == "processing")
+
+
+def _stage_task(stage: str):
+    """``run -> (key -> bool)``: the Dask task of a stage body (key ``<stage>-<run>-<hex>``)."""
+    return lambda run: (lambda key: key.startswith(f"{stage}-{run}-"))
+
+
+def _chunk_task(run: str):
+    """A write-back chunk task (key ``embed-points-<start>-<hex>``)."""
+    return lambda key: key.startswith("embed-points-") and key.split("-")[2].isdigit()
+
+
+def _embed_killing(data, params: dict, target, name: str) -> tuple[np.ndarray, dict, tuple[str, str], int]:
+    """Run embed while a :class:`WorkerKiller` waits for a task matching ``target(run)``; returns the embedding,
+    the stages' info, the (worker, key) killed and how many times that key was sent to a worker."""
+    from flows.embed import embed
+
+    run = f"killed-{name}"
+    with _cluster() as cluster:
+        killer = WorkerKiller(cluster.scheduler_address, target(run))
+        killer.start()
+        summary = embed(str(data / "X.npy"), str(data / f"{name}.zarr"), params=params,
+                        scheduler=cluster.scheduler_address, run_name=run, **COMMON)
+        killer.join(timeout=5)
+        assert killer.killed is not None, f"no task of stage {name!r} was seen executing"
+        sent = _times_sent_to_a_worker(cluster.scheduler_address, killer.killed[1])
+        cluster.wait_for_workers(2, timeout=120)  # the Nanny restarted the killed worker
+    assert summary["status"] == "completed"
+    infos = {s.name: s.info for s in read_manifest(str(data / f"{name}.zarr"), run).stages}
+    return read_embedding(str(data / f"{name}.zarr"), run), infos, killer.killed, sent
+
+
+@pytest.fixture(scope="module")
+def exact_reference(data):
+    return _reference(data, EXACT, "reference-exact")
+
+
+def test_worker_killed_during_the_eigensolve(data, exact_reference):
+    Z, infos, (worker, _), sent = _embed_killing(data, EXACT, _stage_task("eigensolve"), "eigensolve")
+    assert sent >= 2 and infos["eigensolve"]["worker"] != worker  # rerun on the other worker
+    np.testing.assert_array_equal(Z, exact_reference)
+
+
+@pytest.mark.slow
+def test_worker_killed_during_the_write_back(data, exact_reference):
+    Z, infos, _, sent = _embed_killing(data, EXACT, _chunk_task, "write-back")
+    assert sent >= 2
+    assert infos["embed-points"]["n_chunks"] == N_POINTS // COMMON["chunk_rows"]
+    np.testing.assert_array_equal(Z, exact_reference)
+
+
+@pytest.mark.slow
+def test_worker_killed_during_the_knn_build(data):
+    reference = _reference(data, NNDESCENT, "reference-nndescent")
+    Z, infos, (worker, _), sent = _embed_killing(data, NNDESCENT, _stage_task("knn-index"), "knn")
+    assert sent >= 2
+    np.testing.assert_array_equal(Z, reference)
+
+
+def _pid_of_worker(dtypes: tuple) -> int:
+    """Stands in for the compile task (which takes the X dtypes)."""
+    return os.getpid()
+
+
+def test_the_compile_results_survive_a_killed_worker():
+    """The per-worker warm-up tasks of the flow (``flows._warm_up.finish_on_workers``) hold their result on their
+    worker. When that worker dies the scheduler computes the result again; pinned to the dead worker's address it
+    would wait forever, and the flow with it (the end of a sharded 1e6 run hung so). It runs on another worker.
+    (The placement is what is tested: the worker's pid stands in for the warm-up.)"""
+    from distributed import Client, wait
+
+    from flows._warm_up import finish_on_workers
+
+    with _cluster() as cluster, Client(cluster) as client:  # the default client: distributed.wait uses it
+        warm = finish_on_workers(client, _pid_of_worker)
+        first = client.gather(warm)
+        holder = next(iter(client.who_has(warm[0]).values()))[0]
+        os.kill(first[0], signal.SIGKILL)
+        done, pending = wait([client.submit(lambda s: s, f, pure=False) for f in warm], timeout=90)
+        assert not pending, "a compile task of the killed worker was never computed again"
+        assert len(set(client.gather(warm))) >= 1 and client.who_has(warm[0])[warm[0].key][0] != holder

@@ -1,0 +1,89 @@
+"""The store lock and crashed runs, with real processes: a holder that is alive, one killed with SIGKILL.
+
+A child Python process takes the lock of a store (or starts a run manifest) and waits; the test checks that a
+second taker fails naming the first, then kills the child with SIGKILL and checks that the stale lock is taken
+over and that ``info`` shows the killed run as ``crashed``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import storage
+from storage.lock import StoreLockedError, read_lock, store_lock
+
+HOLD_LOCK = """
+import sys, time
+from storage.lock import store_lock
+with store_lock(sys.argv[1], "holder-run"):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+START_RUN = """
+import sys, time
+import storage
+m = storage.RunManifest.start("killed-run", flow="embed", parameters={}, seed=0)
+with storage.run_context(sys.argv[1], m):
+    print("running", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def store(tmp_path):
+    storage.ingest(np.random.default_rng(0).normal(size=(40, 3)), tmp_path / "s.zarr", chunk_rows=16)
+    return str(tmp_path / "s.zarr")
+
+
+def _child(code: str, store: str, ready: str) -> subprocess.Popen:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen([sys.executable, "-c", code, store], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": root})
+    assert proc.stdout.readline().strip() == ready
+    return proc
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def test_second_run_fails_fast_naming_the_first_then_takes_a_stale_lock(store):
+    proc = _child(HOLD_LOCK, store, "locked")
+    try:
+        with pytest.raises(StoreLockedError, match=rf"in use by run 'holder-run' \(pid {proc.pid} on "):
+            with store_lock(store, "second-run"):
+                pass
+    finally:
+        _kill(proc)
+    assert read_lock(store)["run"] == "holder-run"  # SIGKILL left it behind
+    with store_lock(store, "second-run") as record:  # stale: its owner is dead
+        assert read_lock(store)["run"] == "second-run" and record["pid"] == os.getpid()
+    assert read_lock(store) is None  # released at the end
+
+
+def test_lock_released_on_failure(store):
+    with pytest.raises(RuntimeError, match="boom"):
+        with store_lock(store, "failing-run"):
+            raise RuntimeError("boom")
+    assert read_lock(store) is None
+
+
+def test_killed_run_shows_as_crashed_not_running(store):
+    proc = _child(START_RUN, store, "running")
+    try:
+        [run] = storage.info(store)["runs"]
+        assert (run["run_id"], run["status"]) == ("killed-run", "running")
+    finally:
+        _kill(proc)
+    time.sleep(0.1)
+    [run] = storage.info(store)["runs"]
+    assert (run["run_id"], run["status"]) == ("killed-run", "crashed")
+    assert storage.read_manifest(store, "killed-run").status == "running"  # the file is unchanged: a view
