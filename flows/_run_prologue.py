@@ -76,20 +76,20 @@ def ingest_early(source: str, store: str, *, labels: str | None, chunk_rows: int
 def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, params: dict,
                  labels: str | None, chunk_rows: int | None, overwrite: bool, scheduler: str | None,
                  n_workers: int, seed: Any, extra_manifest: dict | None = None, fixed_seconds: dict | None = None,
-                 warm_up: tuple[str, ...] = (), warm_everywhere: bool = True, opened: Store | None = None,
-                 use_rep: str | None = None, labels_obs: str | None = None) -> Iterator[tuple[RunContext, dict]]:
+                 warm_up: tuple[str, ...] = (), opened: Store | None = None, use_rep: str | None = None,
+                 labels_obs: str | None = None) -> Iterator[tuple[RunContext, dict]]:
     """Yield ``(ctx, ingested)``: the run context (``ctx.store``: the store opened once, a
     :class:`storage.store.Store`) and the ingest summary (``n``, ``d``, ``fingerprint``, ...).
 
     ``params`` are the method's parameters, recorded in the manifest with the store / cluster options and
     ``extra_manifest``; ``fixed_seconds`` the run's fixed time so far (:mod:`flows._fixed_time`). ``warm_up``:
-    X dtypes whose NN-descent warm-up the workers (every one with ``warm_everywhere``, else the kNN stage's)
-    begin as soon as the cluster is up, while the ingest runs (:func:`flows._warm_up.start_when_ready`). ``opened``: the handle of the existing store at ``store``, opened
+    X dtypes whose NN-descent warm-up the workers begin as soon as the cluster is up, while the ingest runs
+    (:func:`flows._warm_up.start_when_ready`). ``opened``: the handle of the existing store at ``store``, opened
     by the caller's checks (:func:`tasks.ingest.open_existing`); the run keeps it when the ingest is skipped.
     ``use_rep`` / ``labels_obs``: X and labels of an AnnData source.
     """
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
-        start_when_ready(pending, warm_up, everywhere=warm_everywhere)
+        start_when_ready(pending, warm_up)
         early = _EARLY_INGEST.get()
         if early is not None and early.arguments == _ingest_arguments(source, store, labels, chunk_rows, overwrite,
                                                                       use_rep, labels_obs):

@@ -11,10 +11,6 @@ are loaded from the compiled-code cache (compiled on a machine's first use) befo
   :func:`finish_on_workers` before the fit stages: each task waits for its worker's warm-up (or warms up, when
   none was begun) and returns the warm-up's seconds, the run's ``compile`` time (:mod:`flows._fixed_time`).
 
-Which workers: every worker when the run maps held-out points or is sharded (they all search NN-descent
-indexes); else only :func:`warm_worker`, the worker the kNN stage is sent to (the weights and the eigensolve
-follow it): the others would load kernels they never use, on the cores the run's start and the build need
-(a warm-up is ~2.5 s of CPU per worker).
 """
 
 from __future__ import annotations
@@ -74,28 +70,16 @@ def model_dtypes(store: Store, model: Any, use_shards: bool) -> tuple[str, ...]:
     return (str(attrs.get(layout.ATTR_DTYPE, layout.DEFAULT_X_DTYPE)),)
 
 
-def warms_everywhere(holdout: float, sharded: bool | None) -> bool:
-    """Whether a run warms every worker up (held-out points to search, or the sharded path), else only
-    :func:`warm_worker`."""
-    return bool(sharded) or holdout > 0
-
-
-def warm_worker(client: Any) -> str:
-    """The worker a run that warms one worker up warms, and sends its kNN stage to: the first by address."""
-    return min(worker_list(client))
-
-
-def start_when_ready(pending: Any, dtypes: tuple[str, ...], everywhere: bool = True) -> None:
-    """Begin the warm-up for ``dtypes`` on every worker (``everywhere``) or on :func:`warm_worker` once the
-    :class:`flows.cluster.PendingClient` is ready (:func:`tasks._warm_up.start_warm_up`, a thread per worker;
-    returns at once). A failure to begin it is logged: the fit stages' :func:`finish_on_workers` then warms up
-    in its tasks."""
+def start_when_ready(pending: Any, dtypes: tuple[str, ...]) -> None:
+    """Begin the warm-up for ``dtypes`` on every worker once the :class:`flows.cluster.PendingClient` is ready
+    (:func:`tasks._warm_up.start_warm_up`, a thread per worker; returns at once). A failure to begin it is
+    logged: the fit stages' :func:`finish_on_workers` then warms up in its tasks."""
     if not dtypes:
         return
 
     def begin(client: Any) -> None:
         try:
-            client.run(start_warm_up, tuple(dtypes), workers=None if everywhere else [warm_worker(client)])
+            client.run(start_warm_up, tuple(dtypes))
         except Exception as exc:  # noqa: BLE001 - the warm-up is then done by finish_on_workers
             import logging
 
@@ -104,11 +88,9 @@ def start_when_ready(pending: Any, dtypes: tuple[str, ...], everywhere: bool = T
     pending.when_ready(begin)
 
 
-def finish_on_workers(client: Any, finish: Any = finish_warm_up, dtype: str = "float32",
-                      workers: list[str] | None = None) -> list:
-    """One ``finish(dtypes)`` task per worker (of ``workers``, default all), placed on it (the fit stages queue
-    behind it): the warm-up's seconds on that worker. A worker that dies loses its task's result: the scheduler
-    computes it again, on another worker (``allow_other_workers``); pinned to the dead worker's address it would
-    wait forever."""
-    workers = worker_list(client) if workers is None else workers
+def finish_on_workers(client: Any, finish: Any = finish_warm_up, dtype: str = "float32") -> list:
+    """One ``finish(dtypes)`` task per worker, placed on it (the fit stages queue behind it): the warm-up's
+    seconds on that worker. A worker that dies loses its task's result: the scheduler computes it again, on
+    another worker (``allow_other_workers``); pinned to the dead worker's address it would wait forever."""
+    workers = worker_list(client)
     return [client.submit(finish, (dtype,), workers=[w], allow_other_workers=True, pure=False) for w in workers]

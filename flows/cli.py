@@ -226,7 +226,7 @@ def embed(
         from flows._runtime import new_run_id
         from flows.cluster import client_started_early
         from flows._run_prologue import ingest_early
-        from flows._warm_up import planned_dtypes, start_when_ready, warms_everywhere
+        from flows._warm_up import planned_dtypes, start_when_ready
         from flows.embed import check_embed_arguments
         from flows.embed import embed as embed_flow
 
@@ -243,8 +243,7 @@ def embed(
         guard.run = run
         # the cluster starts while Prefect starts the run, and its workers' warm-up begins as soon as it is up
         with client_started_early(scheduler, n_workers=workers) as pending:
-            start_when_ready(pending, planned_dtypes(source, store, full, holdout, sharded, overwrite),
-                             everywhere=warms_everywhere(holdout, sharded))
+            start_when_ready(pending, planned_dtypes(source, store, full, holdout, sharded, overwrite))
             # with a local cluster, the ingest runs here while Prefect's server starts (the flow records it)
             early = None if scheduler else (lambda: ingest_early(
                 source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite, use_rep=use_rep,

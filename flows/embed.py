@@ -42,8 +42,7 @@ from tasks.task_options import store_token
 from flows._fixed_time import cluster_seconds, entry_seconds, final_write
 from flows._run_prologue import ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
-from flows._warm_up import (finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent,
-                            warm_worker, warms_everywhere)
+from flows._warm_up import finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent
 from flows.cluster import dask_client_in_background
 from flows.reporting import figures_on_worker, publish_run
 
@@ -233,8 +232,8 @@ def embed(
     with ingested_run(source, store, run=run, flow="embed", method=method, params=full, labels=labels,
                       chunk_rows=chunk_rows, overwrite=overwrite, scheduler=scheduler, n_workers=n_workers,
                       seed=random_state, extra_manifest={"holdout": holdout, "sharded": sharded},
-                      fixed_seconds=fixed, warm_up=warm_up, warm_everywhere=warms_everywhere(holdout, sharded),
-                      opened=opened, use_rep=use_rep, labels_obs=labels_obs) as (ctx, ingested):
+                      fixed_seconds=fixed, warm_up=warm_up, opened=opened, use_rep=use_rep,
+                      labels_obs=labels_obs) as (ctx, ingested):
         if overwrite_run:  # under the store's lock
             drop_run_outputs(ctx.store, ctx.run)
         entry = get_entry(method)
@@ -245,11 +244,10 @@ def embed(
         client.register_plugin(HandoffPlugin(), name=HANDOFF_PLUGIN)  # stage outputs kept for the next stage
         use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
         ctx.manifest.results["sharded"] = use_shards
-        builder = None if warms_everywhere(holdout, use_shards) else warm_worker(client)
-        warm = (finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE], workers=builder and [builder])
+        warm = (finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
                 if use_shards or uses_nndescent(full, n_fit, ingested["d"]) else [])
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
-                             holdout=holdout, random_state=random_state, sharded=use_shards, worker=builder)
+                             holdout=holdout, random_state=random_state, sharded=use_shards)
         try:
             for stage in fit_stages(request):
                 if stage.name in finished and stage.outputs_intact():  # resumed: done before the crash

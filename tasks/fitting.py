@@ -33,7 +33,7 @@ from tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, un
 from tasks.estimator_fit import fit_discriminant, fit_estimator
 from tasks.registry import get_entry
 from tasks.stage_handoff import drop_run, handoff_workers
-from tasks.task_options import COMPUTE_TASK, HANDOFF_TASK, PLACED_TASK
+from tasks.task_options import COMPUTE_TASK, HANDOFF_TASK
 
 #: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it): 2,000 points fit in ~40 s here.
 MAX_LABELED_SUBSET = 2000
@@ -62,9 +62,6 @@ class FitRequest:
     holdout: float
     random_state: int | None
     sharded: bool = False
-    #: the worker the kNN stage is sent to (a preference; the later stages follow its handoff): the one the flow
-    #: warmed up (:func:`flows._warm_up.warm_worker`), or None (the scheduler picks)
-    worker: str | None = None
 
 
 def fit_stages(req: FitRequest) -> list[Stage]:
@@ -129,7 +126,7 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
     return [
         Stage("knn", lambda: handing("knn", knn_task(
             *args, n_neighbors=p["n_neighbors"], knn_method=p["knn_method"], metric=p.get("metric", "euclidean"),
-            holdout=req.holdout, random_state=req.random_state, worker=req.worker)),
+            holdout=req.holdout, random_state=req.random_state)),
               lambda: le.graph_belongs_to(req.store, req.run, "knn")),
         Stage("weights", lambda: handing("weights", weights_task(
             *args, weighting=p["weighting"], symmetrize=p["symmetrize"], handoff=handed.get("knn"))),
@@ -142,23 +139,20 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
     ]
 
 
-@task(name="knn-graph", **PLACED_TASK)
+@task(name="knn-graph", **COMPUTE_TASK)
 def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
-             holdout: float, random_state: int | None, worker: str | None = None) -> dict[str, Any]:
+             holdout: float, random_state: int | None) -> dict[str, Any]:
     """Build the kNN index of the fit set on a worker and write ``graph/knn`` from it
     (:func:`tasks.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.laplacian_eigenmaps.write_knn_graph`).
 
     The index is the result of its own Dask task; with held-out points it stays published on the cluster for
     their out-of-sample map (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"``
     refers to the fit graph kept in the writing worker's memory for the weights stage (:mod:`tasks.stage_handoff`).
-    ``worker``: where to build and write (a preference), e.g. the worker whose kernels the flow warmed up.
     """
-    on = None if worker is None else [worker]
     built = submit_to_worker(le.build_fit_index, store, n_neighbors=n_neighbors, knn_method=knn_method,
-                             metric=metric, holdout=holdout, random_state=random_state, name=f"knn-index-{run}",
-                             workers=on)
+                             metric=metric, holdout=holdout, random_state=random_state, name=f"knn-index-{run}")
     info = run_on_worker(le.write_knn_graph, store, run, built, n_neighbors=n_neighbors,
-                         name=f"knn-graph-{run}", workers=on)
+                         name=f"knn-graph-{run}")
     if info["n_heldout"]:
         publish_future(built, le.index_dataset_name(store_token, run))
     return info

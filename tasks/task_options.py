@@ -40,9 +40,6 @@ COMPUTE_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": CACHE_PO
 #: A compute task with a ``handoff`` parameter (:mod:`tasks.stage_handoff`: a worker address and a random token,
 #: where its input may be in memory): not part of the cache key, which names what the task computes.
 HANDOFF_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": TASK_SOURCE + (INPUTS - "handoff")}
-#: A compute task with a ``worker`` parameter (where to run it: a placement preference, not part of what it
-#: computes, so not part of the cache key).
-PLACED_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": TASK_SOURCE + (INPUTS - "worker")}
 
 
 def store_token(store: Store) -> str:
