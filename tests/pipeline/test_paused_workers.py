@@ -1,4 +1,4 @@
-"""A worker paused for memory fails the run with a clear error instead of a silent hang (issue 16).
+"""A worker paused for memory fails the run with a clear error instead of a silent hang.
 
 The clusters are real worker processes. Stall: a ``LocalCluster`` of two workers; when the sharded eigensolve has
 built the operator, the pause threshold of a worker holding an operator shard is lowered to 1 % of its memory limit,

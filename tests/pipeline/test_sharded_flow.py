@@ -1,4 +1,4 @@
-"""The sharded path through the embed flow (issue 16, item 3): kNN graph, Laplacian and eigensolve split by rows
+"""The sharded path through the embed flow: kNN graph, Laplacian and eigensolve split by rows
 over 4 worker processes, compared with the single-process path on the same data.
 
 The single-process reference is the same flow with ``sharded=False`` (exact kNN there, so the sharded graph's

@@ -1,4 +1,4 @@
-"""Issue 16's cluster simulation: 4 worker processes whose ``memory_limit`` is below the size of X plus its kNN graph,
+"""A cluster simulation: 4 worker processes whose ``memory_limit`` is below the size of X plus its kNN graph,
 so no worker can hold them; the sharded embed flow must complete on them with no worker killed or restarted for
 memory, and match the single-process path (run on a cluster without a limit).
 

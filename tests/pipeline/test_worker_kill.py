@@ -1,4 +1,4 @@
-"""Killing a Dask worker during a stage leaves a run that completes with the same result (issue 15, item 3).
+"""Killing a Dask worker during a stage leaves a run that completes with the same result.
 
 The heavy stages run as Dask tasks on the workers (:func:`tasks.dask_calls.run_on_worker`) and the write-back as one
 task per chunk. Each test starts a real ``LocalCluster`` with Nannies, runs ``embed`` against it, and SIGKILLs the

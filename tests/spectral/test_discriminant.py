@@ -1,4 +1,4 @@
-"""Paper 000 estimators (DNE, MFA, LFDA) against textbook dense computations written from the paper's definitions."""
+"""CK08 estimators (DNE, MFA, LFDA) against textbook dense computations written from the paper's definitions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chunked at-scale fitting of paper 000 against the dense estimators."""
+"""Chunked at-scale fitting of CK08 against the dense estimators."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Generalized problems ``A v = lambda B v`` (paper 000 eq. 4, 7, 10) against ``scipy.linalg.eigh(A, B)``.
+"""Generalized problems ``A v = lambda B v`` (CK08 eq. 4, 7, 10) against ``scipy.linalg.eigh(A, B)``.
 
 Tolerances: dense 1e-10 (round-off), arpack 1e-8, lobpcg 1e-6 (absolute on eigenvalues of O(1));
 B-orthonormality ``V^T B V = I`` to 1e-8.
@@ -68,8 +68,8 @@ def test_reg_solves_regularized_pencil(pencil):
     np.testing.assert_allclose(res.values, sla.eigh(A, B + 1e-3 * np.eye(N), eigvals_only=True)[:3], atol=1e-10)
 
 
-def test_reduce_B_is_paper000_pca_reduction():
-    # linear form of paper 000 (eq. 7) with more features (d0=40) than samples (n=12): X W X^T and
+def test_reduce_B_is_ck08_pca_reduction():
+    # linear form of CK08 (eq. 7) with more features (d0=40) than samples (n=12): X W X^T and
     # X C X^T are singular; the reduction to range(X) (PCA) gives an exact, B-orthonormal solution
     rng = np.random.default_rng(1)
     X = rng.standard_normal((40, 12))  # (d0, n), columns are samples as in the paper

@@ -1,4 +1,4 @@
-"""Paper 003 (GRAD): GraphKPCA and MultiGraphKPCA against independent references.
+"""STG18 (GRAD): GraphKPCA and MultiGraphKPCA against independent references.
 
 References: scikit-learn KernelPCA / PCA, dense matrices assembled here from sklearn kernels and
 scipy.sparse.csgraph Laplacians, graph kernels from numpy.linalg.inv / scipy.linalg.expm, eigh.

@@ -1,4 +1,4 @@
-"""Paper 003 eq. 22-24: the spectrum of the constraint term built from labels, against its closed form.
+"""STG18 eq. 22-24: the spectrum of the constraint term built from labels, against its closed form.
 
 With all pairs among the labeled points (a of class 0, b of class 1), A^S is two cliques and A^D the
 complete bipartite graph K_{a,b}, so -g1 L^S + g2 L^D has eigenvalue g2 (a + b) on the label contrast

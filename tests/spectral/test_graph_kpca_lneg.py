@@ -1,4 +1,4 @@
-"""Paper 003 (GRAD): LNEG against scikit-learn's LLE and an SLSQP solution of the local l1 problem."""
+"""STG18 (GRAD): LNEG against scikit-learn's LLE and an SLSQP solution of the local l1 problem."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Paper 003 at scale: MultiGraphKPCA's Nystrom / implicit-operator path vs the dense path (references:
+"""STG18 at scale: MultiGraphKPCA's Nystrom / implicit-operator path vs the dense path (references:
 the dense eigh of the n x n combined matrix), and LNEG's chunked / Dask local regressions."""
 
 import numpy as np

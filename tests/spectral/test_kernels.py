@@ -68,7 +68,7 @@ def test_kernel_from_params_and_centering_match_scikit_learn():
     from spectral.operators.kernels import center_gram, center_rows, kernel_from_params
 
     k = kernel_from_params("poly", {"degree": 2, "gamma": 1.0, "coef0": 0.0})
-    np.testing.assert_allclose(k(X, Y), (X @ Y.T) ** 2, rtol=1e-12)  # paper 000's <x, x'>^2
+    np.testing.assert_allclose(k(X, Y), (X @ Y.T) ** 2, rtol=1e-12)  # CK08's <x, x'>^2
     K = k(X, X)
     centerer = KernelCenterer().fit(K)
     Kc, col, tot = center_gram(K)

@@ -1,4 +1,4 @@
-"""Tests of paper 001 (NSSE, SUPLAP) against independent dense references on real image data."""
+"""Tests of OV19 (NSSE, SUPLAP) against independent dense references on real image data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Paper 002 (TSK / RSK): the LP of eq. 14, the kernel and its out-of-sample rows, RSK = Zhou et al., bad input.
+"""LQCL09 (TSK / RSK): the LP of eq. 14, the kernel and its out-of-sample rows, RSK = Zhou et al., bad input.
 
 References are computed here from the paper's formulas with dense numpy (brute-force distances, explicit
 double loops for e_ij, matrix inverses), never with the code under test.

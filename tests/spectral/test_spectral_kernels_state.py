@@ -1,4 +1,4 @@
-"""Paper 002 model state: TSK / RSK -> (arrays, JSON attrs) -> zarr (storage.models) -> restored model.
+"""LQCL09 model state: TSK / RSK -> (arrays, JSON attrs) -> zarr (storage.models) -> restored model.
 
 A restored model (``from_state`` + ``rebuild_index`` on the training points) must give the same eq. 19 scores,
 eq. 5 labels and learned kernel for new points as the fitted one, bit for bit; the state holds only numeric

@@ -36,7 +36,7 @@ MODES = ("linear", "kernel", "transductive")
 SMALL_CLASSES = ("error", "keep")
 
 
-class _Paper000Estimator(EmbeddingTransformerMixin, BaseEstimator):
+class _DiscriminantEstimator(EmbeddingTransformerMixin, BaseEstimator):
     """Common machinery of DNE / MFA / LFDA; subclasses set ``_method``.
 
     Parameters
@@ -370,7 +370,7 @@ class _Paper000Estimator(EmbeddingTransformerMixin, BaseEstimator):
         return est
 
 
-class DNE(_Paper000Estimator):
+class DNE(_DiscriminantEstimator):
     """(SS-)(K)DNE: ``W^(1) = W^I - W^E``, ``C = I`` (linear) / ``K`` (kernel); CK08 Sect. 2.1.2, 3.1.
 
     ``n_components=None`` takes the number of negative eigenvalues (Sect. 5, after [9]). See the module
@@ -380,13 +380,13 @@ class DNE(_Paper000Estimator):
     _method = "DNE"
 
 
-class MFA(_Paper000Estimator):
+class MFA(_DiscriminantEstimator):
     """(SS-)(K)MFA: ``W^(1) = W^I``, ``C = X (D^E - W^E) X^T`` / ``K (D^E - W^E) K``; ``n_components`` = c."""
 
     _method = "MFA"
 
 
-class LFDA(_Paper000Estimator):
+class LFDA(_DiscriminantEstimator):
     """(SS-)(K)LFDA: ``W^(1) = W^bet``, ``C = X (D^wit - W^wit) X^T`` / ``K (D^wit - W^wit) K``; d = c."""
 
     _method = "LFDA"
