@@ -31,7 +31,7 @@ os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 for _dir in (os.environ["NUMBA_CACHE_DIR"], os.environ["PREFECT_HOME"]):
     os.makedirs(_dir, exist_ok=True)  # Prefect creates only the last component of PREFECT_HOME
 
-from tests.helpers import free_port, load_dataset, local_cluster  # noqa: E402
+from tests.helpers import load_dataset, local_cluster  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -58,35 +58,11 @@ def prefect_server(tmp_path_factory):
     """A real Prefect server (``prefect server start`` on a free loopback port, its own home), shared by the tests
     that run eigenflow's CLI or a served process against a server: ``(api_url, home)``. Its scheduler loop runs
     every second (Prefect's default: 60 s), so that a deployment's interval schedule creates runs at once."""
-    import signal
-    import subprocess
-    import sys
-    import time
-    import urllib.request
+    from tests.helpers import prefect_server_process
 
     home = tmp_path_factory.mktemp("prefect-server")
-    port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
-           "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1"}  # schedules runs within a second (default 60 s)
-    env.pop("PREFECT_API_URL", None)
-    server = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1",
-                               "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.time() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            assert server.poll() is None and time.time() < deadline, "prefect server did not start"
-            time.sleep(0.5)
-    try:
+    with prefect_server_process(home, scheduler_loop_seconds=1) as (_, url):  # schedules runs within a second
         yield url, home
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -67,3 +67,43 @@ def gaussian_blobs(n_per_class: int, dim: int, seed: int, n_classes: int = 3):
     centers = rng.standard_normal((n_classes, dim)) * 3
     y = np.repeat(np.arange(n_classes), n_per_class)
     return centers[y] + rng.standard_normal((y.size, dim)), y, centers, rng
+
+
+@contextlib.contextmanager
+def prefect_server_process(home: Path, *, scheduler_loop_seconds: float | None = None):
+    """A real ``prefect server start`` on a free loopback port with its own ``PREFECT_HOME`` (in its own session);
+    yields ``(process, api_url)`` once it answers ``/health``. ``scheduler_loop_seconds``: how often its
+    scheduler creates runs of scheduled deployments (Prefect's default: 60 s). Stopped at the end (SIGTERM to its
+    group, SIGKILL after 60 s) unless it has exited already (a test may kill it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from flows._prefect_start import api_answers
+
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING"}
+    if scheduler_loop_seconds is not None:
+        env["PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS"] = str(scheduler_loop_seconds)
+    env.pop("PREFECT_API_URL", None)
+    server = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host",
+                               "127.0.0.1", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.time() + 120
+    try:
+        while not api_answers(url, timeout=2):
+            assert server.poll() is None and time.time() < deadline, "prefect server did not start"
+            time.sleep(0.5)
+        yield server, url
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=30)

@@ -9,15 +9,13 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import prefect_server_process
 
 SCRIPT = Path(sys.executable).with_name("eigenflow")
 RUN = "r1"
@@ -138,33 +136,6 @@ def test_signal_during_knn_stops_the_run_cleanly(points, signum, to_group):
     print(f"{name} to the {'group' if to_group else 'pid'}: exit {code} after {seconds:.1f} s")
 
 
-@contextmanager
-def dedicated_prefect_server(home: Path):
-    """A ``prefect server start`` of this test (it is killed under a run): yields its API URL."""
-    port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING"}
-    env.pop("PREFECT_API_URL", None)
-    server = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host",
-                               "127.0.0.1", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.time() + 120
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None and time.time() < deadline, "prefect server did not start"
-                time.sleep(0.5)
-        yield server, url
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-        server.wait(timeout=30)
-
-
 @pytest.mark.timeout(300)
 def test_prefect_server_killed_during_a_run_fails_it_within_the_bound(points, tmp_path):
     """The run's Prefect server (PREFECT_API_URL) killed during the kNN stage: with
@@ -172,7 +143,7 @@ def test_prefect_server_killed_during_a_run_fails_it_within_the_bound(points, tm
     naming the API, exit code 1, the run recorded as failed with its completed stages kept for the resume."""
     from flows._stop import FORCED_EXIT_SECONDS, PROBE_SECONDS
 
-    with dedicated_prefect_server(tmp_path / "prefect") as (server, url):
+    with prefect_server_process(tmp_path / "prefect") as (server, url):
         process = start_embed(points, "api.zarr", env={"PREFECT_API_URL": url, "EIGENFLOW_PREFECT_API_TIMEOUT": "10"})
         wait_for_stage(process, points / "api.zarr", "knn")
         children = psutil.Process(process.pid).children(recursive=True)

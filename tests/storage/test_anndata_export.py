@@ -27,15 +27,35 @@ def written(tmp_path):
     adata = _cells(5)
     path = tmp_path / "cells.h5ad"
     adata.write_h5ad(path)
-    store = tmp_path / "s.zarr"
+    return (path, *_store_with_outputs(path, tmp_path / "s.zarr", seed=0, adata=adata))
+
+
+def _store_with_outputs(path, store, *, seed: int, adata) -> tuple:
+    """``(store, adata, Z, labels, scores)``: ``store`` ingested from the AnnData ``path`` (X_pca, cell_type) and a
+    run's embedding, labels and scores written into it."""
     ingest(str(path), store, x_key="X_pca", labels_key="cell_type", chunk_rows=16)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     Z, scores = rng.standard_normal((N, 3)).astype(np.float32), rng.standard_normal((N, 3))
     labels = rng.integers(0, 3, N)
     write_embedding(store, RUN, Z)
     write_point_array(store, layout.output_path(RUN, "labels"), labels, dtype="int32")
     write_point_array(store, layout.output_path(RUN, "scores"), scores, dtype="float32")
-    return path, store, adata, Z, labels, scores
+    return store, adata, Z, labels, scores
+
+
+def _assert_exported(back, adata, Z, labels, scores) -> None:
+    """The exported file ``back`` holds the run's outputs under ``X_eigenflow`` and the file's own elements as they
+    were (``adata``)."""
+    np.testing.assert_array_equal(back.obsm["X_eigenflow"], Z)
+    np.testing.assert_allclose(back.obsm["X_eigenflow_scores"], scores.astype(np.float32))
+    column = back.obs["X_eigenflow_labels"]
+    assert list(column.cat.categories) == CATEGORIES
+    np.testing.assert_array_equal(column.cat.codes.to_numpy(), labels)
+    assert back.uns["X_eigenflow"]["run"] == RUN
+    np.testing.assert_array_equal(back.X, adata.X)
+    np.testing.assert_array_equal(back.obsm["X_pca"], adata.obsm["X_pca"])
+    assert back.obs_names.tolist() == adata.obs_names.tolist()
+    assert back.obs["cell_type"].equals(adata.obs["cell_type"])
 
 
 def test_results_go_into_obsm_obs_uns_and_nothing_else_changes(written):
@@ -43,18 +63,7 @@ def test_results_go_into_obsm_obs_uns_and_nothing_else_changes(written):
     done = export_to_anndata(store, str(path), run=RUN)
     assert done["written"] == ["obsm/X_eigenflow", "obs/X_eigenflow_labels", "obsm/X_eigenflow_scores",
                                "uns/X_eigenflow"]
-    back = anndata.read_h5ad(path)
-    np.testing.assert_array_equal(back.obsm["X_eigenflow"], Z)
-    np.testing.assert_allclose(back.obsm["X_eigenflow_scores"], scores.astype(np.float32))
-    column = back.obs["X_eigenflow_labels"]
-    assert list(column.cat.categories) == CATEGORIES
-    np.testing.assert_array_equal(column.cat.codes.to_numpy(), labels)
-    assert back.uns["X_eigenflow"]["run"] == RUN
-    # the file's own elements are as they were
-    np.testing.assert_array_equal(back.X, adata.X)
-    np.testing.assert_array_equal(back.obsm["X_pca"], adata.obsm["X_pca"])
-    assert back.obs_names.tolist() == adata.obs_names.tolist()
-    assert back.obs["cell_type"].equals(adata.obs["cell_type"])
+    _assert_exported(anndata.read_h5ad(path), adata, Z, labels, scores)
     with h5py.File(path) as f:
         assert not any(name.startswith(PARTIAL_GROUP) for name in f)
 
@@ -121,15 +130,7 @@ def zarr_written(request, tmp_path):
     path = tmp_path / "cells.zarr"
     with anndata.settings.override(zarr_write_format=request.param):
         adata.write_zarr(path)
-    store = tmp_path / "s.zarr"
-    ingest(str(path), store, x_key="X_pca", labels_key="cell_type", chunk_rows=16)
-    rng = np.random.default_rng(1)
-    Z, scores = rng.standard_normal((N, 3)).astype(np.float32), rng.standard_normal((N, 3))
-    labels = rng.integers(0, 3, N)
-    write_embedding(store, RUN, Z)
-    write_point_array(store, layout.output_path(RUN, "labels"), labels, dtype="int32")
-    write_point_array(store, layout.output_path(RUN, "scores"), scores, dtype="float32")
-    return path, store, adata, Z, labels, scores
+    return (path, *_store_with_outputs(path, tmp_path / "s.zarr", seed=1, adata=adata))
 
 
 def test_results_go_into_an_anndata_zarr_directory_and_nothing_else_changes(zarr_written):
@@ -138,17 +139,7 @@ def test_results_go_into_an_anndata_zarr_directory_and_nothing_else_changes(zarr
     done = export_to_anndata(store, str(path), run=RUN)
     assert done["written"] == ["obsm/X_eigenflow", "obs/X_eigenflow_labels", "obsm/X_eigenflow_scores",
                                "uns/X_eigenflow"]
-    back = anndata.read_zarr(path)  # through the consolidated metadata, zarr's default
-    np.testing.assert_array_equal(back.obsm["X_eigenflow"], Z)
-    np.testing.assert_allclose(back.obsm["X_eigenflow_scores"], scores.astype(np.float32))
-    column = back.obs["X_eigenflow_labels"]
-    assert list(column.cat.categories) == CATEGORIES
-    np.testing.assert_array_equal(column.cat.codes.to_numpy(), labels)
-    assert back.uns["X_eigenflow"]["run"] == RUN
-    np.testing.assert_array_equal(back.X, adata.X)
-    np.testing.assert_array_equal(back.obsm["X_pca"], adata.obsm["X_pca"])
-    assert back.obs_names.tolist() == adata.obs_names.tolist()
-    assert back.obs["cell_type"].equals(adata.obs["cell_type"])
+    _assert_exported(anndata.read_zarr(path), adata, Z, labels, scores)  # through the consolidated metadata
     after = _tree(path)
     metadata = {".zmetadata", "zarr.json", "obs/.zattrs", "obs/zarr.json"}  # the consolidated metadata, obs's columns
     assert {k: v for k, v in after.items() if k in before and k not in metadata} == \
