@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from spectral._arrays import distinct_rows
 from spectral._validation import check_random_state, seed_int
-from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
-from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
-from spectral.neighbours.index import KNNIndex
-from spectral.graph.weights import WeightParams, fit_directed_knn_weights, symmetrize_weights
 from storage import layout
 from storage.arrays import read_X, x_shape
 from storage.checksums import check_intact, record_checksums
@@ -42,6 +38,12 @@ from storage.store import Store
 
 from tasks.fit_set import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
 from tasks.stage_handoff import TOKEN_ATTR, check_written, keep, new_token, take, take_pending
+
+if TYPE_CHECKING:
+    from spectral.neighbours.index import KNNIndex
+
+# The numerical modules (numba kernels, scikit-learn, pyamg) are imported by the bodies that use them, on the
+# workers: the flow process imports this module for its checks and names, not for its computations.
 
 METHOD = "laplacian_eigenmaps"
 #: The graph arrays, checksummed when written and checked before they are read (:mod:`storage.checksums`).
@@ -75,6 +77,8 @@ def build_fit_index(store: Store, *, n_neighbors: int, knn_method: str, metric: 
                     random_state: int | None) -> FitIndex:
     """Build the kNN index of the fit set of the store's X (exact copies of a fit point left out:
     :func:`spectral._arrays.distinct_rows`; they are mapped like held-out points)."""
+    from spectral.neighbours.index import KNNIndex
+
     n, _ = x_shape(store)
     X = read_X(store)  # (n, d)
     fit_set = fit_rows_for(n, holdout, random_state)
@@ -187,6 +191,8 @@ def _weights_of_graph(store: Store, run: str, rows: np.ndarray, idx: np.ndarray,
                       weighting: str, symmetrize: str) -> tuple[Any, np.ndarray, dict]:
     """``(W (n_fit, n_fit) CSR, per-point scales and radii (n, 2), attrs of graph/weights)`` of the fit graph
     ``rows`` (n_fit,), ``idx`` / ``dist`` (n_fit, k) (fit positions). The caller's graph arrays are not kept."""
+    from spectral.graph.weights import fit_directed_knn_weights, symmetrize_weights
+
     A, wparams, scales, radii = fit_directed_knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
     W = symmetrize_weights(A, symmetrize)
     del A
@@ -217,6 +223,10 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
     does not hold this run's W (the weights stage's worker died during that write, and this body runs again on
     another worker), W is computed again from the stored kNN graph with ``weighting`` / ``symmetrize`` and
     written (``weights_source="recomputed"``: the same W, the weights are deterministic)."""
+    from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
+    from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
+    from spectral.graph.weights import WeightParams
+
     pending = take_pending(weights)  # W of the weights stage on this worker, its write still running
     if pending is not None:
         (arrays, writing), attrs, weights_source = pending, pending[0]["attrs"], "memory"

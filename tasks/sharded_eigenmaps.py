@@ -79,11 +79,8 @@ from typing import Any
 import numpy as np
 
 from spectral._validation import check_random_state, seed_int
-from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
 from spectral.errors import InputDataError
-from spectral.neighbours.part_assembly import assemble_parts, parts_digest
 from spectral.placement import item
-from spectral.graph.weights import WeightParams, scales_of
 from storage import layout
 from storage.arrays import chunk_rows, read_X, row_chunks, x_shape
 from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
@@ -153,6 +150,7 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
     Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
     the fit rows inside a shard.
     """
+    from spectral.neighbours.part_assembly import parts_digest
     from spectral.neighbours.sharded_duplicates import repeated_positions
     from spectral.neighbours.sharded import build_shard_indexes, shard_graph_futures
 
@@ -409,6 +407,8 @@ def write_model_from_shards(store: Store, run: str, client: Any, op: Any, embedd
 def _model_columns(distances: np.ndarray, params: dict) -> np.ndarray:
     """Task: ``(n_p, 2)`` the model's weight scale and radius (k-th neighbour distance) of each row of a shard,
     from its kNN distances ``(n_p, k)`` and the resolved weight parameters (``WeightParams`` attributes)."""
+    from spectral.graph.weights import WeightParams, scales_of
+
     return np.column_stack([scales_of(distances, WeightParams.from_attrs(params)), distances[:, -1]])
 
 
@@ -445,6 +445,9 @@ def solve_sharded_eigenmaps(store: Store, run: str, client: Any, *, n_components
     ``client`` (see the module docstring). Writes ``models/<run>``."""
     from spectral.eigen.distributed import DistributedLaplacian
     from spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
+    from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
+    from spectral.graph.weights import WeightParams
+    from spectral.neighbours.part_assembly import assemble_parts, parts_digest
 
     from spectral.neighbours.partition import bisection_partition_blocks
 

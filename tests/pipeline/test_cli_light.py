@@ -187,3 +187,19 @@ def test_the_console_script_starts_prefect_only_for_a_flow_command(args, runs):
     from flows._launch import runs_a_flow
 
     assert runs_a_flow(args) is runs
+
+
+#: What the process that runs the embed / extend flows must not import: the stage bodies' numerical libraries
+#: (the workers import them), whose ~1.2 s of imports would delay the flow's start.
+WORKER_ONLY = ("sklearn", "numba", "pynndescent", "pyamg", "matplotlib")
+
+
+def test_the_flow_process_imports_no_numerical_library():
+    """Importing the CLI and the embed / extend flows with their tasks loads none of :data:`WORKER_ONLY`."""
+    code = ("import sys\n"
+            "import flows.cli, flows.embed, flows._runtime, flows.cluster, flows._run_prologue, flows._warm_up\n"
+            "import tasks.fitting, tasks.points, tasks.laplacian_eigenmaps, tasks.sharded_eigenmaps\n"
+            f"print(sorted({{m.partition('.')[0] for m in sys.modules}} & set({WORKER_ONLY!r})))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

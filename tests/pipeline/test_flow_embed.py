@@ -201,7 +201,7 @@ def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, thread_clu
     The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach them."""
     import os
 
-    import tasks.laplacian_eigenmaps as le
+    import spectral.embedding.eigenmaps as le  # the eigensolver the eigensolve stage calls
     from flows.embed import embed
 
     d, X, _, _ = data
@@ -235,7 +235,7 @@ def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cl
     eigensolve takes W from the weights stage's memory; the embedding equals the estimator's."""
     from distributed import Client
 
-    import tasks.laplacian_eigenmaps as le
+    import spectral.graph.weights as le  # the symmetrization the weights stage calls
     from flows.embed import embed
 
     d, X, _, _ = data

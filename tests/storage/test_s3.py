@@ -114,7 +114,7 @@ def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_h
 @pytest.mark.slow  # 32-37 s; the default suite keeps S3 ingest, embed with hold-out and extend
 def test_resume_on_s3_reuses_the_finished_stages(s3, thread_cluster, data, local, prefect_harness, monkeypatch):
     """The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach the eigensolver."""
-    import tasks.laplacian_eigenmaps as le
+    import spectral.embedding.eigenmaps as le  # the eigensolver the eigensolve stage calls
     from flows.embed import embed
 
     store = f"{s3}/resume.zarr"
