@@ -12,7 +12,8 @@ stage of the manifest. The body runs the method's stages; the manifest ends ``co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -48,9 +49,11 @@ def _ingest_arguments(source: str, store: str, labels: str | None, chunk_rows: i
 
 @contextmanager
 def ingest_early(source: str, store: str, *, labels: str | None, chunk_rows: int | None, overwrite: bool,
-                 use_rep: str | None, labels_obs: str | None, threads: int) -> Iterator[EarlyIngest]:
+                 use_rep: str | None, labels_obs: str | None, threads: int,
+                 then: Callable[[EarlyIngest], None] | None = None) -> Iterator[EarlyIngest]:
     """Ingest ``source`` into ``store`` now, in this process (chunks on ``threads`` threads), for the flow run
-    called inside this block, which records it as its ``ingest`` stage instead of ingesting again.
+    called inside this block, which records it as its ``ingest`` stage instead of ingesting again; ``then`` is
+    called with the result right after the ingest (:func:`begin_knn_early`).
 
     The CLI runs it with a local cluster, while Prefect's temporary server starts (Prefect's start and the
     ingest overlap; the workers' warm-up runs beside both); the store is not locked yet, as in the flow, whose
@@ -65,11 +68,95 @@ def ingest_early(source: str, store: str, *, labels: str | None, chunk_rows: int
     emit("end", "ingest", t_ingest["seconds"])
     early = EarlyIngest(_ingest_arguments(source, store, labels, chunk_rows, overwrite, use_rep, labels_obs),
                         {**ingested, "before_flow": True}, t_ingest["seconds"])
+    if then is not None:
+        then(early)
     token = _EARLY_INGEST.set(early)
     try:
         yield early
     finally:
         _EARLY_INGEST.reset(token)
+
+
+class EarlyBuild:
+    """The kNN index build of a run that the CLI begins on the cluster before the flow (:func:`begin_knn_early`):
+    :meth:`builder` is the worker it was sent to, or None if it did not begin."""
+
+    def __init__(self) -> None:
+        self._worker: str | None = None
+        self._settled = threading.Event()
+
+    def settle(self, worker: str | None) -> None:
+        """Record where the build began (None: it did not)."""
+        self._worker = worker
+        self._settled.set()
+
+    def builder(self, timeout: float = 30.0) -> str | None:
+        """The worker the build was sent to, once that is settled (None: not begun, or not settled in
+        ``timeout`` seconds: the flow then builds the index itself)."""
+        self._settled.wait(timeout)
+        return self._worker
+
+
+_EARLY_BUILD: ContextVar[EarlyBuild | None] = ContextVar("eigenflow_early_build", default=None)
+
+
+def early_build() -> EarlyBuild | None:
+    """The :class:`EarlyBuild` planned for the flow run called inside :func:`planned_knn_early`, or None."""
+    return _EARLY_BUILD.get()
+
+
+@contextmanager
+def planned_knn_early(method: str, params: dict, sharded: bool | None) -> Iterator[EarlyBuild | None]:
+    """Plan the kNN index build of the flow run called inside this block to begin before it (when ``method`` with
+    ``params`` builds one index in one process: :func:`tasks.fitting.builds_one_knn_index`): yields the
+    :class:`EarlyBuild` that :func:`begin_knn_early` settles, else None. The builder alone is warmed up before the
+    fit stages, the other workers during the eigensolve (:func:`flows.embed.embed`)."""
+    from tasks.fitting import builds_one_knn_index
+
+    early = EarlyBuild() if builds_one_knn_index(method, params, sharded) else None
+    token = _EARLY_BUILD.set(early)
+    try:
+        yield early
+    finally:
+        _EARLY_BUILD.reset(token)
+
+
+def begin_knn_early(pending: Any, ingest: EarlyIngest, early: EarlyBuild | None, *, store: str, run: str,
+                    method: str, params: dict, holdout: float, random_state: Any, sharded: bool | None) -> None:
+    """Once the cluster of ``pending`` is up, begin the kNN index build of run ``run`` on its
+    :func:`flows._warm_up.builder_worker` (:func:`tasks.fitting.start_fit_index_early`; its ``knn`` stage takes it),
+    so that the build overlaps Prefect's start and the flow's own; for a store the CLI has just ingested
+    (``ingest``) and a run planned by :func:`planned_knn_early` (``early``), unless :func:`tasks.sharded_eigenmaps.resolve_sharded`
+    sends it to the sharded path. Returns at once; if the build cannot begin, a warning is logged and the ``knn``
+    stage builds the index itself."""
+    if early is None:
+        return
+    if ingest.ingested.get("skipped"):  # an existing store: the run may resume what it holds
+        early.settle(None)
+        return
+
+    def begin(client: Any) -> None:
+        from flows._warm_up import builder_worker
+        from tasks.fitting import FitRequest, start_fit_index_early
+        from tasks.sharded_eigenmaps import resolve_sharded
+
+        worker = None
+        try:
+            if not resolve_sharded(sharded, method, params, ingest.ingested["n"], ingest.ingested["d"], client):
+                request = FitRequest(store=Store(store, mode="r"), run=run, token="", method=method, params=params,
+                                     holdout=holdout, random_state=random_state)
+                worker = builder_worker(client)
+                if not start_fit_index_early(request, client, None if worker is None else [worker]):
+                    worker = None
+        except Exception as exc:  # noqa: BLE001 - the knn stage then builds the index itself
+            import logging
+
+            worker = None
+            logging.getLogger("eigenflow").warning("the kNN index build did not begin before the flow: %s", exc)
+        finally:
+            early.settle(worker)
+
+    pending.when_ready(begin)
 
 
 @contextmanager
@@ -89,7 +176,7 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
     ``use_rep`` / ``labels_obs``: X and labels of an AnnData source.
     """
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
-        start_when_ready(pending, warm_up)
+        start_when_ready(pending, warm_up, builder_only=early_build() is not None)
         early = _EARLY_INGEST.get()
         if early is not None and early.arguments == _ingest_arguments(source, store, labels, chunk_rows, overwrite,
                                                                       use_rep, labels_obs):

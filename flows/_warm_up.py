@@ -70,16 +70,25 @@ def model_dtypes(store: Store, model: Any, use_shards: bool) -> tuple[str, ...]:
     return (str(attrs.get(layout.ATTR_DTYPE, layout.DEFAULT_X_DTYPE)),)
 
 
-def start_when_ready(pending: Any, dtypes: tuple[str, ...]) -> None:
-    """Begin the warm-up for ``dtypes`` on every worker once the :class:`flows.cluster.PendingClient` is ready
-    (:func:`tasks._warm_up.start_warm_up`, a thread per worker; returns at once). A failure to begin it is
+def builder_worker(client: Any) -> str | None:
+    """The worker that a kNN index build begun before the flow is sent to, and the only one warmed up before it
+    (:func:`start_when_ready` with ``builder_only``): the first of :func:`spectral.placement.worker_list`."""
+    workers = worker_list(client)
+    return workers[0] if workers else None
+
+
+def start_when_ready(pending: Any, dtypes: tuple[str, ...], *, builder_only: bool = False) -> None:
+    """Begin the warm-up for ``dtypes`` on every worker (on the :func:`builder_worker` alone with
+    ``builder_only``: the others would take CPU from its build) once the :class:`flows.cluster.PendingClient` is
+    ready (:func:`tasks._warm_up.start_warm_up`, a thread per worker; returns at once). A failure to begin it is
     logged: the fit stages' :func:`finish_on_workers` then warms up in its tasks."""
     if not dtypes:
         return
 
     def begin(client: Any) -> None:
         try:
-            client.run(start_warm_up, tuple(dtypes))
+            builder = builder_worker(client) if builder_only else None
+            client.run(start_warm_up, tuple(dtypes), workers=None if builder is None else [builder])
         except Exception as exc:  # noqa: BLE001 - the warm-up is then done by finish_on_workers
             import logging
 

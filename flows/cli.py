@@ -225,7 +225,7 @@ def embed(
         prefect_start = start_early()  # first: the server starts up while this process imports the flow
         from flows._runtime import new_run_id
         from flows.cluster import client_started_early
-        from flows._run_prologue import ingest_early
+        from flows._run_prologue import begin_knn_early, ingest_early, planned_knn_early
         from flows._warm_up import planned_dtypes, start_when_ready
         from flows.embed import check_embed_arguments
         from flows.embed import embed as embed_flow
@@ -242,12 +242,17 @@ def embed(
                                                   labels_obs=labels_obs))  # before the cluster (refused: the server stops)
         guard.run = run
         # the cluster starts while Prefect starts the run, and its workers' warm-up begins as soon as it is up
-        with client_started_early(scheduler, n_workers=workers) as pending:
-            start_when_ready(pending, planned_dtypes(source, store, full, holdout, sharded, overwrite))
-            # with a local cluster, the ingest runs here while Prefect's server starts (the flow records it)
+        with client_started_early(scheduler, n_workers=workers) as pending, \
+                planned_knn_early(method, full, sharded if scheduler is None else True) as knn_early:
+            start_when_ready(pending, planned_dtypes(source, store, full, holdout, sharded, overwrite),
+                             builder_only=knn_early is not None)
+            # with a local cluster, the ingest runs here while Prefect's server starts (the flow records it), and
+            # then the kNN index build begins on the cluster (the flow's knn stage takes it)
             early = None if scheduler else (lambda: ingest_early(
                 source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite, use_rep=use_rep,
-                labels_obs=labels_obs, threads=workers))
+                labels_obs=labels_obs, threads=workers, then=lambda ingested: begin_knn_early(
+                    pending, ingested, knn_early, store=store, run=run, method=method, params=full, holdout=holdout,
+                    random_state=seed, sharded=sharded)))
             return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
                                                                    before=prefect_start, meanwhile=early)))
 

@@ -21,7 +21,6 @@ from prefect import flow
 
 from spectral._validation import check_float, check_int
 from spectral.errors import ParameterError
-from spectral.placement import smallest_memory_limit
 from storage import layout
 from storage.checksums import check_intact
 from storage.errors import DamagedManifestError, StoreFormatError
@@ -34,13 +33,13 @@ from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task, open_existing, same_location
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
-from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, single_process_knn_bytes
+from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, resolve_sharded
 from tasks.sharded_extend import sharded_fit_record
 from tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from tasks.task_options import store_token
 
 from flows._fixed_time import cluster_seconds, entry_seconds, final_write
-from flows._run_prologue import ingested_run
+from flows._run_prologue import early_build, ingested_run
 from flows._runtime import emit, new_run_id, run_context, timed
 from flows._warm_up import finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent
 from flows.cluster import dask_client_in_background
@@ -118,20 +117,6 @@ def _check_anndata_options(source: str, use_rep: str | None, labels_obs: str | N
         from storage.anndata_io import check_anndata_keys
 
         check_anndata_keys(source, use_rep or "X", labels_obs)
-
-
-def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
-    """Whether the run takes the sharded path (:mod:`tasks.sharded_eigenmaps`): as asked, or with ``None``
-    (auto) when it can and the single-process kNN stage would need more than half the memory of the smallest
-    worker (:func:`tasks.sharded_eigenmaps.single_process_knn_bytes`)."""
-    if sharded is not None:
-        return sharded
-    try:
-        check_sharded(method, params)
-    except ParameterError:
-        return False
-    smallest = smallest_memory_limit(client) or 0
-    return smallest > 0 and single_process_knn_bytes(n, d, int(params["n_neighbors"])) > smallest / 2
 
 
 def _will_have_labels(source: str, store: str | Store, labels: str | None, overwrite: bool) -> bool:
@@ -244,8 +229,13 @@ def embed(
         client.register_plugin(HandoffPlugin(), name=HANDOFF_PLUGIN)  # stage outputs kept for the next stage
         use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
         ctx.manifest.results["sharded"] = use_shards
-        warm = (finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
-                if use_shards or uses_nndescent(full, n_fit, ingested["d"]) else [])
+        # the CLI's kNN index build, begun before this flow on the one worker warmed up so far: the others warm up
+        # during the eigensolve, which leaves a core free (their tasks now would be stolen by an idle worker and
+        # take CPU from the build and the weights)
+        early = early_build()
+        builder = None if early is None else early.builder()
+        warms_up = use_shards or uses_nndescent(full, n_fit, ingested["d"])
+        warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE]) if warms_up and builder is None else []
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                              holdout=holdout, random_state=random_state, sharded=use_shards)
         try:
@@ -257,6 +247,8 @@ def embed(
                 with ctx.stage(stage.name) as rec:
                     rec.info.update(stage.call())
                 _record_fit_results(ctx.manifest.results, rec.info)
+                if stage.name == "weights" and warms_up and builder is not None:  # beside the one-core eigensolve
+                    warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
             with ctx.stage("embed-points") as rec:
                 rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token, holdout=holdout,
                                                   random_state=random_state))

@@ -29,7 +29,7 @@ from prefect import task
 from storage.store import Store
 
 from tasks import laplacian_eigenmaps as le
-from tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, unpublish
+from tasks.dask_calls import publish_future, published_future, run_on_worker, submit_to_worker, unpublish
 from tasks.estimator_fit import fit_discriminant, fit_estimator
 from tasks.registry import get_entry
 from tasks.stage_handoff import drop_run, handoff_workers
@@ -139,23 +139,83 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
     ]
 
 
+#: Prefix of the names under which kNN index builds begun before their flow (:func:`start_fit_index_early`) are
+#: published on the cluster: ``<prefix><run>-<digest of the store and the build's arguments>``.
+EARLY_INDEX_PREFIX = "eigenflow-early-knn-index-"
+
+
+def _early_index_name(store: Store, run: str, **build_args: Any) -> str:
+    import hashlib
+    import json
+
+    key = json.dumps([str(store), sorted(build_args.items())], default=str)
+    return f"{EARLY_INDEX_PREFIX}{run}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def builds_one_knn_index(method: str, params: dict, sharded: bool | None) -> bool:
+    """Whether ``method`` with ``params`` is fitted from one kNN index built in one process (Laplacian eigenmaps
+    of a kNN graph, not on the sharded path)."""
+    return not sharded and get_entry(method).fit == "laplacian_eigenmaps" and params.get("affinity", "knn") == "knn"
+
+
+def laplacian_eigenmaps_index_args(req: FitRequest) -> dict[str, Any] | None:
+    """The arguments of the kNN index build of ``req`` (:func:`tasks.laplacian_eigenmaps.build_fit_index`), or
+    None when its method is fitted otherwise (:func:`builds_one_knn_index`)."""
+    p = req.params
+    if not builds_one_knn_index(req.method, p, req.sharded):
+        return None
+    return {"n_neighbors": p["n_neighbors"], "knn_method": p["knn_method"], "metric": p.get("metric", "euclidean"),
+            "holdout": req.holdout, "random_state": req.random_state}
+
+
+def start_fit_index_early(req: FitRequest, client: Any, workers: list[str] | None = None) -> bool:
+    """Begin the kNN index build of ``req``'s fit set on ``client``'s cluster now (on ``workers`` if it can),
+    before its flow run starts, and publish it for the run's ``knn`` stage, which takes it instead of building
+    again (the same task on the same stored X and arguments: the same index). For a store just ingested by the
+    caller (nothing of ``req.run`` in it to resume). Returns False (nothing begun) for a method fitted otherwise."""
+    args = laplacian_eigenmaps_index_args(req)
+    if args is None:
+        return False
+    built = submit_to_worker(le.build_fit_index, req.store, name=f"knn-index-{req.run}", client=client,
+                             workers=workers, **args)
+    publish_future(built, _early_index_name(req.store, req.run, **args), client)
+    return True
+
+
+def _take_early_index(store: Store, run: str, **build_args: Any) -> Any:
+    """The future of this build begun before the flow (:func:`start_fit_index_early`), unpublished, or None."""
+    from distributed import get_client
+
+    name = _early_index_name(store, run, **build_args)
+    future = published_future(name)
+    if future is not None:
+        unpublish(name, get_client())
+    return future
+
+
 @task(name="knn-graph", **COMPUTE_TASK)
 def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
              holdout: float, random_state: int | None) -> dict[str, Any]:
     """Build the kNN index of the fit set on a worker and write ``graph/knn`` from it
     (:func:`tasks.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.laplacian_eigenmaps.write_knn_graph`).
 
-    The index is the result of its own Dask task; with held-out points it stays published on the cluster for
-    their out-of-sample map (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"``
-    refers to the fit graph kept in the writing worker's memory for the weights stage (:mod:`tasks.stage_handoff`).
+    The index is the result of its own Dask task, or of the same task begun before the flow by the CLI
+    (:func:`start_fit_index_early`; ``"begun_before_flow": True`` in the result); with held-out points it stays
+    published on the cluster for their out-of-sample map (:func:`release_index` drops it at the end of the flow).
+    The result's ``"handoff"`` refers to the fit graph kept in the writing worker's memory for the weights stage
+    (:mod:`tasks.stage_handoff`).
     """
-    built = submit_to_worker(le.build_fit_index, store, n_neighbors=n_neighbors, knn_method=knn_method,
-                             metric=metric, holdout=holdout, random_state=random_state, name=f"knn-index-{run}")
+    args = {"n_neighbors": n_neighbors, "knn_method": knn_method, "metric": metric, "holdout": holdout,
+            "random_state": random_state}
+    built = _take_early_index(store, run, **args)
+    early = built is not None
+    if not early:
+        built = submit_to_worker(le.build_fit_index, store, name=f"knn-index-{run}", **args)
     info = run_on_worker(le.write_knn_graph, store, run, built, n_neighbors=n_neighbors,
                          name=f"knn-graph-{run}")
     if info["n_heldout"]:
         publish_future(built, le.index_dataset_name(store_token, run))
-    return info
+    return {**info, "begun_before_flow": early}
 
 
 @task(name="weights", **HANDOFF_TASK)
@@ -236,6 +296,10 @@ def release_index(store_token: str, run: str) -> None:
     from distributed import get_client
 
     unpublish(le.index_dataset_name(store_token, run))
+    client = get_client()
+    for name in client.list_datasets():  # a build begun before the flow that no stage took (the run failed first)
+        if str(name).startswith(f"{EARLY_INDEX_PREFIX}{run}-"):
+            unpublish(name, client)
     # on every worker; one that cannot answer (dying, restarting) holds nothing after it: not an error here, where
     # it would hide the run's own error
     get_client().run(drop_run, run, on_error="ignore")

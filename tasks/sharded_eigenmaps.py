@@ -79,8 +79,8 @@ from typing import Any
 import numpy as np
 
 from spectral._validation import check_random_state, seed_int
-from spectral.errors import InputDataError
-from spectral.placement import item
+from spectral.errors import InputDataError, ParameterError
+from spectral.placement import item, smallest_memory_limit
 from storage import layout
 from storage.arrays import chunk_rows, read_X, row_chunks, x_shape
 from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
@@ -124,6 +124,20 @@ def single_process_knn_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
 #: The row partition of the sharded path (:data:`spectral.neighbours.sharded.SHARD_PARTITIONS`): the kNN shards and the
 #: Laplacian shards are its parts.
 PARTITION = "bisection"
+
+
+def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
+    """Whether the run takes the sharded path (this module): as asked, or with ``None``
+    (auto) when it can and the single-process kNN stage would need more than half the memory of the smallest
+    worker (:func:`single_process_knn_bytes`)."""
+    if sharded is not None:
+        return sharded
+    try:
+        check_sharded(method, params)
+    except ParameterError:
+        return False
+    smallest = smallest_memory_limit(client) or 0
+    return smallest > 0 and single_process_knn_bytes(n, d, int(params["n_neighbors"])) > smallest / 2
 
 
 def partition_record(digest: str, bounds: np.ndarray) -> dict[str, Any]:

@@ -160,3 +160,27 @@ def test_the_eigensolve_computes_w_again_when_its_write_never_landed(tmp_path):
     again = le.solve_eigenmaps(other, "r", **params)
     assert again["weights_source"] == "recomputed" and again["eigenvalues"] == written["eigenvalues"]
     assert (read_csr(other, layout.WEIGHTS) != W).nnz == 0 and le.graph_belongs_to(other, "r", "weights")
+
+
+def test_a_knn_build_begun_before_its_flow_is_released_with_the_run(tmp_path, thread_cluster):
+    """A build begun early (:func:`tasks.fitting.start_fit_index_early`) that no knn stage took (the run failed
+    before it) is published under the run's name until the run's end releases it."""
+    from distributed import Client
+
+    from storage.ingest import ingest
+    from storage.store import Store
+    from tasks.fitting import EARLY_INDEX_PREFIX, FitRequest, release_index, start_fit_index_early
+
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(300, 4)).astype(np.float32))
+    ingest(str(tmp_path / "X.npy"), str(tmp_path / "s.zarr"))
+    params = {"n_neighbors": 5, "knn_method": "exact", "affinity": "knn"}
+    request = FitRequest(store=Store(tmp_path / "s.zarr", mode="r"), run="r1", token="", method="laplacian_eigenmaps",
+                         params=params, holdout=0.0, random_state=0)
+    with Client(thread_cluster, set_as_default=True) as client:
+        assert start_fit_index_early(request, client)
+        assert [n for n in client.list_datasets() if str(n).startswith(f"{EARLY_INDEX_PREFIX}r1-")]
+        release_index("token", "r1")
+        assert not [n for n in client.list_datasets() if str(n).startswith(EARLY_INDEX_PREFIX)]
+        other = FitRequest(store=request.store, run="r2", token="", method="lfda", params={}, holdout=0.0,
+                           random_state=0)
+        assert not start_fit_index_early(other, client)  # a method fitted otherwise: nothing begun
