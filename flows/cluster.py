@@ -160,10 +160,12 @@ class PendingClient:
     how long callers of :meth:`result` were blocked in it; :meth:`close` closes it (once).
     """
 
-    def __init__(self, future, started: float, key: tuple | None = None, release: Callable[[], None] | None = None):
+    def __init__(self, future, started: float, key: tuple | None = None, release: Callable[[], None] | None = None,
+                 begin_release: Callable[[], None] | None = None):
         self._future = future
         self._started = started
         self._release = release
+        self._begin_release = begin_release
         self.key = key
         self.seconds: float | None = None
         self.waited = 0.0
@@ -189,6 +191,14 @@ class PendingClient:
                 fn(future.result())
 
         self._future.add_done_callback(call)
+
+    def begin_close(self) -> None:
+        """Begin closing the client and its local cluster in the thread that holds them, and return at once (a
+        flow whose work on the cluster has ended: its own end overlaps the workers' shutdown); :meth:`close`
+        waits for it. Does nothing for a client this object does not own."""
+        begin, self._begin_release = self._begin_release, None
+        if begin is not None:
+            begin()
 
     def close(self) -> None:
         """Close the client and its local cluster (waits for them); later calls do nothing."""
@@ -237,7 +247,8 @@ def _start_in_background(scheduler: str | None, n_workers: int, threads_per_work
         release.set()
         thread.join()
 
-    pending = PendingClient(future, time.perf_counter(), key=(scheduler, n_workers, threads_per_worker), release=close)
+    pending = PendingClient(future, time.perf_counter(), key=(scheduler, n_workers, threads_per_worker), release=close,
+                            begin_release=release.set)
     thread.start()
     return pending
 

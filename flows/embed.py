@@ -263,6 +263,7 @@ def embed(
             del warm
         figures = figures_on_worker(client, ctx.store, ctx.run, method)  # while the cluster is up
         work_ended = time.perf_counter()
+        ctx.pending_client.begin_close()  # the cluster's shutdown overlaps the run's end (a client of its own)
     summary = ctx.summary()
     summary["results"].update(publish_run(summary, ctx.store, method, full, {"points": ingested["n"],
                                                                              "fitted": n_fit,
@@ -451,6 +452,7 @@ def extend(
             ctx.manifest.fixed_seconds["compile"] = max((s for w in warm for s in client.gather(w)), default=0.0)
             figures = figures_on_worker(client, ctx.store, ctx.run, method)
             work_ended = time.perf_counter()
+            pending.begin_close()  # the cluster's shutdown overlaps the run's end (a client of its own)
     summary = ctx.summary()
     summary["results"].update(publish_run(summary, out, method, parameters, {"points": ingested["n"]},
                                           figures))

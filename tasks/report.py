@@ -32,7 +32,6 @@ def quality(store: Store, run: str, method: str) -> dict[str, float]:
     """Held-out 1-NN accuracy of the embedding (labeled fit points as references, labeled held-out points as
     queries; :func:`spectral.metrics.one_nn_accuracy`, subsampled above :data:`QUALITY_REFERENCES` /
     :data:`QUALITY_QUERIES`) and, for classifiers, the accuracy of their labels on those held-out points."""
-    from spectral.metrics import one_nn_accuracy
     from storage import layout
     from storage.arrays import read_labels, read_rows_at
     from storage.embedding_io import read_output
@@ -51,6 +50,8 @@ def quality(store: Store, run: str, method: str) -> dict[str, float]:
     queries = np.sort(rng.choice(queries, min(queries.size, QUALITY_QUERIES), replace=False))
     references = np.sort(rng.choice(references, min(references.size, QUALITY_REFERENCES), replace=False))
     Z_ref, Z_query = (read_rows_at(store, layout.embedding_path(run), rows) for rows in (references, queries))
+    from spectral.metrics import one_nn_accuracy  # scikit-learn: imported only for a run that has these figures
+
     out = {"heldout_1nn_accuracy": one_nn_accuracy(Z_ref, y[references], Z_query, y[queries]),
            "n_heldout_labeled": int(queries.size)}
     if has_node(group, layout.output_path(run, "labels")):

@@ -31,3 +31,21 @@ def test_local_cluster_workers_start_without_the_trim_threshold(monkeypatch):
     with local_cluster(1, 1) as cluster, Client(cluster, set_as_default=False) as client:
         [seen] = client.run(_environ, "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS").values()
     assert seen == {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": "1"}
+
+
+def test_a_cluster_closing_in_the_background_is_closed_when_its_block_ends():
+    """A flow's client started in the background (:func:`flows.cluster.dask_client_in_background`): the flow begins
+    its close once its work on the cluster has ended (``begin_close`` returns at once); at the block's exit the
+    client and its local cluster are closed."""
+    import time
+
+    from flows.cluster import dask_client_in_background
+
+    with dask_client_in_background(n_workers=1) as pending:
+        client = pending.result()
+        assert client.submit(sum, [1, 2]).result() == 3
+        t0 = time.perf_counter()
+        pending.begin_close()
+        assert time.perf_counter() - t0 < 0.5  # returns at once; the workers stop in the holding thread
+    assert client.status == "closed"
+    assert client.cluster.status.name == "closed"
