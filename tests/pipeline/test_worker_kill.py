@@ -173,3 +173,52 @@ def test_the_compile_results_survive_a_killed_worker():
         done, pending = wait([client.submit(lambda s: s, f, pure=False) for f in warm], timeout=90)
         assert not pending, "a compile task of the killed worker was never computed again"
         assert len(set(client.gather(warm))) >= 1 and client.who_has(warm[0])[warm[0].key][0] != holder
+
+
+@pytest.mark.slow
+def test_worker_killed_during_the_knn_build_begun_by_the_cli(tmp_path):
+    """``eigenflow embed`` begins the kNN build on a worker of its own cluster before the flow starts
+    (:func:`flows._run_prologue.begin_knn_early`). SIGKILL that worker while it builds (the only worker process
+    running two threads at once, seen from its CPU time): the scheduler builds again on the other worker, the
+    flow takes that build, and the graph equals a build of the stored X with the run's seed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psutil
+
+    from spectral._validation import check_random_state
+    from spectral.neighbours.index import KNNIndex
+    from storage.arrays import read_X
+    from storage.graph_io import read_knn
+
+    X = make_swiss_roll_lifted(150_000, n_features=32, random_state=0)[0].astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    script = Path(sys.executable).with_name("eigenflow")
+    cli = subprocess.Popen([str(script), "embed", "X.npy", "s.zarr", "-p", "knn_method=nndescent"], cwd=tmp_path,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed, seen = None, {}
+    deadline = time.monotonic() + 120
+    while killed is None and cli.poll() is None and time.monotonic() < deadline:
+        workers = [p for p in psutil.Process(cli.pid).children(recursive=True)
+                   if "spawn_main" in " ".join(p.cmdline())]
+        for worker in workers:
+            try:
+                cpu = sum(worker.cpu_times()[:2])
+            except psutil.NoSuchProcess:
+                continue
+            before = seen.get(worker.pid)
+            seen[worker.pid] = (time.monotonic(), cpu)
+            if before is not None and (cpu - before[1]) / (time.monotonic() - before[0]) > 1.5:
+                worker.send_signal(signal.SIGKILL)
+                killed = worker.pid
+                break
+        time.sleep(0.1)
+    out, err = cli.communicate(timeout=600)
+    assert killed is not None, "no worker was seen building"
+    assert cli.returncode == 0, err
+    store = str(tmp_path / "s.zarr")
+    indices, distances = read_knn(store)
+    expected = KNNIndex.build(read_X(store), 15, method="nndescent", random_state=check_random_state(0)).neighbor_graph()
+    np.testing.assert_array_equal(indices, expected[0])
+    np.testing.assert_array_equal(distances, expected[1])
