@@ -302,4 +302,4 @@ def release_index(store_token: str, run: str) -> None:
             unpublish(name, client)
     # on every worker; one that cannot answer (dying, restarting) holds nothing after it: not an error here, where
     # it would hide the run's own error
-    get_client().run(drop_run, run, on_error="ignore")
+    client.run(drop_run, run, on_error="ignore")
