@@ -42,8 +42,9 @@ def is_explicit(A) -> bool:
     return isinstance(A, np.ndarray) or sp.issparse(A)
 
 
-def check_matrix(A, name: str):
-    """Return ``A`` as float64 ndarray / CSR / LinearOperator after shape, finiteness and symmetry checks."""
+def check_matrix(A, name: str, *, check_symmetry: bool = True):
+    """Return ``A`` as float64 ndarray / CSR / LinearOperator after shape, finiteness and symmetry checks (the
+    last one skipped with ``check_symmetry=False``, for a matrix symmetric by construction)."""
     if isinstance(A, LinearOperator):
         if len(A.shape) != 2 or A.shape[0] != A.shape[1]:
             raise InputDataError(f"{name} must be a square (n, n) operator; got shape {A.shape}")
@@ -65,7 +66,8 @@ def check_matrix(A, name: str):
         raise InputDataError(f"{name} must be a square (n, n) matrix; got shape {M.shape}")
     if not np.all(np.isfinite(data)):
         raise InputDataError(f"{name} contains NaN or inf values")
-    _check_symmetric(M, name)
+    if check_symmetry:
+        _check_symmetric(M, name)
     return M
 
 

@@ -40,7 +40,7 @@ def _solver_function(name: str):
 
 
 def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=None, max_iter=None,
-               random_state=None, raise_on_failure=True, reg=0.0, reduce_B=False,
+               random_state=None, raise_on_failure=True, reg=0.0, reduce_B=False, assume_symmetric=False,
                **solver_options) -> EigenResult:
     """Extreme eigenpairs of the symmetric problem ``A v = lambda B v``.
 
@@ -76,6 +76,10 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
     reduce_B : bool
         Restrict to the range of ``B`` (CK08 Sect. 3.2 PCA/KPCA reduction) and solve the reduced
         dense problem; only with ``solver`` in {"auto", "dense"}.
+    assume_symmetric : bool
+        The caller guarantees that an explicit ``A`` is symmetric (e.g. a graph Laplacian built from a weight
+        matrix whose symmetry was checked): its symmetry check, a transposed copy of ``A`` (0.8 s at 1e6 nodes
+        and 2e7 entries), is skipped. Shape and finiteness are still checked.
     **solver_options
         Passed to the solver (each solver's module lists its options; unknown ones raise).
 
@@ -91,7 +95,9 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
 
         return eigensolve_nystrom(A, n_components, which=which, tol=tol, random_state=random_state,
                                   raise_on_failure=raise_on_failure, **solver_options)
-    A = check_matrix(A, "A")
+    if not isinstance(assume_symmetric, (bool, np.bool_)):
+        raise ParameterError(f"assume_symmetric must be a bool; got {assume_symmetric!r}")
+    A = check_matrix(A, "A", check_symmetry=not assume_symmetric)
     n = A.shape[0]
     tol = None if tol is None else check_float("tol", tol, low=0.0, low_inclusive=False)
     max_iter = None if max_iter is None else check_int("max_iter", max_iter, low=1)

@@ -177,7 +177,8 @@ def _embed_component(L: sp.csr_matrix, degrees: np.ndarray, k: int, normalizatio
         return np.zeros((1, 0)), np.zeros(0), None
     sym = normalization != "unnormalized"
     m = min(k + 1, n_c)
-    res = eigensolve(L, m, which="smallest", solver=solver, tol=tol, random_state=rng)
+    # L is symmetric by construction: the symmetry of W was checked (check_affinity in laplacian_eigenmaps_from_graph)
+    res = eigensolve(L, m, which="smallest", solver=solver, tol=tol, random_state=rng, assume_symmetric=True)
     vectors = res.vectors / np.sqrt(degrees)[:, None] if sym else res.vectors
     vectors = sign_flip(vectors)
     return vectors[:, 1:], res.values[1:], res

@@ -567,3 +567,24 @@ def test_lean_finest_level_matches_pyamg(multilevel_case, monkeypatch):
     assert lean.converged and pyamg_only.converged and abs(lean.n_iter - pyamg_only.n_iter) <= 1
     np.testing.assert_allclose(lean.values, pyamg_only.values, rtol=1e-6, atol=1e-9)
     assert max_angle(lean.vectors, pyamg_only.vectors) < 1e-3
+
+
+def test_assume_symmetric_skips_only_the_symmetry_check():
+    """``assume_symmetric=True`` (a Laplacian symmetric by construction): the same eigenpairs as the checked call;
+    an asymmetric matrix is refused by default; NaN is refused either way; a non-bool is a parameter error."""
+    from spectral.errors import InputDataError
+
+    A = sp.random(300, 300, density=0.05, random_state=0, format="csr")
+    A = (A + A.T + sp.identity(300) * 5).tocsr()
+    checked = eigensolve(A, 3, solver="dense")
+    trusted = eigensolve(A, 3, solver="dense", assume_symmetric=True)
+    np.testing.assert_array_equal(checked.values, trusted.values)
+    skew = (A + sp.csr_matrix(([1.0], ([0], [1])), shape=A.shape)).tocsr()
+    with pytest.raises(InputDataError, match="symmetric"):
+        eigensolve(skew, 3, solver="dense")
+    bad = A.copy()
+    bad.data[0] = np.nan
+    with pytest.raises(InputDataError, match="NaN"):
+        eigensolve(bad, 3, solver="dense", assume_symmetric=True)
+    with pytest.raises(ParameterError, match="assume_symmetric"):
+        eigensolve(A, 3, assume_symmetric="yes")
