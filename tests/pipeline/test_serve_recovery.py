@@ -23,7 +23,7 @@ import pytest
 
 from storage.lock import owner_alive, read_lock
 from storage.manifest import effective_status, list_runs, read_manifest
-from tests.pipeline.test_serve import _runs_of
+from tests.pipeline.test_serve import _client_call, _runs_of
 
 BIN = Path(sys.executable).parent
 N_POINTS = 50000
@@ -76,11 +76,15 @@ def _wait(predicate, seconds: float, what: str, serve: subprocess.Popen | None =
         time.sleep(step)
 
 
+def _flow_run(api_url: str, run_id):
+    """The flow run ``run_id``, read by its id (a deployment's list is one page of the API's default limit: with
+    a run scheduled every 15 s, an older run can fall off it)."""
+    return _client_call(api_url, lambda c: c.read_flow_run(run_id))
+
+
 def _state(api_url: str, deployment: str, run_id) -> str | None:
-    for r in _runs_of(api_url, deployment):
-        if r.id == run_id:
-            return r.state.type.value if r.state else None
-    return None
+    r = _flow_run(api_url, run_id)
+    return r.state.type.value if r.state else None
 
 
 def _running_flow_run(api_url: str, deployment: str):
@@ -137,7 +141,7 @@ def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path, runne
 
         done = _wait(completed_after_restart, 120, "completed scheduled run after the restart", second, step=1)
         print(f"next run completed {time.time() - restarted_at:.1f} s after the restart")
-        crashed = [r for r in _runs_of(api_url, deployment) if r.id == dead.id][0]
+        crashed = _flow_run(api_url, dead.id)
         assert "process is gone" in crashed.state.message
         lock = read_lock(store)
         assert lock is None or owner_alive(lock), f"stale lock left: {lock}"
