@@ -124,11 +124,11 @@ def planned_knn_early(method: str, params: dict, sharded: bool | None) -> Iterat
 def begin_knn_early(pending: Any, ingest: EarlyIngest, early: EarlyBuild | None, *, store: str, run: str,
                     method: str, params: dict, holdout: float, random_state: Any, sharded: bool | None) -> None:
     """Once the cluster of ``pending`` is up, begin the kNN index build of run ``run`` on its
-    :func:`flows._warm_up.builder_worker` (:func:`tasks.fitting.start_fit_index_early`; its ``knn`` stage takes it),
-    so that the build overlaps Prefect's start and the flow's own; for a store the CLI has just ingested
-    (``ingest``) and a run planned by :func:`planned_knn_early` (``early``), unless :func:`tasks.sharded_eigenmaps.resolve_sharded`
-    sends it to the sharded path. Returns at once; if the build cannot begin, a warning is logged and the ``knn``
-    stage builds the index itself."""
+    :func:`flows._warm_up.builder_worker` (:func:`tasks.fitting.start_fit_index_early`; its ``knn`` stage takes
+    it), so that the build overlaps Prefect's start and the flow's own; for a store the CLI has just ingested
+    (``ingest``) and a run planned by :func:`planned_knn_early` (``early``), unless
+    :func:`tasks.sharded_choice.resolve_sharded` sends it to the sharded path. Returns at once; if the build cannot
+    begin, a warning is logged and the ``knn`` stage builds the index itself."""
     if early is None:
         return
     if ingest.ingested.get("skipped"):  # an existing store: the run may resume what it holds
@@ -138,7 +138,7 @@ def begin_knn_early(pending: Any, ingest: EarlyIngest, early: EarlyBuild | None,
     def begin(client: Any) -> None:
         from flows._warm_up import builder_worker
         from tasks.fitting import FitRequest, start_fit_index_early
-        from tasks.sharded_eigenmaps import resolve_sharded
+        from tasks.sharded_choice import resolve_sharded
 
         worker = None
         try:

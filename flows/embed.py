@@ -33,7 +33,8 @@ from tasks.fitting import FitRequest, fit_stages, release_index
 from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task, open_existing, same_location
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, check_params, get_entry
-from tasks.sharded_eigenmaps import SHARDED_METHOD, candidates_complete, check_sharded, resolve_sharded
+from tasks.sharded_choice import SHARDED_METHOD, check_sharded, resolve_sharded
+from tasks.sharded_eigenmaps import candidates_complete
 from tasks.sharded_extend import sharded_fit_record
 from tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from tasks.task_options import store_token

@@ -60,15 +60,16 @@ shard and the eigensolve stopped at its 300-iteration cap. Held-out points at 1e
 per point, the embeddings 0.52 degree from the single-process flow's.
 
 Scope (refused or stated, not silently changed): Laplacian eigenmaps with ``affinity="knn"`` and
-``normalization="symmetric"`` only (:func:`check_sharded` refuses the rest); any ``holdout`` in [0, 1). Each
-held-out point is searched in its home shard and in the shards whose cut bound is within its ``k``-th home
-distance (:mod:`spectral.neighbours.sharded_query`); no reverse pairs complete those searches; the candidate arrays
-take n x kc x 12 bytes of the store before compression (their fit rows hold fill values). Exact duplicate
-rows are collapsed as in the single-process stages (found on the workers, :mod:`spectral.neighbours.sharded_duplicates`;
-a copy is searched like a held-out row and gets its original's value through the distance-0 rule); the
-graph must be connected (several components are refused, naming the remedy); ``knn_method`` is not used
-(NN-descent per shard). ``extend`` of a sharded model searches the new points in per-shard indexes on the
-workers (:mod:`tasks.sharded_extend`); with ``sharded=False`` it rebuilds one index of the fit rows instead.
+``normalization="symmetric"`` only (:func:`tasks.sharded_choice.check_sharded` refuses the rest); any ``holdout`` in
+[0, 1). Each held-out point is searched in its home shard and in the shards whose cut bound is within its ``k``-th
+home distance (:mod:`spectral.neighbours.sharded_query`); no reverse pairs complete those searches; the candidate
+arrays take n x kc x 12 bytes of the store before compression (their fit rows hold fill values). Exact duplicate
+rows are collapsed as in the single-process stages (found on the workers,
+:mod:`spectral.neighbours.sharded_duplicates`; a copy is searched like a held-out row and gets its original's value
+through the distance-0 rule); the graph must be connected (several components are refused, naming the remedy);
+``knn_method`` is not used (NN-descent per shard). ``extend`` of a sharded model searches the new points in
+per-shard indexes on the workers (:mod:`tasks.sharded_extend`); with ``sharded=False`` it rebuilds one index of the
+fit rows instead.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ from typing import Any
 import numpy as np
 
 from spectral._validation import check_random_state, seed_int
-from spectral.errors import InputDataError, ParameterError
-from spectral.placement import item, smallest_memory_limit
+from spectral.errors import InputDataError
+from spectral.placement import item
 from storage import layout
 from storage.arrays import chunk_rows, read_X, row_chunks, x_shape
 from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
@@ -94,50 +95,9 @@ from tasks.fit_set import FIT_ROWS, IN_FIT, FitRows, fit_X, held_out_rows, read_
 from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
 
 
-#: What the sharded path supports (:func:`check_sharded`): Laplacian eigenmaps of a kNN graph, symmetric
-#: normalization (any ``holdout``).
-SHARDED_METHOD = METHOD
-
-
-def check_sharded(method: str, params: dict) -> None:
-    """Refuse a sharded run the sharded path cannot do, naming the parameter, the value it needs and the value
-    received (before any work)."""
-    from spectral.errors import ParameterError
-
-    if method != SHARDED_METHOD:
-        raise ParameterError(f"sharded=True is for method {SHARDED_METHOD!r}; got method {method!r}")
-    if params.get("affinity", "knn") != "knn":
-        raise ParameterError(f"sharded=True needs affinity='knn'; got affinity={params.get('affinity')!r}")
-    if params.get("normalization") != "symmetric":
-        raise ParameterError("sharded=True needs normalization='symmetric' (the distributed solver's); got "
-                             f"normalization={params.get('normalization')!r}")
-
-
-def single_process_knn_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
-    """Memory of the single-process kNN stage: X (n, d) read, an NN-descent index of it
-    (:func:`spectral.neighbours.index.nndescent_index_bytes`) and the graph written (n, k) int64 + float32."""
-    from spectral.neighbours.index import nndescent_index_bytes
-
-    return n * d * itemsize + nndescent_index_bytes(n, d, k, itemsize) + n * k * 12
-
-
 #: The row partition of the sharded path (:data:`spectral.neighbours.sharded.SHARD_PARTITIONS`): the kNN shards and the
 #: Laplacian shards are its parts.
 PARTITION = "bisection"
-
-
-def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
-    """Whether the run takes the sharded path (this module): as asked, or with ``None``
-    (auto) when it can and the single-process kNN stage would need more than half the memory of the smallest
-    worker (:func:`single_process_knn_bytes`)."""
-    if sharded is not None:
-        return sharded
-    try:
-        check_sharded(method, params)
-    except ParameterError:
-        return False
-    smallest = smallest_memory_limit(client) or 0
-    return smallest > 0 and single_process_knn_bytes(n, d, int(params["n_neighbors"])) > smallest / 2
 
 
 def partition_record(digest: str, bounds: np.ndarray) -> dict[str, Any]:

@@ -76,7 +76,6 @@ def prefect_server_process(home: Path, *, scheduler_loop_seconds: float | None =
     scheduler creates runs of scheduled deployments (Prefect's default: 60 s). Stopped at the end (SIGTERM to its
     group, SIGKILL after 60 s) unless it has exited already (a test may kill it)."""
     import os
-    import signal
     import subprocess
     import sys
     import time
@@ -100,10 +99,20 @@ def prefect_server_process(home: Path, *, scheduler_loop_seconds: float | None =
             time.sleep(0.5)
         yield server, url
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-        server.wait(timeout=30)
+        stop_process_group(server)
+
+
+def stop_process_group(process, timeout: float = 60) -> None:
+    """End a process started with ``start_new_session=True`` and everything in its group: SIGTERM (a graceful
+    stop), SIGKILL if it is still running after ``timeout`` seconds; returns once it has exited."""
+    import os
+    import signal
+    import subprocess
+
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)

@@ -23,6 +23,7 @@ import pytest
 
 from storage.lock import owner_alive, read_lock
 from storage.manifest import effective_status, list_runs, read_manifest
+from tests.helpers import stop_process_group
 from tests.pipeline.test_serve import _client_call, _runs_of
 
 BIN = Path(sys.executable).parent
@@ -99,13 +100,7 @@ def _group(pid: int) -> list[psutil.Process]:
 
 
 def _stop(serve: subprocess.Popen) -> None:
-    if serve.poll() is None:
-        os.killpg(serve.pid, signal.SIGTERM)
-        try:
-            serve.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait(timeout=30)
+    stop_process_group(serve)
 
 
 @pytest.mark.parametrize("runner", ["prefect", pytest.param("in-process", marks=pytest.mark.slow)])
