@@ -221,3 +221,31 @@ def start_early() -> TemporaryServer | None:
 
 
 _SERVER: TemporaryServer | None = None
+
+#: Rows of a source from which ``embed`` starts Prefect's server only once the kNN index build begun before the
+#: flow has ended (:class:`LaterStart`): the build of 250,000 rows of 32 features takes ~3 s here, what the
+#: server's start takes, so from there on the server would take CPU from the build (both cores) rather than
+#: overlap idle time; after it, the server starts on the core the single-threaded eigensolve leaves free.
+LATE_START_ROWS = 250_000
+
+
+class LaterStart:
+    """Prefect's temporary server started by :meth:`begin` (:func:`start_early`, once), at the latest when the
+    flow call is served (:meth:`serving`, what :func:`served_by` enters)."""
+
+    def __init__(self) -> None:
+        self._begun = False
+        self._server: TemporaryServer | None = None
+
+    def begin(self) -> None:
+        """Launch the server now, if this has not done it yet."""
+        if not self._begun:
+            self._begun = True
+            self._server = start_early()
+
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        """:meth:`TemporaryServer.serving` of the server (begun now if not yet), or nothing (a configured API)."""
+        self.begin()
+        with served_by(self._server):
+            yield

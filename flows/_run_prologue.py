@@ -48,16 +48,16 @@ def _ingest_arguments(source: str, store: str, labels: str | None, chunk_rows: i
 
 
 @contextmanager
-def ingest_early(source: str, store: str, *, labels: str | None, chunk_rows: int | None, overwrite: bool,
-                 use_rep: str | None, labels_obs: str | None, threads: int,
+def ingest_early(source: str, store: str, *, run: str, labels: str | None, chunk_rows: int | None,
+                 overwrite: bool, use_rep: str | None, labels_obs: str | None, threads: int,
                  then: Callable[[EarlyIngest], None] | None = None) -> Iterator[EarlyIngest]:
     """Ingest ``source`` into ``store`` now, in this process (chunks on ``threads`` threads), for the flow run
-    called inside this block, which records it as its ``ingest`` stage instead of ingesting again; ``then`` is
-    called with the result right after the ingest (:func:`begin_knn_early`).
+    ``run`` called inside this block, which records it as its ``ingest`` stage instead of ingesting again; then
+    take the store's lock for ``run`` (:func:`storage.lock.store_lock`; the flow's own lock of the same run nests
+    in it) and call ``then`` with the result (:func:`begin_fit_early`).
 
-    The CLI runs it with a local cluster, while Prefect's temporary server starts (Prefect's start and the
-    ingest overlap; the workers' warm-up runs beside both); the store is not locked yet, as in the flow, whose
-    lock is taken after its ingest. A flow called with other ingest arguments ingests itself.
+    The CLI runs it with a local cluster, while the workers start (their warm-up runs beside the ingest). As in
+    the flow, the store is locked after its ingest. A flow called with other ingest arguments ingests itself.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -68,50 +68,63 @@ def ingest_early(source: str, store: str, *, labels: str | None, chunk_rows: int
     emit("end", "ingest", t_ingest["seconds"])
     early = EarlyIngest(_ingest_arguments(source, store, labels, chunk_rows, overwrite, use_rep, labels_obs),
                         {**ingested, "before_flow": True}, t_ingest["seconds"])
-    if then is not None:
-        then(early)
     token = _EARLY_INGEST.set(early)
     try:
-        yield early
+        with store_lock(store, run):
+            if then is not None:
+                then(early)
+            yield early
     finally:
         _EARLY_INGEST.reset(token)
 
 
 class EarlyBuild:
-    """The kNN index build of a run that the CLI begins on the cluster before the flow (:func:`begin_knn_early`):
-    :meth:`builder` is the worker it was sent to, or None if it did not begin."""
+    """The fit stages of a run that the CLI begins on the cluster before the flow (:func:`begin_fit_early`):
+    :meth:`builder` is the worker they were sent to, or None if they did not begin; :meth:`wait_begun_solve`
+    waits until the stages before the eigensolve have ended."""
 
     def __init__(self) -> None:
         self._worker: str | None = None
         self._settled = threading.Event()
+        self._before_solve = threading.Event()
 
-    def settle(self, worker: str | None) -> None:
-        """Record where the build began (None: it did not)."""
+    def settle(self, worker: str | None, before_solve: Any = None) -> None:
+        """Record where the stages began (None: they did not) and the future of the last stage before the
+        eigensolve."""
         self._worker = worker
         self._settled.set()
+        if before_solve is None:
+            self._before_solve.set()
+        else:
+            before_solve.add_done_callback(lambda _: self._before_solve.set())
 
     def builder(self, timeout: float = 30.0) -> str | None:
-        """The worker the build was sent to, once that is settled (None: not begun, or not settled in
-        ``timeout`` seconds: the flow then builds the index itself)."""
+        """The worker the stages were sent to, once that is settled (None: not begun, or not settled in
+        ``timeout`` seconds: the flow then runs its stages itself)."""
         self._settled.wait(timeout)
         return self._worker
+
+    def wait_begun_solve(self, timeout: float | None = None) -> bool:
+        """Block until the stages before the eigensolve have ended (or nothing was begun); False after
+        ``timeout`` seconds."""
+        return self._before_solve.wait(timeout)
 
 
 _EARLY_BUILD: ContextVar[EarlyBuild | None] = ContextVar("eigenflow_early_build", default=None)
 
 
 def early_build() -> EarlyBuild | None:
-    """The :class:`EarlyBuild` planned for the flow run called inside :func:`planned_knn_early`, or None."""
+    """The :class:`EarlyBuild` planned for the flow run called inside :func:`planned_fit_early`, or None."""
     return _EARLY_BUILD.get()
 
 
 @contextmanager
-def planned_knn_early(method: str, params: dict, sharded: bool | None) -> Iterator[EarlyBuild | None]:
-    """Plan the kNN index build of the flow run called inside this block to begin before it (when ``method`` with
-    ``params`` builds one index in one process: :func:`tasks.fitting.builds_one_knn_index`): yields the
-    :class:`EarlyBuild` that :func:`begin_knn_early` settles, else None. The builder alone is warmed up before the
+def planned_fit_early(method: str, params: dict, sharded: bool | None) -> Iterator[EarlyBuild | None]:
+    """Plan the fit stages of the flow run called inside this block to begin before it (when ``method`` with
+    ``params`` builds one index in one process: :func:`tasks.early_fit.builds_one_knn_index`): yields the
+    :class:`EarlyBuild` that :func:`begin_fit_early` settles, else None. The builder alone is warmed up before the
     fit stages, the other workers during the eigensolve (:func:`flows.embed.embed`)."""
-    from tasks.fitting import builds_one_knn_index
+    from tasks.early_fit import builds_one_knn_index
 
     early = EarlyBuild() if builds_one_knn_index(method, params, sharded) else None
     token = _EARLY_BUILD.set(early)
@@ -121,14 +134,14 @@ def planned_knn_early(method: str, params: dict, sharded: bool | None) -> Iterat
         _EARLY_BUILD.reset(token)
 
 
-def begin_knn_early(pending: Any, ingest: EarlyIngest, early: EarlyBuild | None, *, store: str, run: str,
+def begin_fit_early(pending: Any, ingest: EarlyIngest, early: EarlyBuild | None, *, store: str, run: str,
                     method: str, params: dict, holdout: float, random_state: Any, sharded: bool | None) -> None:
-    """Once the cluster of ``pending`` is up, begin the kNN index build of run ``run`` on its
-    :func:`flows._warm_up.builder_worker` (:func:`tasks.fitting.start_fit_index_early`; its ``knn`` stage takes
-    it), so that the build overlaps Prefect's start and the flow's own; for a store the CLI has just ingested
-    (``ingest``) and a run planned by :func:`planned_knn_early` (``early``), unless
-    :func:`tasks.sharded_choice.resolve_sharded` sends it to the sharded path. Returns at once; if the build cannot
-    begin, a warning is logged and the ``knn`` stage builds the index itself."""
+    """Once the cluster of ``pending`` is up, begin the fit stages of run ``run`` on its
+    :func:`flows._warm_up.builder_worker`, chained (:func:`tasks.early_fit.start_fit_early`; the flow's stages
+    take them), so that they run while Prefect and the flow start; for a store the CLI has just ingested
+    (``ingest``) and a run planned by :func:`planned_fit_early` (``early``), unless
+    :func:`tasks.sharded_choice.resolve_sharded` sends it to the sharded path. Returns at once; if the stages
+    cannot begin, a warning is logged and the flow's stages run themselves."""
     if early is None:
         return
     if ingest.ingested.get("skipped"):  # an existing store: the run may resume what it holds
@@ -137,26 +150,47 @@ def begin_knn_early(pending: Any, ingest: EarlyIngest, early: EarlyBuild | None,
 
     def begin(client: Any) -> None:
         from flows._warm_up import builder_worker
-        from tasks.fitting import FitRequest, start_fit_index_early
+        from tasks.early_fit import start_fit_early
         from tasks.sharded_choice import resolve_sharded
 
-        worker = None
+        worker, futures = None, None
         try:
             if not resolve_sharded(sharded, method, params, ingest.ingested["n"], ingest.ingested["d"], client):
-                request = FitRequest(store=Store(store, mode="r"), run=run, token="", method=method, params=params,
-                                     holdout=holdout, random_state=random_state)
                 worker = builder_worker(client)
-                if not start_fit_index_early(request, client, None if worker is None else [worker]):
+                futures = start_fit_early(Store(store, mode="r+"), run, method, params, holdout, random_state,
+                                          client, None if worker is None else [worker])
+                if futures is None:
                     worker = None
-        except Exception as exc:  # noqa: BLE001 - the knn stage then builds the index itself
+        except Exception as exc:  # noqa: BLE001 - the flow's stages then run themselves
             import logging
 
-            worker = None
-            logging.getLogger("eigenflow").warning("the kNN index build did not begin before the flow: %s", exc)
+            worker, futures = None, None
+            logging.getLogger("eigenflow").warning("the fit stages did not begin before the flow: %s", exc)
         finally:
-            early.settle(worker)
+            early.settle(worker, None if futures is None else futures["weights"])
 
     pending.when_ready(begin)
+
+
+@contextmanager
+def fit_before_flow(pending: Any, early: EarlyBuild | None, prefect_start: Any, source: str, store: str, *, run: str,
+                    labels: str | None, chunk_rows: int | None, overwrite: bool, use_rep: str | None,
+                    labels_obs: str | None, threads: int, method: str, params: dict, holdout: float,
+                    random_state: Any, sharded: bool | None) -> Iterator[EarlyIngest]:
+    """What the CLI does with a local cluster before it calls its flow, held open around the call: the ingest
+    (:func:`ingest_early`), the fit stages begun on the cluster (:func:`begin_fit_early`) and, once they reach
+    the single-threaded eigensolve (or nothing began), Prefect's server (``prefect_start.begin()``,
+    :class:`flows._prefect_start.LaterStart`; a no-op when it was begun at the start of the command): its start
+    then takes the core the eigensolve leaves free, not CPU from the kNN build (both cores) or the weights."""
+    with ingest_early(source, store, run=run, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
+                      use_rep=use_rep, labels_obs=labels_obs, threads=threads,
+                      then=lambda ingested: begin_fit_early(pending, ingested, early, store=store, run=run,
+                                                            method=method, params=params, holdout=holdout,
+                                                            random_state=random_state, sharded=sharded)) as ingested:
+        while early is not None and not early.wait_begun_solve(0.2) and not pending.start_failed():
+            pass  # short waits: a signal is handled at once
+        prefect_start.begin()
+        yield ingested
 
 
 @contextmanager

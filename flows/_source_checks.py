@@ -34,6 +34,12 @@ def source_rows(source: str) -> int | None:
         return None
 
 
+def has_rows(source: str, rows: int) -> bool:
+    """Whether the header of ``source`` says it has at least ``rows`` rows (False when it cannot tell)."""
+    n = source_rows(source)
+    return n is not None and n >= rows
+
+
 def fit_rows(n: int, holdout: float) -> int:
     """Rows of a source of ``n`` rows left to the fit after the hold-out (as the flow draws it)."""
     return n - round(holdout * n)

@@ -10,8 +10,8 @@ are loaded from the compiled-code cache (compiled on a machine's first use) befo
 - after the ingest, the flow decides again on the stored sizes (:func:`uses_nndescent`) and submits
   :func:`finish_on_workers` before the fit stages: each task waits for its worker's warm-up (or warms up, when
   none was begun) and returns the warm-up's seconds, the run's ``compile`` time (:mod:`flows._fixed_time`).
-- when the CLI begins the kNN build before the flow (:func:`flows._run_prologue.begin_knn_early`), only the
-  :func:`builder_worker` is warmed up before it, and the flow submits :func:`finish_on_workers` after its weights
+- when the CLI begins the fit stages before the flow (:func:`flows._run_prologue.begin_fit_early`), only the
+  :func:`builder_worker` is warmed up before them, and the flow submits :func:`finish_on_workers` after its weights
   stage, so that the other workers warm up beside the one-core eigensolve instead of taking CPU from the build.
 """
 

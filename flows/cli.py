@@ -220,13 +220,16 @@ def embed(
     clock = command_clock()  # first: the interpreter's start ends here
 
     def body(guard: Any) -> dict:
-        from flows._prefect_start import start_early
+        from flows._prefect_start import LATE_START_ROWS, LaterStart
+        from flows._source_checks import has_rows
 
-        prefect_start = start_early()  # first: the server starts up while this process imports the flow
+        prefect_start = LaterStart()  # a large run's: once its fit stages reach the eigensolve (fit_before_flow)
+        if scheduler is not None or not has_rows(source, LATE_START_ROWS):
+            prefect_start.begin()  # first: the server starts up while this process imports the flow
+        from flows._run_prologue import fit_before_flow, planned_fit_early
         from flows._runtime import new_run_id
-        from flows.cluster import client_started_early
-        from flows._run_prologue import begin_knn_early, ingest_early, planned_knn_early
         from flows._warm_up import planned_dtypes, start_when_ready
+        from flows.cluster import client_started_early
         from flows.embed import check_embed_arguments
         from flows.embed import embed as embed_flow
 
@@ -243,16 +246,17 @@ def embed(
         guard.run = run
         # the cluster starts while Prefect starts the run, and its workers' warm-up begins as soon as it is up
         with client_started_early(scheduler, n_workers=workers) as pending, \
-                planned_knn_early(method, full, sharded if scheduler is None else True) as knn_early:
+                planned_fit_early(method, full, sharded if scheduler is None else True) as fit_early:
+            if fit_early is None:
+                prefect_start.begin()
             start_when_ready(pending, planned_dtypes(source, store, full, holdout, sharded, overwrite),
-                             builder_only=knn_early is not None)
-            # with a local cluster, the ingest runs here while Prefect's server starts (the flow records it), and
-            # then the kNN index build begins on the cluster (the flow's knn stage takes it)
-            early = None if scheduler else (lambda: ingest_early(
-                source, store, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite, use_rep=use_rep,
-                labels_obs=labels_obs, threads=workers, then=lambda ingested: begin_knn_early(
-                    pending, ingested, knn_early, store=store, run=run, method=method, params=full, holdout=holdout,
-                    random_state=seed, sharded=sharded)))
+                             builder_only=fit_early is not None)
+            # with a local cluster, the ingest runs here, then the fit stages begin on the cluster (the flow's
+            # stages take them)
+            early = None if scheduler else (lambda: fit_before_flow(
+                pending, fit_early, prefect_start, source, store, run=run, labels=labels, chunk_rows=chunk_rows,
+                overwrite=overwrite, use_rep=use_rep, labels_obs=labels_obs, threads=workers, method=method,
+                params=full, holdout=holdout, random_state=seed, sharded=sharded))
             return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
                                                                    before=prefect_start, meanwhile=early)))
 

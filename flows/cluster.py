@@ -183,6 +183,10 @@ class PendingClient:
         """True once the client is started (or failed to start)."""
         return self._future.done() and self._future.exception() is None
 
+    def start_failed(self) -> bool:
+        """True once the client's start has failed."""
+        return self._future.done() and self._future.exception() is not None
+
     def when_ready(self, fn: Callable[[Client], None]) -> None:
         """Call ``fn(client)`` once the client is started: at once if it is, else in the thread that started it
         (not called if the start failed; ``fn`` handles its own errors)."""

@@ -52,13 +52,14 @@ DEFAULT_METHOD = "laplacian_eigenmaps"
 def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
                           holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
                           sharded: bool | None = None, use_rep: str | None = None,
-                          labels_obs: str | None = None) -> dict[str, Any]:
+                          labels_obs: str | None = None, run: str | None = None) -> dict[str, Any]:
     """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
 
     ``store``: its URL (a complete store there is opened, validated, once for these checks:
     :func:`tasks.ingest.open_existing`), or the handle of the existing store (not validated again).
 
-    The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it.
+    The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it. ``run``:
+    the run's id when it is known (a lock this process holds for it is not another run's).
     """
     params = dict(params or {})
     if "random_state" in params:
@@ -70,7 +71,7 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
     if not overwrite and not isinstance(store, Store):
         store = _opened_or_url(store)
     if not overwrite and existing_store_attrs_or_none(store) is not None:
-        check_unlocked(store)  # another live run on this store: fail now, before any work
+        check_unlocked(store, run)  # another live run on this store: fail now, before any work
     full = check_params(method, params, has_labels=labels_obs is not None or _will_have_labels(source, store, labels,
                                                                                             overwrite))
     if "random_state" in full:
@@ -206,7 +207,7 @@ def embed(
     opened = target if isinstance(target, Store) else None
     full = check_embed_arguments(source, target, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite,
-                                 sharded=sharded, use_rep=use_rep, labels_obs=labels_obs)
+                                 sharded=sharded, use_rep=use_rep, labels_obs=labels_obs, run=run_name)
     warm_up = planned_dtypes(source, target, full, holdout, sharded, overwrite)  # begun while the ingest runs
     run = new_run_id("embed", run_name)
     finished: dict[str, dict] = {}

@@ -82,12 +82,19 @@ def read_lock(store: StoreRef) -> dict[str, Any] | None:
         return {"run": "?", "unreadable": True, "taken": 0}
 
 
-def check_unlocked(store: StoreRef) -> None:
+def check_unlocked(store: StoreRef, run: str | None = None) -> None:
     """Raise :class:`StoreLockedError` now if a live run holds ``store`` (a pre-check before any work; the
-    lock itself is taken later, by :func:`store_lock`)."""
+    lock itself is taken later, by :func:`store_lock`), other than ``run`` of this process (:func:`held_here`)."""
     holder = read_lock(store)
-    if holder and not holder.get("unreadable") and owner_alive(holder, taken=holder.get("taken")):
+    if holder and not holder.get("unreadable") and owner_alive(holder, taken=holder.get("taken")) \
+            and not held_here(holder, run):
         raise StoreLockedError(_locked_message(store, holder))
+
+
+def held_here(holder: dict[str, Any] | None, run: str | None) -> bool:
+    """Whether the lock record ``holder`` is this process's, for ``run``."""
+    return bool(holder) and run is not None and holder.get("run") == run and all(
+        holder.get(key) == value for key, value in process_identity().items())
 
 
 def _locked_message(store: StoreRef, holder: dict) -> str:
@@ -97,7 +104,13 @@ def _locked_message(store: StoreRef, holder: dict) -> str:
 
 @contextlib.contextmanager
 def store_lock(store: StoreRef, run: str) -> Iterator[dict[str, Any]]:
-    """Hold the store's lock for ``run`` during the block (see the module docstring)."""
+    """Hold the store's lock for ``run`` during the block (see the module docstring). Nested in a block of this
+    process that holds it for the same run (the CLI's, around its flow), it yields that block's record and leaves
+    the release to it."""
+    held = read_lock(store)
+    if held_here(held, run):
+        yield held
+        return
     record = {"run": run, **process_identity(), "taken": time.time(),
               "taken_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     fs, root = filesystem(store)

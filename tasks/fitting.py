@@ -29,7 +29,8 @@ from prefect import task
 from storage.store import Store
 
 from tasks import laplacian_eigenmaps as le
-from tasks.dask_calls import publish_future, published_future, run_on_worker, submit_to_worker, unpublish
+from tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, unpublish
+from tasks.early_fit import early_key, release_early, stage_arguments, take_early
 from tasks.estimator_fit import fit_discriminant, fit_estimator
 from tasks.registry import get_entry
 from tasks.stage_handoff import drop_run, handoff_workers
@@ -115,8 +116,9 @@ def discriminant_fit_task(store: Store, run: str, store_token: str, *, method: s
 
 # ---- Laplacian eigenmaps of a kNN graph at scale ---------------------------------------------------------------
 def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
-    p = req.params
     args = (req.store, req.run, req.token)
+    kw = stage_arguments(req.params, req.holdout, req.random_state)
+    early = early_key(req.store, kw)  # the stages' futures begun before the flow, if any (:mod:`tasks.early_fit`)
     handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks.stage_handoff`), for the next one
 
     def handing(stage: str, info: dict) -> dict:
@@ -124,105 +126,56 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
         return info
 
     return [
-        Stage("knn", lambda: handing("knn", knn_task(
-            *args, n_neighbors=p["n_neighbors"], knn_method=p["knn_method"], metric=p.get("metric", "euclidean"),
-            holdout=req.holdout, random_state=req.random_state)),
+        Stage("knn", lambda: handing("knn", knn_task(*args, **kw["knn-index"], early=early)),
               lambda: le.graph_belongs_to(req.store, req.run, "knn")),
-        Stage("weights", lambda: handing("weights", weights_task(
-            *args, weighting=p["weighting"], symmetrize=p["symmetrize"], handoff=handed.get("knn"))),
+        Stage("weights", lambda: handing("weights", weights_task(*args, **kw["weights"], handoff=handed.get("knn"),
+                                                                 early=early)),
               lambda: le.graph_belongs_to(req.store, req.run, "weights")),
-        Stage("eigensolve", lambda: eigensolve_task(
-            *args, n_components=p["n_components"], normalization=p["normalization"],
-            eigen_solver=p["eigen_solver"], on_disconnected=p["on_disconnected"], tol=p.get("tol"),
-            random_state=req.random_state, weighting=p["weighting"], symmetrize=p["symmetrize"],
-            handoff=handed.get("weights")), lambda: _has_model(req)),
+        Stage("eigensolve", lambda: eigensolve_task(*args, **kw["eigensolve"], handoff=handed.get("weights"),
+                                                    early=early), lambda: _has_model(req)),
     ]
 
 
-#: Prefix of the names under which kNN index builds begun before their flow (:func:`start_fit_index_early`) are
-#: published on the cluster: ``<prefix><run>-<digest of the store and the build's arguments>``.
-EARLY_INDEX_PREFIX = "eigenflow-early-knn-index-"
-
-
-def _early_index_name(store: Store, run: str, **build_args: Any) -> str:
-    import hashlib
-    import json
-
-    key = json.dumps([str(store), sorted(build_args.items())], default=str)
-    return f"{EARLY_INDEX_PREFIX}{run}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-
-
-def builds_one_knn_index(method: str, params: dict, sharded: bool | None) -> bool:
-    """Whether ``method`` with ``params`` is fitted from one kNN index built in one process (Laplacian eigenmaps
-    of a kNN graph, not on the sharded path)."""
-    return not sharded and get_entry(method).fit == "laplacian_eigenmaps" and params.get("affinity", "knn") == "knn"
-
-
-def laplacian_eigenmaps_index_args(req: FitRequest) -> dict[str, Any] | None:
-    """The arguments of the kNN index build of ``req`` (:func:`tasks.laplacian_eigenmaps.build_fit_index`), or
-    None when its method is fitted otherwise (:func:`builds_one_knn_index`)."""
-    p = req.params
-    if not builds_one_knn_index(req.method, p, req.sharded):
-        return None
-    return {"n_neighbors": p["n_neighbors"], "knn_method": p["knn_method"], "metric": p.get("metric", "euclidean"),
-            "holdout": req.holdout, "random_state": req.random_state}
-
-
-def start_fit_index_early(req: FitRequest, client: Any, workers: list[str] | None = None) -> bool:
-    """Begin the kNN index build of ``req``'s fit set on ``client``'s cluster now (on ``workers`` if it can),
-    before its flow run starts, and publish it for the run's ``knn`` stage, which takes it instead of building
-    again (the same task on the same stored X and arguments: the same index). For a store just ingested by the
-    caller (nothing of ``req.run`` in it to resume). Returns False (nothing begun) for a method fitted otherwise."""
-    args = laplacian_eigenmaps_index_args(req)
-    if args is None:
-        return False
-    built = submit_to_worker(le.build_fit_index, req.store, name=f"knn-index-{req.run}", client=client,
-                             workers=workers, **args)
-    publish_future(built, _early_index_name(req.store, req.run, **args), client)
-    return True
-
-
-def _take_early_index(store: Store, run: str, **build_args: Any) -> Any:
-    """The future of this build begun before the flow (:func:`start_fit_index_early`), unpublished, or None."""
-    from distributed import get_client
-
-    name = _early_index_name(store, run, **build_args)
-    future = published_future(name)
-    if future is not None:
-        unpublish(name, get_client())
-    return future
+def _begun_early(future: Any) -> dict[str, Any]:
+    """The result of a stage body begun before the flow (:func:`tasks.early_fit.take_early`), marked so."""
+    return {**future.result(), "begun_before_flow": True}
 
 
 @task(name="knn-graph", **COMPUTE_TASK)
 def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
-             holdout: float, random_state: int | None) -> dict[str, Any]:
+             holdout: float, random_state: int | None, early: str | None = None) -> dict[str, Any]:
     """Build the kNN index of the fit set on a worker and write ``graph/knn`` from it
     (:func:`tasks.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.laplacian_eigenmaps.write_knn_graph`).
 
-    The index is the result of its own Dask task, or of the same task begun before the flow by the CLI
-    (:func:`start_fit_index_early`; ``"begun_before_flow": True`` in the result); with held-out points it stays
-    published on the cluster for their out-of-sample map (:func:`release_index` drops it at the end of the flow).
-    The result's ``"handoff"`` refers to the fit graph kept in the writing worker's memory for the weights stage
-    (:mod:`tasks.stage_handoff`).
+    Both are the results of their own Dask tasks, or of the same tasks begun before the flow by the CLI (chain
+    ``early``, :mod:`tasks.early_fit`; ``"begun_before_flow": True`` in the result); with held-out points the index
+    stays published on the cluster for their out-of-sample map (:func:`release_index` drops it at the end of the
+    flow). The result's ``"handoff"`` refers to the fit graph kept in the writing worker's memory for the weights
+    stage (:mod:`tasks.stage_handoff`).
     """
-    args = {"n_neighbors": n_neighbors, "knn_method": knn_method, "metric": metric, "holdout": holdout,
-            "random_state": random_state}
-    built = _take_early_index(store, run, **args)
-    early = built is not None
-    if not early:
-        built = submit_to_worker(le.build_fit_index, store, name=f"knn-index-{run}", **args)
-    info = run_on_worker(le.write_knn_graph, store, run, built, n_neighbors=n_neighbors,
-                         name=f"knn-graph-{run}")
+    built, written = take_early(run, "knn-index", early), take_early(run, "knn", early)
+    if built is not None and written is not None:
+        info = _begun_early(written)
+    else:
+        if built is None:
+            built = submit_to_worker(le.build_fit_index, store, name=f"knn-index-{run}", n_neighbors=n_neighbors,
+                                     knn_method=knn_method, metric=metric, holdout=holdout, random_state=random_state)
+        info = {**run_on_worker(le.write_knn_graph, store, run, built, n_neighbors=n_neighbors,
+                                name=f"knn-graph-{run}"), "begun_before_flow": False}
     if info["n_heldout"]:
         publish_future(built, le.index_dataset_name(store_token, run))
-    return {**info, "begun_before_flow": early}
+    return info
 
 
 @task(name="weights", **HANDOFF_TASK)
 def weights_task(store: Store, run: str, store_token: str, *, weighting: str, symmetrize: str,
-                 handoff: dict | None = None) -> dict[str, Any]:
+                 handoff: dict | None = None, early: str | None = None) -> dict[str, Any]:
     """Weights of the fit graph (:func:`tasks.laplacian_eigenmaps.compute_weights`) on the worker that kept the
-    graph (``handoff``, the kNN stage's), else on any worker (from the store)."""
+    graph (``handoff``, the kNN stage's), else on any worker (from the store); or the result of the same body
+    begun before the flow (chain ``early``, :mod:`tasks.early_fit`)."""
+    begun = take_early(run, "weights", early)
+    if begun is not None:
+        return _begun_early(begun)
     return run_on_worker(le.compute_weights, store, run, handoff, weighting=weighting, symmetrize=symmetrize,
                          name=f"weights-{run}", workers=handoff_workers(handoff))
 
@@ -231,10 +184,14 @@ def weights_task(store: Store, run: str, store_token: str, *, weighting: str, sy
 def eigensolve_task(store: Store, run: str, store_token: str, *, n_components: int, normalization: str,
                     eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None, weighting: str, symmetrize: str,
-                    handoff: dict | None = None) -> dict[str, Any]:
+                    handoff: dict | None = None, early: str | None = None) -> dict[str, Any]:
     """Laplacian eigenmap and its model (:func:`tasks.laplacian_eigenmaps.solve_eigenmaps`) on the worker that
     kept W (``handoff``, the weights stage's), else on any worker (from the store; W computed again with
-    ``weighting`` / ``symmetrize`` if the store lacks it)."""
+    ``weighting`` / ``symmetrize`` if the store lacks it); or the result of the same body begun before the flow
+    (chain ``early``, :mod:`tasks.early_fit`)."""
+    begun = take_early(run, "eigensolve", early)
+    if begun is not None:
+        return _begun_early(begun)
     return run_on_worker(le.solve_eigenmaps, store, run, handoff, n_components=n_components,
                          normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected,
                          tol=tol, random_state=random_state, weighting=weighting, symmetrize=symmetrize,
@@ -297,9 +254,7 @@ def release_index(store_token: str, run: str) -> None:
 
     unpublish(le.index_dataset_name(store_token, run))
     client = get_client()
-    for name in client.list_datasets():  # a build begun before the flow that no stage took (the run failed first)
-        if str(name).startswith(f"{EARLY_INDEX_PREFIX}{run}-"):
-            unpublish(name, client)
+    release_early(run, client)  # stages begun before the flow that no stage took (the run failed first)
     # on every worker; one that cannot answer (dying, restarting) holds nothing after it: not an error here, where
     # it would hide the run's own error
     client.run(drop_run, run, on_error="ignore")

@@ -232,11 +232,14 @@ def test_demo_prints_accuracy_and_writes_the_plot(tmp_path):
     assert len(list_runs(store)) == 1
 
 
-def test_the_cli_begins_the_knn_build_before_the_flow_which_takes_it(files):
-    """``eigenflow embed`` begins the kNN index build on the builder worker as soon as its ingest ends (before
-    Prefect's server answers); the flow's knn stage takes that build (``begun_before_flow``) and writes the same
-    graph as a build of the stored X with the run's seed; the other worker warms up later (two warm-ups)."""
+def test_the_cli_begins_the_fit_stages_before_the_flow_which_takes_them(files):
+    """``eigenflow embed`` begins the fit stages (kNN build and graph, weights, eigensolve) on the builder worker
+    as soon as its ingest ends (before Prefect's server answers); the flow's stages take them
+    (``begun_before_flow``): the graph equals a build of the stored X with the run's seed and the embedding the
+    estimator's on that X; the other worker warms up later (two warm-ups)."""
+    from spectral import LaplacianEigenmaps
     from spectral._validation import check_random_state
+    from storage.embedding_io import read_embedding
     from spectral.neighbours.index import KNNIndex
     from storage.arrays import read_X
     from storage.graph_io import read_knn
@@ -246,11 +249,14 @@ def test_the_cli_begins_the_knn_build_before_the_flow_which_takes_it(files):
     assert r.returncode == 0, r.stderr
     store = str(files / "early.zarr")
     manifest = read_manifest(store, "early")
-    knn = next(s for s in manifest.stages if s.name == "knn")
-    assert knn.info["begun_before_flow"] is True
+    begun = {s.name: s.info.get("begun_before_flow") for s in manifest.stages if s.name in ("knn", "weights",
+                                                                                             "eigensolve")}
+    assert begun == {"knn": True, "weights": True, "eigensolve": True}
     assert len(manifest.results["nndescent_compile_seconds"]) == 2  # the builder's, then the other worker's
     indices, distances = read_knn(store)
     expected = KNNIndex.build(read_X(store), manifest.parameters["n_neighbors"], method="nndescent",
                               random_state=check_random_state(0)).neighbor_graph()
     np.testing.assert_array_equal(indices, expected[0])
     np.testing.assert_array_equal(distances, expected[1])
+    estimator = LaplacianEigenmaps(knn_method="nndescent", random_state=0).fit(read_X(store))
+    np.testing.assert_allclose(read_embedding(store, "early"), estimator.embedding_, atol=1e-6)

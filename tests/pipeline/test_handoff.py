@@ -162,25 +162,70 @@ def test_the_eigensolve_computes_w_again_when_its_write_never_landed(tmp_path):
     assert (read_csr(other, layout.WEIGHTS) != W).nnz == 0 and le.graph_belongs_to(other, "r", "weights")
 
 
-def test_a_knn_build_begun_before_its_flow_is_released_with_the_run(tmp_path, thread_cluster):
-    """A build begun early (:func:`tasks.fitting.start_fit_index_early`) that no knn stage took (the run failed
-    before it) is published under the run's name until the run's end releases it."""
+def test_fit_stages_begun_before_their_flow_are_released_with_the_run(tmp_path, thread_cluster):
+    """Stages begun early (:func:`tasks.early_fit.start_fit_early`) that no stage of the flow took (the run failed
+    before them) are published under the run's name until the run's end releases them."""
     from distributed import Client
 
     from storage.ingest import ingest
     from storage.store import Store
-    from tasks.fitting import EARLY_INDEX_PREFIX, FitRequest, release_index, start_fit_index_early
+    from tasks.early_fit import EARLY_PREFIX, EARLY_STAGES, start_fit_early
+    from tasks.fitting import release_index
+    from tasks.registry import check_params
 
     np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(300, 4)).astype(np.float32))
     ingest(str(tmp_path / "X.npy"), str(tmp_path / "s.zarr"))
-    params = {"n_neighbors": 5, "knn_method": "exact", "affinity": "knn"}
-    request = FitRequest(store=Store(tmp_path / "s.zarr", mode="r"), run="r1", token="", method="laplacian_eigenmaps",
-                         params=params, holdout=0.0, random_state=0)
+    store = Store(tmp_path / "s.zarr", mode="r+")
+    params = check_params("laplacian_eigenmaps", {"n_neighbors": 5, "knn_method": "exact"})
     with Client(thread_cluster, set_as_default=True) as client:
-        assert start_fit_index_early(request, client)
-        assert [n for n in client.list_datasets() if str(n).startswith(f"{EARLY_INDEX_PREFIX}r1-")]
+        futures = start_fit_early(store, "r1", "laplacian_eigenmaps", params, 0.0, 0, client)
+        assert list(futures) == list(EARLY_STAGES)
+        published = [n for n in client.list_datasets() if str(n).startswith(f"{EARLY_PREFIX}r1-")]
+        assert len(published) == len(EARLY_STAGES)
+        futures["eigensolve"].result()  # the chain ran to its end: the model of r1 is written
         release_index("token", "r1")
-        assert not [n for n in client.list_datasets() if str(n).startswith(EARLY_INDEX_PREFIX)]
-        other = FitRequest(store=request.store, run="r2", token="", method="lfda", params={}, holdout=0.0,
-                           random_state=0)
-        assert not start_fit_index_early(other, client)  # a method fitted otherwise: nothing begun
+        assert not [n for n in client.list_datasets() if str(n).startswith(EARLY_PREFIX)]
+        assert start_fit_early(store, "r2", "lfda", {}, 0.0, 0, client) is None  # fitted otherwise: nothing begun
+    from storage.models import model_complete
+
+    assert model_complete(store, "r1")
+
+
+def test_prefect_starts_once_the_stages_before_the_eigensolve_have_ended(tmp_path, thread_cluster):
+    """The CLI's work before its flow (:func:`flows._run_prologue.fit_before_flow`): ingest, the run's lock, the
+    fit stages begun on the cluster; Prefect's server is begun only once the kNN graph and the weights are done
+    (its start then takes the core the eigensolve leaves free), and the lock is released at the block's end."""
+    from distributed import Client
+
+    from flows._run_prologue import fit_before_flow, planned_fit_early
+    from flows.cluster import ReadyClient
+    from storage.lock import read_lock
+    from tasks.early_fit import EARLY_PREFIX
+    from tasks.fitting import release_index
+    from tasks.registry import check_params
+
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(2000, 8)).astype(np.float32))
+    store = str(tmp_path / "s.zarr")
+    params = check_params("laplacian_eigenmaps", {"knn_method": "exact"})
+
+    class Recorder:  # stands for flows._prefect_start.LaterStart
+        seen: dict | None = None
+
+        def begin(self) -> None:
+            client = Client.current()
+            self.seen = {str(n)[len(EARLY_PREFIX) + 3:].rsplit("-", 1)[0]: client.get_dataset(n).status
+                         for n in client.list_datasets() if str(n).startswith(f"{EARLY_PREFIX}r1-")}
+
+    started = Recorder()
+    with Client(thread_cluster, set_as_default=True) as client, \
+            planned_fit_early("laplacian_eigenmaps", params, False) as early:
+        with fit_before_flow(ReadyClient(client), early, started, str(tmp_path / "X.npy"), store, run="r1",
+                             labels=None, chunk_rows=None, overwrite=False, use_rep=None, labels_obs=None,
+                             threads=1, method="laplacian_eigenmaps", params=params, holdout=0.0, random_state=0,
+                             sharded=False) as ingested:
+            assert ingested.ingested["n"] == 2000 and read_lock(store)["run"] == "r1"
+        assert read_lock(store) is None
+        assert started.seen is not None
+        assert {stage: started.seen[stage] for stage in ("knn-index", "knn", "weights")} == \
+            {"knn-index": "finished", "knn": "finished", "weights": "finished"}
+        release_index("token", "r1")

@@ -83,6 +83,30 @@ def test_configured_environment_starts_nothing(monkeypatch, name, value):
     assert start_early() is None
 
 
+def test_a_later_start_launches_the_server_once_when_begun(monkeypatch):
+    """:class:`flows._prefect_start.LaterStart` launches nothing until :meth:`begin` (or the flow call it
+    serves), then the one server of the process; with a configured API it launches nothing and serves as is."""
+    from flows._prefect_start import LaterStart
+
+    monkeypatch.setattr(_prefect_start, "_SERVER", None)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    later = LaterStart()
+    assert _prefect_start.running_server() is None
+    later.begin()
+    server = _prefect_start.running_server()
+    try:
+        assert server is not None
+        later.begin()
+        assert _prefect_start.running_server() is server
+    finally:
+        server.stop()
+    monkeypatch.setattr(_prefect_start, "_SERVER", None)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    configured = LaterStart()
+    with configured.serving():
+        assert _prefect_start.running_server() is None
+
+
 def test_settings_naming_a_server_stop_the_speculative_one(monkeypatch):
     """A URL that only Prefect's settings know (here entered as Prefect's temporary settings, as a profile would
     give it): the server started early is stopped unused and the block sees the configured URL."""

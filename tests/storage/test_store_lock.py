@@ -76,6 +76,32 @@ def test_lock_released_on_failure(store):
     assert read_lock(store) is None
 
 
+def test_the_lock_of_a_run_nests_in_this_process_only_for_that_run(store):
+    """The CLI holds the lock of its run around the flow, whose own lock of the same run nests in it (and leaves
+    the release to the outer block); another run of the same process is refused, and so is the same run name
+    held by another process."""
+    from storage.lock import check_unlocked
+
+    with store_lock(store, "cli-run") as outer:
+        check_unlocked(store, "cli-run")
+        with store_lock(store, "cli-run") as inner:
+            assert inner == outer
+        assert read_lock(store) == outer  # still held after the nested block
+        with pytest.raises(StoreLockedError, match="in use by run 'cli-run'"):
+            check_unlocked(store)
+        with pytest.raises(StoreLockedError, match="in use by run 'cli-run'"):
+            with store_lock(store, "other-run"):
+                pass
+    assert read_lock(store) is None
+    proc = _child(HOLD_LOCK, store, "locked")
+    try:
+        with pytest.raises(StoreLockedError, match="in use by run 'holder-run'"):
+            with store_lock(store, "holder-run"):
+                pass
+    finally:
+        _kill(proc)
+
+
 def test_killed_run_shows_as_crashed_not_running(store):
     proc = _child(START_RUN, store, "running")
     try:
