@@ -11,6 +11,7 @@ starts nothing. The environment the server inherits is the CLI's (:func:`tasks._
 from __future__ import annotations
 
 import sys
+from typing import Any, NoReturn
 
 #: The commands that call a flow.
 FLOW_COMMANDS = frozenset({"embed", "extend", "demo"})
@@ -27,8 +28,9 @@ def runs_a_flow(args: list[str]) -> bool:
     return _command(args) in FLOW_COMMANDS and not {"--help", "-h"} & set(args)
 
 
-def main() -> None:
-    """The console script: launch Prefect's server for a flow command, then run the typer app."""
+def main() -> NoReturn:
+    """The console script: launch Prefect's server for a flow command, then run the typer app, then end the
+    process without the interpreter's teardown (:func:`exit_without_teardown`)."""
     args = sys.argv[1:]
     if runs_a_flow(args):
         from tasks._env import apply_cli_env
@@ -40,4 +42,41 @@ def main() -> None:
             start_early()
     from flows.cli import app
 
-    app()
+    try:
+        app()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    exit_without_teardown(code)
+
+
+def exit_without_teardown(code: Any) -> NoReturn:
+    """End the process as ``sys.exit(code)`` would, less the interpreter's teardown of its modules.
+
+    What an exit does that can be observed still happens, in the same order: the threads that are not daemons are
+    joined, the exit handlers run (``atexit``: Prefect's log and event flush, the temporary server's stop, the
+    Dask cluster's close, temporary files), the standard streams are flushed; then the process ends
+    (``os._exit``). Once a flow command has imported Prefect, Dask and zarr, the teardown skipped here (freeing
+    every module's objects, which writes nothing) took 0.5-0.8 s.
+    """
+    import atexit
+    import os
+    import threading
+
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): printed, status 1
+        print(code, file=sys.stderr)
+        status = 1
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()  # noqa: SLF001 - the documented exit handlers, run as the interpreter would
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be written to it
+            pass
+    os._exit(status)

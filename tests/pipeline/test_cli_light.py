@@ -203,3 +203,26 @@ def test_the_flow_process_imports_no_numerical_library():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("code, status", [(None, 0), (0, 0), (3, 3), ("a message", 1)])
+def test_the_console_script_exits_as_sys_exit_without_the_teardown(tmp_path, code, status):
+    """:func:`flows._launch.exit_without_teardown`: a thread that is not a daemon is joined, the exit handlers run
+    (in reverse order of registration), buffered output is written, and the status is that of ``sys.exit(code)``
+    (a message: printed on stderr, status 1)."""
+    script = (
+        "import atexit, sys, threading, time\n"
+        "from pathlib import Path\n"
+        f"d = Path({str(tmp_path)!r})\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), (d / 'thread').write_text('joined'))).start()\n"
+        "atexit.register(lambda: (d / 'order').write_text((d / 'order').read_text() + 'first-registered'))\n"
+        "atexit.register(lambda: (d / 'order').write_text('last-registered,'))\n"
+        "sys.stdout.write('buffered')\n"
+        "from flows._launch import exit_without_teardown\n"
+        f"exit_without_teardown({code!r})\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == status, r.stderr
+    assert r.stdout == "buffered"
+    assert (tmp_path / "thread").read_text() == "joined"
+    assert (tmp_path / "order").read_text() == "last-registered,first-registered"
+    assert r.stderr.strip() == ("a message" if status == 1 else "")
