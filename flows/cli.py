@@ -222,7 +222,6 @@ def embed(
     def body(guard: Any) -> dict:
         from flows._prefect_start import LATE_START_ROWS, LaterStart
         from flows._source_checks import has_rows
-
         prefect_start = LaterStart()  # a large run's: once its fit stages reach the eigensolve (fit_before_flow)
         if scheduler is not None or not has_rows(source, LATE_START_ROWS):
             prefect_start.begin()  # first: the server starts up while this process imports the flow
@@ -230,8 +229,7 @@ def embed(
         from flows._runtime import new_run_id
         from flows._warm_up import planned_dtypes, start_when_ready
         from flows.cluster import client_started_early
-        from flows.embed import check_embed_arguments
-        from flows.embed import embed as embed_flow
+        from flows.embed import check_embed_arguments, embed as embed_flow
 
         params = _run(lambda: _with_k(parse_params(param), n_components))
         run = _run(lambda: new_run_id("embed", run_name))  # named here: an interrupted run can be resumed
@@ -239,10 +237,9 @@ def embed(
                       scheduler=scheduler, n_workers=workers, run_name=run, chunk_rows=chunk_rows,
                       overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep,
                       labels_obs=labels_obs)
-        full = _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
-                                                  n_workers=workers, random_state=seed, overwrite=overwrite,
-                                                  sharded=sharded, use_rep=use_rep,
-                                                  labels_obs=labels_obs))  # before the cluster (refused: the server stops)
+        full = _run(lambda: check_embed_arguments(  # before the cluster (refused: the server stops)
+            source, store, method, params, labels=labels, holdout=holdout, n_workers=workers, random_state=seed,
+            overwrite=overwrite, sharded=sharded, use_rep=use_rep, labels_obs=labels_obs))
         guard.run = run
         # the cluster starts while Prefect starts the run, and its workers' warm-up begins as soon as it is up
         with client_started_early(scheduler, n_workers=workers) as pending, \
@@ -251,8 +248,7 @@ def embed(
                 prefect_start.begin()
             start_when_ready(pending, planned_dtypes(source, store, full, holdout, sharded, overwrite),
                              builder_only=fit_early is not None)
-            # with a local cluster, the ingest runs here, then the fit stages begin on the cluster (the flow's
-            # stages take them)
+            # with a local cluster: the ingest here, then the fit stages begin on the cluster (the flow's take them)
             early = None if scheduler else (lambda: fit_before_flow(
                 pending, fit_early, prefect_start, source, store, run=run, labels=labels, chunk_rows=chunk_rows,
                 overwrite=overwrite, use_rep=use_rep, labels_obs=labels_obs, threads=workers, method=method,

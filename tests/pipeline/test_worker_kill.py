@@ -178,7 +178,7 @@ def test_the_compile_results_survive_a_killed_worker():
 @pytest.mark.slow
 def test_worker_killed_during_the_knn_build_begun_by_the_cli(tmp_path):
     """``eigenflow embed`` begins the kNN build on a worker of its own cluster before the flow starts
-    (:func:`flows._run_prologue.begin_knn_early`). SIGKILL that worker while it builds (the only worker process
+    (:func:`flows._run_prologue.begin_fit_early`). SIGKILL that worker while it builds (the only worker process
     running two threads at once, seen from its CPU time): the scheduler builds again on the other worker, the
     flow takes that build, and the graph equals a build of the stored X with the run's seed."""
     import subprocess
