@@ -237,6 +237,11 @@ class LaterStart:
         self._begun = False
         self._server: TemporaryServer | None = None
 
+    @property
+    def begun(self) -> bool:
+        """Whether :meth:`begin` has been called."""
+        return self._begun
+
     def begin(self) -> None:
         """Launch the server now, if this has not done it yet."""
         if not self._begun:

@@ -178,18 +178,19 @@ def fit_before_flow(pending: Any, early: EarlyBuild | None, prefect_start: Any, 
                     labels_obs: str | None, threads: int, method: str, params: dict, holdout: float,
                     random_state: Any, sharded: bool | None) -> Iterator[EarlyIngest]:
     """What the CLI does with a local cluster before it calls its flow, held open around the call: the ingest
-    (:func:`ingest_early`), the fit stages begun on the cluster (:func:`begin_fit_early`) and, once they reach
-    the single-threaded eigensolve (or nothing began), Prefect's server (``prefect_start.begin()``,
-    :class:`flows._prefect_start.LaterStart`; a no-op when it was begun at the start of the command): its start
+    (:func:`ingest_early`), the fit stages begun on the cluster (:func:`begin_fit_early`) and, when Prefect's server
+    was not begun at the start of the command (``prefect_start``, a :class:`flows._prefect_start.LaterStart`: a
+    large run), the server once those stages reach the single-threaded eigensolve (or nothing began): its start
     then takes the core the eigensolve leaves free, not CPU from the kNN build (both cores) or the weights."""
     with ingest_early(source, store, run=run, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
                       use_rep=use_rep, labels_obs=labels_obs, threads=threads,
                       then=lambda ingested: begin_fit_early(pending, ingested, early, store=store, run=run,
                                                             method=method, params=params, holdout=holdout,
                                                             random_state=random_state, sharded=sharded)) as ingested:
-        while early is not None and not early.wait_begun_solve(0.2) and not pending.start_failed():
-            pass  # short waits: a signal is handled at once
-        prefect_start.begin()
+        if not prefect_start.begun:  # a large run's: the flow calls Prefect once its stages reach the eigensolve
+            while early is not None and not early.wait_begun_solve(0.2) and not pending.start_failed():
+                pass  # short waits: a signal is handled at once
+            prefect_start.begin()
         yield ingested
 
 

@@ -96,10 +96,13 @@ class RunContext:
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[StageRecord]:
-        """Time stage ``name`` into the manifest (saved before and after) and emit start / end events."""
+        """Time stage ``name`` into the manifest (saved before and after) and emit start / end events; first,
+        the run stops here if it is stopping (:func:`flows._stop.raise_if_stopping`)."""
+        from flows._stop import raise_if_stopping
         from flows.reporting import StageReporter, logger
         from tasks.dask_calls import chunk_progress
 
+        raise_if_stopping()  # a stop whose exception was lost ends the run here, before the next stage
         emit("start", name)
         log = logger()
         log.info("run %s of %s: stage %s started", self.run, self.store, name)

@@ -107,6 +107,35 @@ def current_stop() -> RunStopped | None:
     return None if _CURRENT is None else _CURRENT.stopping
 
 
+def raise_if_stopping() -> None:
+    """Raise the stop of the run guarded in this process if it is stopping: the check at each stage's start
+    (:meth:`flows._runtime.RunContext.stage`), for a stop whose exception was lost on its way (Python ignores an
+    exception that a signal handler raises inside a garbage-collection callback or a ``__del__`` method)."""
+    stop = current_stop()
+    if stop is not None:
+        raise stop
+
+
+def bridge_prefect_sigterm() -> None:
+    """Called at the start of a flow run: when a guarded CLI run's SIGTERM handler has been replaced by Prefect's
+    engine (its handler raises ``TerminationSignal`` and delivers the signal again to the guard once that
+    exception reaches the engine), wrap Prefect's handler so that the guard records the stop first: its forced
+    exit and :func:`raise_if_stopping` then stop the run even when that exception is lost. The engine puts the
+    guard's handler back at the end of the flow run."""
+    guard = _CURRENT
+    if guard is None or threading.current_thread() is not threading.main_thread():
+        return
+    prefect_handler = signal.getsignal(signal.SIGTERM)
+    if not callable(prefect_handler) or prefect_handler == guard._on_signal:
+        return
+
+    def record_then_prefect(signum: int, frame: Any) -> None:
+        guard._begin(RunInterrupted(signum))
+        prefect_handler(signum, frame)
+
+    signal.signal(signal.SIGTERM, record_then_prefect)
+
+
 class RunGuard:
     """Signal handlers and the Prefect API watchdog of one CLI run (see the module docstring).
 
@@ -124,12 +153,14 @@ class RunGuard:
         self._done = threading.Event()
         self._reported = False
         self._previous: dict[int, Any] = {}
+        self._previous_unraisable = sys.unraisablehook
 
     def __enter__(self) -> "RunGuard":
         global _CURRENT
         for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._on_signal)
         self._previous[API_LOST_SIGNAL] = signal.signal(API_LOST_SIGNAL, self._on_api_lost)
+        self._previous_unraisable, sys.unraisablehook = sys.unraisablehook, self._on_unraisable
         _CURRENT = self
         threading.Thread(target=self._watch_api, name="eigenflow-api-watchdog", daemon=True).start()
         return self
@@ -145,6 +176,17 @@ class RunGuard:
         _CURRENT = None
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        sys.unraisablehook = self._previous_unraisable
+
+    def _on_unraisable(self, unraisable: Any) -> None:
+        """A stop raised by a signal handler inside a garbage-collection callback or a ``__del__`` method, where
+        Python ignores it: recorded by the guard already (:func:`raise_if_stopping` and the forced exit act on
+        it), so not printed; anything else goes to the previous hook."""
+        kind = unraisable.exc_type
+        if kind is not None and (issubclass(kind, RunStopped) or kind.__name__ == "TerminationSignal") \
+                and self.stopping is not None:
+            return
+        self._previous_unraisable(unraisable)
 
     # ---- stopping -------------------------------------------------------------------------------------------
     def _begin(self, stop: RunStopped) -> bool:

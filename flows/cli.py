@@ -80,15 +80,18 @@ def _guarded(store: str, body: Callable[[Any], Any]) -> Any:
     guard = _run(lambda: RunGuard(store))
     with guard:
         try:
-            return body(guard)
+            result = body(guard)
+            stop = guard.stopping  # a stop whose exception was lost after the run's last stage: reported too
         except BaseException as exc:
             stop = None if isinstance(exc, typer.Exit) and guard.stopping is None else guard.stop_of(exc)
             if stop is None:
                 raise
-            text = guard.report_once(stop)
-            if text is not None:
-                err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
-            raise typer.Exit(stop.exit_code) from None
+        if stop is None:
+            return result
+        text = guard.report_once(stop)
+        if text is not None:
+            err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
+        raise typer.Exit(stop.exit_code) from None
 
 
 def _with_progress(fn: Callable[[], Any]) -> Any:
@@ -168,8 +171,8 @@ def ingest(
     out.print(table)
 
 
-def parse_params(pairs: list[str]) -> dict[str, Any]:
-    """``["gamma=0.5", "mode=kernel"]`` -> ``{"gamma": 0.5, "mode": "kernel"}``.
+def parse_params(pairs: list[str], n_components: int | None = None) -> dict[str, Any]:
+    """``["gamma=0.5", "mode=kernel"]`` -> ``{"gamma": 0.5, "mode": "kernel"}``, with ``n_components`` (``-k``).
 
     Values are read as JSON when they parse (numbers, true/false, null, lists, objects), else kept as strings.
     """
@@ -183,6 +186,10 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             value = raw
         params[key.strip().replace("-", "_")] = value
+    if n_components is not None:
+        if "n_components" in params:
+            raise ValueError("n_components is given twice: use either -k or -p n_components=...")
+        params["n_components"] = n_components
     return params
 
 
@@ -231,7 +238,7 @@ def embed(
         from flows.cluster import client_started_early
         from flows.embed import check_embed_arguments, embed as embed_flow
 
-        params = _run(lambda: _with_k(parse_params(param), n_components))
+        params = _run(lambda: parse_params(param, n_components))
         run = _run(lambda: new_run_id("embed", run_name))  # named here: an interrupted run can be resumed
         kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
                       scheduler=scheduler, n_workers=workers, run_name=run, chunk_rows=chunk_rows,
@@ -291,19 +298,11 @@ def serve(
     """Serve the embed (on a schedule) and extend (on demand) flows as Prefect deployments (PREFECT_API_URL)."""
     from flows.serve import serve as serve_flows
 
-    params = _run(lambda: _with_k(parse_params(param), n_components))
+    params = _run(lambda: parse_params(param, n_components))
     _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
                              interval=interval, cron=cron, scheduler=scheduler, n_workers=workers,
                              keep_cluster=keep_cluster, runner=runner, poll_seconds=poll, use_rep=use_rep,
                              labels_obs=labels_obs))
-
-
-def _with_k(params: dict[str, Any], n_components: int | None) -> dict[str, Any]:
-    if n_components is not None:
-        if "n_components" in params:
-            raise ValueError("n_components is given twice: use either -k or -p n_components=...")
-        params["n_components"] = n_components
-    return params
 
 
 @app.command()

@@ -41,6 +41,7 @@ from tasks.task_options import store_token
 
 from flows._fixed_time import cluster_seconds, entry_seconds, final_write
 from flows._run_prologue import early_build, ingested_run
+from flows._stop import bridge_prefect_sigterm
 from flows._runtime import emit, new_run_id, run_context, timed
 from flows._warm_up import finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent
 from flows.cluster import dask_client_in_background
@@ -202,6 +203,7 @@ def embed(
         ``fixed_seconds`` (name -> seconds outside the stages, :mod:`flows._fixed_time`), ``total_seconds``.
     """
     fixed = entry_seconds()  # first: the flow engine's start ends here
+    bridge_prefect_sigterm()  # a CLI run's SIGTERM reaches its guard (flows._stop) whatever Prefect's handler does
     t_flow = time.perf_counter()
     target = store if overwrite else _opened_or_url(store)  # an existing store's one validation, kept by the run
     opened = target if isinstance(target, Store) else None
@@ -394,6 +396,7 @@ def extend(
     model was fitted on; ``out_store`` keeps the new file's obs names for the export back into it.
     """
     fixed = entry_seconds()  # first: the flow engine's start ends here
+    bridge_prefect_sigterm()  # a CLI run's SIGTERM reaches its guard (flows._stop) whatever Prefect's handler does
     t_flow = time.perf_counter()
     n_workers = check_int("n_workers", n_workers, low=1)
     _check_anndata_options(new_source, use_rep, None, None)

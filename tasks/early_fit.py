@@ -106,10 +106,8 @@ def take_early(run: str, stage: str, key: str | None) -> Any:
 
 
 def release_early(run: str, client: Any) -> None:
-    """Unpublish and cancel what no stage of ``run`` took (the run failed before those stages)."""
+    """Unpublish what no stage of ``run`` took (the run failed before those stages): the scheduler then forgets the
+    stages not yet begun; one already running ends on its worker, and its result is dropped."""
     for name in list(client.list_datasets()):
         if str(name).startswith(f"{EARLY_PREFIX}{run}-"):
-            future = published_future(name, client)
             unpublish(name, client)
-            if future is not None and not future.done():  # still to run, or running: its result is not wanted
-                future.cancel()

@@ -208,8 +208,9 @@ def test_prefect_starts_once_the_stages_before_the_eigensolve_have_ended(tmp_pat
     store = str(tmp_path / "s.zarr")
     params = check_params("laplacian_eigenmaps", {"knn_method": "exact"})
 
-    class Recorder:  # stands for flows._prefect_start.LaterStart
+    class Recorder:  # stands for flows._prefect_start.LaterStart, not begun (a large run's)
         seen: dict | None = None
+        begun = False
 
         def begin(self) -> None:
             client = Client.current()
@@ -229,3 +230,13 @@ def test_prefect_starts_once_the_stages_before_the_eigensolve_have_ended(tmp_pat
         assert {stage: started.seen[stage] for stage in ("knn-index", "knn", "weights")} == \
             {"knn-index": "finished", "knn": "finished", "weights": "finished"}
         release_index("token", "r1")
+        already = Recorder()  # a small run's server, begun at the start of the command: not waited for, not begun again
+        already.begun = True
+        with planned_fit_early("laplacian_eigenmaps", params, False) as early, \
+                fit_before_flow(ReadyClient(client), early, already, str(tmp_path / "X.npy"), str(tmp_path / "t.zarr"),
+                                run="r2", labels=None, chunk_rows=None, overwrite=False, use_rep=None,
+                                labels_obs=None, threads=1, method="laplacian_eigenmaps", params=params, holdout=0.0,
+                                random_state=0, sharded=False):
+            pass
+        assert already.seen is None
+        release_index("token", "r2")
