@@ -3,8 +3,8 @@
 ``embed``, ``extend`` and ``demo`` need Prefect's API; without ``PREFECT_API_URL`` that is a temporary server
 whose start (~3 s on an idle 2-core machine) is the longest part of a small run's fixed time. :func:`main`
 launches it (:func:`flows._prefect_start.start_early`) before the CLI imports typer, rich and its commands, so
-that the server's start overlaps all of them (``embed`` launches it itself: for a large source only once its kNN
-index is built, :class:`flows._prefect_start.LaterStart`); every other command (``--help``, ``methods``, ``info``, ...)
+that the server's start overlaps all of them (``embed`` launches it itself: for a large source only once its fit
+stages begun before the flow reach the eigensolve, :class:`flows._prefect_start.LaterStart`); every other command (``--help``, ``methods``, ``info``, ...)
 starts nothing. The environment the server inherits is the CLI's (:func:`tasks._env.apply_cli_env`).
 """
 
@@ -38,7 +38,7 @@ def main() -> NoReturn:
         apply_cli_env("--verbose" in args or "-v" in args)
         from flows._prefect_start import start_early
 
-        if _command(args) != "embed":  # embed launches it itself, after the build of a large run's kNN index
+        if _command(args) != "embed":  # embed launches it itself: a large run's once its stages reach the eigensolve
             start_early()
     from flows.cli import app
 

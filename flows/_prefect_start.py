@@ -222,10 +222,11 @@ def start_early() -> TemporaryServer | None:
 
 _SERVER: TemporaryServer | None = None
 
-#: Rows of a source from which ``embed`` starts Prefect's server only once the kNN index build begun before the
-#: flow has ended (:class:`LaterStart`): the build of 250,000 rows of 32 features takes ~3 s here, what the
-#: server's start takes, so from there on the server would take CPU from the build (both cores) rather than
-#: overlap idle time; after it, the server starts on the core the single-threaded eigensolve leaves free.
+#: Rows of a source from which ``embed`` starts Prefect's server only once the fit stages begun before the flow
+#: reach the eigensolve (:class:`LaterStart`, :func:`flows._run_prologue.fit_before_flow`): the kNN build of
+#: 250,000 rows of 32 features takes ~3 s here, what the server's start takes, so from there on the server would
+#: take CPU from the build (both cores) rather than overlap idle time; later, it starts on the core the
+#: single-threaded eigensolve leaves free.
 LATE_START_ROWS = 250_000
 
 

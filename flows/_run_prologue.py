@@ -78,9 +78,9 @@ def ingest_early(source: str, store: str, *, run: str, labels: str | None, chunk
         _EARLY_INGEST.reset(token)
 
 
-class EarlyBuild:
+class EarlyFit:
     """The fit stages of a run that the CLI begins on the cluster before the flow (:func:`begin_fit_early`):
-    :meth:`builder` is the worker they were sent to, or None if they did not begin; :meth:`wait_begun_solve`
+    :meth:`builder` is the worker they were sent to, or None if they did not begin; :meth:`wait_before_solve`
     waits until the stages before the eigensolve have ended."""
 
     def __init__(self) -> None:
@@ -104,37 +104,37 @@ class EarlyBuild:
         self._settled.wait(timeout)
         return self._worker
 
-    def wait_begun_solve(self, timeout: float | None = None) -> bool:
+    def wait_before_solve(self, timeout: float | None = None) -> bool:
         """Block until the stages before the eigensolve have ended (or nothing was begun); False after
         ``timeout`` seconds."""
         return self._before_solve.wait(timeout)
 
 
-_EARLY_BUILD: ContextVar[EarlyBuild | None] = ContextVar("eigenflow_early_build", default=None)
+_EARLY_FIT: ContextVar[EarlyFit | None] = ContextVar("eigenflow_early_fit", default=None)
 
 
-def early_build() -> EarlyBuild | None:
-    """The :class:`EarlyBuild` planned for the flow run called inside :func:`planned_fit_early`, or None."""
-    return _EARLY_BUILD.get()
+def early_fit() -> EarlyFit | None:
+    """The :class:`EarlyFit` planned for the flow run called inside :func:`planned_fit_early`, or None."""
+    return _EARLY_FIT.get()
 
 
 @contextmanager
-def planned_fit_early(method: str, params: dict, sharded: bool | None) -> Iterator[EarlyBuild | None]:
+def planned_fit_early(method: str, params: dict, sharded: bool | None) -> Iterator[EarlyFit | None]:
     """Plan the fit stages of the flow run called inside this block to begin before it (when ``method`` with
     ``params`` builds one index in one process: :func:`tasks.early_fit.builds_one_knn_index`): yields the
-    :class:`EarlyBuild` that :func:`begin_fit_early` settles, else None. The builder alone is warmed up before the
+    :class:`EarlyFit` that :func:`begin_fit_early` settles, else None. The builder alone is warmed up before the
     fit stages, the other workers during the eigensolve (:func:`flows.embed.embed`)."""
     from tasks.early_fit import builds_one_knn_index
 
-    early = EarlyBuild() if builds_one_knn_index(method, params, sharded) else None
-    token = _EARLY_BUILD.set(early)
+    early = EarlyFit() if builds_one_knn_index(method, params, sharded) else None
+    token = _EARLY_FIT.set(early)
     try:
         yield early
     finally:
-        _EARLY_BUILD.reset(token)
+        _EARLY_FIT.reset(token)
 
 
-def begin_fit_early(pending: Any, ingest: EarlyIngest, early: EarlyBuild | None, *, store: str, run: str,
+def begin_fit_early(pending: Any, ingest: EarlyIngest, early: EarlyFit | None, *, store: str, run: str,
                     method: str, params: dict, holdout: float, random_state: Any, sharded: bool | None) -> None:
     """Once the cluster of ``pending`` is up, begin the fit stages of run ``run`` on its
     :func:`flows._warm_up.builder_worker`, chained (:func:`tasks.early_fit.start_fit_early`; the flow's stages
@@ -173,7 +173,7 @@ def begin_fit_early(pending: Any, ingest: EarlyIngest, early: EarlyBuild | None,
 
 
 @contextmanager
-def fit_before_flow(pending: Any, early: EarlyBuild | None, prefect_start: Any, source: str, store: str, *, run: str,
+def fit_before_flow(pending: Any, early: EarlyFit | None, prefect_start: Any, source: str, store: str, *, run: str,
                     labels: str | None, chunk_rows: int | None, overwrite: bool, use_rep: str | None,
                     labels_obs: str | None, threads: int, method: str, params: dict, holdout: float,
                     random_state: Any, sharded: bool | None) -> Iterator[EarlyIngest]:
@@ -188,7 +188,7 @@ def fit_before_flow(pending: Any, early: EarlyBuild | None, prefect_start: Any, 
                                                             method=method, params=params, holdout=holdout,
                                                             random_state=random_state, sharded=sharded)) as ingested:
         if not prefect_start.begun:  # a large run's: the flow calls Prefect once its stages reach the eigensolve
-            while early is not None and not early.wait_begun_solve(0.2) and not pending.start_failed():
+            while early is not None and not early.wait_before_solve(0.2) and not pending.start_failed():
                 pass  # short waits: a signal is handled at once
             prefect_start.begin()
         yield ingested
@@ -211,7 +211,7 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
     ``use_rep`` / ``labels_obs``: X and labels of an AnnData source.
     """
     with dask_client_in_background(scheduler, n_workers=n_workers) as pending:
-        start_when_ready(pending, warm_up, builder_only=early_build() is not None)
+        start_when_ready(pending, warm_up, builder_only=early_fit() is not None)
         early = _EARLY_INGEST.get()
         if early is not None and early.arguments == _ingest_arguments(source, store, labels, chunk_rows, overwrite,
                                                                       use_rep, labels_obs):

@@ -122,18 +122,8 @@ def bridge_prefect_sigterm() -> None:
     exception reaches the engine), wrap Prefect's handler so that the guard records the stop first: its forced
     exit and :func:`raise_if_stopping` then stop the run even when that exception is lost. The engine puts the
     guard's handler back at the end of the flow run."""
-    guard = _CURRENT
-    if guard is None or threading.current_thread() is not threading.main_thread():
-        return
-    prefect_handler = signal.getsignal(signal.SIGTERM)
-    if not callable(prefect_handler) or prefect_handler == guard._on_signal:
-        return
-
-    def record_then_prefect(signum: int, frame: Any) -> None:
-        guard._begin(RunInterrupted(signum))
-        prefect_handler(signum, frame)
-
-    signal.signal(signal.SIGTERM, record_then_prefect)
+    if _CURRENT is not None and threading.current_thread() is threading.main_thread():
+        _CURRENT.record_before(signal.SIGTERM)
 
 
 class RunGuard:
@@ -177,6 +167,19 @@ class RunGuard:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         sys.unraisablehook = self._previous_unraisable
+
+    def record_before(self, signum: int) -> None:
+        """Wrap the handler of ``signum`` installed over this guard's (Prefect's, during a flow run) so that this
+        guard records the stop before that handler runs (:func:`bridge_prefect_sigterm`). Main thread only."""
+        handler = signal.getsignal(signum)
+        if not callable(handler) or handler == self._on_signal:
+            return
+
+        def record_then_handler(received: int, frame: Any) -> None:
+            self._begin(RunInterrupted(received))
+            handler(received, frame)
+
+        signal.signal(signum, record_then_handler)
 
     def _on_unraisable(self, unraisable: Any) -> None:
         """A stop raised by a signal handler inside a garbage-collection callback or a ``__del__`` method, where

@@ -40,7 +40,7 @@ from tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from tasks.task_options import store_token
 
 from flows._fixed_time import cluster_seconds, entry_seconds, final_write
-from flows._run_prologue import early_build, ingested_run
+from flows._run_prologue import early_fit, ingested_run
 from flows._stop import bridge_prefect_sigterm
 from flows._runtime import emit, new_run_id, run_context, timed
 from flows._warm_up import finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent
@@ -233,10 +233,10 @@ def embed(
         client.register_plugin(HandoffPlugin(), name=HANDOFF_PLUGIN)  # stage outputs kept for the next stage
         use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
         ctx.manifest.results["sharded"] = use_shards
-        # the CLI's kNN index build, begun before this flow on the one worker warmed up so far: the others warm up
+        # the fit stages the CLI began before this flow, on the one worker warmed up so far: the others warm up
         # during the eigensolve, which leaves a core free (their tasks now would be stolen by an idle worker and
         # take CPU from the build and the weights)
-        early = early_build()
+        early = early_fit()
         builder = None if early is None else early.builder()
         warms_up = use_shards or uses_nndescent(full, n_fit, ingested["d"])
         warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE]) if warms_up and builder is None else []
