@@ -78,13 +78,16 @@ class CallClock:
         (Prefect's temporary server started early, :class:`flows._prefect_start.TemporaryServer`) is waited for
         first and serves the call (``before.serving()``); that wait counts as Prefect's start. ``meanwhile``:
         work that needs no Prefect, entered first (while the server starts) and held open around the call
-        (:func:`flows._run_prologue.ingest_early`); its seconds are not Prefect's start."""
+        (:func:`flows._run_prologue.ingest_early`); its seconds are not Prefect's start. The flow runs with
+        :func:`flows._runtime.quiet_prefect`'s settings."""
+        from flows._runtime import quiet_prefect  # imports nothing of Prefect until it is entered
+
         token = _CLOCK.set(self)
         try:
             self.flow_called = time.perf_counter()
             with meanwhile() if meanwhile is not None else nullcontext():
                 self.meanwhile_seconds = time.perf_counter() - self.flow_called
-                with served_by(before):
+                with served_by(before), quiet_prefect():
                     return flow()
         finally:
             _CLOCK.reset(token)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.checksums import check_intact
+from storage.ingest import store_token
 from storage.lock import store_lock
 from storage.store import Store
-from tasks.task_options import store_token
-from tasks.ingest import ingest_source, ingest_task
+from tasks.ingest import ingest_source
 
 from flows._runtime import RunContext, emit, run_context, timed
 from flows._warm_up import start_when_ready
@@ -217,6 +217,8 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
                                                                       use_rep, labels_obs):
             ingested, t_ingest = early.ingested, {"seconds": early.seconds}  # the CLI's, while Prefect started
         else:
+            from tasks.ingest_task import ingest_task  # Prefect's: this module is imported before Prefect's start
+
             emit("start", "ingest")
             with timed() as t_ingest:
                 ingested = ingest_task(source, store if opened is None else opened, labels=labels,

@@ -1,8 +1,8 @@
 """When a flow warms its workers' NN-descent kernels up, and the calls that do it (:mod:`tasks._warm_up`).
 
 A run that builds or queries an NN-descent index (``knn_method="nndescent"``, or ``"auto"`` with at least
-:data:`spectral.neighbours.index.EXACT_MAX_SAMPLES` fit rows, or the sharded path) warms every worker up: the kernels
-are loaded from the compiled-code cache (compiled on a machine's first use) before the first stage needs them.
+:data:`spectral.neighbours.method_choice.EXACT_MAX_SAMPLES` fit rows, or the sharded path) warms every worker up:
+the kernels are loaded from the compiled-code cache (compiled on a machine's first use) before the first stage needs them.
 
 - :func:`planned_dtypes` decides it before the ingest when the source's header gives its row count (``.npy``,
   ``.npz``, parquet, zarr; not CSV): then :func:`start_when_ready` begins the warm-up on every worker as soon as
@@ -28,8 +28,9 @@ from tasks._warm_up import finish_warm_up, start_warm_up
 def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
     """Whether a run with method parameters ``params``, ``n_fit`` fit rows and ``n_features`` columns builds or
     queries an NN-descent index on the workers (``knn_method="auto"`` resolved by
-    :func:`spectral.neighbours.index.auto_method`; then every worker is warmed up at once, before the fit stages: a long-lived cluster pays it once)."""
-    from spectral.neighbours.index import auto_method
+    :func:`spectral.neighbours.method_choice.auto_method`; then every worker is warmed up at once, before the fit
+    stages: a long-lived cluster pays it once)."""
+    from spectral.neighbours.method_choice import auto_method
 
     knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)
     return knn_method == "nndescent" or (knn_method == "auto" and auto_method(n_fit, n_features) == "nndescent")
@@ -74,9 +75,14 @@ def model_dtypes(store: Store, model: Any, use_shards: bool) -> tuple[str, ...]:
 
 def builder_worker(client: Any) -> str | None:
     """The worker that a kNN index build begun before the flow is sent to, and the only one warmed up before it
-    (:func:`start_when_ready` with ``builder_only``): the first of :func:`spectral.placement.worker_list`."""
+    (:func:`start_when_ready` with ``builder_only``): the local worker named :data:`flows.cluster.BUILDER_NAME`
+    (which began its warm-up as it started), else the first of :func:`spectral.placement.worker_list`."""
+    from flows.cluster import BUILDER_NAME
+
     workers = worker_list(client)
-    return workers[0] if workers else None
+    info = client.scheduler_info()["workers"]
+    named = [w for w in workers if str(info.get(w, {}).get("name")) == str(BUILDER_NAME)]
+    return (named or workers or [None])[0]
 
 
 def start_when_ready(pending: Any, dtypes: tuple[str, ...], *, builder_only: bool = False) -> None:

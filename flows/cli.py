@@ -98,7 +98,7 @@ def _with_progress(fn: Callable[[], Any]) -> Any:
     """Run a flow with a rich progress display of its stages (on stderr)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from flows._runtime import quiet_prefect, stage_listener
+    from flows._runtime import stage_listener
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err, transient=False)
@@ -115,7 +115,7 @@ def _with_progress(fn: Callable[[], Any]) -> Any:
             progress.update(ids[stage], total=task.total or 1, completed=task.total or 1)
             progress.stop_task(ids[stage])
 
-    with progress, quiet_prefect(), stage_listener(listener):
+    with progress, stage_listener(listener):
         return fn()
 
 
@@ -232,11 +232,8 @@ def embed(
         prefect_start = LaterStart()  # a large run's: once its fit stages reach the eigensolve (fit_before_flow)
         if scheduler is not None or not has_rows(source, LATE_START_ROWS):
             prefect_start.begin()  # first: the server starts up while this process imports the flow
-        from flows._run_prologue import fit_before_flow, planned_fit_early
+        from flows._embed_checks import check_embed_arguments, check_method_values
         from flows._runtime import new_run_id
-        from flows._warm_up import planned_dtypes, start_when_ready
-        from flows.cluster import client_started_early
-        from flows.embed import check_embed_arguments, embed as embed_flow
 
         params = _run(lambda: parse_params(param, n_components))
         run = _run(lambda: new_run_id("embed", run_name))  # named here: an interrupted run can be resumed
@@ -244,27 +241,43 @@ def embed(
                       scheduler=scheduler, n_workers=workers, run_name=run, chunk_rows=chunk_rows,
                       overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep,
                       labels_obs=labels_obs)
-        full = _run(lambda: check_embed_arguments(  # before the cluster (refused: the server stops)
+        full = _run(lambda: check_embed_arguments(  # before the cluster, without the estimator's imports
             source, store, method, params, labels=labels, holdout=holdout, n_workers=workers, random_state=seed,
-            overwrite=overwrite, sharded=sharded, use_rep=use_rep, labels_obs=labels_obs))
+            overwrite=overwrite, sharded=sharded, use_rep=use_rep, labels_obs=labels_obs, estimator=False))
         guard.run = run
-        # the cluster starts while Prefect starts the run, and its workers' warm-up begins as soon as it is up
-        with client_started_early(scheduler, n_workers=workers) as pending, \
-                planned_fit_early(method, full, sharded if scheduler is None else True) as fit_early:
-            if fit_early is None:
-                prefect_start.begin()
-            start_when_ready(pending, planned_dtypes(source, store, full, holdout, sharded, overwrite),
-                             builder_only=fit_early is not None)
-            # with a local cluster: the ingest here, then the fit stages begin on the cluster (the flow's take them)
-            early = None if scheduler else (lambda: fit_before_flow(
-                pending, fit_early, prefect_start, source, store, run=run, labels=labels, chunk_rows=chunk_rows,
-                overwrite=overwrite, use_rep=use_rep, labels_obs=labels_obs, threads=workers, method=method,
-                params=full, holdout=holdout, random_state=seed, sharded=sharded))
-            return _run(lambda: _with_progress(lambda: clock.call(lambda: embed_flow(source, store, **kwargs),
-                                                                   before=prefect_start, meanwhile=early)))
+        from flows._warm_up import planned_dtypes, start_when_ready
+        from flows.cluster import client_started_early
+
+        dtypes = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # kernels the workers will load
+
+        # the cluster starts while this process checks the values (scikit-learn's import) and imports the flow
+        with client_started_early(scheduler, n_workers=workers, warm_up=dtypes) as pending:
+            _run(lambda: check_method_values(method, full))  # refused: the cluster is closed once it is up
+            from flows._run_prologue import fit_before_flow, planned_fit_early
+            # Prefect's flow: imported now while the server starts, or once a large run's fit stages are begun
+            flow = _embed_flow() if prefect_start.begun else None
+
+            with planned_fit_early(method, full, sharded if scheduler is None else True) as fit_early:
+                if fit_early is None:
+                    prefect_start.begin()
+                start_when_ready(pending, dtypes, builder_only=fit_early is not None)
+                # with a local cluster: the ingest here, then the fit stages begin on the cluster (the flow's take them)
+                early = None if scheduler else (lambda: fit_before_flow(
+                    pending, fit_early, prefect_start, source, store, run=run, labels=labels, chunk_rows=chunk_rows,
+                    overwrite=overwrite, use_rep=use_rep, labels_obs=labels_obs, threads=workers, method=method,
+                    params=full, holdout=holdout, random_state=seed, sharded=sharded))
+                return _run(lambda: _with_progress(lambda: clock.call(
+                    lambda: (flow or _embed_flow())(source, store, **kwargs), before=prefect_start, meanwhile=early)))
 
     summary = _guarded(store, body)
     out.print(_summary_table(summary, _result_rows(store, summary["results"]), clock))
+
+
+def _embed_flow() -> Any:
+    """The ``embed`` flow (:func:`flows.embed.embed`): its import is Prefect's."""
+    from flows.embed import embed as embed_flow
+
+    return embed_flow
 
 
 def _result_rows(store: str, results: dict) -> dict[str, Any]:
@@ -481,7 +494,9 @@ def demo(
     from flows.demo import run_demo
 
     def call() -> dict:
-        with served_by(server):
+        from flows._runtime import quiet_prefect
+
+        with served_by(server), quiet_prefect():
             return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,
                             knn_method=knn_method)
 

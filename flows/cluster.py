@@ -26,6 +26,11 @@ DEFAULT_THREADS_PER_WORKER = 1
 DASK_DEFAULT_MALLOC_TRIM_THRESHOLD = 65536
 #: Preload of eigenflow's local workers: they ignore the stop signals sent to the CLI's process group.
 WORKER_SIGNALS_PRELOAD = "tasks.worker_signals"
+#: Preload of a local cluster asked to warm up at start: the :data:`BUILDER_NAME` worker begins its warm-up.
+WARM_UP_PRELOAD = "tasks.warm_up_preload"
+#: The name of the local worker that builds a kNN index begun before the flow (LocalCluster names its workers
+#: 0, 1, ...): :func:`flows._warm_up.builder_worker` picks it.
+BUILDER_NAME = 0
 
 
 def worker_environ() -> dict:
@@ -50,16 +55,26 @@ def worker_environ() -> dict:
 
 @contextmanager
 def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
-                  threads_per_worker: int = DEFAULT_THREADS_PER_WORKER) -> Iterator[LocalCluster]:
+                  threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
+                  warm_up: tuple[str, ...] = ()) -> Iterator[LocalCluster]:
     """eigenflow's local Dask cluster: ``n_workers`` worker processes (Nannies restart a dead one) of
     ``threads_per_worker`` threads, dashboard on a free port, workers started with :func:`worker_environ` and
-    ignoring SIGINT / SIGTERM sent to the process group (:mod:`tasks.worker_signals`: the flow process stops them)."""
+    ignoring SIGINT / SIGTERM sent to the process group (:mod:`tasks.worker_signals`: the flow process stops them).
+
+    ``warm_up``: X dtypes whose NN-descent warm-up the :data:`BUILDER_NAME` worker begins as it starts
+    (:mod:`tasks.warm_up_preload`), before the cluster is up."""
     import dask
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
+    from tasks.warm_up_preload import WARM_AT_START_ENV, warm_at_start_value
+
+    environ, preload = worker_environ(), [WORKER_SIGNALS_PRELOAD]
+    if warm_up:
+        environ[WARM_AT_START_ENV] = warm_at_start_value(BUILDER_NAME, tuple(warm_up))
+        preload.append(WARM_UP_PRELOAD)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                                dashboard_address=":0",  # ":0": a free port; None would still bind 8787
-                               preload=[WORKER_SIGNALS_PRELOAD])
+                               preload=preload)
     with cluster:
         yield cluster
 
@@ -117,6 +132,7 @@ def dask_client(
     n_workers: int = DEFAULT_N_WORKERS,
     threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
     paused_timeout: float | None = None,
+    warm_up: tuple[str, ...] = (),
 ) -> Iterator[Client]:
     """A Dask client for the duration of a flow run, closed (with its local cluster) on exit.
 
@@ -132,6 +148,9 @@ def dask_client(
         if set, else a :func:`local_cluster` of ``n_workers`` x ``threads_per_worker`` is started.
     n_workers, threads_per_worker : int
         Size of the local cluster (ignored with a scheduler address).
+    warm_up : tuple of str
+        X dtypes whose NN-descent warm-up a local cluster's builder worker begins as it starts
+        (:func:`local_cluster`; ignored with a scheduler address).
 
     Yields
     ------
@@ -148,8 +167,8 @@ def dask_client(
             with watch_paused_workers(client, timeout):
                 yield client
         return
-    with local_cluster(n_workers, threads_per_worker) as cluster, Client(cluster, set_as_default=True) as client, \
-            watch_paused_workers(client, timeout):
+    with local_cluster(n_workers, threads_per_worker, warm_up) as cluster, \
+            Client(cluster, set_as_default=True) as client, watch_paused_workers(client, timeout):
         yield client
 
 
@@ -227,7 +246,8 @@ class ReadyClient(PendingClient):
 _EARLY: ContextVar[PendingClient | None] = ContextVar("eigenflow_early_client", default=None)
 
 
-def _start_in_background(scheduler: str | None, n_workers: int, threads_per_worker: int) -> PendingClient:
+def _start_in_background(scheduler: str | None, n_workers: int, threads_per_worker: int,
+                         warm_up: tuple[str, ...] = ()) -> PendingClient:
     """:func:`dask_client` entered in a daemon thread, which holds it open until the result's :meth:`close`."""
     import threading
     from concurrent.futures import Future
@@ -237,7 +257,8 @@ def _start_in_background(scheduler: str | None, n_workers: int, threads_per_work
 
     def hold() -> None:
         try:
-            with dask_client(scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker) as client:
+            with dask_client(scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker,
+                             warm_up=warm_up) as client:
                 pending.seconds = time.perf_counter() - pending._started
                 future.set_result(client)
                 release.wait()
@@ -263,15 +284,17 @@ def client_started_early(
     *,
     n_workers: int = DEFAULT_N_WORKERS,
     threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
+    warm_up: tuple[str, ...] = (),
 ) -> Iterator[PendingClient]:
-    """Start a flow's Dask client now, in the background, for the flow run called inside this block.
+    """Start a flow's Dask client now, in the background, for the flow run called inside this block (a local
+    cluster's builder worker warming up for the X dtypes ``warm_up`` as it starts: :func:`local_cluster`).
 
     The CLI enters it before it calls a flow, so that the cluster starts while Prefect starts the flow run
     (without ``PREFECT_API_URL``, Prefect's temporary API server: seconds). The flow's
     :func:`dask_client_in_background` with the same arguments takes this client over (and closes it at the
     run's end); if no flow takes it (e.g. the run fails before it needs one), it is closed at the block's exit.
     """
-    pending = _start_in_background(scheduler, n_workers, threads_per_worker)
+    pending = _start_in_background(scheduler, n_workers, threads_per_worker, warm_up)
     token = _EARLY.set(pending)
     try:
         yield pending

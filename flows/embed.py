@@ -19,26 +19,28 @@ from typing import Any
 
 from prefect import flow
 
-from spectral._validation import check_float, check_int
+from spectral._validation import check_int
 from spectral.errors import ParameterError
 from storage import layout
 from storage.checksums import check_intact
 from storage.errors import DamagedManifestError, StoreFormatError
-from storage.lock import check_unlocked, store_lock
+from storage.lock import store_lock
 from storage.manifest import list_runs, read_manifest, readable_manifests, recorded_location, write_manifest
 from storage.models import list_models
 from storage.run_outputs import drop_run_outputs
+from storage.ingest import store_token
 from storage.store import Store
 from tasks.fitting import FitRequest, fit_stages, release_index
-from tasks.ingest import existing_store_attrs, first_store_attrs, ingest_task, open_existing, same_location
+from tasks.ingest import existing_store_attrs
+from tasks.ingest_task import ingest_task
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
-from tasks.registry import LABELS, SCORES, check_params, get_entry
-from tasks.sharded_choice import SHARDED_METHOD, check_sharded, resolve_sharded
+from tasks.registry import LABELS, SCORES, get_entry
+from tasks.sharded_choice import SHARDED_METHOD, resolve_sharded
 from tasks.sharded_eigenmaps import candidates_complete
 from tasks.sharded_extend import sharded_fit_record
 from tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
-from tasks.task_options import store_token
 
+from flows._embed_checks import check_anndata_options, check_embed_arguments, opened_or_url
 from flows._fixed_time import cluster_seconds, entry_seconds, final_write
 from flows._run_prologue import early_fit, ingested_run
 from flows._stop import bridge_prefect_sigterm
@@ -48,87 +50,6 @@ from flows.cluster import dask_client_in_background
 from flows.reporting import figures_on_worker, publish_run
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
-
-
-def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
-                          holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
-                          sharded: bool | None = None, use_rep: str | None = None,
-                          labels_obs: str | None = None, run: str | None = None) -> dict[str, Any]:
-    """Validate the arguments of :func:`embed` before any work; returns the method's full parameters.
-
-    ``store``: its URL (a complete store there is opened, validated, once for these checks:
-    :func:`tasks.ingest.open_existing`), or the handle of the existing store (not validated again).
-
-    The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it. ``run``:
-    the run's id when it is known (a lock this process holds for it is not another run's).
-    """
-    params = dict(params or {})
-    if "random_state" in params:
-        raise ParameterError("random_state is the run's seed: pass random_state=... (CLI --seed), not as a method "
-                             "parameter")
-    check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
-    check_int("n_workers", n_workers, low=1)
-    _check_anndata_options(source, use_rep, labels_obs, labels)
-    if not overwrite and not isinstance(store, Store):
-        store = _opened_or_url(store)
-    if not overwrite and existing_store_attrs_or_none(store) is not None:
-        check_unlocked(store, run)  # another live run on this store: fail now, before any work
-    full = check_params(method, params, has_labels=labels_obs is not None or _will_have_labels(source, store, labels,
-                                                                                            overwrite))
-    if "random_state" in full:
-        full["random_state"] = random_state
-    if sharded is not None and not isinstance(sharded, bool):
-        raise ParameterError(f"sharded must be True, False or None (auto); got {sharded!r}")
-    if sharded:
-        check_sharded(method, full)
-    _check_source_shape(source, store, method, full, labels=labels, holdout=holdout, overwrite=overwrite)
-    return full
-
-
-def _opened_or_url(store: str) -> str | Store:
-    """The handle of the complete store at ``store`` (:func:`tasks.ingest.open_existing`), else ``store`` itself."""
-    opened = open_existing(store)
-    return store if opened is None else opened
-
-
-def _check_source_shape(source: str, store: str | Store, method: str, full: dict, *, labels: str | None, holdout: float,
-                        overwrite: bool) -> None:
-    """The checks of :mod:`flows._source_checks`: rows of the source against the parameters, labels against a
-    supervised method; from the source's header and the labels alone, before the ingest."""
-    from flows._source_checks import check_labeled, check_rows, labels_of, source_rows
-
-    entry = get_entry(method)
-    itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
-    n = existing_store_attrs(store).get(layout.ATTR_N) if itself else source_rows(source)
-    if n is not None:
-        check_rows(method, entry.fit, full, n, holdout)
-    if entry.needs_labels:
-        check_labeled(method, labels_of(source, store, labels, overwrite))
-
-
-def _check_anndata_options(source: str, use_rep: str | None, labels_obs: str | None, labels: str | None) -> None:
-    """``use_rep`` / ``labels_obs`` select X and the labels of an AnnData source, and nothing else."""
-    from storage.readers import source_kind
-
-    for name, value in (("use_rep", use_rep), ("labels_obs", labels_obs)):
-        if value is not None and (not isinstance(source, str) or source_kind(source) != "anndata"):
-            raise ParameterError(f"{name} selects part of an AnnData source (.h5ad or AnnData zarr); source "
-                                 f"{source!r} is not one (got {name}={value!r})")
-    if labels_obs is not None and labels is not None:
-        raise ParameterError(f"labels are given twice: labels={labels!r} and labels_obs={labels_obs!r}; pass one")
-    if use_rep is not None or labels_obs is not None:  # the keys exist: a (scheduled) run fails now, not at ingest
-        from storage.anndata_io import check_anndata_keys
-
-        check_anndata_keys(source, use_rep or "X", labels_obs)
-
-
-def _will_have_labels(source: str, store: str | Store, labels: str | None, overwrite: bool) -> bool:
-    """Whether the run's store will hold labels: with ``labels``, or when ``source`` (or the existing ``store``
-    that the ingest will reuse) is a store that has them."""
-    if labels is not None:
-        return True
-    attrs = first_store_attrs((source,) if overwrite else (source, store))
-    return bool(attrs.get(layout.ATTR_HAS_LABELS)) if attrs is not None else False
 
 
 @flow(name="embed", validate_parameters=True)
@@ -205,7 +126,7 @@ def embed(
     fixed = entry_seconds()  # first: the flow engine's start ends here
     bridge_prefect_sigterm()  # a CLI run's SIGTERM reaches its guard (flows._stop) whatever Prefect's handler does
     t_flow = time.perf_counter()
-    target = store if overwrite else _opened_or_url(store)  # an existing store's one validation, kept by the run
+    target = store if overwrite else opened_or_url(store)  # an existing store's one validation, kept by the run
     opened = target if isinstance(target, Store) else None
     full = check_embed_arguments(source, target, method, params, labels=labels, holdout=holdout,
                                  n_workers=n_workers, random_state=random_state, overwrite=overwrite,
@@ -275,14 +196,6 @@ def embed(
     fixed = final_write({**summary["fixed_seconds"], **cluster_seconds(ctx.pending_client)}, work_ended,
                         lambda seconds: write_manifest_results(ctx.store, run, summary["results"], seconds))
     return {**summary, "fixed_seconds": fixed, "total_seconds": time.perf_counter() - t_flow}
-
-
-def existing_store_attrs_or_none(store: str | Store) -> dict | None:
-    """Root attributes of a complete store at ``store``; None if there is none (or something else is there)."""
-    try:
-        return existing_store_attrs(store)
-    except StoreFormatError:
-        return None
 
 
 #: Manifest parameters that do not change a run's result (how it was executed), left out of its identity.
@@ -399,7 +312,7 @@ def extend(
     bridge_prefect_sigterm()  # a CLI run's SIGTERM reaches its guard (flows._stop) whatever Prefect's handler does
     t_flow = time.perf_counter()
     n_workers = check_int("n_workers", n_workers, low=1)
-    _check_anndata_options(new_source, use_rep, None, None)
+    check_anndata_options(new_source, use_rep, None, None)
     if sharded is not None and not isinstance(sharded, bool):
         raise ParameterError(f"sharded must be True, False or None (as the model was fitted); got {sharded!r}")
     model_store = Store.open(store, "r")  # the model store's one whole-store check; read only

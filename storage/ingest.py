@@ -36,7 +36,7 @@ from .checksums import record_checksums
 from .errors import IngestError, StoreFormatError, StorageError
 from .readers import open_labels, open_source, read_rows_from_spec, source_kind
 from .source import check_label_count
-from .store import Store, _read_json, filesystem, is_url, open_store
+from .store import Store, _read_json, filesystem, is_url, open_store, read_attrs
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -436,3 +436,15 @@ def ingest(
     return IngestInfo(store=url, n=attrs[layout.ATTR_N], d=attrs[layout.ATTR_D], chunk_rows=rows, dtype=dtype,
                       has_labels=attrs[layout.ATTR_HAS_LABELS], fingerprint=attrs[layout.ATTR_FINGERPRINT],
                       source=src.description, seconds=time.perf_counter() - start_time, parallel=parallel)
+
+
+def store_token(store: Store) -> str:
+    """Identity of one ingest of a store, for cache keys and run records: ``<fingerprint>@<mtime of X's metadata>``.
+
+    The fingerprint identifies the data; the modification time of ``X/zarr.json`` changes when the store
+    is deleted and ingested again, so cached results never outlive the arrays they describe.
+    """
+    fingerprint = read_attrs(store).get(layout.ATTR_FINGERPRINT, "")
+    fs, root = filesystem(store)
+    modified = fs.modified(posixpath.join(root, layout.X, "zarr.json"))
+    return f"{fingerprint}@{modified.isoformat()}"

@@ -122,16 +122,18 @@ def get_entry(name: str) -> MethodEntry:
     return REGISTRY[name]
 
 
-def check_params(name: str, params: dict | None, *, has_labels: bool | None = None) -> dict[str, Any]:
+def check_params(name: str, params: dict | None, *, has_labels: bool | None = None,
+                 estimator: bool = True) -> dict[str, Any]:
     """Validate the method parameters of a run before any work; returns the full parameter dict.
 
     Raises :class:`ParameterError` for an unknown parameter (naming it and listing the accepted ones, and the
-    methods that do have it), a store-supplied parameter, a value the estimator refuses, or a method that
-    needs labels run without them (``has_labels=False``).
+    methods that do have it), a store-supplied parameter, a value the estimator refuses (with ``estimator``:
+    :func:`check_estimator_params`, which imports the estimator's numerical packages), or a method that needs
+    labels run without them (``has_labels=False``).
     """
     entry = get_entry(name)
     params = dict(params or {})
-    accepted = entry.parameters
+    accepted = entry.parameters if estimator else entry.declared_parameters  # the same; the second imports nothing
     for key in params:
         if key in entry.store_params:
             raise ParameterError(f"parameter {key!r} of method {name!r} is filled from the store (ingest "
@@ -144,7 +146,8 @@ def check_params(name: str, params: dict | None, *, has_labels: bool | None = No
         raise ParameterError(f"method {name!r} needs labels (-1 = unlabeled): pass labels=... (CLI --labels) "
                              "or use a store ingested with labels")
     full = {**accepted, **params}
-    check_estimator_params(entry, full)
+    if estimator:
+        check_estimator_params(entry, full)
     return full
 
 

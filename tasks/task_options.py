@@ -3,7 +3,8 @@
 ``IO_TASK`` (ingest, write-back: retried on transient I/O errors) and ``COMPUTE_TASK`` (no retries: a
 mathematical failure does not go away by retrying) both persist their results with the cache policy
 ``TASK_SOURCE + INPUTS`` (STACK.md "Resume after a crash"). A task's inputs always include the store (its
-:class:`storage.store.Store` handle, keyed by its location), the run id and the :func:`store_token` of the store,
+:class:`storage.store.Store` handle, keyed by its location), the run id and the
+:func:`storage.ingest.store_token` of the store,
 so
 
 - re-running a failed run (same ``run_name``) on the same store reuses every task that had finished and
@@ -16,13 +17,9 @@ result storage (``$PREFECT_HOME/storage``, or ``PREFECT_RESULTS_LOCAL_STORAGE_PA
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 from prefect.cache_policies import INPUTS, TASK_SOURCE
-
-from storage import layout
-from storage.store import Store, filesystem, read_attrs
 
 #: Cache policy of every eigenflow task (no RUN_ID: a re-run of the same run reuses finished tasks).
 CACHE_POLICY = TASK_SOURCE + INPUTS
@@ -40,15 +37,3 @@ COMPUTE_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": CACHE_PO
 #: A compute task with a ``handoff`` parameter (:mod:`tasks.stage_handoff`: a worker address and a random token,
 #: where its input may be in memory): not part of the cache key, which names what the task computes.
 HANDOFF_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": TASK_SOURCE + (INPUTS - "handoff")}
-
-
-def store_token(store: Store) -> str:
-    """Identity of one ingest of a store, for cache keys: ``<fingerprint>@<mtime of X's metadata>``.
-
-    The fingerprint identifies the data; the modification time of ``X/zarr.json`` changes when the store
-    is deleted and ingested again, so cached results never outlive the arrays they describe.
-    """
-    fingerprint = read_attrs(store).get(layout.ATTR_FINGERPRINT, "")
-    fs, root = filesystem(store)
-    modified = fs.modified(posixpath.join(root, layout.X, "zarr.json"))
-    return f"{fingerprint}@{modified.isoformat()}"

@@ -34,10 +34,10 @@ def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "
         "exact" is :mod:`spectral.neighbours.exact` (a pruned scan of a leaf partition in float32, every row's
         k-th neighbour certified in float64; ties go to the smaller index); "nndescent" is
         ``pynndescent.NNDescent`` built with ``k + 1`` neighbours; "auto" is
-        :func:`~spectral.neighbours.index.auto_method`: "exact" below
-        :data:`~spectral.neighbours.index.EXACT_MAX_SAMPLES` points and
-        :data:`~spectral.neighbours.index.EXACT_MAX_CELLS` values of X, else "nndescent" (never "sharded": callers that
-        own a cluster choose "sharded" explicitly). "sharded" runs on the active ``distributed.Client``: one NN-descent index per row shard, every shard queried against every other shard's index, the candidates merged (:func:`spectral.neighbours.sharded.sharded_knn_graph`).
+        :func:`~spectral.neighbours.method_choice.auto_method`: "exact" below
+        :data:`~spectral.neighbours.method_choice.EXACT_MAX_SAMPLES` points and
+        :data:`~spectral.neighbours.method_choice.EXACT_MAX_CELLS` values of X, else "nndescent" (never
+        "sharded": callers that own a cluster choose "sharded" explicitly). "sharded" runs on the active ``distributed.Client``: one NN-descent index per row shard, every shard queried against every other shard's index, the candidates merged (:func:`spectral.neighbours.sharded.sharded_knn_graph`).
     metric : {"euclidean", "manhattan", "cosine"}
     random_state : None, int, Generator
         Seeds NN-descent (through one integer drawn from the generator); unused by "exact". "sharded" seeds

@@ -56,9 +56,14 @@ def test_csv_with_nan_fails_with_one_line_message(files):
 
 
 def test_bad_parameter_fails_before_running(files):
-    r = eigenflow("embed", "X.npy", "never.zarr", "-p", "n_neighbors=0", cwd=files)
-    assert r.returncode == 1
-    assert "n_neighbors must be an integer in [1, inf); got 0" in r.stderr and "Traceback" not in r.stderr
+    """Refused with one line and no store: by the source's size (before the cluster starts) and by the estimator's
+    own check (made while the cluster starts, which is then closed without a word)."""
+    for value, message in (("0", "n_neighbors must be in [1, 1199] for a source of 1200 rows; got 0"),
+                           ("2.5", "n_neighbors must be an integer in [1, inf); got 2.5")):
+        r = eigenflow("embed", "X.npy", "never.zarr", "-p", f"n_neighbors={value}", cwd=files)
+        assert r.returncode == 1
+        assert r.stderr.strip().splitlines() == [f"error: {message}"], r.stderr
+        assert not (files / "never.zarr").exists()
     r = eigenflow("info", "missing.zarr", cwd=files)
     assert r.returncode == 1 and "error:" in r.stderr and "missing.zarr" in r.stderr
 

@@ -64,3 +64,36 @@ def test_the_warm_up_is_planned_from_the_source_header(tmp_path):
     ingest(np.zeros((100, 2)), store, dtype="float64")
     assert planned_dtypes(store, store, {**auto, "knn_method": "nndescent"}, 0.0, None, False) == ("float64",)
     assert planned_dtypes(store, store, auto, 0.0, None, False) == ()
+
+
+def _began_warm_up() -> list:
+    """On a worker: the dtypes of the warm-ups begun in its process and not yet collected."""
+    import tasks._warm_up as on_worker
+
+    with on_worker._LOCK:
+        return sorted(on_worker._STARTED)
+
+
+def test_the_builder_worker_begins_its_warm_up_as_it_starts(tmp_path):
+    """A local cluster asked to warm up: its worker named BUILDER_NAME begins the warm-up from its preload, before
+    the client asks; the other worker does not; ``builder_worker`` picks that worker; the task collects it."""
+    from distributed import Client
+
+    from flows._warm_up import builder_worker
+    from flows.cluster import BUILDER_NAME, local_cluster
+    from tasks._warm_up import finish_warm_up
+
+    with local_cluster(n_workers=2, threads_per_worker=1, warm_up=("float32",)) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2)
+        began = client.run(_began_warm_up)
+        names = {address: info["name"] for address, info in client.scheduler_info()["workers"].items()}
+        builder = builder_worker(client)
+        assert names[builder] == BUILDER_NAME
+        assert began[builder] == [("float32",)]
+        assert all(began[w] == [] for w in began if w != builder)
+        seconds = client.submit(finish_warm_up, ("float32",), workers=[builder], pure=False).result()
+        assert seconds > 0.0
+        assert client.run(_began_warm_up)[builder] == []
+    with local_cluster(n_workers=1, threads_per_worker=1) as cluster, Client(cluster, set_as_default=False) as client:
+        assert client.run(_began_warm_up) == {w: [] for w in client.scheduler_info()["workers"]}  # not asked

@@ -1,0 +1,115 @@
+"""The checks of an ``embed`` run's arguments before any work (:func:`check_embed_arguments`), and of an AnnData
+source's options; without Prefect, Dask or the numerical packages (the estimator's own value check, which imports
+them, is :func:`check_method_values`), so that the CLI makes them before it starts its cluster and Prefect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spectral._validation import check_float, check_int
+from spectral.errors import ParameterError
+from storage import layout
+from storage.errors import StoreFormatError
+from storage.lock import check_unlocked
+from storage.store import Store
+from tasks.ingest import existing_store_attrs, first_store_attrs, open_existing, same_location
+from tasks.registry import check_estimator_params, check_params, get_entry
+from tasks.sharded_choice import check_sharded
+
+
+def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
+                          holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
+                          sharded: bool | None = None, use_rep: str | None = None,
+                          labels_obs: str | None = None, run: str | None = None,
+                          estimator: bool = True) -> dict[str, Any]:
+    """Validate the arguments of :func:`flows.embed.embed` before any work; returns the method's full parameters.
+
+    ``store``: its URL (a complete store there is opened, validated, once for these checks:
+    :func:`tasks.ingest.open_existing`), or the handle of the existing store (not validated again).
+
+    The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it. ``run``:
+    the run's id when it is known (a lock this process holds for it is not another run's). ``estimator=False``
+    leaves out the estimator's own check of the values (:func:`check_method_values`: it imports the numerical
+    packages), which the CLI makes once its cluster is starting.
+    """
+    params = dict(params or {})
+    if "random_state" in params:
+        raise ParameterError("random_state is the run's seed: pass random_state=... (CLI --seed), not as a method "
+                             "parameter")
+    check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
+    check_int("n_workers", n_workers, low=1)
+    check_anndata_options(source, use_rep, labels_obs, labels)
+    if not overwrite and not isinstance(store, Store):
+        store = opened_or_url(store)
+    if not overwrite and existing_store_attrs_or_none(store) is not None:
+        check_unlocked(store, run)  # another live run on this store: fail now, before any work
+    has_labels = labels_obs is not None or _will_have_labels(source, store, labels, overwrite)
+    full = check_params(method, params, estimator=estimator, has_labels=has_labels)
+    if "random_state" in full:
+        full["random_state"] = random_state
+    if sharded is not None and not isinstance(sharded, bool):
+        raise ParameterError(f"sharded must be True, False or None (auto); got {sharded!r}")
+    if sharded:
+        check_sharded(method, full)
+    _check_source_shape(source, store, method, full, labels=labels, holdout=holdout, overwrite=overwrite)
+    return full
+
+
+def opened_or_url(store: str) -> str | Store:
+    """The handle of the complete store at ``store`` (:func:`tasks.ingest.open_existing`), else ``store`` itself."""
+    opened = open_existing(store)
+    return store if opened is None else opened
+
+
+def _check_source_shape(source: str, store: str | Store, method: str, full: dict, *, labels: str | None, holdout: float,
+                        overwrite: bool) -> None:
+    """The checks of :mod:`flows._source_checks`: rows of the source against the parameters, labels against a
+    supervised method; from the source's header and the labels alone, before the ingest."""
+    from flows._source_checks import check_labeled, check_rows, labels_of, source_rows
+
+    entry = get_entry(method)
+    itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
+    n = existing_store_attrs(store).get(layout.ATTR_N) if itself else source_rows(source)
+    if n is not None:
+        check_rows(method, entry.fit, full, n, holdout)
+    if entry.needs_labels:
+        check_labeled(method, labels_of(source, store, labels, overwrite))
+
+
+def check_anndata_options(source: str, use_rep: str | None, labels_obs: str | None, labels: str | None) -> None:
+    """``use_rep`` / ``labels_obs`` select X and the labels of an AnnData source, and nothing else."""
+    from storage.readers import source_kind
+
+    for name, value in (("use_rep", use_rep), ("labels_obs", labels_obs)):
+        if value is not None and (not isinstance(source, str) or source_kind(source) != "anndata"):
+            raise ParameterError(f"{name} selects part of an AnnData source (.h5ad or AnnData zarr); source "
+                                 f"{source!r} is not one (got {name}={value!r})")
+    if labels_obs is not None and labels is not None:
+        raise ParameterError(f"labels are given twice: labels={labels!r} and labels_obs={labels_obs!r}; pass one")
+    if use_rep is not None or labels_obs is not None:  # the keys exist: a (scheduled) run fails now, not at ingest
+        from storage.anndata_io import check_anndata_keys
+
+        check_anndata_keys(source, use_rep or "X", labels_obs)
+
+
+def _will_have_labels(source: str, store: str | Store, labels: str | None, overwrite: bool) -> bool:
+    """Whether the run's store will hold labels: with ``labels``, or when ``source`` (or the existing ``store``
+    that the ingest will reuse) is a store that has them."""
+    if labels is not None:
+        return True
+    attrs = first_store_attrs((source,) if overwrite else (source, store))
+    return bool(attrs.get(layout.ATTR_HAS_LABELS)) if attrs is not None else False
+
+
+def existing_store_attrs_or_none(store: str | Store) -> dict | None:
+    """Root attributes of a complete store at ``store``; None if there is none (or something else is there)."""
+    try:
+        return existing_store_attrs(store)
+    except StoreFormatError:
+        return None
+
+
+def check_method_values(method: str, full: dict) -> None:
+    """The estimator's own check of the full parameters ``full`` of ``method`` (:func:`tasks.registry.check_params`
+    with ``estimator=True`` makes it too)."""
+    check_estimator_params(get_entry(method), full)
