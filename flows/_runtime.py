@@ -70,6 +70,20 @@ def quiet_prefect() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def cache_refreshed(refresh: bool) -> Iterator[None]:
+    """With ``refresh``, the Prefect tasks called inside do not take a cached result (and store a new one): a stage
+    that a resumed run had recorded as completed but whose outputs are not intact in the store (e.g. a write left
+    running in a worker that failed) is computed again, not taken from the cache of the run that lost them."""
+    if not refresh:
+        yield
+        return
+    from prefect.settings import PREFECT_TASKS_REFRESH_CACHE, temporary_settings
+
+    with temporary_settings(updates={PREFECT_TASKS_REFRESH_CACHE: True}):
+        yield
+
+
 @dataclass
 class RunContext:
     """What the stages of one run share: the store, the run id, its manifest and the Dask client."""

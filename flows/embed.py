@@ -44,7 +44,7 @@ from flows._embed_checks import check_anndata_options, check_embed_arguments, op
 from flows._fixed_time import cluster_seconds, entry_seconds, final_write
 from flows._run_prologue import early_fit, ingested_run
 from flows._stop import bridge_prefect_sigterm
-from flows._runtime import emit, new_run_id, run_context, timed
+from flows._runtime import cache_refreshed, emit, new_run_id, run_context, timed
 from flows._warm_up import finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent
 from flows.cluster import dask_client_in_background
 from flows.reporting import figures_on_worker, publish_run
@@ -165,11 +165,12 @@ def embed(
                              holdout=holdout, random_state=random_state, sharded=use_shards)
         try:
             for stage in fit_stages(request):
-                if stage.name in finished and stage.outputs_intact():  # resumed: done before the crash
+                recorded = stage.name in finished
+                if recorded and stage.outputs_intact():  # resumed: done before the crash
                     ctx.record_stage(stage.name, 0.0, {**finished[stage.name], "reused": True})
                     _record_fit_results(ctx.manifest.results, finished[stage.name])
                     continue
-                with ctx.stage(stage.name) as rec:
+                with ctx.stage(stage.name) as rec, cache_refreshed(recorded):  # recorded, outputs lost: again
                     rec.info.update(stage.call())
                 _record_fit_results(ctx.manifest.results, rec.info)
                 if stage.name == "weights" and warms_up and builder is not None:  # beside the one-core eigensolve

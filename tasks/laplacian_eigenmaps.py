@@ -100,7 +100,10 @@ def write_knn_graph(store: Store, run: str, built: FitIndex, *, n_neighbors: int
     Rows of fit points hold their neighbours within the fit set; rows of other points (held out, or exact
     copies of a fit point: their first neighbour is their original, at distance 0) their nearest fit points.
     Returns the index parameters and sizes, and under ``"handoff"`` the reference of the fit graph kept in this
-    worker's memory for the weights stage (None if nothing could be kept; :func:`compute_weights`).
+    worker's memory for the weights stage (None if nothing could be kept; :func:`compute_weights`). Kept on a
+    worker, the graph is written in a thread of this worker (``"write": "background"``) while the weights stage
+    computes W from memory: W's own write waits for it, and the eigensolve joins that (a failure of either is
+    raised there). ``in_fit`` is written before this returns.
     """
     index, rows = built.index, built.rows
     n, _ = x_shape(store)
@@ -117,16 +120,22 @@ def write_knn_graph(store: Store, run: str, built: FitIndex, *, n_neighbors: int
     token = new_token()
     attrs = {"run": run, "metric": index.metric, "n_fit": int(rows.size), "index_params": index.params,
              TOKEN_ATTR: token}
-    t0 = time.perf_counter()
-    write_knn(store, indices, distances, attrs=attrs)
-    record_checksums(store, KNN_ARRAYS)
     in_fit = np.zeros(n, dtype=bool)
     in_fit[rows] = True
     write_point_array(store, layout.output_path(run, IN_FIT), in_fit, overwrite=True)
-    handoff = keep(run, token, {"rows": rows, "indices": idx_fit, "distances": dist_fit})
+    t0 = time.perf_counter()
+    handoff = keep(run, token, {"rows": rows, "indices": idx_fit, "distances": dist_fit},
+                   write=lambda: _write_graph(store, indices, distances, attrs))
     return {"k": n_neighbors, "method": index.method, "n_fit": int(rows.size), "n_heldout": int(held.size),
             "n_duplicates": built.n_duplicates, "build_seconds": built.build_seconds,
-            "write_seconds": time.perf_counter() - t0, "handoff": handoff}
+            **({"write": "written", "write_seconds": time.perf_counter() - t0} if handoff is None else
+               {"write": "background"}), "handoff": handoff}
+
+
+def _write_graph(store: Store, indices: np.ndarray, distances: np.ndarray, attrs: dict) -> None:
+    """``graph/knn`` (with ``attrs``) and its checksums."""
+    write_knn(store, indices, distances, attrs=attrs)
+    record_checksums(store, KNN_ARRAYS)
 
 
 def graph_belongs_to(store: Store, run: str, part: str) -> bool:
@@ -170,19 +179,34 @@ def compute_weights(store: Store, run: str, graph: dict | None = None, *, weight
     weighting parameters (CSR attrs) and the per-point scales (``outputs/<run>/weight_scales``).
 
     The fit graph comes from this worker's memory when ``graph`` (the kNN stage's ``"handoff"``) refers to what
-    the store holds, else from the store (``graph_source`` in the result says which). W and the scales stay in
-    this worker's memory for the eigensolve (``"handoff"`` in the result, :func:`solve_eigenmaps`), and their
-    write runs in a thread of this worker that the eigensolve joins (``"write": "background"``; outside a worker
-    they are written before this returns: ``"written"``)."""
-    arrays = take(graph, read_knn_attrs(store))
+    the store holds or to the graph whose write the kNN stage left running here, else from the store
+    (``graph_source`` in the result says which). W and the scales stay in this worker's memory for the
+    eigensolve (``"handoff"`` in the result, :func:`solve_eigenmaps`), and their write runs in a thread of this
+    worker that the eigensolve joins (``"write": "background"``; outside a worker they are written before this
+    returns: ``"written"``); it first waits for the graph's write, whose error it raises. If this stage fails,
+    the graph's write still completes."""
+    pending = take_pending(graph)  # the graph of the kNN stage on this worker, its write still running
+    graph_write = None if pending is None else pending[1]
+    arrays = take(graph, read_knn_attrs(store)) if pending is None else pending[0]
     source = "store" if arrays is None else "memory"
     rows, idx, dist = fit_graph(store, run) if arrays is None else (arrays["rows"], arrays["indices"],
                                                                         arrays["distances"])
-    del arrays
-    W, per_point, attrs = _weights_of_graph(store, run, rows, idx, dist, weighting=weighting, symmetrize=symmetrize)
+    del arrays, pending
+    try:
+        W, per_point, attrs = _weights_of_graph(store, run, rows, idx, dist, weighting=weighting,
+                                                symmetrize=symmetrize)
+    except BaseException:
+        if graph_write is not None:  # the kNN stage completed: its graph lands even though this stage failed
+            graph_write.join(raise_error=False)
+        raise
+
+    def write() -> None:
+        if graph_write is not None:
+            graph_write.join()
+        _write_weights(store, run, W, per_point, attrs)
+
     # kept on a worker, W is written in a thread while the eigensolve (same worker) runs: it joins the write
-    handoff = keep(run, attrs[TOKEN_ATTR], {"W": W, "per_point": per_point, "attrs": attrs},
-                   write=lambda: _write_weights(store, run, W, per_point, attrs))
+    handoff = keep(run, attrs[TOKEN_ATTR], {"W": W, "per_point": per_point, "attrs": attrs}, write=write)
     return {"n": int(W.shape[0]), "nnz": int(W.nnz), "graph_source": source,
             "write": "written" if handoff is None else "background", "handoff": handoff}
 
@@ -234,7 +258,9 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
     raised here) and before the model is written; if the solve fails, the write still completes. When the store
     does not hold this run's W (the weights stage's worker died during that write, and this body runs again on
     another worker), W is computed again from the stored kNN graph with ``weighting`` / ``symmetrize`` and
-    written (``weights_source="recomputed"``: the same W, the weights are deterministic)."""
+    written (``weights_source="recomputed"``: the same W, the weights are deterministic); if that worker died
+    before the graph's own background write ended, the stored graph is refused as damaged (its checksums) and a
+    resumed run builds it again."""
     from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
     from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
     from spectral.graph.weights import WeightParams

@@ -80,6 +80,7 @@ def test_embed_store_contents_and_manifest(embedded, data):
         assert infos[name]["worker"].startswith("tcp://127.0.0.1:") and infos[name]["worker_peak_rss_gb"] > 0
     # each stage took its input from the previous stage's memory, not from the store it had just written
     assert infos["weights"]["graph_source"] == "memory" and infos["eigensolve"]["weights_source"] == "memory"
+    assert infos["knn"]["write"] == "background"  # the graph's write ran beside the weights stage
     assert manifest.parameters["n_neighbors"] == PARAMS["n_neighbors"] and manifest.seed == 0
     assert manifest.versions["prefect"] and manifest.versions["zarr"]
     # fixed time outside the stages (flows._fixed_time): called from Python, the flow knows the cluster's start,
@@ -311,6 +312,38 @@ def test_exact_copies_are_collapsed_before_the_graph(prefect_harness, cluster, t
     assert fitted[:3000].all() and not fitted[3000:].any()
     est = LaplacianEigenmaps(knn_method="exact", random_state=0, **PARAMS).fit(X.astype(np.float32).astype(np.float64))
     assert_equal_up_to_sign(Z[:3000].astype(np.float64), est.embedding_, atol=1e-5 * np.abs(est.embedding_).max())
+
+
+def test_a_failed_background_graph_write_fails_the_run_and_its_resume_builds_the_graph_again(
+        prefect_harness, thread_cluster, data, monkeypatch):
+    """The kNN stage's graph is written in a thread of its worker while the weights stage computes W from memory:
+    a failure of that write is raised by the eigensolve (which joins W's write, which waits for the graph's), the
+    run is recorded as failed, and the resumed run, whose stored graph is incomplete, builds it again."""
+    import tasks.laplacian_eigenmaps as le
+    from flows.embed import embed
+
+    d, X, _, _ = data
+    store = str(d / "graph-write.zarr")
+    common = dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=thread_cluster,
+                  run_name="graph-write")
+    real = le.write_knn
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(le, "write_knn", real)
+        raise OSError("injected graph write failure")
+
+    monkeypatch.setattr(le, "write_knn", fail_once)
+    with pytest.raises(OSError, match="injected graph write failure"):
+        embed(str(d / "X.npy"), store, **common)
+    failed = {s.name: s for s in read_manifest(store, "graph-write").stages}
+    assert failed["knn"].info["write"] == "background" and failed["weights"].info["graph_source"] == "memory"
+    assert failed["eigensolve"].status == "failed"
+    summary = embed(str(d / "X.npy"), store, **common)
+    infos = {s.name: s.info for s in read_manifest(store, "graph-write").stages}
+    assert not infos["knn"].get("reused") and summary["status"] == "completed"
+    Z_ref = estimator().fit_transform(X)
+    assert_equal_up_to_sign(read_embedding(store, summary["run"]).astype(np.float64), Z_ref,
+                            atol=1e-5 * np.abs(Z_ref).max())
 
 
 def _held_handoffs(dask_worker) -> int:
