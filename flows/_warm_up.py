@@ -12,7 +12,9 @@ the kernels are loaded from the compiled-code cache (compiled on a machine's fir
   none was begun) and returns the warm-up's seconds, the run's ``compile`` time (:mod:`flows._fixed_time`).
 - when the CLI begins the fit stages before the flow (:func:`flows._run_prologue.begin_fit_early`), only the
   :func:`builder_worker` is warmed up before them, and the flow submits :func:`finish_on_workers` after its weights
-  stage, so that the other workers warm up beside the one-core eigensolve instead of taking CPU from the build.
+  stage: on the other workers too when the run has points outside the fit set (held out, or copies of a fit
+  point), whose out-of-sample map queries the index there, so that they warm up beside the one-core eigensolve
+  instead of taking CPU from the build; on the builder alone otherwise (no other worker needs the kernels).
 """
 
 from __future__ import annotations
@@ -105,9 +107,11 @@ def start_when_ready(pending: Any, dtypes: tuple[str, ...], *, builder_only: boo
     pending.when_ready(begin)
 
 
-def finish_on_workers(client: Any, finish: Any = finish_warm_up, dtype: str = "float32") -> list:
-    """One ``finish(dtypes)`` task per worker, placed on it (the fit stages queue behind it): the warm-up's
-    seconds on that worker. A worker that dies loses its task's result: the scheduler computes it again, on
-    another worker (``allow_other_workers``); pinned to the dead worker's address it would wait forever."""
-    workers = worker_list(client)
+def finish_on_workers(client: Any, finish: Any = finish_warm_up, dtype: str = "float32",
+                      workers: list[str] | None = None) -> list:
+    """One ``finish(dtypes)`` task per worker (of ``workers``, default all), placed on it (the fit stages queue
+    behind it): the warm-up's seconds on that worker. A worker that dies loses its task's result: the scheduler
+    computes it again, on another worker (``allow_other_workers``); pinned to the dead worker's address it would
+    wait forever."""
+    workers = worker_list(client) if workers is None else workers
     return [client.submit(finish, (dtype,), workers=[w], allow_other_workers=True, pure=False) for w in workers]

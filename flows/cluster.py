@@ -24,8 +24,9 @@ DEFAULT_THREADS_PER_WORKER = 1
 #: The value of ``MALLOC_TRIM_THRESHOLD_`` that Dask's Nanny sets in its workers by default
 #: (``distributed.nanny.pre-spawn-environ``), which eigenflow's local workers do without (:func:`local_cluster`).
 DASK_DEFAULT_MALLOC_TRIM_THRESHOLD = 65536
-#: Preload of eigenflow's local workers: they ignore the stop signals sent to the CLI's process group.
-WORKER_SIGNALS_PRELOAD = "tasks.worker_signals"
+#: Preloads of eigenflow's local workers: they ignore the stop signals sent to the CLI's process group, and a
+#: worker that has closed ends its process without the interpreter's teardown.
+WORKER_PRELOADS = ("tasks.worker_signals", "tasks.worker_exit")
 #: Preload of a local cluster asked to warm up at start: the :data:`BUILDER_NAME` worker begins its warm-up.
 WARM_UP_PRELOAD = "tasks.warm_up_preload"
 #: The name of the local worker that builds a kNN index begun before the flow (LocalCluster names its workers
@@ -59,7 +60,8 @@ def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
                   warm_up: tuple[str, ...] = ()) -> Iterator[LocalCluster]:
     """eigenflow's local Dask cluster: ``n_workers`` worker processes (Nannies restart a dead one) of
     ``threads_per_worker`` threads, dashboard on a free port, workers started with :func:`worker_environ` and
-    ignoring SIGINT / SIGTERM sent to the process group (:mod:`tasks.worker_signals`: the flow process stops them).
+    ignoring SIGINT / SIGTERM sent to the process group (:mod:`tasks.worker_signals`: the flow process stops them),
+    each ending its process without the interpreter's teardown once it has closed (:mod:`tasks.worker_exit`).
 
     ``warm_up``: X dtypes whose NN-descent warm-up the :data:`BUILDER_NAME` worker begins as it starts
     (:mod:`tasks.warm_up_preload`), before the cluster is up."""
@@ -67,7 +69,7 @@ def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
 
     from tasks.warm_up_preload import WARM_AT_START_ENV, warm_at_start_value
 
-    environ, preload = worker_environ(), [WORKER_SIGNALS_PRELOAD]
+    environ, preload = worker_environ(), list(WORKER_PRELOADS)
     if warm_up:
         environ[WARM_AT_START_ENV] = warm_at_start_value(BUILDER_NAME, tuple(warm_up))
         preload.append(WARM_UP_PRELOAD)

@@ -20,6 +20,7 @@ from typing import Any
 from prefect import flow
 
 from spectral._validation import check_int
+from spectral.placement import worker_list
 from spectral.errors import ParameterError
 from storage import layout
 from storage.checksums import check_intact
@@ -35,6 +36,7 @@ from tasks.ingest import existing_store_attrs
 from tasks.ingest_task import ingest_task
 from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
 from tasks.registry import LABELS, SCORES, get_entry
+from tasks._warm_up import ended_warm_up_seconds, import_point_modules
 from tasks.sharded_choice import SHARDED_METHOD, resolve_sharded
 from tasks.sharded_eigenmaps import candidates_complete
 from tasks.sharded_extend import sharded_fit_record
@@ -161,6 +163,7 @@ def embed(
         builder = None if early is None else early.builder()
         warms_up = use_shards or uses_nndescent(full, n_fit, ingested["d"])
         warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE]) if warms_up and builder is None else []
+        imported: list = []  # futures held until the run's end (a released one may be cancelled before it runs)
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                              holdout=holdout, random_state=random_state, sharded=use_shards)
         try:
@@ -174,19 +177,25 @@ def embed(
                     rec.info.update(stage.call())
                 _record_fit_results(ctx.manifest.results, rec.info)
                 if stage.name == "weights" and warms_up and builder is not None:  # beside the one-core eigensolve
-                    warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
+                    if _maps_points_outside(ctx):  # every worker queries the index: NN-descent's kernels
+                        warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
+                    else:  # the points stage's imports alone, on the workers other than the builder
+                        imported = [client.submit(import_point_modules, method, workers=[w], allow_other_workers=False,
+                                                  pure=False) for w in worker_list(client) if w != builder]
             with ctx.stage("embed-points") as rec:
                 rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token, holdout=holdout,
                                                   random_state=random_state))
             ctx.manifest.results.update(_output_paths(method, run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method})
-            compile_seconds = client.gather(warm)  # each worker's warm-up (loaded from the cache: ~1 s)
+            # each worker's warm-up (loaded from the cache: ~1 s); or the builder's alone, ended long ago
+            compile_seconds = client.gather(warm) if warm or builder is None else \
+                client.run(ended_warm_up_seconds, (ingested[layout.ATTR_DTYPE],), workers=[builder]).get(builder, [])
             ctx.manifest.fixed_seconds["compile"] = max(compile_seconds, default=0.0)
-            if warm:
+            if compile_seconds:
                 ctx.manifest.results["nndescent_compile_seconds"] = [round(s, 2) for s in compile_seconds]
         finally:
             release_index(ctx.token, ctx.run)
-            del warm
+            del warm, imported
         figures = figures_on_worker(client, ctx.store, ctx.run, method)  # while the cluster is up
         work_ended = time.perf_counter()
         ctx.pending_client.begin_close()  # the cluster's shutdown overlaps the run's end (a client of its own)
@@ -260,6 +269,13 @@ def write_manifest_results(store: Store, run: str, results: dict, fixed_seconds:
     manifest.results.update(results)
     manifest.fixed_seconds.update(fixed_seconds or {})
     write_manifest(store, manifest)
+
+
+def _maps_points_outside(ctx: Any) -> bool:
+    """Whether the run's kNN stage left points outside the fit set (held out, or copies of a fit point): their
+    out-of-sample map queries the kNN index on every worker, which then need NN-descent's kernels."""
+    knn = next((s.info for s in ctx.manifest.stages if s.name == "knn"), {})
+    return knn.get("n_heldout", 1) > 0
 
 
 def _record_fit_results(results: dict, info: dict) -> None:

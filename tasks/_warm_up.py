@@ -73,3 +73,30 @@ def finish_warm_up(dtypes: tuple[str, ...]) -> float:
     if warm.error is not None:
         raise warm.error
     return float(warm.seconds)
+
+
+def ended_warm_up_seconds(dtypes: tuple[str, ...]) -> list[float]:
+    """``[seconds]`` of the warm-up begun in this process for ``dtypes`` once it has ended (collected, as by
+    :func:`finish_warm_up`), else ``[]`` (none begun, or still running): never waits and never warms up, so that
+    ``Client.run`` can ask a worker that is busy with a task."""
+    with _LOCK:
+        warm = _STARTED.get(tuple(dtypes))
+        if warm is None or warm.thread.is_alive() or warm.error is not None:
+            return []
+        del _STARTED[tuple(dtypes)]
+    return [float(warm.seconds)]
+
+
+def import_point_modules(method: str) -> float:
+    """Import on this worker what writing the per-point outputs of a ``method`` run needs (the stage bodies and
+    the fitted model's estimator module, with scikit-learn and numba's modules), without loading NN-descent's
+    kernels (the run maps no point outside its fit set); returns the seconds. Done beside the one-core eigensolve,
+    it saves the points stage about 1 s on a worker that has not imported them."""
+    from tasks.registry import get_entry
+
+    t0 = time.perf_counter()
+    import tasks.fitted_model  # noqa: F401
+    import tasks.point_writeback  # noqa: F401
+
+    get_entry(method).estimator_class  # noqa: B018 - imports the estimator's module
+    return time.perf_counter() - t0

@@ -28,7 +28,9 @@ matrix 0.88 s.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -47,8 +49,14 @@ PLUGIN_NAME = "eigenflow-handoffs"
 logger = logging.getLogger(__name__)
 
 
+#: Nice value of a background write's thread (Linux): it takes the CPU the stages leave free (the eigensolve
+#: keeps one core busy), not CPU from a stage that keeps both busy (the weights' parallel kernels).
+WRITE_NICENESS = 10
+
+
 class BackgroundWrite:
-    """A stage's store write running in a thread of its worker; :meth:`join` waits for it and raises its error."""
+    """A stage's store write running in a thread of its worker, at a lower CPU priority (:data:`WRITE_NICENESS`);
+    :meth:`join` waits for it and raises its error."""
 
     def __init__(self, write: Callable[[], None], name: str) -> None:
         self.error: BaseException | None = None
@@ -59,6 +67,7 @@ class BackgroundWrite:
     def _run(self, write: Callable[[], None]) -> None:
         t0 = time.perf_counter()
         try:
+            lower_thread_priority(WRITE_NICENESS)
             write()
         except BaseException as exc:  # raised by join, in the stage that waits for the write
             self.error = exc
@@ -73,6 +82,15 @@ class BackgroundWrite:
                 raise self.error
             logger.error("a stage's background store write failed: %s: %s", type(self.error).__name__, self.error)
         return float(self.seconds or 0.0)
+
+
+def lower_thread_priority(niceness: int) -> None:
+    """Give the calling thread the nice value ``niceness`` (unless it is already nicer) where threads have their
+    own (Linux: a thread is a task with its own id); elsewhere the thread keeps its priority."""
+    if hasattr(os, "setpriority") and sys.platform.startswith("linux"):
+        thread = threading.get_native_id()
+        if os.getpriority(os.PRIO_PROCESS, thread) < niceness:
+            os.setpriority(os.PRIO_PROCESS, thread, niceness)
 
 
 class HandoffPlugin(WorkerPlugin):

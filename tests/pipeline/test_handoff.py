@@ -3,6 +3,8 @@ taken once, only with the token the store holds, only on that worker; a run's le
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from distributed import Client
@@ -240,3 +242,22 @@ def test_prefect_starts_once_the_stages_before_the_eigensolve_have_ended(tmp_pat
             pass
         assert already.seen is None
         release_index("token", "r2")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_a_background_write_runs_at_a_lower_priority(tmp_path):
+    """The write's thread has the nice value WRITE_NICENESS (read from /proc for that thread), the caller's
+    thread keeps its own."""
+    import os
+    import threading
+
+    from tasks.stage_handoff import WRITE_NICENESS, BackgroundWrite
+
+    def nice_of(tid: int) -> int:
+        with open(f"/proc/self/task/{tid}/stat") as stat:
+            return int(stat.read().rpartition(")")[2].split()[16])  # field 19, nice
+
+    seen: list[int] = []
+    BackgroundWrite(lambda: seen.append(nice_of(threading.get_native_id())), "nice").join()
+    assert seen == [max(os.getpriority(os.PRIO_PROCESS, 0), WRITE_NICENESS)]
+    assert nice_of(threading.get_native_id()) == os.getpriority(os.PRIO_PROCESS, 0)

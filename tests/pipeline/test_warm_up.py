@@ -97,3 +97,32 @@ def test_the_builder_worker_begins_its_warm_up_as_it_starts(tmp_path):
         assert client.run(_began_warm_up)[builder] == []
     with local_cluster(n_workers=1, threads_per_worker=1) as cluster, Client(cluster, set_as_default=False) as client:
         assert client.run(_began_warm_up) == {w: [] for w in client.scheduler_info()["workers"]}  # not asked
+
+
+def test_an_ended_warm_up_is_collected_without_waiting(monkeypatch):
+    """``ended_warm_up_seconds`` (asked through ``Client.run`` of a worker busy with a task): nothing while the
+    warm-up runs or when none was begun, its seconds once it has ended, and then nothing (collected once)."""
+    gate = threading.Event()
+    monkeypatch.setattr(warm_up, "warm_nndescent", lambda dtypes: gate.wait(10))
+    assert warm_up.ended_warm_up_seconds(("float32",)) == []
+    warm_up.start_warm_up(("float32",))
+    assert warm_up.ended_warm_up_seconds(("float32",)) == []  # still running: not waited for
+    gate.set()
+    warm_up._STARTED[("float32",)].thread.join()
+    [seconds] = warm_up.ended_warm_up_seconds(("float32",))
+    assert seconds >= 0.0
+    assert warm_up.ended_warm_up_seconds(("float32",)) == []
+
+
+def test_the_point_modules_are_imported_without_the_kernels():
+    """What a worker that maps no point outside the fit set imports beside the eigensolve: the stage bodies and the
+    method's estimator module (as a subprocess: this test process has imported them already)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tasks._warm_up as w; s = w.import_point_modules('laplacian_eigenmaps'); "
+            "print(s >= 0, 'spectral.embedding.eigenmaps' in sys.modules, 'tasks.point_writeback' in sys.modules, "
+            "'pynndescent' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "False"]
