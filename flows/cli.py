@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows._cli_display import info_renderables, result_rows, summary_table, with_progress
 from flows._in_process_runner import DEFAULT_POLL_SECONDS
 
 app = typer.Typer(name="eigenflow", add_completion=False, no_args_is_help=True,
@@ -92,52 +93,6 @@ def _guarded(store: str, body: Callable[[Any], Any]) -> Any:
         if text is not None:
             err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
         raise typer.Exit(stop.exit_code) from None
-
-
-def _with_progress(fn: Callable[[], Any]) -> Any:
-    """Run a flow with a rich progress display of its stages (on stderr)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from flows._runtime import stage_listener
-
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err, transient=False)
-    ids: dict[str, Any] = {}
-
-    def listener(event: str, stage: str, payload: Any) -> None:
-        if event == "start":
-            ids[stage] = progress.add_task(stage, total=None)
-        elif event == "progress" and stage in ids:
-            done, total = payload
-            progress.update(ids[stage], completed=done, total=total)
-        elif event == "end" and stage in ids:
-            task = progress.tasks[ids[stage]]
-            progress.update(ids[stage], total=task.total or 1, completed=task.total or 1)
-            progress.stop_task(ids[stage])
-
-    with progress, stage_listener(listener):
-        return fn()
-
-
-def _summary_table(summary: dict, extra: dict | None = None, clock: Any = None) -> Table:
-    """The run's stages, its total, its fixed time (``fixed: <name>`` rows, :mod:`flows._fixed_time`; with the
-    CLI's ``clock``, ``teardown`` runs until the flow has returned) and ``extra`` rows."""
-    table = Table(title=f"{summary['flow']} run {summary['run']} ({summary['status']})", show_lines=False)
-    table.add_column("stage")
-    table.add_column("seconds", justify="right")
-    for name, seconds in summary["stages"].items():
-        table.add_row(name, "-" if seconds is None else f"{seconds:.2f}")
-    table.add_row("[bold]total[/]", f"[bold]{summary.get('total_seconds', summary['seconds'] or 0):.2f}[/]")
-    fixed = summary.get("fixed_seconds") or {}
-    if clock is not None:
-        from flows._fixed_time import cli_teardown
-
-        fixed = cli_teardown(clock, fixed)
-    for name, seconds in fixed.items():
-        table.add_row(f"fixed: {name}", f"{seconds:.2f}")
-    for key, value in (extra or {}).items():
-        table.add_row(key, str(value))
-    return table
 
 
 # AnnData sources (`ingest` and `embed`): X's representation and the labels' obs column.
@@ -266,11 +221,11 @@ def embed(
                     pending, fit_early, prefect_start, source, store, run=run, labels=labels, chunk_rows=chunk_rows,
                     overwrite=overwrite, use_rep=use_rep, labels_obs=labels_obs, threads=workers, method=method,
                     params=full, holdout=holdout, random_state=seed, sharded=sharded))
-                return _run(lambda: _with_progress(lambda: clock.call(
+                return _run(lambda: with_progress(err, lambda: clock.call(
                     lambda: (flow or _embed_flow())(source, store, **kwargs), before=prefect_start, meanwhile=early)))
 
     summary = _guarded(store, body)
-    out.print(_summary_table(summary, _result_rows(store, summary["results"]), clock))
+    out.print(summary_table(summary, result_rows(store, summary["results"]), clock))
 
 
 def _embed_flow() -> Any:
@@ -278,16 +233,6 @@ def _embed_flow() -> Any:
     from flows.embed import embed as embed_flow
 
     return embed_flow
-
-
-def _result_rows(store: str, results: dict) -> dict[str, Any]:
-    rows = {"method": results.get("method"), "points": results.get("n")}
-    if "n_fit" in results:
-        rows["fitted"] = results["n_fit"]
-    for key in ("embedding", "labels", "scores"):
-        if key in results:
-            rows[key] = f"{store}/{results[key]}"
-    return rows
 
 
 @app.command()
@@ -399,13 +344,13 @@ def extend(
 
         guard.run = _run(lambda: new_run_id("extend", run_name))  # named here: an interrupted run can be resumed
         with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
-            return _run(lambda: _with_progress(lambda: clock.call(lambda: extend_flow(
+            return _run(lambda: with_progress(err, lambda: clock.call(lambda: extend_flow(
                 store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
                 overwrite=overwrite, sharded=sharded, run_name=guard.run, use_rep=use_rep), before=prefect_start)))
 
     summary = _guarded(out_store, body)
     results = summary["results"]
-    out.print(_summary_table(summary, {"model": results.get("model_run"), **_result_rows(out_store, results)},
+    out.print(summary_table(summary, {"model": results.get("model_run"), **result_rows(out_store, results)},
                              clock))
 
 
@@ -452,28 +397,8 @@ def info(
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    _print_info(data)
-
-
-def _print_info(data: dict) -> None:
-    head = ", ".join(f"{k}={data.get(k)}" for k in ("n", "d", "dtype", "chunk_rows", "has_labels", "status"))
-    out.print(f"[bold]{data['store']}[/]  {head}")
-    arrays = Table(title="arrays")
-    for col in ("path", "shape", "dtype", "chunks"):
-        arrays.add_column(col)
-    for a in data["arrays"]:
-        arrays.add_row(a["path"], str(tuple(a["shape"])), a["dtype"], str(a["chunks"]))
-    out.print(arrays)
-    runs = Table(title="runs")
-    for col in ("run", "flow", "status", "seconds", "stages"):
-        runs.add_column(col)
-    for r in data["runs"]:
-        stages = ", ".join(f"{s['name']} {s['seconds']:.1f}s" if s["seconds"] is not None else s["name"]
-                           for s in r["stages"])
-        seconds = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
-        runs.add_row(r["run_id"], r["flow"], r["status"] + (f" ({r['error']})" if r["error"] else ""), seconds,
-                     stages)
-    out.print(runs)
+    for renderable in info_renderables(data):
+        out.print(renderable)
 
 
 @app.command()
@@ -500,8 +425,8 @@ def demo(
             return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,
                             knn_method=knn_method)
 
-    result = _run(lambda: _with_progress(call))
-    out.print(_summary_table(result, {
+    result = _run(lambda: with_progress(err, call))
+    out.print(summary_table(result, {
         "points": result["results"].get("n"),
         "held out": result["n_heldout"],
         "1-NN accuracy (held out)": f"{result['accuracy']:.4f}",
