@@ -176,12 +176,15 @@ def begin_fit_early(pending: Any, ingest: EarlyIngest, early: EarlyFit | None, *
 def fit_before_flow(pending: Any, early: EarlyFit | None, prefect_start: Any, source: str, store: str, *, run: str,
                     labels: str | None, chunk_rows: int | None, overwrite: bool, use_rep: str | None,
                     labels_obs: str | None, threads: int, method: str, params: dict, holdout: float,
-                    random_state: Any, sharded: bool | None) -> Iterator[EarlyIngest]:
+                    random_state: Any, sharded: bool | None,
+                    then: Callable[[], Any] | None = None) -> Iterator[EarlyIngest]:
     """What the CLI does with a local cluster before it calls its flow, held open around the call: the ingest
     (:func:`ingest_early`), the fit stages begun on the cluster (:func:`begin_fit_early`) and, when Prefect's server
     was not begun at the start of the command (``prefect_start``, a :class:`flows._prefect_start.LaterStart`: a
     large run), the server once those stages reach the single-threaded eigensolve (or nothing began): its start
-    then takes the core the eigensolve leaves free, not CPU from the kNN build (both cores) or the weights."""
+    then takes the core the eigensolve leaves free, not CPU from the kNN build (both cores) or the weights.
+    ``then()`` is called last, before the block's body (the CLI imports its flow there: Prefect's import after the
+    fit stages have begun)."""
     with ingest_early(source, store, run=run, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
                       use_rep=use_rep, labels_obs=labels_obs, threads=threads,
                       then=lambda ingested: begin_fit_early(pending, ingested, early, store=store, run=run,
@@ -191,6 +194,8 @@ def fit_before_flow(pending: Any, early: EarlyFit | None, prefect_start: Any, so
             while early is not None and not early.wait_before_solve(0.2) and not pending.start_failed():
                 pass  # short waits: a signal is handled at once
             prefect_start.begin()
+        if then is not None:
+            then()
         yield ingested
 
 

@@ -209,27 +209,29 @@ def embed(
         with client_started_early(scheduler, n_workers=workers, warm_up=dtypes) as pending:
             _run(lambda: check_method_values(method, full))  # refused: the cluster is closed once it is up
             from flows._run_prologue import fit_before_flow, planned_fit_early
-            # Prefect's flow: imported now while the server starts, or once a large run's fit stages are begun
-            flow = _embed_flow() if prefect_start.begun else None
 
             with planned_fit_early(method, full, sharded if scheduler is None else True) as fit_early:
                 if fit_early is None:
                     prefect_start.begin()
                 start_when_ready(pending, dtypes, builder_only=fit_early is not None)
                 # with a local cluster: the ingest here, then the fit stages begin on the cluster (the flow's take them)
+                # Prefect's flow is imported once they are begun (a scheduler's run: now, while its server starts)
                 early = None if scheduler else (lambda: fit_before_flow(
                     pending, fit_early, prefect_start, source, store, run=run, labels=labels, chunk_rows=chunk_rows,
                     overwrite=overwrite, use_rep=use_rep, labels_obs=labels_obs, threads=workers, method=method,
-                    params=full, holdout=holdout, random_state=seed, sharded=sharded))
+                    params=full, holdout=holdout, random_state=seed, sharded=sharded, then=_embed_flow))
+                if early is None:
+                    _embed_flow()
                 return _run(lambda: with_progress(err, lambda: clock.call(
-                    lambda: (flow or _embed_flow())(source, store, **kwargs), before=prefect_start, meanwhile=early)))
+                    lambda: _embed_flow()(source, store, **kwargs), before=prefect_start, meanwhile=early)))
 
     summary = _guarded(store, body)
     out.print(summary_table(summary, result_rows(store, summary["results"]), clock))
 
 
 def _embed_flow() -> Any:
-    """The ``embed`` flow (:func:`flows.embed.embed`): its import is Prefect's."""
+    """The ``embed`` flow (:func:`flows.embed.embed`): its first import is Prefect's (about 1 s), later ones cost
+    nothing."""
     from flows.embed import embed as embed_flow
 
     return embed_flow

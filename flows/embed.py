@@ -176,8 +176,8 @@ def embed(
                 with ctx.stage(stage.name) as rec, cache_refreshed(recorded):  # recorded, outputs lost: again
                     rec.info.update(stage.call())
                 _record_fit_results(ctx.manifest.results, rec.info)
-                if stage.name == "weights" and warms_up and builder is not None:  # beside the one-core eigensolve
-                    if _maps_points_outside(ctx):  # every worker queries the index: NN-descent's kernels
+                if stage.name == "weights" and builder is not None:  # beside the one-core eigensolve
+                    if warms_up and _maps_points_outside(ctx):  # every worker queries the index: NN-descent's kernels
                         warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
                     else:  # the points stage's imports alone, on the workers other than the builder
                         imported = [client.submit(import_point_modules, method, workers=[w], allow_other_workers=False,
