@@ -189,7 +189,7 @@ def embed(
             ctx.manifest.results.update({"n": ingested["n"], "n_fit": n_fit, "method": method})
             # each worker's warm-up (loaded from the cache: ~1 s); or the builder's alone, ended long ago
             compile_seconds = client.gather(warm) if warm or builder is None else \
-                client.run(ended_warm_up_seconds, (ingested[layout.ATTR_DTYPE],), workers=[builder]).get(builder, [])
+                _builder_warm_up_seconds(client, builder, ingested[layout.ATTR_DTYPE])
             ctx.manifest.fixed_seconds["compile"] = max(compile_seconds, default=0.0)
             if compile_seconds:
                 ctx.manifest.results["nndescent_compile_seconds"] = [round(s, 2) for s in compile_seconds]
@@ -269,6 +269,14 @@ def write_manifest_results(store: Store, run: str, results: dict, fixed_seconds:
     manifest.results.update(results)
     manifest.fixed_seconds.update(fixed_seconds or {})
     write_manifest(store, manifest)
+
+
+def _builder_warm_up_seconds(client: Any, builder: str, dtype: str) -> list[float]:
+    """``[seconds]`` of the builder worker's warm-up (:func:`tasks._warm_up.ended_warm_up_seconds`), ``[]`` when it
+    is gone (killed: its warm-up went with it; a worker that took its stages over warmed up in them)."""
+    if builder not in worker_list(client):
+        return []
+    return client.run(ended_warm_up_seconds, (dtype,), workers=[builder], on_error="ignore").get(builder, [])
 
 
 def _maps_points_outside(ctx: Any) -> bool:
