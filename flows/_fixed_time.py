@@ -5,12 +5,13 @@
 
 - ``interpreter``: the process's creation -> the CLI command starts (Python's start, the import of the CLI,
   argument parsing). Only when the CLI called the flow (``eigenflow embed`` / ``extend``).
-- ``imports``: the CLI command starts -> the flow is called (the flow modules' imports: Prefect, Dask, the tasks;
-  the argument checks, which import the method's estimator; the launch of the early cluster start). CLI only.
+- ``imports``: the CLI command starts -> the flow is called (the argument checks, the launch of the early cluster
+  start, the estimator's value check, which imports the method's estimator; ``extend``: the flow modules' imports,
+  Prefect's included). CLI only.
 - ``prefect_start``: the flow is called -> its body starts (without ``PREFECT_API_URL``, the start of Prefect's
-  temporary API server; the flow run's creation and parameter validation), less the CLI's own work in between
-  (its ingest while the server starts, :func:`flows._run_prologue.ingest_early`, recorded as the ``ingest``
-  stage). CLI only.
+  temporary API server; ``embed``: Prefect's import, once the fit stages have begun; the flow run's creation and
+  parameter validation), less the CLI's own work in between (its ingest while the server starts,
+  :func:`flows._run_prologue.ingest_early`, recorded as the ``ingest`` stage). CLI only.
 - ``cluster_start``: the Dask client's start -> ready (a local cluster's worker processes, or the connection to
   a scheduler and the check of its workers' code). The CLI starts it before it calls the flow
   (:func:`flows.cluster.client_started_early`), so it overlaps ``prefect_start``; a flow called otherwise starts
@@ -18,8 +19,9 @@
 - ``cluster_wait``: the part of ``cluster_start`` the flow waited for (what nothing else overlapped).
 - ``compile``: the NN-descent warm-up on the workers, seconds of the slowest (:mod:`tasks._warm_up`: the import
   of the kNN modules, numba and pynndescent, and the kernels loaded from the compiled-code cache, or compiled on
-  a machine's first use). It starts when the cluster is up, during the ingest when the run knows from the
-  source's header that it will need it, so only what outlasts the ingest delays the run. 0 when the run uses no
+  a machine's first use). It starts when the cluster is up (the CLI's builder worker: as its process starts),
+  during the ingest when the run knows from the source's header that it will need it, so only what outlasts the
+  ingest delays the run. 0 when the run uses no
   NN-descent index (no warm-up).
 - ``teardown``: the end of the run's work -> the final manifest write (the manifest's completion, the store
   lock's release, the closing of the Dask client and its local cluster, Prefect artifacts).

@@ -205,7 +205,7 @@ def embed(
 
         dtypes = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # kernels the workers will load
 
-        # the cluster starts while this process checks the values (scikit-learn's import) and imports the flow
+        # the cluster starts (its builder worker warming up) while this process checks the values (scikit-learn)
         with client_started_early(scheduler, n_workers=workers, warm_up=dtypes) as pending:
             _run(lambda: check_method_values(method, full))  # refused: the cluster is closed once it is up
             from flows._run_prologue import fit_before_flow, planned_fit_early
