@@ -105,7 +105,7 @@ def eigensolver_alone(W) -> float:
 
 def run_flow(x_path: Path, store: Path) -> tuple[float, dict, int]:
     """Wall seconds of one embed flow call, its summary and the peak RSS of the process tree."""
-    from flows._runtime import quiet_prefect
+    from flows._prefect_start import quiet_prefect
     from flows.embed import embed
 
     with PeakMemory() as mem, quiet_prefect():

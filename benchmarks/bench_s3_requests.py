@@ -87,7 +87,7 @@ def main() -> None:
         import s3fs
         from prefect.testing.utilities import prefect_test_harness
 
-        from flows._runtime import quiet_prefect
+        from flows._prefect_start import quiet_prefect
         from flows.cluster import local_cluster
         from flows.embed import embed
         from spectral.datasets import make_swiss_roll_lifted

@@ -76,7 +76,7 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     from distributed import Client, get_task_stream
 
     from benchmarks.bench_support import PeakMemory
-    from flows._runtime import quiet_prefect
+    from flows._prefect_start import quiet_prefect
     from flows.embed import embed
     from storage.manifest import read_manifest
 

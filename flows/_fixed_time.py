@@ -43,7 +43,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from flows._prefect_start import served_by
+from flows._prefect_start import quiet_prefect, served_by
 
 #: The keys of ``fixed_seconds``, in the order they happen (module docstring).
 FIXED_KEYS = ("interpreter", "imports", "prefect_start", "cluster_start", "cluster_wait", "compile", "teardown")
@@ -81,8 +81,7 @@ class CallClock:
         first and serves the call (``before.serving()``); that wait counts as Prefect's start. ``meanwhile``:
         work that needs no Prefect, entered first (while the server starts) and held open around the call
         (:func:`flows._run_prologue.ingest_early`); its seconds are not Prefect's start. The flow runs with
-        :func:`flows._runtime.quiet_prefect`'s settings."""
-        from flows._runtime import quiet_prefect  # imports nothing of Prefect until it is entered
+        :func:`flows._prefect_start.quiet_prefect`'s settings."""
 
         token = _CLOCK.set(self)
         try:

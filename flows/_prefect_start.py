@@ -255,3 +255,12 @@ class LaterStart:
         self.begin()
         with served_by(self._server):
             yield
+
+
+@contextmanager
+def quiet_prefect() -> Iterator[None]:
+    """Prefect settings for one-shot runs: no flow heartbeat thread (saves ~1 s at the end of each flow)."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield

@@ -62,15 +62,6 @@ def progress_callback(stage: str) -> Callable[[int, int], None]:
 
 
 @contextlib.contextmanager
-def quiet_prefect() -> Iterator[None]:
-    """Prefect settings for one-shot runs: no flow heartbeat thread (saves ~1 s at the end of each flow)."""
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        yield
-
-
-@contextlib.contextmanager
 def cache_refreshed(refresh: bool) -> Iterator[None]:
     """With ``refresh``, the Prefect tasks called inside do not take a cached result (and store a new one): a stage
     that a resumed run had recorded as completed but whose outputs are not intact in the store (e.g. a write left

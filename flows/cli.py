@@ -421,7 +421,7 @@ def demo(
     from flows.demo import run_demo
 
     def call() -> dict:
-        from flows._runtime import quiet_prefect
+        from flows._prefect_start import quiet_prefect
 
         with served_by(server), quiet_prefect():
             return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,

@@ -47,7 +47,7 @@ def prefect_harness():
     The tests that read the server's records filter them by their own flow runs."""
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows._runtime import quiet_prefect
+    from flows._prefect_start import quiet_prefect
 
     with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
         yield
