@@ -207,15 +207,8 @@ def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, thread_clu
 
     d, X, _, _ = data
     store = str(d / "resume.zarr")
-    common = dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=thread_cluster,
-                  run_name="resume-me")
-    real = le.laplacian_eigenmaps_from_graph
-
-    def fail_once(*args, **kwargs):  # an eigensolver crash in the first run only
-        monkeypatch.setattr(le, "laplacian_eigenmaps_from_graph", real)
-        raise MemoryError("injected eigensolver failure")
-
-    monkeypatch.setattr(le, "laplacian_eigenmaps_from_graph", fail_once)
+    common = _exact_run(thread_cluster, "resume-me")
+    _fail_once(monkeypatch, le, "laplacian_eigenmaps_from_graph", MemoryError("injected eigensolver failure"))
     with pytest.raises(MemoryError, match="injected"):
         embed(str(d / "X.npy"), store, **common)
     assert read_manifest(store, "resume-me").status == "failed"
@@ -225,9 +218,7 @@ def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, thread_clu
     summary = embed(str(d / "X.npy"), store, **common)
     assert summary["status"] == "completed"
     assert (os.stat(knn_meta).st_mtime_ns, os.stat(weights_meta).st_mtime_ns) == stamps  # not recomputed
-    Z_ref = estimator().fit_transform(X)
-    assert_equal_up_to_sign(read_embedding(store, "resume-me").astype(np.float64), Z_ref,
-                            atol=1e-5 * np.abs(Z_ref).max())
+    _assert_embedding_is_the_estimators(store, "resume-me", X)
 
 
 def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cluster, data, monkeypatch):
@@ -241,15 +232,8 @@ def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cl
 
     d, X, _, _ = data
     store = str(d / "resume-weights.zarr")
-    common = dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=thread_cluster,
-                  run_name="resume-weights")
-    real = le.symmetrize_weights
-
-    def fail_once(*args, **kwargs):
-        monkeypatch.setattr(le, "symmetrize_weights", real)
-        raise MemoryError("injected weights failure")
-
-    monkeypatch.setattr(le, "symmetrize_weights", fail_once)
+    common = _exact_run(thread_cluster, "resume-weights")
+    _fail_once(monkeypatch, le, "symmetrize_weights", MemoryError("injected weights failure"))
     with pytest.raises(MemoryError, match="injected"):
         embed(str(d / "X.npy"), store, **common)
     with Client(thread_cluster) as client:
@@ -259,9 +243,7 @@ def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cl
     infos = {s.name: s.info for s in read_manifest(store, "resume-weights").stages}
     assert infos["knn"].get("reused") and not infos["weights"].get("reused")
     assert infos["weights"]["graph_source"] == "store" and infos["eigensolve"]["weights_source"] == "memory"
-    Z_ref = estimator().fit_transform(X)
-    assert_equal_up_to_sign(read_embedding(store, summary["run"]).astype(np.float64), Z_ref,
-                            atol=1e-5 * np.abs(Z_ref).max())
+    _assert_embedding_is_the_estimators(store, summary["run"], X)
 
 
 def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster, embedded, data):
@@ -324,15 +306,8 @@ def test_a_failed_background_graph_write_fails_the_run_and_its_resume_builds_the
 
     d, X, _, _ = data
     store = str(d / "graph-write.zarr")
-    common = dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=thread_cluster,
-                  run_name="graph-write")
-    real = le.write_knn
-
-    def fail_once(*args, **kwargs):
-        monkeypatch.setattr(le, "write_knn", real)
-        raise OSError("injected graph write failure")
-
-    monkeypatch.setattr(le, "write_knn", fail_once)
+    common = _exact_run(thread_cluster, "graph-write")
+    _fail_once(monkeypatch, le, "write_knn", OSError("injected graph write failure"))
     with pytest.raises(OSError, match="injected graph write failure"):
         embed(str(d / "X.npy"), store, **common)
     failed = {s.name: s for s in read_manifest(store, "graph-write").stages}
@@ -341,9 +316,29 @@ def test_a_failed_background_graph_write_fails_the_run_and_its_resume_builds_the
     summary = embed(str(d / "X.npy"), store, **common)
     infos = {s.name: s.info for s in read_manifest(store, "graph-write").stages}
     assert not infos["knn"].get("reused") and summary["status"] == "completed"
+    _assert_embedding_is_the_estimators(store, summary["run"], X)
+
+
+def _exact_run(scheduler: str, run: str) -> dict:
+    """The ``embed`` arguments of a resume test: exact kNN with PARAMS, seed 0, on ``scheduler``, named ``run``."""
+    return dict(params={"knn_method": "exact", **PARAMS}, random_state=0, scheduler=scheduler, run_name=run)
+
+
+def _fail_once(monkeypatch, module, name: str, error: BaseException) -> None:
+    """Make ``module.name`` raise ``error`` at its first call only (then the real function is back)."""
+    real = getattr(module, name)
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(module, name, real)
+        raise error
+
+    monkeypatch.setattr(module, name, fail_once)
+
+
+def _assert_embedding_is_the_estimators(store: str, run: str, X: np.ndarray) -> None:
+    """The stored embedding of ``run`` equals the estimator's on ``X`` up to sign (float32 in the store)."""
     Z_ref = estimator().fit_transform(X)
-    assert_equal_up_to_sign(read_embedding(store, summary["run"]).astype(np.float64), Z_ref,
-                            atol=1e-5 * np.abs(Z_ref).max())
+    assert_equal_up_to_sign(read_embedding(store, run).astype(np.float64), Z_ref, atol=1e-5 * np.abs(Z_ref).max())
 
 
 def _held_handoffs(dask_worker) -> int:
