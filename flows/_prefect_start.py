@@ -33,6 +33,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import ContextManager
 
+from tasks._priority import SIDE_WORK_NICENESS, lower_process_priority, lower_thread_priority
+
 #: uvicorn's exit code when its port is taken (Prefect's own start retries on a new port then, as this one does).
 PORT_TAKEN_EXIT = 3
 #: Seconds between two probes of the server's ``/health`` while it starts.
@@ -67,11 +69,13 @@ def _prefect_dir() -> str:
 class TemporaryServer:
     """One uvicorn process serving Prefect's API on a free loopback port (Prefect's temporary server).
 
-    ``TemporaryServer()`` launches it and returns at once; :meth:`wait` blocks until ``/health`` answers;
-    :meth:`stop` ends it (idempotent; also registered with ``atexit``).
+    ``TemporaryServer(niceness)`` launches it (at that nice value: :mod:`tasks._priority`) and returns at once;
+    :meth:`wait` blocks until ``/health`` answers; :meth:`stop` ends it (idempotent; also registered with
+    ``atexit``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, niceness: int = 0) -> None:
+        self.niceness = niceness
         self.port = free_port()
         self.process: subprocess.Popen | None = self._launch()
         self.answered = False
@@ -86,7 +90,9 @@ class TemporaryServer:
         args = [sys.executable, "-m", "flows._server_watch", str(os.getpid()),  # uvicorn, watching this process
                 "--app-dir", _prefect_dir(), "--factory", "prefect.server.api.server:create_app",
                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
-        return subprocess.Popen(args, env={**os.environ, **SERVER_ENV}, start_new_session=True)
+        process = subprocess.Popen(args, env={**os.environ, **SERVER_ENV}, start_new_session=True)
+        lower_process_priority(process.pid, self.niceness)
+        return process
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the server answers ``/health`` (at most ``timeout`` seconds, by default Prefect's
@@ -198,9 +204,10 @@ def served_by(server: TemporaryServer | None) -> ContextManager[None]:
     return nullcontext() if server is None else server.serving()
 
 
-def start_early() -> TemporaryServer | None:
-    """Launch Prefect's temporary server now (or return the one this process already runs), unless the
-    environment names a server (``PREFECT_API_URL``) or forbids ephemeral mode; None when nothing was started.
+def start_early(niceness: int = 0) -> TemporaryServer | None:
+    """Launch Prefect's temporary server now, at nice ``niceness`` (or return the one this process already runs),
+    unless the environment names a server (``PREFECT_API_URL``) or forbids ephemeral mode; None when nothing was
+    started.
 
     Settings that only Prefect can read (profiles, ``prefect.toml``) are checked when the flow is called
     (:meth:`TemporaryServer.serving`); in a process that has already imported Prefect they are checked here.
@@ -216,7 +223,7 @@ def start_early() -> TemporaryServer | None:
         settings = sys.modules["prefect.settings"].get_current_settings()
         if settings.api.url or not settings.server.ephemeral.enabled:
             return None
-    _SERVER = TemporaryServer()
+    _SERVER = TemporaryServer(niceness)
     return _SERVER
 
 
@@ -243,11 +250,18 @@ class LaterStart:
         """Whether :meth:`begin` has been called."""
         return self._begun
 
-    def begin(self) -> None:
-        """Launch the server now, if this has not done it yet."""
+    def begin(self, *, beside_stage: bool = False) -> None:
+        """Launch the server now, if this has not done it yet.
+
+        ``beside_stage``: the run's stages are running on the cluster (its one-core eigensolve has begun). The
+        server's process and the calling thread, for the rest of its work (Prefect's import, the flow's start,
+        waiting for the stages), then run at :data:`tasks._priority.SIDE_WORK_NICENESS`: they take the core the
+        eigensolve leaves free, not CPU from it."""
         if not self._begun:
             self._begun = True
-            self._server = start_early()
+            niceness = SIDE_WORK_NICENESS if beside_stage else 0
+            lower_thread_priority(niceness)
+            self._server = start_early(niceness)
 
     @contextmanager
     def serving(self) -> Iterator[None]:

@@ -182,7 +182,9 @@ def fit_before_flow(pending: Any, early: EarlyFit | None, prefect_start: Any, so
     (:func:`ingest_early`), the fit stages begun on the cluster (:func:`begin_fit_early`) and, when Prefect's server
     was not begun at the start of the command (``prefect_start``, a :class:`flows._prefect_start.LaterStart`: a
     large run), the server once those stages reach the single-threaded eigensolve (or nothing began): its start
-    then takes the core the eigensolve leaves free, not CPU from the kNN build (both cores) or the weights.
+    then takes the core the eigensolve leaves free, not CPU from the kNN build (both cores) or the weights; with
+    the eigensolve running, the server and this thread's remaining work run at a lower priority
+    (``LaterStart.begin(beside_stage=True)``, :mod:`tasks._priority`).
     ``then()`` is called last, before the block's body (the CLI imports its flow there: Prefect's import after the
     fit stages have begun)."""
     with ingest_early(source, store, run=run, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite,
@@ -191,9 +193,12 @@ def fit_before_flow(pending: Any, early: EarlyFit | None, prefect_start: Any, so
                                                             method=method, params=params, holdout=holdout,
                                                             random_state=random_state, sharded=sharded)) as ingested:
         if not prefect_start.begun:  # a large run's: the flow calls Prefect once its stages reach the eigensolve
-            while early is not None and not early.wait_before_solve(0.2) and not pending.start_failed():
-                pass  # short waits: a signal is handled at once
-            prefect_start.begin()
+            reached = False
+            while early is not None and not pending.start_failed():
+                reached = early.wait_before_solve(0.2)  # short waits: a signal is handled at once
+                if reached:
+                    break
+            prefect_start.begin(beside_stage=reached and early.builder(0.0) is not None)  # the eigensolve running
         if then is not None:
             then()
         yield ingested

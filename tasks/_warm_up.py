@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from tasks._priority import call_at_lower_priority
 from tasks._worker import warm_nndescent
 
 
@@ -91,12 +92,18 @@ def import_point_modules(method: str) -> float:
     """Import on this worker what writing the per-point outputs of a ``method`` run needs (the stage bodies and
     the fitted model's estimator module, with scikit-learn and numba's modules), without loading NN-descent's
     kernels (the run maps no point outside its fit set); returns the seconds. Done beside the one-core eigensolve,
-    it saves the points stage about 1 s on a worker that has not imported them."""
+    it saves the points stage about 1 s on a worker that has not imported them; the imports run at a lower
+    priority (:func:`tasks._priority.call_at_lower_priority`), so that they take the core the eigensolve leaves
+    free, and the worker's executor thread keeps its own."""
+    t0 = time.perf_counter()
+    call_at_lower_priority(_import_point_modules, method)
+    return time.perf_counter() - t0
+
+
+def _import_point_modules(method: str) -> None:
     from tasks.registry import get_entry
 
-    t0 = time.perf_counter()
     import tasks.fitted_model  # noqa: F401
     import tasks.point_writeback  # noqa: F401
 
     get_entry(method).estimator_class  # noqa: B018 - imports the estimator's module
-    return time.perf_counter() - t0

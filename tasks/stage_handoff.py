@@ -28,9 +28,7 @@ matrix 0.88 s.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +37,7 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from spectral.placement import this_worker
+from tasks._priority import SIDE_WORK_NICENESS, lower_thread_priority
 
 #: attrs key of a stored array group holding the token of the handoff it was written with
 TOKEN_ATTR = "handoff"
@@ -51,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 #: Nice value of a background write's thread (Linux): it takes the CPU the stages leave free (the eigensolve
 #: keeps one core busy), not CPU from a stage that keeps both busy (the weights' parallel kernels).
-WRITE_NICENESS = 10
+WRITE_NICENESS = SIDE_WORK_NICENESS
 
 
 class BackgroundWrite:
@@ -82,15 +81,6 @@ class BackgroundWrite:
                 raise self.error
             logger.error("a stage's background store write failed: %s: %s", type(self.error).__name__, self.error)
         return float(self.seconds or 0.0)
-
-
-def lower_thread_priority(niceness: int) -> None:
-    """Give the calling thread the nice value ``niceness`` (unless it is already nicer) where threads have their
-    own (Linux: a thread is a task with its own id); elsewhere the thread keeps its priority."""
-    if hasattr(os, "setpriority") and sys.platform.startswith("linux"):
-        thread = threading.get_native_id()
-        if os.getpriority(os.PRIO_PROCESS, thread) < niceness:
-            os.setpriority(os.PRIO_PROCESS, thread, niceness)
 
 
 class HandoffPlugin(WorkerPlugin):

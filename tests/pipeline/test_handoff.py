@@ -213,8 +213,10 @@ def test_prefect_starts_once_the_stages_before_the_eigensolve_have_ended(tmp_pat
     class Recorder:  # stands for flows._prefect_start.LaterStart, not begun (a large run's)
         seen: dict | None = None
         begun = False
+        beside_stage: bool | None = None
 
-        def begin(self) -> None:
+        def begin(self, *, beside_stage: bool = False) -> None:
+            self.beside_stage = beside_stage
             client = Client.current()
             self.seen = {str(n)[len(EARLY_PREFIX) + 3:].rsplit("-", 1)[0]: client.get_dataset(n).status
                          for n in client.list_datasets() if str(n).startswith(f"{EARLY_PREFIX}r1-")}
@@ -231,6 +233,7 @@ def test_prefect_starts_once_the_stages_before_the_eigensolve_have_ended(tmp_pat
         assert started.seen is not None
         assert {stage: started.seen[stage] for stage in ("knn-index", "knn", "weights")} == \
             {"knn-index": "finished", "knn": "finished", "weights": "finished"}
+        assert started.beside_stage is True  # begun beside the running eigensolve: at a lower priority
         release_index("token", "r1")
         already = Recorder()  # a small run's server, begun at the start of the command: not waited for, not begun again
         already.begun = True

@@ -107,6 +107,39 @@ def test_a_later_start_launches_the_server_once_when_begun(monkeypatch):
         assert _prefect_start.running_server() is None
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_a_later_start_beside_a_stage_runs_the_server_and_its_caller_at_a_lower_priority(monkeypatch):
+    """Begun beside a running stage (the eigensolve), the server's process and the calling thread get the side
+    work's nice value; begun otherwise, the server keeps this process's."""
+    import threading
+
+    from flows._prefect_start import LaterStart
+    from tasks._priority import SIDE_WORK_NICENESS
+
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    for beside, expected in ((True, max(own, SIDE_WORK_NICENESS)), (False, own)):
+        monkeypatch.setattr(_prefect_start, "_SERVER", None)
+        seen: dict[str, int] = {}
+
+        def begin() -> None:
+            LaterStart().begin(beside_stage=beside)  # noqa: B023 - called before the loop moves on
+            seen["caller"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+        thread = threading.Thread(target=begin)
+        thread.start()
+        thread.join()
+        server = _prefect_start.running_server()
+        try:
+            assert server is not None
+            assert seen["caller"] == expected
+            assert os.getpriority(os.PRIO_PROCESS, server.process.pid) == expected
+            server.wait()  # a lowered server still starts and answers
+            assert answers(server.api_url)
+        finally:
+            server.stop()
+
+
 def test_settings_naming_a_server_stop_the_speculative_one(monkeypatch):
     """A URL that only Prefect's settings know (here entered as Prefect's temporary settings, as a profile would
     give it): the server started early is stopped unused and the block sees the configured URL."""
