@@ -4,8 +4,10 @@
 whose start (~3 s on an idle 2-core machine) is the longest part of a small run's fixed time. :func:`main`
 launches it (:func:`flows._prefect_start.start_early`) before the CLI imports typer, rich and its commands, so
 that the server's start overlaps all of them (``embed`` launches it itself: for a large source only once its fit
-stages begun before the flow reach the eigensolve, :class:`flows._prefect_start.LaterStart`); every other command (``--help``, ``methods``, ``info``, ...)
-starts nothing. The environment the server inherits is the CLI's (:func:`tasks._env.apply_cli_env`).
+stages begun before the flow reach the eigensolve, :class:`flows._prefect_start.LaterStart`). A flow command on local
+workers also launches the server they will be forked from (:func:`flows._worker_fork.start_import_server`), which
+imports their modules meanwhile. Every other command (``--help``, ``methods``, ``info``, ...) starts nothing. The
+environment the servers inherit is the CLI's (:func:`tasks._env.apply_cli_env`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ def runs_a_flow(args: list[str]) -> bool:
     return _command(args) in FLOW_COMMANDS and not {"--help", "-h"} & set(args)
 
 
+def names_a_scheduler(args: list[str]) -> bool:
+    """Whether the command line ``args`` (or ``$EIGENFLOW_SCHEDULER``) names a Dask scheduler: the run then
+    starts no local worker."""
+    import os
+
+    from flows._worker_fork import SCHEDULER_ENV
+
+    return bool(os.environ.get(SCHEDULER_ENV)) or any(a == "--scheduler" or a.startswith("--scheduler=")
+                                                       for a in args)
+
+
 def main() -> NoReturn:
     """The console script: launch Prefect's server for a flow command, then run the typer app, then end the
     process without the interpreter's teardown (:func:`exit_without_teardown`)."""
@@ -38,6 +51,10 @@ def main() -> NoReturn:
         apply_cli_env("--verbose" in args or "-v" in args)
         from flows._prefect_start import start_early
 
+        if not names_a_scheduler(args):  # local workers: forks of a server importing their modules from now on
+            from flows._worker_fork import start_import_server
+
+            start_import_server()
         if _command(args) != "embed":  # embed launches it itself: a large run's once its stages reach the eigensolve
             start_early()
     from flows.cli import app

@@ -15,15 +15,17 @@ from contextvars import ContextVar
 
 from distributed import Client, LocalCluster
 
-#: Environment variable giving the address of an existing Dask scheduler (``tcp://host:port``).
-SCHEDULER_ENV = "EIGENFLOW_SCHEDULER"
+from flows._worker_fork import (  # noqa: F401 - SCHEDULER_ENV and the workers' environment: cluster's API
+    DASK_DEFAULT_MALLOC_TRIM_THRESHOLD,
+    SCHEDULER_ENV,
+    forked_workers,
+    worker_environ,
+)
+
 #: Local default: 2 worker processes x 1 thread, the measured best on this 2-core machine (STACK.md:
 #: keep workers x threads <= cores; more threads oversubscribe numba's kernels).
 DEFAULT_N_WORKERS = 2
 DEFAULT_THREADS_PER_WORKER = 1
-#: The value of ``MALLOC_TRIM_THRESHOLD_`` that Dask's Nanny sets in its workers by default
-#: (``distributed.nanny.pre-spawn-environ``), which eigenflow's local workers do without (:func:`local_cluster`).
-DASK_DEFAULT_MALLOC_TRIM_THRESHOLD = 65536
 #: Preloads of eigenflow's local workers: they ignore the stop signals sent to the CLI's process group, and a
 #: worker that has closed ends its process without the interpreter's teardown.
 WORKER_PRELOADS = ("tasks.worker_signals", "tasks.worker_exit")
@@ -32,26 +34,6 @@ WARM_UP_PRELOAD = "tasks.warm_up_preload"
 #: The name of the local worker that builds a kNN index begun before the flow (LocalCluster names its workers
 #: 0, 1, ...): :func:`flows._warm_up.builder_worker` picks it.
 BUILDER_NAME = 0
-
-
-def worker_environ() -> dict:
-    """The ``distributed.nanny.pre-spawn-environ`` of eigenflow's local workers: Dask's configured one without
-    ``MALLOC_TRIM_THRESHOLD_`` when it holds Dask's default (:data:`DASK_DEFAULT_MALLOC_TRIM_THRESHOLD`; another
-    value set by the user is kept).
-
-    Why: setting any glibc malloc threshold turns off glibc's dynamic mmap threshold, so every array above 128 KB
-    is a fresh ``mmap`` whose pages fault in again at each allocation. Measured on this machine (1e6 x 32, k = 15,
-    a LocalCluster of 2 x 1 workers, the same task on the same worker): the eigensolve took
-    16.6-17.6 s with Dask's default against 14.0-15.5 s without it (14.5-14.7 s in the driver process),
-    pynndescent's build 13.7-13.9 s against 13.0-13.4 s. The price is that freed heap memory is kept for reuse
-    instead of returned at once (bounded by glibc's dynamic trim threshold, at most 64 MB of free heap top).
-    """
-    import dask
-
-    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
-    if str(env.get("MALLOC_TRIM_THRESHOLD_")) == str(DASK_DEFAULT_MALLOC_TRIM_THRESHOLD):
-        del env["MALLOC_TRIM_THRESHOLD_"]
-    return env
 
 
 @contextmanager
@@ -73,12 +55,13 @@ def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
     if warm_up:
         environ[WARM_AT_START_ENV] = warm_at_start_value(BUILDER_NAME, tuple(warm_up))
         preload.append(WARM_UP_PRELOAD)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                               dashboard_address=":0",  # ":0": a free port; None would still bind 8787
-                               preload=preload)
-    with cluster:
-        yield cluster
+    with forked_workers():
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                                   dashboard_address=":0",  # ":0": a free port; None would still bind 8787
+                                   preload=preload)
+        with cluster:
+            yield cluster
 
 
 def resolve_scheduler(scheduler: str | None) -> str | None:

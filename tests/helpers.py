@@ -60,6 +60,24 @@ def local_cluster(n_workers: int = 2, processes: bool = True, spawned: bool = Fa
         yield c.scheduler_address
 
 
+def local_worker_processes(cli_pid: int) -> list:
+    """The Dask worker processes of the local cluster of the CLI process ``cli_pid`` (psutil processes): spawned
+    ones (``spawn_main`` in their command line) or forks of the server the CLI launched for them
+    (:mod:`flows._worker_fork`: the children of the ``multiprocessing.forkserver`` process)."""
+    import psutil
+
+    workers = []
+    for process in psutil.Process(cli_pid).children(recursive=True):
+        try:
+            parent = process.parent()
+            if "spawn_main" in " ".join(process.cmdline()) or (
+                    parent is not None and parent.pid != cli_pid and "forkserver" in " ".join(parent.cmdline())):
+                workers.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return workers
+
+
 def gaussian_blobs(n_per_class: int, dim: int, seed: int, n_classes: int = 3):
     """``(X (n_classes * n_per_class, dim), y, centers (n_classes, dim), rng)``: unit-variance blobs around
     centers drawn with scale 3; ``rng`` continues the same stream (for new points)."""

@@ -22,6 +22,7 @@ import pytest
 from spectral.datasets import make_swiss_roll_lifted
 from storage.embedding_io import read_embedding
 from storage.manifest import read_manifest
+from tests.helpers import local_worker_processes
 
 N_POINTS = 6000
 COMMON = dict(holdout=0.2, chunk_rows=500, random_state=0)
@@ -200,9 +201,7 @@ def test_worker_killed_during_the_knn_build_begun_by_the_cli(tmp_path):
     killed, seen = None, {}
     deadline = time.monotonic() + 120
     while killed is None and cli.poll() is None and time.monotonic() < deadline:
-        workers = [p for p in psutil.Process(cli.pid).children(recursive=True)
-                   if "spawn_main" in " ".join(p.cmdline())]
-        for worker in workers:
+        for worker in local_worker_processes(cli.pid):
             try:
                 cpu = sum(worker.cpu_times()[:2])
             except psutil.NoSuchProcess:

@@ -1,0 +1,25 @@
+"""Imported once by the server process that forks the CLI's local Dask workers (:mod:`flows._worker_fork`).
+
+The modules a local worker of an ``embed`` / ``extend`` run needs before its first task: Dask's worker, numba,
+scikit-learn and pynndescent (the NN-descent warm-up's imports), and eigenflow's stage bodies. A worker forked
+from the server starts with them imported; its warm-up (:mod:`tasks._warm_up`) then only loads the compiled
+kernels from the cache. Nothing here runs a numba kernel: a forked child of a process that has started numba's
+OpenMP threading layer aborts, and one that has only imported numba does not.
+"""
+
+from __future__ import annotations
+
+import distributed.nanny  # noqa: F401
+import distributed.worker  # noqa: F401
+import numba  # noqa: F401
+import pynndescent  # noqa: F401  (scikit-learn's estimators come with it)
+import scipy.sparse  # noqa: F401
+import zarr  # noqa: F401
+
+import spectral.neighbours.index  # noqa: F401
+import tasks._warm_up  # noqa: F401
+import tasks.early_fit  # noqa: F401
+import tasks.laplacian_eigenmaps  # noqa: F401
+import tasks.warm_up_preload  # noqa: F401
+import tasks.worker_exit  # noqa: F401
+import tasks.worker_signals  # noqa: F401

@@ -1,0 +1,62 @@
+"""The CLI's local workers forked from a server that imported their modules (:mod:`flows._worker_fork`): a fresh
+interpreter (the fork server is process-global) starts it, then a real local cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from flows._launch import names_a_scheduler
+from tests.helpers import REPO_ROOT
+
+CHILD = r"""
+import json, os, sys
+from flows._worker_fork import start_import_server, worker_environ
+before = dict(os.environ)
+start_import_server()
+restored = dict(os.environ) == before
+from distributed import Client
+from flows.cluster import local_cluster
+
+def inside():
+    import os, sys
+    from threadpoolctl import threadpool_info
+    return {"parent": os.getppid(), "imported": "tasks.worker_imports" in sys.modules,
+            "blas_threads": sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}),
+            "pynndescent": "pynndescent" in sys.modules, "env": {k: os.environ.get(k) for k in sys.argv[1:]}}
+
+with local_cluster(n_workers=1) as cluster, Client(cluster) as client:
+    seen = client.submit(inside, pure=False).result()
+import multiprocessing.forkserver as fs
+print(json.dumps({"restored": restored, "here": os.getpid(), "server": fs._forkserver._forkserver_pid,
+                  "expected_env": {k: str(v) for k, v in worker_environ().items()}, **seen}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multiprocessing's fork server is POSIX's")
+def test_local_workers_are_forks_of_the_server_with_their_modules_and_environment():
+    from flows._worker_fork import worker_environ
+
+    names = sorted(worker_environ())
+    out = subprocess.run([sys.executable, "-c", CHILD, *names], cwd=REPO_ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["restored"]  # the caller's environment is its own again
+    assert seen["parent"] == seen["server"] != seen["here"]  # a fork of the server, not a child of the caller
+    assert seen["imported"] and seen["pynndescent"]  # imported by the server before the fork
+    assert seen["env"] == seen["expected_env"]  # what Dask sets before it spawns a worker (BLAS threads, ...)
+    if "OPENBLAS_NUM_THREADS" in seen["expected_env"]:  # read when numpy loaded BLAS, in the server
+        assert seen["blas_threads"] == [int(seen["expected_env"]["OPENBLAS_NUM_THREADS"])]
+
+
+def test_a_named_scheduler_starts_no_import_server(monkeypatch):
+    monkeypatch.delenv("EIGENFLOW_SCHEDULER", raising=False)
+    assert not names_a_scheduler(["embed", "X.npy", "s.zarr"])
+    assert names_a_scheduler(["embed", "X.npy", "s.zarr", "--scheduler", "tcp://127.0.0.1:8786"])
+    assert names_a_scheduler(["embed", "X.npy", "s.zarr", "--scheduler=tcp://127.0.0.1:8786"])
+    monkeypatch.setenv("EIGENFLOW_SCHEDULER", "tcp://127.0.0.1:8786")
+    assert names_a_scheduler(["embed", "X.npy", "s.zarr"])
