@@ -164,6 +164,7 @@ def embed(
         warms_up = use_shards or uses_nndescent(full, n_fit, ingested["d"])
         warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE]) if warms_up and builder is None else []
         imported: list = []  # futures held until the run's end (a released one may be cancelled before it runs)
+        importers: list[str] = []  # the workers that import the points stage's and the plot's modules
         request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                              holdout=holdout, random_state=random_state, sharded=use_shards)
         try:
@@ -179,9 +180,10 @@ def embed(
                 if stage.name == "weights" and builder is not None:  # beside the one-core eigensolve
                     if warms_up and _maps_points_outside(ctx):  # every worker queries the index: NN-descent's kernels
                         warm = finish_on_workers(client, dtype=ingested[layout.ATTR_DTYPE])
-                    else:  # the points stage's imports alone, on the workers other than the builder
+                    else:  # the points stage's and the plot's imports alone, on the workers other than the builder
+                        importers = [w for w in worker_list(client) if w != builder]
                         imported = [client.submit(import_point_modules, method, workers=[w], allow_other_workers=False,
-                                                  pure=False) for w in worker_list(client) if w != builder]
+                                                  pure=False) for w in importers]
             with ctx.stage("embed-points") as rec:
                 rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token, holdout=holdout,
                                                   random_state=random_state))
@@ -196,7 +198,7 @@ def embed(
         finally:
             release_index(ctx.token, ctx.run)
             del warm, imported
-        figures = figures_on_worker(client, ctx.store, ctx.run, method)  # while the cluster is up
+        figures = figures_on_worker(client, ctx.store, ctx.run, method, importers)  # while the cluster is up
         work_ended = time.perf_counter()
         ctx.pending_client.begin_close()  # the cluster's shutdown overlaps the run's end (a client of its own)
     summary = ctx.summary()

@@ -89,8 +89,8 @@ def ended_warm_up_seconds(dtypes: tuple[str, ...]) -> list[float]:
 
 
 def import_point_modules(method: str) -> float:
-    """Import on this worker what writing the per-point outputs of a ``method`` run needs (the stage bodies and
-    the fitted model's estimator module, with scikit-learn and numba's modules), without loading NN-descent's
+    """Import on this worker what writing the per-point outputs of a ``method`` run and its plot need (the stage
+    bodies, the fitted model's estimator module, with scikit-learn and numba's modules, and matplotlib), without loading NN-descent's
     kernels (the run maps no point outside its fit set); returns the seconds. Done beside the one-core eigensolve,
     it saves the points stage about 1 s on a worker that has not imported them; the imports run at a lower
     priority (:func:`tasks._priority.call_at_lower_priority`), so that they take the core the eigensolve leaves
@@ -102,8 +102,10 @@ def import_point_modules(method: str) -> float:
 
 def _import_point_modules(method: str) -> None:
     from tasks.registry import get_entry
+    from tasks.report import pyplot
 
     import tasks.fitted_model  # noqa: F401
     import tasks.point_writeback  # noqa: F401
 
     get_entry(method).estimator_class  # noqa: B018 - imports the estimator's module
+    pyplot()  # the run's plot (tasks.report), made at its end on a worker that imported this

@@ -116,13 +116,13 @@ def test_an_ended_warm_up_is_collected_without_waiting(monkeypatch):
 
 def test_the_point_modules_are_imported_without_the_kernels():
     """What a worker that maps no point outside the fit set imports beside the eigensolve: the stage bodies and the
-    method's estimator module (as a subprocess: this test process has imported them already)."""
+    method's estimator module, and the plot's matplotlib (as a subprocess: this test process has imported them already)."""
     import subprocess
     import sys
 
     code = ("import sys, tasks._warm_up as w; s = w.import_point_modules('laplacian_eigenmaps'); "
             "print(s >= 0, 'spectral.embedding.eigenmaps' in sys.modules, 'tasks.point_writeback' in sys.modules, "
-            "'pynndescent' in sys.modules)")
+            "'pynndescent' in sys.modules, 'matplotlib.pyplot' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True", "True", "False"]
+    assert done.stdout.split() == ["True", "True", "True", "False", "True"]  # the plot's matplotlib too
