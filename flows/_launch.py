@@ -5,7 +5,7 @@ whose start (~3 s on an idle 2-core machine) is the longest part of a small run'
 launches it (:func:`flows._prefect_start.start_early`) before the CLI imports typer, rich and its commands, so
 that the server's start overlaps all of them (``embed`` launches it itself: for a large source only once its fit
 stages begun before the flow reach the eigensolve, :class:`flows._prefect_start.LaterStart`). A flow command on local
-workers also launches the server they will be forked from (:func:`flows._worker_fork.start_import_server`), which
+workers also launches the server they will be forked from (:func:`flows._local_workers.start_import_server`), which
 imports their modules meanwhile. Every other command (``--help``, ``methods``, ``info``, ...) starts nothing. The
 environment the servers inherit is the CLI's (:func:`tasks._env.apply_cli_env`).
 """
@@ -35,7 +35,7 @@ def names_a_scheduler(args: list[str]) -> bool:
     starts no local worker."""
     import os
 
-    from flows._worker_fork import SCHEDULER_ENV
+    from flows._local_workers import SCHEDULER_ENV
 
     return bool(os.environ.get(SCHEDULER_ENV)) or any(a == "--scheduler" or a.startswith("--scheduler=")
                                                        for a in args)
@@ -52,7 +52,7 @@ def main() -> NoReturn:
         from flows._prefect_start import start_early
 
         if not names_a_scheduler(args):  # local workers: forks of a server importing their modules from now on
-            from flows._worker_fork import start_import_server
+            from flows._local_workers import start_import_server
 
             start_import_server()
         if _command(args) != "embed":  # embed launches it itself: a large run's once its stages reach the eigensolve

@@ -15,10 +15,11 @@ from contextvars import ContextVar
 
 from distributed import Client, LocalCluster
 
-from flows._worker_fork import (  # noqa: F401 - SCHEDULER_ENV and the workers' environment: cluster's API
+from flows._local_workers import (  # noqa: F401 - SCHEDULER_ENV and the workers' environment: cluster's API
     DASK_DEFAULT_MALLOC_TRIM_THRESHOLD,
     SCHEDULER_ENV,
     forked_workers,
+    worker_config,
     worker_environ,
 )
 
@@ -42,7 +43,8 @@ def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
                   warm_up: tuple[str, ...] = ()) -> Iterator[LocalCluster]:
     """eigenflow's local Dask cluster: ``n_workers`` worker processes (Nannies restart a dead one) of
     ``threads_per_worker`` threads, dashboard on a free port, workers started with :func:`worker_environ` and
-    ignoring SIGINT / SIGTERM sent to the process group (:mod:`tasks.worker_signals`: the flow process stops them),
+    :func:`worker_config` (the latter the scheduler's too), forked from the CLI's import server when it runs
+    (:func:`flows._local_workers.forked_workers`), ignoring SIGINT / SIGTERM sent to the process group (:mod:`tasks.worker_signals`: the flow process stops them),
     each ending its process without the interpreter's teardown once it has closed (:mod:`tasks.worker_exit`).
 
     ``warm_up``: X dtypes whose NN-descent warm-up the :data:`BUILDER_NAME` worker begins as it starts
@@ -56,7 +58,7 @@ def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
         environ[WARM_AT_START_ENV] = warm_at_start_value(BUILDER_NAME, tuple(warm_up))
         preload.append(WARM_UP_PRELOAD)
     with forked_workers():
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **worker_config()}):
             cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                                    dashboard_address=":0",  # ":0": a free port; None would still bind 8787
                                    preload=preload)

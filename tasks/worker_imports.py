@@ -1,4 +1,4 @@
-"""Imported once by the server process that forks the CLI's local Dask workers (:mod:`flows._worker_fork`).
+"""Imported once by the server process that forks the CLI's local Dask workers (:mod:`flows._local_workers`).
 
 The modules a local worker of an ``embed`` / ``extend`` run needs before its first task: Dask's worker, numba,
 scikit-learn and pynndescent (the NN-descent warm-up's imports), and eigenflow's stage bodies. A worker forked

@@ -63,7 +63,7 @@ def local_cluster(n_workers: int = 2, processes: bool = True, spawned: bool = Fa
 def local_worker_processes(cli_pid: int) -> list:
     """The Dask worker processes of the local cluster of the CLI process ``cli_pid`` (psutil processes): spawned
     ones (``spawn_main`` in their command line) or forks of the server the CLI launched for them
-    (:mod:`flows._worker_fork`: the children of the ``multiprocessing.forkserver`` process)."""
+    (:mod:`flows._local_workers`: the children of the ``multiprocessing.forkserver`` process)."""
     import psutil
 
     workers = []

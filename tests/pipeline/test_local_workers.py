@@ -1,5 +1,5 @@
-"""The CLI's local workers forked from a server that imported their modules (:mod:`flows._worker_fork`): a fresh
-interpreter (the fork server is process-global) starts it, then a real local cluster."""
+"""How the local workers start (:mod:`flows._local_workers`): forked from a server that imported their modules (a
+fresh interpreter, as the fork server is process-global, then a real local cluster), and their Dask settings."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.helpers import REPO_ROOT
 
 CHILD = r"""
 import json, os, sys
-from flows._worker_fork import start_import_server, worker_environ
+from flows._local_workers import start_import_server, worker_environ
 before = dict(os.environ)
 start_import_server()
 restored = dict(os.environ) == before
@@ -38,7 +38,7 @@ print(json.dumps({"restored": restored, "here": os.getpid(), "server": fs._forks
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multiprocessing's fork server is POSIX's")
 def test_local_workers_are_forks_of_the_server_with_their_modules_and_environment():
-    from flows._worker_fork import worker_environ
+    from flows._local_workers import worker_environ
 
     names = sorted(worker_environ())
     out = subprocess.run([sys.executable, "-c", CHILD, *names], cwd=REPO_ROOT, capture_output=True, text=True,
@@ -60,3 +60,24 @@ def test_a_named_scheduler_starts_no_import_server(monkeypatch):
     assert names_a_scheduler(["embed", "X.npy", "s.zarr", "--scheduler=tcp://127.0.0.1:8786"])
     monkeypatch.setenv("EIGENFLOW_SCHEDULER", "tcp://127.0.0.1:8786")
     assert names_a_scheduler(["embed", "X.npy", "s.zarr"])
+
+
+def test_local_workers_get_the_quiet_settings_unless_the_user_chose_others():
+    """Dask's shipped profiler and tick settings are replaced in the cluster's workers and scheduler; a value the
+    user set is kept."""
+    import dask
+    from distributed import Client
+
+    from flows._local_workers import QUIET_WORKER_SETTINGS, worker_config
+    from flows.cluster import local_cluster
+
+    assert worker_config() == {key: ours for key, (_, ours) in QUIET_WORKER_SETTINGS.items()}
+    with dask.config.set({"distributed.worker.profile.enabled": True, "distributed.admin.tick.interval": "50ms"}):
+        assert worker_config() == {"distributed.worker.profile.enabled": False}  # the user's 50 ms stays
+    with local_cluster(n_workers=1) as cluster, Client(cluster) as client:
+        seen = client.run(lambda dask_worker: (sorted(dask_worker.periodic_callbacks),
+                                               dask_worker.periodic_callbacks["tick"].callback_time))
+        scheduler_tick = cluster.scheduler.periodic_callbacks["tick"].callback_time
+    [(callbacks, tick)] = seen.values()
+    assert "profile" not in callbacks and "tick" in callbacks  # no sampling profiler; the tick, every second
+    assert tick == scheduler_tick == 1000
