@@ -84,11 +84,14 @@ _SERVER_STARTED = False
 def start_import_server() -> None:
     """Launch the fork server with :func:`worker_environ` added to this process's environment (the server's
     only); returns at once, the server importing :data:`IMPORTS_MODULE` in the background. Call it once, before
-    this process starts any thread."""
+    this process starts any thread. Where multiprocessing has no fork server (Windows), nothing is launched and
+    the local workers are spawned as Dask does by default."""
     global _SERVER_STARTED
     import multiprocessing
     import multiprocessing.forkserver
 
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return
     multiprocessing.get_context("forkserver").set_forkserver_preload([IMPORTS_MODULE])
     saved = dict(os.environ)
     os.environ.update({key: str(value) for key, value in worker_environ().items()})
