@@ -44,8 +44,9 @@ def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
     """eigenflow's local Dask cluster: ``n_workers`` worker processes (Nannies restart a dead one) of
     ``threads_per_worker`` threads, dashboard on a free port, workers started with :func:`worker_environ` and
     :func:`worker_config` (the latter the scheduler's too), forked from the CLI's import server when it runs
-    (:func:`flows._local_workers.forked_workers`), ignoring SIGINT / SIGTERM sent to the process group (:mod:`tasks.worker_signals`: the flow process stops them),
-    each ending its process without the interpreter's teardown once it has closed (:mod:`tasks.worker_exit`).
+    (:func:`flows._local_workers.forked_workers`), ignoring SIGINT / SIGTERM sent to the process group
+    (:mod:`tasks.worker_signals`: the flow process stops them), each ending its process without the
+    interpreter's teardown once it has closed (:mod:`tasks.worker_exit`).
 
     ``warm_up``: X dtypes whose NN-descent warm-up the :data:`BUILDER_NAME` worker begins as it starts
     (:mod:`tasks.warm_up_preload`), before the cluster is up."""

@@ -90,9 +90,10 @@ def ended_warm_up_seconds(dtypes: tuple[str, ...]) -> list[float]:
 
 def import_point_modules(method: str) -> float:
     """Import on this worker what writing the per-point outputs of a ``method`` run and its plot need (the stage
-    bodies, the fitted model's estimator module, with scikit-learn and numba's modules, and matplotlib), without loading NN-descent's
-    kernels (the run maps no point outside its fit set); returns the seconds. Done beside the one-core eigensolve,
-    it saves the points stage about 1 s on a worker that has not imported them; the imports run at a lower
+    bodies, the fitted model's estimator module, with scikit-learn and numba's modules, and matplotlib), without
+    loading NN-descent's kernels (the run maps no point outside its fit set); returns the seconds. Done beside the
+    one-core eigensolve, it saves the points stage about 1 s on a worker that has not imported them; the imports
+    run at a lower
     priority (:func:`tasks._priority.call_at_lower_priority`), so that they take the core the eigensolve leaves
     free, and the worker's executor thread keeps its own."""
     t0 = time.perf_counter()
