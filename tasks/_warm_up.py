@@ -93,9 +93,8 @@ def import_point_modules(method: str) -> float:
     bodies, the fitted model's estimator module, with scikit-learn and numba's modules, and matplotlib), without
     loading NN-descent's kernels (the run maps no point outside its fit set); returns the seconds. Done beside the
     one-core eigensolve, it saves the points stage about 1 s on a worker that has not imported them; the imports
-    run at a lower
-    priority (:func:`tasks._priority.call_at_lower_priority`), so that they take the core the eigensolve leaves
-    free, and the worker's executor thread keeps its own."""
+    run at a lower priority (:func:`tasks._priority.call_at_lower_priority`), so that they take the core the
+    eigensolve leaves free, and the worker's executor thread keeps its own."""
     t0 = time.perf_counter()
     call_at_lower_priority(_import_point_modules, method)
     return time.perf_counter() - t0
