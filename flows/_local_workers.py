@@ -62,8 +62,9 @@ QUIET_WORKER_SETTINGS = {
 
 def worker_config() -> dict:
     """Dask settings of eigenflow's local cluster (its workers, through their Nannies, and its scheduler): each
-    of :data:`QUIET_WORKER_SETTINGS` that still holds Dask's shipped value gets eigenflow's (a value the user set
-    is kept).
+    of :data:`QUIET_WORKER_SETTINGS` that still holds Dask's shipped value gets eigenflow's. A value other than
+    the shipped one is kept; an explicit ``profile.enabled: True`` cannot be told from the default (a cluster of
+    one's own, ``--scheduler``, keeps every Dask setting).
 
     Why: a worker's statistical profiler samples every thread's stack every 10 ms and its event loop ticks every
     20 ms; each wakes a thread that needs the GIL and a core, beside the kNN build's two numba threads. Measured

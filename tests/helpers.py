@@ -60,6 +60,12 @@ def local_cluster(n_workers: int = 2, processes: bool = True, spawned: bool = Fa
         yield c.scheduler_address
 
 
+def nice_of_thread(tid: int) -> int:
+    """The nice value of thread ``tid`` (a native id) of this process, from /proc (field 19 of its stat; Linux)."""
+    with open(f"/proc/self/task/{tid}/stat") as stat:
+        return int(stat.read().rpartition(")")[2].split()[16])
+
+
 def local_worker_processes(cli_pid: int) -> list:
     """The Dask worker processes of the local cluster of the CLI process ``cli_pid`` (psutil processes): spawned
     ones (``spawn_main`` in their command line) or forks of the server the CLI launched for them

@@ -255,12 +255,9 @@ def test_a_background_write_runs_at_a_lower_priority(tmp_path):
     import threading
 
     from tasks.stage_handoff import WRITE_NICENESS, BackgroundWrite
-
-    def nice_of(tid: int) -> int:
-        with open(f"/proc/self/task/{tid}/stat") as stat:
-            return int(stat.read().rpartition(")")[2].split()[16])  # field 19, nice
+    from tests.helpers import nice_of_thread
 
     seen: list[int] = []
-    BackgroundWrite(lambda: seen.append(nice_of(threading.get_native_id())), "nice").join()
+    BackgroundWrite(lambda: seen.append(nice_of_thread(threading.get_native_id())), "nice").join()
     assert seen == [max(os.getpriority(os.PRIO_PROCESS, 0), WRITE_NICENESS)]
-    assert nice_of(threading.get_native_id()) == os.getpriority(os.PRIO_PROCESS, 0)
+    assert nice_of_thread(threading.get_native_id()) == os.getpriority(os.PRIO_PROCESS, 0)

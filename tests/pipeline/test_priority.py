@@ -11,14 +11,9 @@ import threading
 import pytest
 
 from tasks._priority import SIDE_WORK_NICENESS, call_at_lower_priority, lower_process_priority, lower_thread_priority
+from tests.helpers import nice_of_thread
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
-
-
-def nice_of_thread(tid: int) -> int:
-    """The nice value of thread ``tid`` of this process, from /proc (field 19 of its stat)."""
-    with open(f"/proc/self/task/{tid}/stat") as stat:
-        return int(stat.read().rpartition(")")[2].split()[16])
 
 
 def own_nice() -> int:
