@@ -85,8 +85,9 @@ WARM_DTYPES_ENV = "EIGENFLOW_WARM_DTYPES"
 def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"), metrics: tuple[str, ...] = ("euclidean",),
                    methods: tuple[str, ...] = ("nndescent",)) -> float:
     """Load (or, on a machine's first use, compile) the kNN search's numba kernels in this process: build and query
-    a tiny index for each X dtype, metric and search ``method`` ("nndescent", "exact"), and weight its graph (the
-    weights stage's kernels); returns seconds.
+    a tiny index for each X dtype, metric and search ``method`` ("nndescent", "exact"), and weight tiny graphs (the
+    weights stage's kernels: float32 distances, as an index gives them, and float64 ones when ``dtypes`` has
+    float64; a graph that repeats a column, the kernels' general path); returns seconds.
 
     The kernels come from eigenflow's compiled-code cache (:mod:`spectral.neighbours.jit_cache`), so in every process
     after the first on a machine this is a load of about a second, not a compile. Submitted to every Dask worker at the
@@ -105,5 +106,10 @@ def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"), metrics: tu
                                        random_state=0, n_jobs=1)
                 index.query(rng.normal(size=(10, 4)).astype(dtype), 5)
     ring = (np.arange(20)[:, None] + np.arange(1, 4)) % 20  # a tiny graph (k = 3) for the weights stage's kernels
-    knn_weights(ring, np.sort(rng.random(ring.shape), axis=1).astype(np.float32))  # (spectral.graph._weight_kernels)
+    ring_dist = np.sort(rng.random(ring.shape), axis=1)
+    repeated = ring.copy()
+    repeated[0, 2] = repeated[0, 1]  # a row listing a column twice: the kernels' general path
+    for dist_dtype in sorted({"float32"} | ({"float64"} & set(dtypes))):  # an index's distances are float32
+        knn_weights(ring, ring_dist.astype(dist_dtype))  # (spectral.graph._weight_kernels)
+    knn_weights(repeated, ring_dist)
     return time.perf_counter() - t0

@@ -249,13 +249,13 @@ class LaplacianEigenmaps(EmbeddingTransformerMixin, BaseEstimator):
         n_neighbors, n_components = self._check_params(X.shape[0])
         rng = check_random_state(self.random_state)
         index = KNNIndex.build(X, n_neighbors, method=self.knn_method, random_state=rng)
-        idx, dist = index.neighbor_graph()
+        idx, dist = index.neighbor_graph(copy=False)
         if self.affinity == "rbf":
             return self._fit_nystrom(X, dist, rng, n_components, index)
         wparams, scales, radii = fit_weight_params(
             dist, weighting=self.weighting, symmetrize=self.symmetrize
         )
-        W = weights_from_params(idx, dist.astype(np.float64), wparams, scales)
+        W = weights_from_params(idx, dist, wparams, scales)
         embedding, eigenvalues, info = laplacian_eigenmaps_from_graph(
             W, n_components, normalization=self.normalization, eigen_solver=self.eigen_solver,
             on_disconnected=self.on_disconnected, tol=self.tol, random_state=rng,

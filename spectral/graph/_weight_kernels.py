@@ -2,7 +2,9 @@
 
 :func:`directed_csr` gives the CSR arrays of the directed weight matrix A that :mod:`spectral.graph.weights` used to
 build with numpy and scipy (the kernel exponents, numpy's ``exp``, each row's columns sorted and repeated ones
-added), with the same values bit for bit; rows in parallel.
+added), with the same values bit for bit; rows in parallel, in one pass when no row repeats a column (a kNN graph's
+rows never do): the (m, k) exponents and a counting pass were 0.5 s of the weights stage at 1e6 x 15. The distances
+are read as given (float32 or float64), without a float64 copy.
 
 :func:`symmetrized_csr` gives the same matrix as scipy's ``A.maximum(A.T)`` / ``A.minimum(A.T)`` /
 ``(A + A.T) * 0.5`` followed by dropping the diagonal and zeros and sorting the indices (the same values, bit
@@ -46,6 +48,46 @@ def _exponents(idx, dist, row_scales, scales, code, sigma2):  # pragma: no cover
             d = np.float64(dist[r, j])
             out[r, j] = -((d * d) / denom)
     return out
+
+
+@cached_njit(parallel=True)
+def _sorted_exponent_rows(idx, dist, row_scales, scales, code, sigma2, out_idx, out_val):  # pragma: no cover
+    """Each row's columns sorted (stable insertion sort, as :func:`_row_sorted_csr`) with their kernel exponents
+    (as :func:`_exponents` computes them), written from ``out_idx[r * k]`` / ``out_val[r * k]``: the CSR arrays of
+    the directed exponents when no row repeats a column. Returns the number of repeated columns (0: the result
+    is complete; else the caller adds the repeats with :func:`_row_sorted_csr`). No (m, k) temporary."""
+    m, k = idx.shape
+    repeats = 0
+    for r in numba.prange(m):
+        cols = np.empty(k, dtype=np.int64)
+        vals = np.empty(k, dtype=np.float64)
+        s_a = row_scales[r]
+        for j in range(k):
+            c = idx[r, j]
+            if code == 3:
+                v = 0.0
+            else:
+                if code == 0:
+                    denom = sigma2
+                elif code == 1:
+                    denom = scales[c] * s_a
+                else:
+                    denom = max(scales[c], s_a)
+                    denom = denom * denom
+                d = np.float64(dist[r, j])
+                v = -((d * d) / denom)
+            b = j - 1  # insertion into the sorted prefix
+            while b >= 0 and cols[b] > c:
+                cols[b + 1], vals[b + 1] = cols[b], vals[b]
+                b -= 1
+            cols[b + 1], vals[b + 1] = c, v
+        base = r * k
+        for a in range(k):
+            out_idx[base + a] = cols[a]
+            out_val[base + a] = vals[a]
+            if a > 0 and cols[a] == cols[a - 1]:
+                repeats += 1
+    return repeats
 
 
 @cached_njit(parallel=True)
@@ -160,11 +202,20 @@ def directed_csr(idx: np.ndarray, dist: np.ndarray, row_scales: np.ndarray, scal
     neighbours ``idx`` (m, k) int at distances ``dist`` (m, k) and scales ``row_scales`` (m,); ``scales`` (n,) of
     every point (:func:`spectral.graph.weights.directed_weight_rows`). Index arrays of ``index_dtype``."""
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    values = _exponents(idx, np.ascontiguousarray(dist), np.ascontiguousarray(row_scales, dtype=np.float64),
-                        np.ascontiguousarray(scales, dtype=np.float64), WEIGHTING_CODES[weighting],
-                        float(sigma) ** 2 if sigma is not None else 1.0)
-    np.exp(values, out=values)  # numpy's exp (its bits differ from numba's libm exp in the last place)
-    m = idx.shape[0]
+    dist = np.asarray(dist)
+    dist = np.ascontiguousarray(dist, dtype=dist.dtype if dist.dtype in (np.float32, np.float64) else np.float64)
+    kernel_args = (idx, dist, np.ascontiguousarray(row_scales, dtype=np.float64),
+                   np.ascontiguousarray(scales, dtype=np.float64), WEIGHTING_CODES[weighting],
+                   float(sigma) ** 2 if sigma is not None else 1.0)
+    m, k = idx.shape
+    indices = np.empty(m * k, dtype=index_dtype)
+    data = np.empty(m * k, dtype=np.float64)
+    if _sorted_exponent_rows(*kernel_args, indices, data) == 0:  # no row repeats a column: one pass
+        np.exp(data, out=data)  # numpy's exp (its bits differ from numba's libm exp in the last place)
+        return np.arange(0, m * k + 1, k, dtype=index_dtype), indices, data
+    del indices, data
+    values = _exponents(idx, dist.astype(np.float64, copy=False), *kernel_args[2:])  # one dtype for this rare path
+    np.exp(values, out=values)
     indptr = np.zeros(m + 1, dtype=np.int64)
     no_i, no_v = np.empty(0, dtype=index_dtype), np.empty(0, dtype=np.float64)
     _row_sorted_csr(idx, values, indptr, no_i, no_v, True)

@@ -136,7 +136,7 @@ def knn_directed_rows(idx: np.ndarray, dist: np.ndarray, start: int, params, col
     idx = np.asarray(idx, dtype=np.int64)
     m = idx.shape[0]
     lo = int(np.searchsorted(cols, start))
-    A = directed_weight_rows(np.searchsorted(cols, idx), np.asarray(dist, dtype=np.float64), params,
+    A = directed_weight_rows(np.searchsorted(cols, idx), np.asarray(dist), params,
                              col_scales[lo:lo + m], col_scales, cols.size)
     return sp.csr_matrix((A.data, cols[A.indices], A.indptr), shape=(m, n))
 

@@ -78,7 +78,7 @@ def fit_weight_params(
     Parameters
     ----------
     distances : array, shape (n, k)
-        Sorted kNN distances of the training points (no self-neighbours).
+        Sorted kNN distances of the training points (no self-neighbours); float32 is read without a float64 copy.
     weighting, symmetrize, sigma, scale_k
         As :func:`knn_weights`.
 
@@ -90,13 +90,15 @@ def fit_weight_params(
     radii : ndarray, shape (n,)
         Distance of each point to its k-th neighbour (decides whether a new point would enter its kNN).
     """
-    dist = np.asarray(distances, dtype=np.float64)
+    dist = np.asarray(distances)
+    if dist.dtype != np.float32:
+        dist = dist.astype(np.float64, copy=False)
     k = dist.shape[1]
     smallest = float(np.min(dist, where=dist > 0, initial=np.inf))  # no (n k,) copy of the positive ones
     params = resolve_weight_params(k, weighting=weighting, symmetrize=symmetrize, sigma=sigma, scale_k=scale_k,
                                    min_positive=smallest if np.isfinite(smallest) else None,
-                                   mean_distance=float(dist.mean()))
-    return params, _scales(dist, params), dist[:, k - 1].copy()
+                                   mean_distance=float(dist.mean(dtype=np.float64)))
+    return params, _scales(dist, params), dist[:, k - 1].astype(np.float64)
 
 
 def resolve_weight_params(k: int, *, weighting: str, symmetrize: str, sigma: float | None, scale_k: int | None,
@@ -169,7 +171,7 @@ def fit_directed_knn_weights(indices: Any, distances: Any, **weighting: Any
     """The first half of :func:`fit_knn_weights`: ``(A (n, n) directed weights, params, scales (n,), radii (n,))``;
     :func:`symmetrize_weights` ``(A, params.symmetrize)`` is W. A caller that owns the graph can free it
     in between: at 1e7 x 15 the graph (int64 + float64) is 2.4 GB of the symmetrization's peak."""
-    idx, dist = check_knn_graph(indices, distances)
+    idx, dist = check_knn_graph(indices, distances, keep_float32=True)
     n = idx.shape[0]
     if np.any(idx == np.arange(n)[:, None]):
         raise InputDataError("indices must not contain self-neighbours (row i listing i)")
@@ -279,7 +281,7 @@ def query_weights(
 
 def _scales(dist: np.ndarray, params: WeightParams) -> np.ndarray:
     if params.weighting in ("local_scaling", "hein_maier"):
-        return np.maximum(dist[:, params.scale_k - 1], params.floor)
+        return np.maximum(dist[:, params.scale_k - 1].astype(np.float64), params.floor)
     return np.ones(dist.shape[0])
 
 

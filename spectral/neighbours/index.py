@@ -199,9 +199,15 @@ class KNNIndex:
         found, distances = _refine(self._index._raw_data, Q, self._position[indices], self.metric)
         return np.asarray(order, dtype=np.int64)[found], distances
 
-    def neighbor_graph(self) -> tuple[np.ndarray, np.ndarray]:
-        """Training graph: ``(indices int64 (n, k), distances float32 (n, k))``, no self-neighbours (copies)."""
-        return self._graph[0].copy(), self._graph[1].copy()
+    def neighbor_graph(self, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Training graph: ``(indices int64 (n, k), distances float32 (n, k))``, no self-neighbours; copies, or with
+        ``copy=False`` read-only views of the index's own arrays (at 1e6 x 15 the copies are 180 MB)."""
+        if copy:
+            return self._graph[0].copy(), self._graph[1].copy()
+        views = tuple(a.view() for a in self._graph)
+        for view in views:
+            view.flags.writeable = False
+        return views
 
     def query(self, X_new: Any, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
         """``k`` nearest training points of each row of ``X_new`` (m, d).
@@ -314,8 +320,10 @@ def knn_mask_from_distances(D: np.ndarray, n_neighbors, allowed: np.ndarray | No
     return (rank < k[:, None]) & allowed
 
 
-def check_knn_graph(indices: Any, distances: Any, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a kNN graph ``(indices (n, k), distances (n, k))`` and return it as (int64, float64)."""
+def check_knn_graph(indices: Any, distances: Any, n_samples: int | None = None, *, keep_float32: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a kNN graph ``(indices (n, k), distances (n, k))`` and return it as (int64, float64); with
+    ``keep_float32`` float32 distances are returned as they are (no (n, k) float64 copy)."""
     idx = np.asarray(indices)
     dist = np.asarray(distances)
     if idx.ndim != 2 or dist.shape != idx.shape:
@@ -327,7 +335,8 @@ def check_knn_graph(indices: Any, distances: Any, n_samples: int | None = None) 
     n = idx.shape[0] if n_samples is None else n_samples
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         raise InputDataError(f"indices must lie in [0, {n - 1}]; got values in [{idx.min()}, {idx.max()}]")
-    dist = dist.astype(np.float64)
+    if not (keep_float32 and dist.dtype == np.float32):
+        dist = dist.astype(np.float64)
     if not np.all(np.isfinite(dist)) or (dist.size and dist.min() < 0):
         raise InputDataError("distances must be finite and >= 0")
     if idx.shape[1] < 1:

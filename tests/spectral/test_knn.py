@@ -362,3 +362,17 @@ def test_exact_large_copy_groups_threads_and_pickles():
         for a, b, ref in zip(index.query(Q, 40), clone.query(Q, 40), full_sort_reference(X, Q, 40, metric, False)):
             np.testing.assert_array_equal(a, ref)
             np.testing.assert_array_equal(b, ref)
+
+
+def test_neighbor_graph_views_are_read_only_and_equal_the_copies():
+    """``neighbor_graph(copy=False)`` gives the index's own arrays as read-only views (no 1e6 x k copies), the same
+    values as the copies; writing to them raises instead of changing the index."""
+    X = np.random.default_rng(2).normal(size=(120, 3))
+    index = KNNIndex.build(X, 5, method="exact")
+    views, copies = index.neighbor_graph(copy=False), index.neighbor_graph()
+    for view, copy in zip(views, copies):
+        assert np.array_equal(view, copy) and view.dtype == copy.dtype
+        assert not view.flags.writeable and copy.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        views[0][0, 0] = -1
+    assert np.array_equal(index.neighbor_graph()[0], copies[0])

@@ -172,3 +172,39 @@ def test_compiled_weights_equal_scipy_bit_for_bit(weighting, symmetrize):
     assert np.array_equal(got.indices, want.indices)
     assert np.array_equal(got.data, want.data)
     assert got.has_sorted_indices and (got != got.T).nnz == 0
+
+
+@pytest.mark.parametrize("dist_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("repeat", [False, True])
+@pytest.mark.parametrize("weighting", ["local_scaling", "heat", "hein_maier"])
+def test_compiled_weights_both_paths_and_dtypes(weighting, repeat, dist_dtype):
+    """float32 distances (read without a float64 copy) and float64 ones, a graph whose rows never repeat a column
+    (the one-pass kernel) and one that lists a column twice (the general path, repeats added): scipy's bits."""
+    rng = np.random.default_rng(5)
+    idx, dist = knn_graph(rng.normal(size=(200, 4)), 6, method="exact")
+    dist = dist.astype(dist_dtype)
+    if repeat:
+        idx = idx.copy()
+        idx[[3, 50], 4] = idx[[3, 50], 2]
+    got = knn_weights(idx, dist, weighting=weighting)
+    want = _scipy_weights(idx, dist, weighting, "or")
+    assert np.array_equal(got.indptr, want.indptr)
+    assert np.array_equal(got.indices, want.indices)
+    assert np.array_equal(got.data, want.data)
+    from spectral.graph._weight_kernels import directed_csr
+
+    ones = np.ones(idx.shape[0])
+    indptr, _, _ = directed_csr(idx, dist, ones, ones, "heat", 1.0, np.int32)
+    lengths = np.diff(indptr)  # a repeated column is one entry: rows 3 and 50 are one shorter
+    assert lengths.tolist() == [5 if repeat and row in (3, 50) else 6 for row in range(idx.shape[0])]
+
+
+def test_float32_distances_give_float64_scales_and_radii():
+    """fit_weight_params reads float32 distances as they are; its scales and radii are float64, the same values."""
+    rng = np.random.default_rng(6)
+    _, dist = knn_graph(rng.normal(size=(100, 3)), 5, method="exact")
+    params32, scales32, radii32 = fit_weight_params(dist, weighting="local_scaling")
+    params64, scales64, radii64 = fit_weight_params(dist.astype(np.float64), weighting="local_scaling")
+    assert scales32.dtype == radii32.dtype == np.float64
+    assert np.array_equal(scales32, scales64) and np.array_equal(radii32, radii64)
+    assert params32 == params64
