@@ -74,17 +74,24 @@ def api_timeout() -> float:
 
 def configured_api_url() -> str | None:
     """``$PREFECT_API_URL`` or the active profile's API URL; None in ephemeral mode (or while Prefect is not
-    imported and the variable is unset). The URL of this process's own temporary server
+    imported, or still being imported by another thread, and the variable is unset). The URL of this process's own temporary server
     (:mod:`flows._prefect_start`, which sets the variable) is not a configured one."""
     own = _own_server_url()
     url = os.environ.get("PREFECT_API_URL")
     if url and url.rstrip("/") != own:
         return url.rstrip("/")
-    if "prefect.settings" in sys.modules:
-        configured = sys.modules["prefect.settings"].get_current_settings().api.url
+    settings = sys.modules.get("prefect.settings")
+    if settings is not None and not _importing(settings):
+        configured = settings.get_current_settings().api.url
         if configured and str(configured).rstrip("/") != own:
             return str(configured).rstrip("/")
     return None
+
+
+def _importing(module: Any) -> bool:
+    """Whether ``module`` is still being imported (by another thread: it is in ``sys.modules`` before its body has
+    run to the end, so its names may not exist yet)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def _own_server_url() -> str | None:

@@ -65,3 +65,38 @@ def test_prefects_sigterm_handler_is_bridged_to_the_guard():
     r = _run(PREFECT_BRIDGE)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "prefect's handler ran; guard: interrupted (SIGTERM)"
+
+
+def test_the_api_url_is_not_read_from_a_prefect_settings_module_another_thread_is_importing(tmp_path, monkeypatch):
+    """The API watchdog's thread may look while the main thread imports Prefect: a ``prefect.settings`` still being
+    imported (in ``sys.modules``, its body not run to the end) is not read (no AttributeError), one imported is."""
+    import threading
+
+    from flows import _stop
+
+    release, entered = threading.Event(), threading.Event()
+    (tmp_path / "settings_being_imported.py").write_text(
+        "import builtins\nbuiltins._eigenflow_test_entered.set()\nbuiltins._eigenflow_test_release.wait(30)\n"
+        "class _Api:\n    url = 'http://127.0.0.1:9/api'\n"
+        "class _Settings:\n    api = _Api()\n"
+        "def get_current_settings():\n    return _Settings()\n")
+    import builtins
+
+    monkeypatch.setattr(builtins, "_eigenflow_test_entered", entered, raising=False)
+    monkeypatch.setattr(builtins, "_eigenflow_test_release", release, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    importer = threading.Thread(target=__import__, args=("settings_being_imported",))
+    importer.start()
+    try:
+        assert entered.wait(30)
+        module = sys.modules["settings_being_imported"]
+        monkeypatch.setitem(sys.modules, "prefect.settings", module)
+        assert _stop._importing(module) and not hasattr(module, "get_current_settings")
+        assert _stop.configured_api_url() is None
+    finally:
+        release.set()
+        importer.join(30)
+    assert not _stop._importing(module)
+    assert _stop.configured_api_url() == "http://127.0.0.1:9/api"
+    monkeypatch.delitem(sys.modules, "settings_being_imported")
