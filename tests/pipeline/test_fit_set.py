@@ -22,23 +22,41 @@ def test_distinct_rows_keeps_the_first_of_equal_x_and_label():
     assert dropped == 1
 
 
+@pytest.mark.parametrize("d", [5, 8])
 @pytest.mark.parametrize("collide", [False, True])
-def test_distinct_rows_hash_path_matches_the_exact_byte_comparison(monkeypatch, collide):
-    """Duplicates found through the row hashes equal those of a plain unique over the row bytes; with every
-    hash colliding (forced) rows that differ are still kept."""
+def test_distinct_rows_hash_path_matches_the_exact_byte_comparison(monkeypatch, collide, d):
+    """Duplicates found through the row hashes equal those of a plain unique over the row bytes (rows of 4-byte
+    and of 8-byte words); with every hash colliding (forced) rows that differ are still kept."""
     import spectral._arrays as arrays
 
     rng = np.random.default_rng(1)
-    X = rng.normal(size=(3000, 5)).astype(np.float32)  # 20-byte rows: 4-byte words
+    X = rng.normal(size=(3000, d)).astype(np.float32)  # 20-byte rows: 4-byte words; 32-byte rows: 8-byte words
     X[rng.integers(0, 3000, 200)] = X[rng.integers(0, 3000, 200)]
     X[17] = -0.0 * X[17]  # -0.0 and 0.0 differ in their bytes: kept apart, as before
     if collide:
         monkeypatch.setattr(arrays, "row_hashes", lambda raw: np.zeros(raw.shape[0], dtype=np.uint64))
     rows = np.arange(3000) + 10
     kept, dropped = distinct_rows(X, None, rows)
-    _, first = np.unique(X.view(np.dtype((np.void, 20))).ravel(), return_index=True)
+    _, first = np.unique(X.view(np.dtype((np.void, 4 * d))).ravel(), return_index=True)
     np.testing.assert_array_equal(kept, rows[np.sort(first)])
     assert dropped == 3000 - first.size > 0
+
+
+@pytest.mark.parametrize("b", [32, 20, 6, 7])
+def test_row_hashes_are_the_words_times_the_constants_summed_modulo_2_64(b):
+    """Each row's hash is the sum over its words of word * constant, wrapping modulo 2**64 (the one-pass product for
+    8-byte words and the column loop for narrower ones give that same value); equal rows, equal hashes."""
+    from spectral._arrays import row_hashes
+
+    raw = np.random.default_rng(2).integers(0, 256, size=(500, b), dtype=np.uint8)
+    raw[7] = raw[3]
+    width = next(w for w in (8, 4, 2, 1) if b % w == 0)
+    words = raw.view(np.dtype(f"<u{width}")).astype(object)
+    constants = np.random.default_rng(0x5EED).integers(1, 2**63, size=b // width, dtype=np.uint64) | np.uint64(1)
+    want = [sum(int(w) * int(c) for w, c in zip(row, constants)) % 2**64 for row in words]
+    got = row_hashes(raw)
+    assert got.dtype == np.uint64 and [int(h) for h in got] == want
+    assert got[7] == got[3]
 
 
 
