@@ -201,13 +201,12 @@ class KNNIndex:
 
     def neighbor_graph(self, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Training graph: ``(indices int64 (n, k), distances float32 (n, k))``, no self-neighbours; copies, or with
-        ``copy=False`` read-only views of the index's own arrays (at 1e6 x 15 the copies are 180 MB)."""
+        ``copy=False`` the index's own arrays, to be read and never written (at 1e6 x 15 the copies are 180 MB).
+        They are not flagged read-only: numba compiles a kernel again for read-only arrays, and the compiled-code
+        cache holds the kernels for writable ones."""
         if copy:
             return self._graph[0].copy(), self._graph[1].copy()
-        views = tuple(a.view() for a in self._graph)
-        for view in views:
-            view.flags.writeable = False
-        return views
+        return self._graph[0], self._graph[1]
 
     def query(self, X_new: Any, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
         """``k`` nearest training points of each row of ``X_new`` (m, d).

@@ -253,3 +253,32 @@ def test_dask_worker_command_loads_from_shared_cache(warm_cache):
     assert result["cache"] == str(cache / "numba")
     assert result["stats"][NN_DESCENT] == {"loaded": 1, "compiled": 0}
     assert result["stats"][REFINE]["compiled"] == 0 and result["stats"][REFINE]["loaded"] >= 1
+
+
+#: Fits LaplacianEigenmaps with NN-descent and with the exact search in a fresh interpreter; prints what was compiled.
+FIT_SCRIPT = textwrap.dedent("""
+    import json
+    import numpy as np
+    from spectral import LaplacianEigenmaps
+    from spectral.neighbours import jit_cache
+
+    X = np.random.default_rng(0).normal(size=(2000, 8)).astype(np.float32)
+    with jit_cache.compile_report() as compiled:
+        for method in ("nndescent", "exact"):
+            LaplacianEigenmaps(n_neighbors=10, knn_method=method, random_state=0).fit(X)
+    print(json.dumps({"compiled": [r["kernel"] for r in compiled if r["cacheable"]]}))
+""")
+
+
+def test_a_fit_after_the_warm_up_compiles_nothing():
+    """What ``eigenflow warm`` loads (``warm_nndescent``, here for float32 data and both search methods) covers a
+    ``LaplacianEigenmaps`` fit: a fresh process fitting with NN-descent and with the exact search compiles no kernel
+    (e.g. no variant for read-only graph arrays). Runs on the session's compiled-code cache."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    warm = ("from tasks._worker import warm_nndescent; "
+            "warm_nndescent(('float32',), ('euclidean',), ('nndescent', 'exact'))")
+    subprocess.run([sys.executable, "-c", warm], env=env, check=True, timeout=900, cwd=REPO, capture_output=True)
+    done = subprocess.run([sys.executable, "-c", FIT_SCRIPT], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["compiled"] == []
