@@ -26,34 +26,39 @@ OPS = {"or": 0, "and": 1, "mean": 2}
 WEIGHTING_CODES = {"heat": 0, "local_scaling": 1, "hein_maier": 2, "binary": 3}
 
 
+@cached_njit()
+def _exponent(d, s_a, s_b, code, sigma2):  # pragma: no cover - compiled
+    """The kernel exponent of a distance ``d`` between points of scales ``s_a`` and ``s_b``, computed as
+    :func:`spectral.graph.weights._exponent` does with numpy (the same operations in the same order, so the same
+    bits)."""
+    if code == 3:
+        return 0.0
+    if code == 0:
+        denom = sigma2
+    elif code == 1:
+        denom = s_b * s_a
+    else:
+        denom = max(s_b, s_a)
+        denom = denom * denom
+    d = np.float64(d)
+    return -((d * d) / denom)
+
+
 @cached_njit(parallel=True)
 def _exponents(idx, dist, row_scales, scales, code, sigma2):  # pragma: no cover - compiled
-    """Kernel exponents (m, k) float64, each computed as :func:`spectral.graph.weights._exponent` does with numpy
-    (the same operations in the same order, so the same bits)."""
+    """Kernel exponents (m, k) float64 of the rows (:func:`_exponent`)."""
     m, k = idx.shape
     out = np.empty((m, k), dtype=np.float64)
     for r in numba.prange(m):
-        s_a = row_scales[r]
         for j in range(k):
-            if code == 3:
-                out[r, j] = 0.0
-                continue
-            if code == 0:
-                denom = sigma2
-            elif code == 1:
-                denom = scales[idx[r, j]] * s_a
-            else:
-                denom = max(scales[idx[r, j]], s_a)
-                denom = denom * denom
-            d = np.float64(dist[r, j])
-            out[r, j] = -((d * d) / denom)
+            out[r, j] = _exponent(dist[r, j], row_scales[r], scales[idx[r, j]], code, sigma2)
     return out
 
 
 @cached_njit(parallel=True)
 def _sorted_exponent_rows(idx, dist, row_scales, scales, code, sigma2, out_idx, out_val):  # pragma: no cover
     """Each row's columns sorted (stable insertion sort, as :func:`_row_sorted_csr`) with their kernel exponents
-    (as :func:`_exponents` computes them), written from ``out_idx[r * k]`` / ``out_val[r * k]``: the CSR arrays of
+    (:func:`_exponent`), written from ``out_idx[r * k]`` / ``out_val[r * k]``: the CSR arrays of
     the directed exponents when no row repeats a column. Returns the number of repeated columns (0: the result
     is complete; else the caller adds the repeats with :func:`_row_sorted_csr`). No (m, k) temporary."""
     m, k = idx.shape
@@ -61,21 +66,9 @@ def _sorted_exponent_rows(idx, dist, row_scales, scales, code, sigma2, out_idx, 
     for r in numba.prange(m):
         cols = np.empty(k, dtype=np.int64)
         vals = np.empty(k, dtype=np.float64)
-        s_a = row_scales[r]
         for j in range(k):
             c = idx[r, j]
-            if code == 3:
-                v = 0.0
-            else:
-                if code == 0:
-                    denom = sigma2
-                elif code == 1:
-                    denom = scales[c] * s_a
-                else:
-                    denom = max(scales[c], s_a)
-                    denom = denom * denom
-                d = np.float64(dist[r, j])
-                v = -((d * d) / denom)
+            v = _exponent(dist[r, j], row_scales[r], scales[c], code, sigma2)
             b = j - 1  # insertion into the sorted prefix
             while b >= 0 and cols[b] > c:
                 cols[b + 1], vals[b + 1] = cols[b], vals[b]
