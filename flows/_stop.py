@@ -74,8 +74,8 @@ def api_timeout() -> float:
 
 def configured_api_url() -> str | None:
     """``$PREFECT_API_URL`` or the active profile's API URL; None in ephemeral mode (or while Prefect is not
-    imported, or still being imported by another thread, and the variable is unset). The URL of this process's own temporary server
-    (:mod:`flows._prefect_start`, which sets the variable) is not a configured one."""
+    imported, or still being imported by another thread, and the variable is unset). The URL of this process's own
+    temporary server (:mod:`flows._prefect_start`, which sets the variable) is not a configured one."""
     own = _own_server_url()
     url = os.environ.get("PREFECT_API_URL")
     if url and url.rstrip("/") != own:
