@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import ContextManager
+from typing import Any, ContextManager
 
 from tasks._priority import SIDE_WORK_NICENESS, lower_process_priority, lower_thread_priority
 
@@ -153,8 +153,9 @@ class TemporaryServer:
         process, self.process = self.process, None
         if os.environ.get("PREFECT_API_URL") == self.api_url:
             del os.environ["PREFECT_API_URL"]
-            if "prefect.context" in sys.modules:
-                sys.modules["prefect.context"].refresh_global_settings_context()
+            context = imported_module("prefect.context")
+            if context is not None:
+                context.refresh_global_settings_context()
         if process is None:
             return
         process.terminate()
@@ -163,6 +164,16 @@ class TemporaryServer:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def imported_module(name: str) -> Any:
+    """The module ``name`` if this process has imported it to the end, else None: a module another thread is still
+    importing is in ``sys.modules`` before its body has run, so its names may not exist yet (Prefect's import runs
+    in the main thread while the API watchdog's thread reads Prefect's settings)."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 def api_answers(url: str, timeout: float) -> bool:
@@ -219,8 +230,9 @@ def start_early(niceness: int = 0) -> TemporaryServer | None:
         return None
     if any(os.environ.get(name, "").strip().lower() in _FALSE for name in _EPHEMERAL_SWITCHES):
         return None
-    if "prefect.settings" in sys.modules:
-        settings = sys.modules["prefect.settings"].get_current_settings()
+    prefect_settings = imported_module("prefect.settings")
+    if prefect_settings is not None:
+        settings = prefect_settings.get_current_settings()
         if settings.api.url or not settings.server.ephemeral.enabled:
             return None
     _SERVER = TemporaryServer(niceness)

@@ -30,7 +30,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from flows._prefect_start import api_answers, env_seconds, running_server
+from flows._prefect_start import api_answers, env_seconds, imported_module, running_server
 
 #: Environment variable: seconds an unreachable Prefect API is tolerated before the run fails.
 API_TIMEOUT_ENV = "EIGENFLOW_PREFECT_API_TIMEOUT"
@@ -80,18 +80,12 @@ def configured_api_url() -> str | None:
     url = os.environ.get("PREFECT_API_URL")
     if url and url.rstrip("/") != own:
         return url.rstrip("/")
-    settings = sys.modules.get("prefect.settings")
-    if settings is not None and not _importing(settings):
+    settings = imported_module("prefect.settings")
+    if settings is not None:
         configured = settings.get_current_settings().api.url
         if configured and str(configured).rstrip("/") != own:
             return str(configured).rstrip("/")
     return None
-
-
-def _importing(module: Any) -> bool:
-    """Whether ``module`` is still being imported (by another thread: it is in ``sys.modules`` before its body has
-    run to the end, so its names may not exist yet)."""
-    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def _own_server_url() -> str | None:

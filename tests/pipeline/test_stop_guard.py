@@ -73,6 +73,7 @@ def test_the_api_url_is_not_read_from_a_prefect_settings_module_another_thread_i
     import threading
 
     from flows import _stop
+    from flows._prefect_start import imported_module
 
     release, entered = threading.Event(), threading.Event()
     (tmp_path / "settings_being_imported.py").write_text(
@@ -92,11 +93,11 @@ def test_the_api_url_is_not_read_from_a_prefect_settings_module_another_thread_i
         assert entered.wait(30)
         module = sys.modules["settings_being_imported"]
         monkeypatch.setitem(sys.modules, "prefect.settings", module)
-        assert _stop._importing(module) and not hasattr(module, "get_current_settings")
+        assert imported_module("prefect.settings") is None and not hasattr(module, "get_current_settings")
         assert _stop.configured_api_url() is None
     finally:
         release.set()
         importer.join(30)
-    assert not _stop._importing(module)
+    assert imported_module("prefect.settings") is module
     assert _stop.configured_api_url() == "http://127.0.0.1:9/api"
     monkeypatch.delitem(sys.modules, "settings_being_imported")
