@@ -1,6 +1,7 @@
 """How eigenflow's local Dask workers are started: their environment (:func:`worker_environ`), their Dask
 settings (:func:`worker_config`), and, for the CLI, forks of a server process that imported their modules as the
-command started (:func:`start_import_server`).
+command started (:func:`start_import_server`), or, for the test session, of one that compiled NN-descent
+(:func:`fork_warm_workers`).
 
 A spawned local worker starts a fresh interpreter and imports Dask's worker (~0.5 s); the builder's warm-up then
 imports numba, scikit-learn and pynndescent (~1.3 s) before it loads the compiled kernels (~0.35 s): the first
@@ -79,29 +80,74 @@ def worker_config() -> dict:
             if str(dask.config.get(key)) == str(shipped)}
 
 
+#: The preload of the test session's fork server (:func:`fork_warm_workers`): Dask's own preload, then the compile.
+WARM_MODULES = ("distributed", "numpy", "tasks.worker_preload")
+
 _SERVER_STARTED = False
 
 
-def start_import_server() -> None:
-    """Launch the fork server with :func:`worker_environ` added to this process's environment (the server's
-    only); returns at once, the server importing :data:`IMPORTS_MODULE` in the background. Call it once, before
-    this process starts any thread. Where multiprocessing has no fork server (Windows), nothing is launched and
-    the local workers are spawned as Dask does by default."""
-    global _SERVER_STARTED
+def _launch_fork_server(preload: tuple[str, ...], environ: dict | None = None) -> bool:
+    """Launch multiprocessing's fork server importing ``preload``, with :func:`worker_environ` and ``environ``
+    added to this process's environment (the server's only: this process's is restored); returns at once, the
+    server importing in the background. False, and nothing launched, where multiprocessing has no fork server
+    (Windows)."""
     import multiprocessing
     import multiprocessing.forkserver
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
-        return
-    multiprocessing.get_context("forkserver").set_forkserver_preload([IMPORTS_MODULE])
+        return False
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
     saved = dict(os.environ)
-    os.environ.update({key: str(value) for key, value in worker_environ().items()})
+    os.environ.update({key: str(value) for key, value in {**worker_environ(), **(environ or {})}.items()})
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    _SERVER_STARTED = True
+    return True
+
+
+def start_import_server() -> None:
+    """Launch the fork server of the CLI's local workers, importing :data:`IMPORTS_MODULE` in the background, with
+    the workers' environment. Call it once, before this process starts any thread. Where multiprocessing has no
+    fork server (Windows), nothing is launched and the local workers are spawned as Dask does by default."""
+    global _SERVER_STARTED
+    _SERVER_STARTED = _launch_fork_server((IMPORTS_MODULE,))
+
+
+def fork_warm_workers(dtypes: tuple[str, ...] = ("float32",)) -> None:
+    """Start this process's local Dask worker processes by forking one server that has pynndescent compiled.
+
+    Sets Dask's ``distributed.worker.multiprocessing-method`` to ``"forkserver"`` and launches the server with
+    :data:`WARM_MODULES` as its preload (:mod:`tasks.worker_preload` compiles pynndescent once for X of
+    ``dtypes``: the stores' X is float32 unless ingested with ``dtype="float64"``; and selects numba's fork-safe
+    ``workqueue`` threading layer): its compile runs in the background from now on, and the first local worker
+    waits for it. Every local worker started afterwards in this process (new clusters, workers a Nanny restarts)
+    is a fork of it and needs no compile: a 4-worker cluster was warm in 37 s instead of 81 s.
+
+    The price: numba's ``workqueue`` layer ran pynndescent's 1e6 build 15-20 % slower than OpenMP (18.9-19.3 s
+    against 14.6-16.9 s, interleaved processes), so it is not used for the clusters that do the real work
+    (the CLI's workers are forks of a server that only imports: :func:`start_import_server`).
+
+    For processes that start many local clusters (the test suite); it changes how every later local worker of
+    this process is started, so call it once, at start-up, before any cluster (a server already running keeps
+    what it imported). Workers must keep one thread each (``workqueue`` refuses concurrent entry). The workers
+    inherit the server's environment: :func:`worker_environ` added to this process's at the call (variables set
+    later, such as credentials or an S3 endpoint, do not reach them). Raises :class:`RuntimeError` where
+    multiprocessing has no fork server.
+    """
+    import dask
+    from distributed import utils as distributed_utils
+
+    from spectral._validation import check_choice
+    from tasks._worker import WARM_DTYPES_ENV
+
+    for dtype in dtypes:
+        check_choice("dtypes", dtype, ("float32", "float64"))
+    if not _launch_fork_server(WARM_MODULES, {WARM_DTYPES_ENV: ",".join(dtypes)}):
+        raise RuntimeError("fork_warm_workers needs multiprocessing's fork server, which this platform lacks")
+    distributed_utils._forkserver_preload_set = True  # noqa: SLF001  (the server has its preload: see _forked)
+    dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
 
 
 @contextmanager

@@ -321,43 +321,6 @@ def dask_client_in_background(
         pending.close()
 
 
-def fork_warm_workers(dtypes: tuple[str, ...] = ("float32",)) -> None:
-    """Start this process's local Dask worker processes by forking one server that has pynndescent compiled.
-
-    Sets Dask's ``distributed.worker.multiprocessing-method`` to ``"forkserver"`` and makes the server import
-    :mod:`tasks.worker_preload` (which compiles pynndescent once for X of ``dtypes``: the stores' X is float32
-    unless ingested with ``dtype="float64"``; and selects numba's fork-safe ``workqueue`` threading layer), then
-    starts the server: its compile runs in the background from now on, and the first local worker waits for it.
-    Every local worker started afterwards in this process (new clusters, workers a Nanny restarts) is a fork of
-    it and needs no compile: a 4-worker cluster was warm in 37 s instead of 81 s.
-
-    The price: numba's ``workqueue`` layer ran pynndescent's 1e6 build 15-20 % slower than OpenMP (18.9-19.3 s
-    against 14.6-16.9 s, interleaved processes), so it is not used for the clusters that do the real work.
-
-    For processes that start many local clusters (the test suite); it changes how every later local worker of
-    this process is started, so call it once, at start-up, before any cluster (a server already running keeps
-    what it imported). Workers must keep one thread each (``workqueue`` refuses concurrent entry). The workers
-    inherit the server's environment, i.e. this process's at the call: variables set later (credentials, an S3
-    endpoint) do not reach them.
-    """
-    import multiprocessing
-    import multiprocessing.forkserver
-
-    import dask
-    from distributed import utils as distributed_utils
-
-    from spectral._validation import check_choice
-    from tasks._worker import WARM_DTYPES_ENV
-
-    for dtype in dtypes:
-        check_choice("dtypes", dtype, ("float32", "float64"))
-    os.environ[WARM_DTYPES_ENV] = ",".join(dtypes)  # read by the server, which inherits this environment
-    dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
-    context = distributed_utils.get_mp_context()  # marks Dask's own preload list as set
-    context.set_forkserver_preload(["distributed", "numpy", "tasks.worker_preload"])
-    multiprocessing.forkserver.ensure_running()
-
-
 def scheduler_address(pending: PendingClient) -> str:
     """Wait for the flow's cluster and return its scheduler address (for tasks that submit per-chunk work).
 

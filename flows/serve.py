@@ -85,7 +85,7 @@ def warm_cluster(n_workers: int) -> Iterator[str]:
     """A local Dask cluster kept up while serving, its workers' kNN kernels loaded once; yields its address.
 
     The workers are plain processes that load the kernels from the compiled-code cache for themselves (in
-    parallel), not forks of a warm server (:func:`flows.cluster.fork_warm_workers`): forked workers need numba's
+    parallel), not forks of a warm server (:func:`flows._local_workers.fork_warm_workers`): forked workers need numba's
     ``workqueue`` threading layer, with which pynndescent's 1e6 build took 18.9-19.3 s against 14.6-16.9 s with
     OpenMP (interleaved processes). A worker that its Nanny restarts loads them again from the cache when it first
     builds an index."""

@@ -1,9 +1,10 @@
-"""Imported once by the server process that forks local Dask workers (:func:`flows.cluster.fork_warm_workers`).
+"""Imported once by the server process that forks the test session's local Dask workers
+(:func:`flows._local_workers.fork_warm_workers`).
 
 Importing it loads the kNN search's numba kernels (:func:`tasks._worker.warm_nndescent`) for the X dtypes named in
-``$EIGENFLOW_WARM_DTYPES`` (comma-separated; set by :func:`~flows.cluster.fork_warm_workers`, default float32)
-from the compiled-code cache (compiling them on a machine's first use). Every worker forked afterwards starts with
-them loaded, and the forks skip even the imports.
+``$EIGENFLOW_WARM_DTYPES`` (comma-separated; set by :func:`~flows._local_workers.fork_warm_workers`, default
+float32) from the compiled-code cache (compiling them on a machine's first use). Every worker forked afterwards
+starts with them loaded, and the forks skip even the imports.
 
 numba's threading layer is set to ``workqueue`` before any parallel kernel runs: the default on this machine,
 GNU OpenMP, aborts a forked child ("fork() called from a process already using GNU OpenMP, this is unsafe").

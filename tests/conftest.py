@@ -82,9 +82,9 @@ def thread_cluster():
 
 def pytest_configure(config):
     """The local Dask workers of this test process are forks of one server that compiled pynndescent at the
-    session's start (:func:`flows.cluster.fork_warm_workers`), instead of fresh processes that each compile it
+    session's start (:func:`flows._local_workers.fork_warm_workers`), instead of fresh processes that each compile it
     (35-80 s per worker on 2 cores; the 4-worker sharded cluster spent ~105 s of its first run compiling)."""
-    from flows.cluster import fork_warm_workers
+    from flows._local_workers import fork_warm_workers
 
     fork_warm_workers()
 

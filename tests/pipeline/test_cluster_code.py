@@ -51,7 +51,7 @@ def _pid_and_compiled_signatures():
 
 
 def test_a_worker_restarted_by_its_nanny_starts_with_pynndescent_compiled():
-    """The test session's workers are forks of the server that loaded the NN-descent kernels (``flows.cluster.
+    """The test session's workers are forks of the server that loaded the NN-descent kernels (``flows._local_workers.
     fork_warm_workers``, called by conftest): so is the worker a Nanny starts after a SIGKILL. NN-descent's loop
     (spectral.neighbours.nndescent_kernels) is loaded in it before it has run any task."""
     import os

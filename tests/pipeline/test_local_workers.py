@@ -14,9 +14,11 @@ from tests.helpers import REPO_ROOT
 
 CHILD = r"""
 import json, os, sys
-from flows._local_workers import start_import_server, worker_environ
+from flows import _local_workers
+from flows._local_workers import worker_environ
+launcher, preload = sys.argv[1], sys.argv[2]
 before = dict(os.environ)
-start_import_server()
+getattr(_local_workers, launcher)()
 restored = dict(os.environ) == before
 from distributed import Client
 from flows.cluster import local_cluster
@@ -24,9 +26,9 @@ from flows.cluster import local_cluster
 def inside():
     import os, sys
     from threadpoolctl import threadpool_info
-    return {"parent": os.getppid(), "imported": "tasks.worker_imports" in sys.modules,
+    return {"parent": os.getppid(), "imported": preload in sys.modules,
             "blas_threads": sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}),
-            "pynndescent": "pynndescent" in sys.modules, "env": {k: os.environ.get(k) for k in sys.argv[1:]}}
+            "pynndescent": "pynndescent" in sys.modules, "env": {k: os.environ.get(k) for k in sys.argv[3:]}}
 
 with local_cluster(n_workers=1) as cluster, Client(cluster) as client:
     seen = client.submit(inside, pure=False).result()
@@ -37,12 +39,15 @@ print(json.dumps({"restored": restored, "here": os.getpid(), "server": fs._forks
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multiprocessing's fork server is POSIX's")
-def test_local_workers_are_forks_of_the_server_with_their_modules_and_environment():
+@pytest.mark.parametrize(("launcher", "preload"), [("start_import_server", "tasks.worker_imports"),
+                                                   ("fork_warm_workers", "tasks.worker_preload")])
+def test_local_workers_are_forks_of_the_server_with_their_modules_and_environment(launcher, preload):
+    """The CLI's server (imports only) and the test session's (NN-descent compiled) are launched alike."""
     from flows._local_workers import worker_environ
 
     names = sorted(worker_environ())
-    out = subprocess.run([sys.executable, "-c", CHILD, *names], cwd=REPO_ROOT, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([sys.executable, "-c", CHILD, launcher, preload, *names], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["restored"]  # the caller's environment is its own again
