@@ -43,8 +43,21 @@ def names_a_scheduler(args: list[str]) -> bool:
 
 def main() -> NoReturn:
     """The console script: launch Prefect's server for a flow command, then run the typer app, then end the
-    process without the interpreter's teardown (:func:`exit_without_teardown`)."""
-    args = sys.argv[1:]
+    process without the interpreter's teardown (:func:`exit_without_teardown`).
+
+    A Ctrl-C before a command has installed its own handling (:class:`flows._stop.RunGuard`: while the CLI
+    imports its modules, the first 0.3-1 s) ends the process with one line and status 130, not a traceback.
+    """
+    try:
+        code = _run_cli(sys.argv[1:])
+    except KeyboardInterrupt:
+        print("error: interrupted (SIGINT)", file=sys.stderr)
+        code = 130
+    exit_without_teardown(code)
+
+
+def _run_cli(args: list[str]) -> Any:
+    """Launch what a flow command needs early, then run the typer app; returns its exit code."""
     if runs_a_flow(args):
         from tasks._env import apply_cli_env
 
@@ -61,10 +74,9 @@ def main() -> NoReturn:
 
     try:
         app()
-        code: Any = 0
     except SystemExit as exc:
-        code = exc.code
-    exit_without_teardown(code)
+        return exc.code
+    return 0
 
 
 def exit_without_teardown(code: Any) -> NoReturn:

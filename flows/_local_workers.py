@@ -90,18 +90,32 @@ def _launch_fork_server(preload: tuple[str, ...], environ: dict | None = None) -
     """Launch multiprocessing's fork server importing ``preload``, with :func:`worker_environ` and ``environ``
     added to this process's environment (the server's only: this process's is restored); returns at once, the
     server importing in the background. False, and nothing launched, where multiprocessing has no fork server
-    (Windows)."""
+    (Windows).
+
+    The server is launched with SIGINT blocked: multiprocessing's server ignores SIGINT only once its preload is
+    imported, and a Ctrl-C in the terminal during those seconds (the first 2-6 s of a CLI run) killed it with a
+    ``KeyboardInterrupt`` traceback, then every local worker's start with an ``EOFError`` one, and the run waited
+    for its forced exit. The calling thread's signal mask passes to the server (multiprocessing's resource
+    tracker, which unblocks SIGINT after it launches itself, is launched first); this process loses no signal:
+    one that arrives meanwhile stays pending, and its handler runs once the mask is restored. The workers, forks
+    of the server, keep SIGINT blocked, as they want it (:mod:`tasks.worker_signals` ignores it).
+    """
     import multiprocessing
     import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+    import signal
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return False
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
+    multiprocessing.resource_tracker.ensure_running()
     saved = dict(os.environ)
     os.environ.update({key: str(value) for key, value in {**worker_environ(), **(environ or {})}.items()})
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.environ.clear()
         os.environ.update(saved)
     return True

@@ -101,6 +101,7 @@ def assert_stopped_cleanly(cwd: Path, store_name: str, children: list[psutil.Pro
     assert [p for p in store.rglob("*.tmp")] == []
     stderr = (cwd / f"{store_name}.err").read_text()
     assert "Traceback" not in stderr, stderr[-3000:]
+    assert "CancelledError" not in stderr, stderr[-3000:]  # a worker's note of its task cancelled by the close
     assert len(error_lines(stderr)) == 1, stderr[-3000:]
     assert alive(children) == []
     return m
@@ -134,6 +135,63 @@ def test_signal_during_knn_stops_the_run_cleanly(points, signum, to_group):
     assert line == f"error: interrupted ({name}); run {RUN} recorded as failed; rerun with --run-name {RUN} to resume"
     assert name in m["error"]
     print(f"{name} to the {'group' if to_group else 'pid'}: exit {code} after {seconds:.1f} s")
+
+
+def wait_for_fork_server(process: subprocess.Popen, err: Path, timeout: float = 60) -> psutil.Process:
+    """The CLI's child process that is multiprocessing's fork server (of the local workers), as soon as it exists."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and process.poll() is None:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            try:
+                if "multiprocessing.forkserver" in " ".join(child.cmdline()):
+                    return child
+            except psutil.Error:
+                pass
+        time.sleep(0.01)
+    raise AssertionError(f"no fork server: {err.read_text()[-3000:]}")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multiprocessing's fork server is POSIX's")
+def test_ctrl_c_as_the_cli_starts_ends_it_with_one_line(points):
+    """SIGINT to the group as soon as the workers' fork server exists (the CLI is importing its modules, before
+    its run guard): exit 130 with one line and no traceback, no child process left."""
+    store_name = "sig-start.zarr"
+    process = start_embed(points, store_name)
+    wait_for_fork_server(process, points / f"{store_name}.err")
+    children = psutil.Process(process.pid).children(recursive=True)
+    os.killpg(process.pid, signal.SIGINT)
+    code, seconds = wait_exit(process, EXIT_BOUND)
+    stderr = (points / f"{store_name}.err").read_text()
+    assert code == 130, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert error_lines(stderr) == ["error: interrupted (SIGINT)"], stderr[-3000:]
+    assert alive(children, wait=15) == []  # the fork server ends once its imports are done
+    print(f"SIGINT as the CLI starts: exit {code} after {seconds:.1f} s")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multiprocessing's fork server is POSIX's")
+def test_the_workers_fork_server_survives_a_ctrl_c_while_it_imports(points):
+    """The fork server of the local workers imports their modules for 2-6 s after the CLI starts; a Ctrl-C meant
+    for the CLI reaches it too. SIGINT sent to the server alone, every 0.1 s during its first 2 s: it is not
+    killed, every worker starts, the run completes, nothing is printed about it."""
+    store_name = "sig-server.zarr"
+    process = start_embed(points, store_name)
+    server = wait_for_fork_server(process, points / f"{store_name}.err")
+    for _ in range(20):
+        try:
+            server.send_signal(signal.SIGINT)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    # not killed (multiprocessing would launch another server, which imports all again, when a worker starts)
+    assert server.is_running() and server.status() != psutil.STATUS_ZOMBIE
+    code, _ = wait_exit(process, 240)
+    stderr = (points / f"{store_name}.err").read_text()
+    assert code == 0, stderr[-3000:]
+    assert "Traceback" not in stderr and "Failed to start process" not in stderr, stderr[-3000:]
+    assert manifest(points / store_name)["status"] == "completed"
 
 
 @pytest.mark.timeout(300)
