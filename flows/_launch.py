@@ -50,9 +50,9 @@ def main() -> NoReturn:
     """
     try:
         code = _run_cli(sys.argv[1:])
-    except KeyboardInterrupt:
-        print("error: interrupted (SIGINT)", file=sys.stderr)
-        code = 130
+    except KeyboardInterrupt as exc:  # Python's own (SIGINT), or a stop no command handled
+        print(f"error: {str(exc) or 'interrupted (SIGINT)'}", file=sys.stderr)
+        code = getattr(exc, "exit_code", 130)
     exit_without_teardown(code)
 
 
