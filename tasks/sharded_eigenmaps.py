@@ -81,7 +81,7 @@ import numpy as np
 
 from spectral._validation import check_random_state, seed_int
 from spectral.errors import InputDataError
-from spectral.placement import item
+from spectral.placement import item, shared_value
 from storage import layout
 from storage.arrays import chunk_rows, read_X, row_chunks, x_shape
 from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
@@ -146,7 +146,7 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
     create_knn(store, n_neighbors, {"run": run, "metric": metric, "n_fit": fit.size, "sharded": True,
                                         "n_shards": len(blocks), "partition": record,
                                         "index_params": index_params}, overwrite=True)
-    to_rows = client.scatter(fit, broadcast=True, hash=False) if held.size else None  # fit position -> row
+    to_rows = shared_value(client, fit) if held.size else None  # fit position -> row
     chunks = row_chunks(store)
     chunk_bounds = np.array([start for start, _ in chunks] + [n], dtype=np.int64)
     # per shard: its rows of every row chunk, split on the shard's worker (only those move)
@@ -367,7 +367,7 @@ def write_model_from_shards(store: Store, run: str, client: Any, op: Any, embedd
     splits = [client.submit(_model_rows_split, z, shard, cols, rows, chunk_bounds, workers=[worker], pure=False)
               for z, shard, cols, rows, worker in zip(embedding, op.shards, columns, op.original_rows(), op.workers)]
     present = np.array(client.gather([client.submit(_piece_sizes, s, pure=False) for s in splits])) > 0  # (P, J)
-    writes, fit_future = [], client.scatter(fit, broadcast=True, hash=False)
+    writes, fit_future = [], shared_value(client, fit)
     for j, (start, stop) in enumerate(zip(chunk_bounds[:-1], chunk_bounds[1:])):
         parts = [client.submit(item, splits[p], j, workers=[op.workers[p]], pure=False)
                  for p in np.flatnonzero(present[:, j])]
@@ -444,7 +444,7 @@ def solve_sharded_eigenmaps(store: Store, run: str, client: Any, *, n_components
     if recomputed != built_with:
         raise InputDataError(f"the row partition recomputed from X ({recomputed}) differs from the one graph/knn was "
                              f"built with ({built_with}); rerun the knn stage")
-    to_rows = None if fit.complete else client.scatter(fit, broadcast=True, hash=False)
+    to_rows = None if fit.complete else shared_value(client, fit)
     rows = positions if fit.complete else [client.submit(_rows_of, p, to_rows, pure=False) for p in positions]
     blocks = [client.submit(read_knn_shard, store, r, to_rows, pure=False) for r in rows]
     indices = [client.submit(item, b, 0, pure=False) for b in blocks]

@@ -25,7 +25,7 @@ import numpy as np
 
 from spectral._arrays import repeats_of_earlier, row_bytes, row_chunk_futures, row_hashes
 from spectral._validation import check_int
-from spectral.placement import item
+from spectral.placement import item, shared_value
 
 #: The bucket of a hash is taken from its upper bits (the lower bits of the products depend only on the lower
 #: bits of the words).
@@ -50,7 +50,7 @@ def repeated_positions(X: Any, client, n_buckets: int | None = None) -> np.ndarr
         repeated = np.concatenate(client.gather(repeated))
         if not repeated.size:
             return np.zeros(0, dtype=np.int64)
-        wanted = client.scatter(repeated, broadcast=True, hash=False)
+        wanted = shared_value(client, repeated)
         candidates = [client.submit(_candidates_by_bucket, b, h, wanted, int(start), B, pure=False)
                       for b, h, start in zip(blocks, hashes, starts)]
         dropped = [client.submit(_dropped_in_bucket, *[client.submit(item, c, b, pure=False) for c in candidates],
