@@ -39,6 +39,13 @@ NNDESCENT_QUERY_EPSILON = 0.2
 #: dtypes :class:`KNNIndex` indexes as given (others are converted to the first)
 TRAINING_DTYPES = (np.float64, np.float32)
 
+#: Query rows converted at a time by an NN-descent :meth:`KNNIndex.query` (float32 for pynndescent, float64 for
+#: the refinement): its temporaries stay ``QUERY_BLOCK_ROWS * d * 12`` bytes (48 MB at d = 1024). Converting all
+#: of ``X_new`` at once took 3 times its float32 size: 0.59 GB more in a sharded search task of a 1024-D shard,
+#: a quarter of its worker's 2.4 GB limit. pynndescent searches each query row on its own (a copy of its random
+#: state per row), so the blocks give the same answers as one call.
+QUERY_BLOCK_ROWS = 4096
+
 
 class KNNIndex:
     """A kNN index over training points, built once and queried for new points.
@@ -214,7 +221,7 @@ class KNNIndex:
         Returns ``(indices int64 (m, k), distances float32 (m, k))`` sorted by distance, ``k`` in [1, n].
         A query equal to a training point finds it at distance 0 (first column).
         """
-        X_new = check_array_2d(X_new, "X_new", min_rows=1)
+        X_new = check_array_2d(X_new, "X_new", min_rows=1, dtype=(np.float64, np.float32))  # float32: no copy
         if X_new.shape[1] != self._shape[1]:
             raise InputDataError(
                 f"X_new must have {self._shape[1]} columns like the training data; got {X_new.shape[1]}"
@@ -226,12 +233,16 @@ class KNNIndex:
     def _query(self, X_new: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         self.prepare()
         if self.method == "exact":
-            return self._index.query(self._X, X_new, k, self.n_jobs)
-        else:
-            wide = min(self.n_samples, max(k, self.n_neighbors + 1))
-            indices = _query_nndescent(self._index, X_new, wide)
-        indices, distances = self._refined(X_new, np.asarray(indices, dtype=np.int64))
-        return np.ascontiguousarray(indices[:, :k]), np.ascontiguousarray(distances[:, :k])
+            return self._index.query(self._X, X_new.astype(np.float64, copy=False), k, self.n_jobs)
+        wide = min(self.n_samples, max(k, self.n_neighbors + 1))
+        m = X_new.shape[0]
+        indices, distances = np.empty((m, k), dtype=np.int64), np.empty((m, k), dtype=np.float32)
+        for start in range(0, m, QUERY_BLOCK_ROWS):
+            block = X_new[start:start + QUERY_BLOCK_ROWS]
+            found = np.asarray(_query_nndescent(self._index, block, wide), dtype=np.int64)
+            found, dist = self._refined(block.astype(np.float64), found)
+            indices[start:start + block.shape[0]], distances[start:start + block.shape[0]] = found[:, :k], dist[:, :k]
+        return indices, distances
 
 
 def _array_bytes(obj: Any, seen: set, depth: int) -> int:
@@ -294,7 +305,7 @@ def _nndescent_indices(index) -> np.ndarray:
 
 
 def _query_nndescent(index, Q: np.ndarray, k: int) -> np.ndarray:
-    indices, _ = index.query(Q.astype(np.float32), k=k, epsilon=NNDESCENT_QUERY_EPSILON)
+    indices, _ = index.query(Q.astype(np.float32, copy=False), k=k, epsilon=NNDESCENT_QUERY_EPSILON)
     if np.any(indices < 0):
         raise InputDataError(f"NN-descent query returned fewer than n_neighbors={k} neighbours")
     return indices

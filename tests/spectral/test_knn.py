@@ -131,6 +131,24 @@ def test_nndescent_small_graph_contract(cluster):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("x_dtype", [np.float64, np.float32])
+def test_nndescent_query_by_blocks_equals_one_call(monkeypatch, x_dtype):
+    """An NN-descent query converts ``QUERY_BLOCK_ROWS`` rows at a time: the same answers as one block, for float32
+    and float64 queries of the same values (pynndescent searches each row on its own)."""
+    from spectral.neighbours import index as index_module
+
+    X = _blobs(3000, d=8).astype(x_dtype)
+    index = KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1)
+    q = _blobs(2500, d=8, seed=7).astype(np.float32)
+    monkeypatch.setattr(index_module, "QUERY_BLOCK_ROWS", 10**9)
+    whole = index.query(q, 5)
+    monkeypatch.setattr(index_module, "QUERY_BLOCK_ROWS", 1000)  # blocks of 1000, 1000 and 500 rows
+    for answer in (index.query(q, 5), index.query(q.astype(np.float64), 5)):
+        for a, b in zip(answer, whole):
+            np.testing.assert_array_equal(a, b)
+    assert whole[0].dtype == np.int64 and whole[1].dtype == np.float32 and whole[0].shape == (2500, 5)
+
+
 def test_nndescent_query_and_pickle():
     """Queries compile another set of numba functions (~60-100 s under load): slow."""
     X = _blobs(600, d=8)
