@@ -206,6 +206,16 @@ class KNNIndex:
         found, distances = _refine(self._index._raw_data, Q, self._position[indices], self.metric)
         return np.asarray(order, dtype=np.int64)[found], distances
 
+    def points(self, rows: np.ndarray) -> np.ndarray:
+        """The training points at ``rows`` (r,) (positions in the training data), ``(r, d)``, in the dtype the index
+        holds them: the same values as ``X[rows]`` of the training data, read from whichever copy of the points
+        this index keeps (after :meth:`prepare`, pynndescent's reordered one), so that the caller need not keep
+        its own copy of X."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self._X is not None:
+            return self._X[rows]
+        return self._index._raw_data[self._position[rows]]
+
     def neighbor_graph(self, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Training graph: ``(indices int64 (n, k), distances float32 (n, k))``, no self-neighbours; copies, or with
         ``copy=False`` the index's own arrays, to be read and never written (at 1e6 x 15 the copies are 180 MB).

@@ -86,8 +86,10 @@ SHARD_METHODS = ("nndescent", "exact")
 #: distance bound to it is within ``(1 + GAP_RTOL)`` times its own-shard k-th distance (rounding of the bound).
 GAP_RTOL = 1e-6
 
-#: Rows of a shard whose (rows, P) distance bounds :func:`_query_plan` makes at a time.
+#: Rows of a shard whose (rows, P) distance bounds :func:`_query_plan` makes at a time, fewer when their
+#: coordinates (read from the shard's index, a copy) would take more than :data:`PLAN_CHUNK_BYTES`.
 PLAN_CHUNK_ROWS = 65_536
+PLAN_CHUNK_BYTES = 32 * 2**20
 
 #: How the rows are split into shards: "contiguous" row ranges, or "bisection" (:mod:`spectral.neighbours.partition`:
 #: nearby points in the same shard).
@@ -203,11 +205,11 @@ class ShardIndexes:
     :class:`~spectral.neighbours.partition.RowPartition` for an in-memory X, a
     :class:`~spectral.neighbours.partition.BlockPartition` whose labels stay on the workers for a dask X):
     ``indexes[p]`` is the future of their :class:`~spectral.neighbours.index.KNNIndex` (``n_neighbors`` neighbours, its
-    own graph included), ``shards[p]`` of their coordinates (n_p, d), ``rows[p]`` of their row numbers (n_p,).
+    own graph included; the shard's coordinates are read from it, :meth:`~spectral.neighbours.index.KNNIndex.points`),
+    ``rows[p]`` of their row numbers (n_p,).
     """
 
     indexes: list
-    shards: list
     rows: list
     partition: RowPartition | BlockPartition
     n_neighbors: int
@@ -261,7 +263,9 @@ def build_shard_indexes(X: Any, n_neighbors: int, *, n_shards: int | None = None
     seeds = np.random.SeedSequence(seed_int(check_random_state(random_state))).spawn(P)
     indexes = [client.submit(_build_shard, shards[p], min(k, int(sizes[p]) - 1), shard_method, metric, seeds[p],
                              n_jobs, P > 1 or bool(queried), pure=False) for p in range(P)]
-    return ShardIndexes(indexes, shards, rows, parts, k, int(X.shape[1]), client)
+    # the shards' coordinates are dropped once their index is built (the index keeps one copy of them): a worker
+    # held every row of its shards twice, 0.55 GB of a 2.4 GB limit at 6e5 x 1024 rows on 4 workers
+    return ShardIndexes(indexes, rows, parts, k, int(X.shape[1]), client)
 
 
 def shard_graph_futures(sharded: ShardIndexes) -> list:
@@ -276,18 +280,18 @@ def shard_graph_futures(sharded: ShardIndexes) -> list:
     from distributed import as_completed
 
     client, parts, k = sharded.client, sharded.partition, sharded.n_neighbors
-    indexes, shards, rows, sizes = sharded.indexes, sharded.shards, sharded.rows, sharded.sizes
+    indexes, rows, sizes = sharded.indexes, sharded.rows, sharded.sizes
     P = len(indexes)
     own = [client.submit(_own_graph, indexes[q], rows[q], pure=False) for q in range(P)]
     radius = [client.submit(_kth_distance, g, k, pure=False) for g in own]
-    plans = [client.submit(_query_plan, shards[q], radius[q], q, P, parts.splits, pure=False) for q in range(P)]
+    plans = [client.submit(_query_plan, indexes[q], radius[q], q, P, parts.splits, pure=False) for q in range(P)]
     counts = {client.submit(_plan_counts, plans[q], pure=False): q for q in range(P)}
     answers, merged = {}, {}
     for done in as_completed(list(counts)):  # a shard's queries start as soon as its plan is known
         q = counts[done]
         for p, count in done.result().items():
             if count:
-                taken = client.submit(_take_planned, shards[q], plans[q], p, pure=False)
+                taken = client.submit(_take_planned, indexes[q], plans[q], p, pure=False)
                 answers[q, p] = client.submit(_search_taken, indexes[p], taken, min(k, int(sizes[p])), rows[p],
                                               pure=False)
         merged[q] = client.submit(merge_candidates, k, own[q], *[answers[q, p] for p in range(P) if (q, p) in answers],
@@ -382,23 +386,26 @@ def _kth_distance(own: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
     return dist[:, -1].astype(np.float64) if dist.shape[1] >= k else np.full(dist.shape[0], np.inf)
 
 
-def _query_plan(X_q, radius_q: np.ndarray, q: int, n_parts: int, splits: tuple) -> dict:
-    """Task on shard q's worker: ``{p: rows (r_p,) or None}``, the rows of shard q to search in each other shard p;
-    None (every row) without cuts.
+def _query_plan(index_q, radius_q: np.ndarray, q: int, n_parts: int, splits: tuple) -> dict:
+    """Task on shard q's worker: ``{p: rows (r_p,) or None}``, the rows of shard q (its index ``index_q``) to search
+    in each other shard p; None (every row) without cuts.
 
     A row is searched in shard p when the lower bound of its distance to every row of p that the partition's cuts
     give (:func:`spectral.neighbours.partition.part_distance_bounds`: the largest gap over the cuts that bound p, not
     only the one that separates p from q) is within its own-shard ``k``-th distance ``radius_q`` (n_q,) (times ``1 +
     GAP_RTOL``, the bound's rounding): no other row can have a neighbour in p. The bounds are made for
-    :data:`PLAN_CHUNK_ROWS` rows at a time ((rows, P) floats)."""
-    X_q = np.asarray(X_q)
+    :data:`PLAN_CHUNK_ROWS` rows at a time ((rows, P) floats), fewer when their coordinates exceed
+    :data:`PLAN_CHUNK_BYTES`."""
     others = [p for p in range(n_parts) if p != q]
     if not splits:
         return {p: None for p in others}
     selected = {p: [] for p in others}
-    for start in range(0, X_q.shape[0], PLAN_CHUNK_ROWS):
-        stop = min(start + PLAN_CHUNK_ROWS, X_q.shape[0])
-        near = within_radius(part_distance_bounds(splits, n_parts, X_q[start:stop]), radius_q[start:stop, None])
+    n_q = index_q.n_samples
+    chunk = max(1, min(PLAN_CHUNK_ROWS, PLAN_CHUNK_BYTES // index_q.points(np.zeros(1, np.int64)).nbytes))
+    for start in range(0, n_q, chunk):
+        stop = min(start + chunk, n_q)
+        X_chunk = index_q.points(np.arange(start, stop))
+        near = within_radius(part_distance_bounds(splits, n_parts, X_chunk), radius_q[start:stop, None])
         for p in others:
             selected[p].append(start + np.flatnonzero(near[:, p]))
     return {p: np.concatenate(parts).astype(np.int64) for p, parts in selected.items()}
@@ -410,13 +417,12 @@ def _plan_counts(plan: dict) -> dict:
     return {p: -1 if sel is None else int(sel.size) for p, sel in plan.items()}
 
 
-def _take_planned(X_q, plan: dict, p: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Task on shard q's worker: ``(rows (r,), X_q[rows] (r, d), n_q)`` to search in shard ``p``."""
-    X_q = np.asarray(X_q)
-    sel = plan[p]
-    if sel is None:
-        return np.arange(X_q.shape[0], dtype=np.int64), X_q, X_q.shape[0]
-    return sel, X_q[sel], X_q.shape[0]
+def _take_planned(index_q, plan: dict, p: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Task on shard q's worker: ``(rows (r,), X_q[rows] (r, d), n_q)`` to search in shard ``p``, the coordinates
+    read from shard q's index ``index_q``."""
+    n_q = index_q.n_samples
+    sel = np.arange(n_q, dtype=np.int64) if plan[p] is None else plan[p]
+    return sel, index_q.points(sel), n_q
 
 
 def _search_taken(index, taken: tuple[np.ndarray, np.ndarray, int], k: int, rows_p: np.ndarray) -> ShardAnswer:

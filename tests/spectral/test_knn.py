@@ -131,6 +131,22 @@ def test_nndescent_small_graph_contract(cluster):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("method", "x_dtype"), [("exact", np.float64), ("nndescent", np.float64),
+                                                 ("nndescent", np.float32)])
+def test_points_are_the_training_rows(method, x_dtype):
+    """``KNNIndex.points(rows)`` equals ``X[rows]`` (values and dtype) before and after ``prepare``, also when the
+    prepared index keeps only pynndescent's reordered copy of the points (float32 X)."""
+    X = _blobs(500, d=6).astype(x_dtype)
+    rows = np.array([499, 0, 17, 17, 250])
+    index = KNNIndex.build(X, 5, method=method, random_state=0, n_jobs=1)
+    for state in (index, index.prepare()):
+        got = state.points(rows)
+        assert got.dtype == X.dtype
+        np.testing.assert_array_equal(got, X[rows])
+    if method == "nndescent" and x_dtype == np.float32:
+        assert index._X is None  # read through the index's own copy
+
+
 @pytest.mark.parametrize("x_dtype", [np.float64, np.float32])
 def test_nndescent_query_by_blocks_equals_one_call(monkeypatch, x_dtype):
     """An NN-descent query converts ``QUERY_BLOCK_ROWS`` rows at a time: the same answers as one block, for float32
