@@ -130,7 +130,6 @@ def test_nndescent_small_graph_contract(cluster):
     assert set(indices[100, :2]) == {101, 102} and np.all(distances[100, :2] == 0.0)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("method", "x_dtype"), [("exact", np.float64), ("nndescent", np.float64),
                                                  ("nndescent", np.float32)])
 def test_points_are_the_training_rows(method, x_dtype):
@@ -165,6 +164,7 @@ def test_nndescent_query_by_blocks_equals_one_call(monkeypatch, x_dtype):
     assert whole[0].dtype == np.int64 and whole[1].dtype == np.float32 and whole[0].shape == (2500, 5)
 
 
+@pytest.mark.slow
 def test_nndescent_query_and_pickle():
     """Queries compile another set of numba functions (~60-100 s under load): slow."""
     X = _blobs(600, d=8)
