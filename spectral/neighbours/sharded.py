@@ -103,10 +103,11 @@ ROWS_PER_SHARD = 500_000
 
 
 #: :func:`default_n_shards` adds shards when one shard's rows of X would take more than this share of the smallest
-#: worker memory limit. Besides the rows of its shards (X / W per worker), a worker holds a second copy of one
-#: shard while it assembles it and while it prepares its index (pynndescent reorders its points), plus its own
+#: worker memory limit. Besides the rows of its shards' indexes (X / W per worker), a worker holds a second copy of
+#: one shard while it assembles it and while it prepares its index (pynndescent reorders its points), plus its own
 #: ~0.6 GB of code and compiled functions; measured at 2.5e5 x 1024 (X 1.02 GB) on 4 workers, 4 shards: 1.63-1.72
-#: GB per worker.
+#: GB per worker; at 6e5 x 1024 (X 2.46 GB) on 4 workers of 2.4 GB, 8 shards: 2.01-2.21 GB. A smaller share is
+#: not safer: 1/12 (12 shards) moved more boundary rows between more pairs of shards, and workers were restarted.
 SHARD_MEMORY_SHARE = 1 / 8
 
 
