@@ -242,10 +242,10 @@ def test_cut_gaps_bound_the_distances_and_prune_the_queries(roll):
         assert np.all(cut.gap(X[rows[q]], q_left) <= nearest + 1e-9)
     with pytest.raises(ParameterError, match=r"parts p and q must be two different parts in \[0, 3\]; got p=2, q=2"):
         parts.separating(2, 2)
-    index = KNNIndex.build(X[rows[1]], 10, method="exact")
-    own = _own_graph(KNNIndex.build(X[rows[0]], 10, method="exact"), rows[0])
-    plan = _query_plan(X[rows[0]], _kth_distance(own, 10), 0, 4, parts.splits)
-    answer = _search_taken(index, _take_planned(X[rows[0]], plan, 1), 10, rows[1])
+    index, index_0 = (KNNIndex.build(X[rows[p]], 10, method="exact") for p in (1, 0))
+    own = _own_graph(index_0, rows[0])
+    plan = _query_plan(index_0, _kth_distance(own, 10), 0, 4, parts.splits)  # shard 0's rows read from its index
+    answer = _search_taken(index, _take_planned(index_0, plan, 1), 10, rows[1])
     searched = np.zeros(rows[0].size, dtype=bool)
     searched[answer.rows] = True
     label = np.empty(X.shape[0], dtype=np.int64)
