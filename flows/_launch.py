@@ -46,7 +46,8 @@ def main() -> NoReturn:
     process without the interpreter's teardown (:func:`exit_without_teardown`).
 
     A Ctrl-C before a command has installed its own handling (:class:`flows._stop.RunGuard`: while the CLI
-    imports its modules, the first 0.3-1 s) ends the process with one line and status 130, not a traceback.
+    imports its modules and typer reads the command line, the first 0.3-1 s) ends the process with one line and
+    status 130: not Python's traceback, nor typer's silent status 130 (:func:`_unreported_interrupt`).
     """
     try:
         code = _run_cli(sys.argv[1:])
@@ -75,8 +76,24 @@ def _run_cli(args: list[str]) -> Any:
     try:
         app()
     except SystemExit as exc:
+        interrupt = _unreported_interrupt(exc)
+        if interrupt is not None:
+            raise interrupt from None
         return exc.code
     return 0
+
+
+def _unreported_interrupt(exc: BaseException) -> KeyboardInterrupt | None:
+    """The ``KeyboardInterrupt`` behind the exit ``exc``, if no one reported it: typer turns one raised before a
+    command's run guard (while it parses the command line, or the command prepares) into exit status 130 without
+    a word. Followed: each exception's cause, or its context unless suppressed (a stop the run guard reported
+    ends with ``typer.Exit(...) from None``)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
+    return None
 
 
 def exit_without_teardown(code: Any) -> NoReturn:

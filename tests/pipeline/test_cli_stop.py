@@ -302,3 +302,47 @@ def test_sigkill_of_the_cli_leaves_no_child_behind(points):
     process.wait(timeout=10)
     assert alive(children, wait=10) == []
     check_unlocked(str(points / "killed.zarr"))  # a stale lock does not hold the store
+
+
+def _exit_of(app) -> SystemExit:
+    """The ``SystemExit`` that running the typer ``app`` (standalone, as the console script does) ends with."""
+    with pytest.raises(SystemExit) as info:
+        app([], standalone_mode=True)
+    return info.value
+
+
+def test_an_interrupt_typer_turned_into_a_silent_exit_is_found_and_a_reported_one_is_not():
+    """typer turns a ``KeyboardInterrupt`` raised in a command (before the run guard) into exit status 130 without
+    a word: the console script finds it behind the exit and prints its line. A stop the guard has reported ends with
+    ``typer.Exit(...) from None``: not found (no second line). A real typer app each time."""
+    import typer
+
+    from flows._launch import _unreported_interrupt
+    from flows._stop import RunInterrupted
+
+    silent = typer.Typer()
+
+    @silent.command()
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    reported = typer.Typer()
+
+    @reported.command()
+    def guarded() -> None:
+        try:
+            raise RunInterrupted(signal.SIGINT)
+        except BaseException:
+            raise typer.Exit(130) from None  # what flows.cli._guarded does after printing the stop's line
+
+    done = typer.Typer()
+
+    @done.command()
+    def fine() -> None:
+        pass
+
+    exit_silent = _exit_of(silent)
+    assert exit_silent.code == 130 and isinstance(_unreported_interrupt(exit_silent), KeyboardInterrupt)
+    exit_reported = _exit_of(reported)
+    assert exit_reported.code == 130 and _unreported_interrupt(exit_reported) is None
+    assert _unreported_interrupt(_exit_of(done)) is None
