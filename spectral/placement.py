@@ -1,6 +1,6 @@
 """Where Dask work runs and how its data moves between the workers: worker lists, the least-loaded worker, scatter
-to one worker, a small value shared by many tasks, the worker holding a future, the cluster's memory and threads, and the shard-to-shard lookup of
-values by column.
+to one worker, a small value shared by many tasks, the worker holding a future, the cluster's memory and threads,
+and the shard-to-shard lookup of values by column.
 
 Only the placement: the work itself stays plain functions of the modules that use these helpers (the math of one
 shard or one block), submitted with ``workers=[...]``. This module imports nothing of eigenflow (stdlib, numpy and

@@ -14,7 +14,8 @@ These Dask tasks run on the workers:
 2. **query** (at most P (P - 1) tasks, one per ordered shard pair ``q != p`` with rows to search): the points of
    shard ``q`` that may have a neighbour in shard ``p`` (with a locality partition, those whose distance bound to
    ``p`` from the partition's cuts is within their own-shard ``k``-th distance; chosen on ``q``'s worker, and
-   only they move) are searched in the index of shard ``p`` (``KNNIndex.query``: NN-descent search from the
+   only they move, read from ``q``'s index: a shard's own copy of its rows is dropped once its index is built)
+   are searched in the index of shard ``p`` (``KNNIndex.query``: NN-descent search from the
    index's search graph), giving ``k`` candidates per point from shard ``p``, with exact float64 distances
    (float32 on output).
 3. **merge** (P tasks): for each point of shard ``q``, the ``P`` sorted candidate lists (its own shard's graph
@@ -402,7 +403,8 @@ def _query_plan(index_q, radius_q: np.ndarray, q: int, n_parts: int, splits: tup
         return {p: None for p in others}
     selected = {p: [] for p in others}
     n_q = index_q.n_samples
-    chunk = max(1, min(PLAN_CHUNK_ROWS, PLAN_CHUNK_BYTES // index_q.points(np.zeros(1, np.int64)).nbytes))
+    row_bytes = index_q.points(np.zeros(1, np.int64)).nbytes  # one row, in the dtype the index holds
+    chunk = max(1, min(PLAN_CHUNK_ROWS, PLAN_CHUNK_BYTES // row_bytes))
     for start in range(0, n_q, chunk):
         stop = min(start + chunk, n_q)
         X_chunk = index_q.points(np.arange(start, stop))
