@@ -44,7 +44,7 @@ _CHILD = r"""
 import json, sys, time
 sys.path.insert(0, {repo!r})
 import numpy as np
-from storage.ingest import ingest
+from eigenflow.storage.ingest import ingest
 source = np.load({source!r}) if {in_memory!r} else {source!r}  # loaded whole before the reset
 
 def status_mb(key):
@@ -98,8 +98,8 @@ def write_run_results(store: Path, n: int, seed: int = 1) -> None:
     """A run's per-point results in the store, written chunk by chunk by storage's writers."""
     import numpy as np
 
-    from storage.embedding_io import create_embedding, create_output, write_embedding_block, write_output_block
-    from storage.arrays import row_chunks
+    from eigenflow.storage.embedding_io import create_embedding, create_output, write_embedding_block, write_output_block
+    from eigenflow.storage.arrays import row_chunks
 
     rng = np.random.default_rng(seed)
     create_embedding(store, RUN, N_OUT)
@@ -123,7 +123,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-anndata-"))
     work.mkdir(parents=True, exist_ok=True)
-    from storage.anndata_export import export_to_anndata
+    from eigenflow.storage.anndata_export import export_to_anndata
 
     h5ad, npy, write_seconds = make_files(args.n, args.d, work)
     result: dict = {"n": args.n, "d": args.d, "cpus": os.cpu_count(), "load_before": os.getloadavg(),

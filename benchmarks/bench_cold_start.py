@@ -61,7 +61,7 @@ def fit():
     if which == "sk":
         from sklearn.manifold import SpectralEmbedding
         return SpectralEmbedding(n_neighbors=15, random_state=0).fit(X)
-    from spectral import LaplacianEigenmaps
+    from eigenflow.spectral import LaplacianEigenmaps
     return LaplacianEigenmaps(random_state=0).fit(X)
 if which == "warm":
     fit()
@@ -76,8 +76,8 @@ REFERENCE_CHILD = r"""
 import json, sys, time
 import numba, numpy as np
 from pynndescent import NNDescent
-from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
-from spectral.graph.weights import knn_weights
+from eigenflow.spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
+from eigenflow.spectral.graph.weights import knn_weights
 NNDescent(np.random.default_rng(0).normal(size=(500, 4)).astype(np.float32), n_neighbors=16, random_state=0)
 X = np.load(sys.argv[1])
 t0 = time.perf_counter()
@@ -97,11 +97,11 @@ WORKER_CHILD = r"""
 import json, sys, time
 import numpy as np
 from distributed import Client
-from flows.cluster import local_cluster
+from eigenflow.flows.cluster import local_cluster
 
 def build(path):
     t0 = time.perf_counter()
-    from spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.neighbours.index import KNNIndex
     KNNIndex.build(np.load(path), 15, method="nndescent", random_state=0, n_jobs=1)
     return time.perf_counter() - t0
 

@@ -50,8 +50,8 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     from benchmarks.bench_support import DATA_CACHE, manifold_npy
-    from spectral._arrays import distinct_rows
-    from spectral.neighbours.sharded_duplicates import repeated_positions
+    from eigenflow.spectral._arrays import distinct_rows
+    from eigenflow.spectral.neighbours.sharded_duplicates import repeated_positions
 
     x_path, _ = manifold_npy(args.n)
     X = np.load(x_path).astype(np.float32)

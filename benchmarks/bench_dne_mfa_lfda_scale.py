@@ -40,8 +40,8 @@ def labels_file(y_path: Path, fraction: float, seed: int) -> Path:
 def run_direct(x_path: Path, y_path: Path, args) -> dict:
     import dask.array as da
 
-    from spectral.methods.discriminant import LFDA
-    from spectral.methods.discriminant.scale import fit_at_scale
+    from eigenflow.spectral.methods.discriminant import LFDA
+    from eigenflow.spectral.methods.discriminant.scale import fit_at_scale
 
     X = da.from_array(np.load(x_path, mmap_mode="r"), chunks=(args.chunk_rows, -1))
     y = np.load(y_path)
@@ -58,8 +58,8 @@ def run_direct(x_path: Path, y_path: Path, args) -> dict:
 
 
 def run_flow(x_path: Path, y_path: Path, args) -> dict:
-    from flows.embed import embed
-    from storage.embedding_io import read_embedding
+    from eigenflow.flows.embed import embed
+    from eigenflow.storage.embedding_io import read_embedding
 
     store = DATA_CACHE / f"lfda_{args.variant}_{args.n}.zarr"
     shutil.rmtree(store, ignore_errors=True)

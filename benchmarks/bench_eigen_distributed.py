@@ -54,7 +54,7 @@ def machine_state() -> str:
 
 
 def single_process(L, pairs: int, tol, seed: int):
-    from spectral.eigen import eigensolve
+    from eigenflow.spectral.eigen import eigensolve
 
     t = time.perf_counter()
     res = eigensolve(L, pairs, solver="lobpcg", tol=tol, random_state=seed)
@@ -63,8 +63,8 @@ def single_process(L, pairs: int, tol, seed: int):
 
 def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, pairs: int, tol, seed: int, client,
                     dense_work: str = "row_blocks"):
-    from spectral.eigen.distributed import FLOAT_BYTES, DistributedLaplacian
-    from spectral.eigen.distributed_solve import distributed_eigensolve
+    from eigenflow.spectral.eigen.distributed import FLOAT_BYTES, DistributedLaplacian
+    from eigenflow.spectral.eigen.distributed_solve import distributed_eigensolve
 
     t = time.perf_counter()
     op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,
@@ -102,7 +102,7 @@ def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, p
 def _warm_up() -> None:
     import pyamg  # noqa: F401
 
-    import spectral.graph.sharded  # noqa: F401
+    import eigenflow.spectral.graph.sharded  # noqa: F401
 
 
 def fmt(row: dict) -> str:
@@ -137,7 +137,7 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     from benchmarks.bench_solvers import load_graph
-    from spectral.graph.laplacian import check_connected, laplacian
+    from eigenflow.spectral.graph.laplacian import check_connected, laplacian
 
     state_before = machine_state()
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]

@@ -90,13 +90,13 @@ def pynndescent_alone(X: np.ndarray, seed: int = 0) -> tuple[float, np.ndarray, 
 
 def warm_up() -> float:
     """Compile pynndescent's kernels in this process (tiny data); returns seconds."""
-    from tasks._worker import warm_nndescent
+    from eigenflow.tasks._worker import warm_nndescent
 
     return warm_nndescent()
 
 
 def eigensolver_alone(W) -> float:
-    from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
+    from eigenflow.spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
 
     t0 = time.perf_counter()
     laplacian_eigenmaps_from_graph(W, N_COMPONENTS, random_state=0)
@@ -105,8 +105,8 @@ def eigensolver_alone(W) -> float:
 
 def run_flow(x_path: Path, store: Path) -> tuple[float, dict, int]:
     """Wall seconds of one embed flow call, its summary and the peak RSS of the process tree."""
-    from flows._prefect_start import quiet_prefect
-    from flows.embed import embed
+    from eigenflow.flows._prefect_start import quiet_prefect
+    from eigenflow.flows.embed import embed
 
     with PeakMemory() as mem, quiet_prefect():
         t0 = time.perf_counter()
@@ -122,7 +122,7 @@ FLOW_PARAMS = ["-p", f"n_components={N_COMPONENTS}", "-p", f"n_neighbors={N_NEIG
 
 def _manifests(store: Path) -> list:
     """The completed embed runs of ``store``, oldest first."""
-    from storage.manifest import list_runs, read_manifest
+    from eigenflow.storage.manifest import list_runs, read_manifest
 
     done = [m for m in (read_manifest(str(store), r) for r in list_runs(str(store))) if m.status == "completed"]
     return sorted(done, key=lambda m: m.started)
@@ -251,7 +251,7 @@ def bench_one(n: int, limit: float, work: Path, skip_baselines: bool, served: di
     ``flow_only``: only the embed flow (step 4), for sizes where the references would double the run."""
     import scipy.sparse as sp
 
-    from spectral.graph.weights import knn_weights
+    from eigenflow.spectral.graph.weights import knn_weights
 
     x_path, _ = manifold_npy(n)
     res: dict = {"n": n}

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _search(sharded, Q: np.ndarray, kc: int, block: int, client) -> tuple[float, float, np.ndarray, np.ndarray]:
-    from spectral.neighbours.sharded_query import query_shard_indexes
+    from eigenflow.spectral.neighbours.sharded_query import query_shard_indexes
 
     blocks = [client.scatter(Q[i:i + block], hash=False) for i in range(0, Q.shape[0], block)]
     t0 = time.perf_counter()
@@ -54,12 +54,12 @@ def main() -> None:
 
     from distributed import Client
 
-    from flows.cluster import local_cluster
-    from spectral.datasets import make_swiss_roll_lifted
-    from spectral.embedding.out_of_sample import candidate_count
-    from spectral.neighbours.sharded import build_shard_indexes
-    from spectral.metrics import knn_recall
-    from tasks._worker import warm_nndescent
+    from eigenflow.flows.cluster import local_cluster
+    from eigenflow.spectral.datasets import make_swiss_roll_lifted
+    from eigenflow.spectral.embedding.out_of_sample import candidate_count
+    from eigenflow.spectral.neighbours.sharded import build_shard_indexes
+    from eigenflow.spectral.metrics import knn_recall
+    from eigenflow.tasks._worker import warm_nndescent
 
     X = make_swiss_roll_lifted(args.n, random_state=0)[0]  # (n, 32) float32
     held = np.random.default_rng(1).random(args.n) < args.holdout

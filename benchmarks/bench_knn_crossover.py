@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spectral.neighbours.knn import knn_graph
+from eigenflow.spectral.neighbours.knn import knn_graph
 
 K = 15
 

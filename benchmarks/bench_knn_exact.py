@@ -32,9 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_support import PeakMemory  # noqa: E402
-from spectral.datasets import _random_orthonormal, make_swiss_roll_lifted  # noqa: E402
-from spectral.neighbours.index import KNNIndex
-from spectral.neighbours.knn import knn_graph  # noqa: E402
+from eigenflow.spectral.datasets import _random_orthonormal, make_swiss_roll_lifted  # noqa: E402
+from eigenflow.spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.neighbours.knn import knn_graph  # noqa: E402
 
 K = 15
 SKLEARN_ALGORITHMS = ("kd_tree", "ball_tree", "brute")

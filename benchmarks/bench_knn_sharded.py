@@ -23,7 +23,7 @@ import numpy as np
 
 
 def _recall(indices: np.ndarray, rows: np.ndarray, truth: np.ndarray) -> float:
-    from spectral.metrics import knn_recall
+    from eigenflow.spectral.metrics import knn_recall
 
     return knn_recall(indices[rows], truth)
 
@@ -38,7 +38,7 @@ def _exact_sample(X: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
 
 def _warm(X: np.ndarray, k: int) -> None:
     """Compile pynndescent's build and query in the calling process (a worker: one task per worker)."""
-    from spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.neighbours.index import KNNIndex
 
     KNNIndex.build(X, k, method="nndescent", random_state=0, n_jobs=1).query(X[:100], k)
 
@@ -61,8 +61,8 @@ def main() -> None:
 
     from distributed import Client, LocalCluster
 
-    from spectral.datasets import make_swiss_roll_lifted
-    from spectral.neighbours.knn import knn_graph
+    from eigenflow.spectral.datasets import make_swiss_roll_lifted
+    from eigenflow.spectral.neighbours.knn import knn_graph
 
     if args.data == "swissroll":
         X = make_swiss_roll_lifted(args.n, random_state=args.seed)[0]  # (n, 32) float32

@@ -87,10 +87,10 @@ def main() -> None:
         import s3fs
         from prefect.testing.utilities import prefect_test_harness
 
-        from flows._prefect_start import quiet_prefect
-        from flows.cluster import local_cluster
-        from flows.embed import embed
-        from spectral.datasets import make_swiss_roll_lifted
+        from eigenflow.flows._prefect_start import quiet_prefect
+        from eigenflow.flows.cluster import local_cluster
+        from eigenflow.flows.embed import embed
+        from eigenflow.spectral.datasets import make_swiss_roll_lifted
 
         bucket = "eigenflow-bench"
         s3fs.S3FileSystem().mkdir(bucket)

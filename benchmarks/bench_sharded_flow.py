@@ -63,7 +63,7 @@ def worker_environ(malloc_trim: str) -> dict:
     ``MALLOC_TRIM_THRESHOLD_``) for ``"eigenflow"``, Dask's default for ``"dask"``."""
     import dask
 
-    from flows.cluster import worker_environ as eigenflow_environ
+    from eigenflow.flows.cluster import worker_environ as eigenflow_environ
 
     if malloc_trim == "eigenflow":
         return eigenflow_environ()
@@ -76,9 +76,9 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     from distributed import Client, get_task_stream
 
     from benchmarks.bench_support import PeakMemory
-    from flows._prefect_start import quiet_prefect
-    from flows.embed import embed
-    from storage.manifest import read_manifest
+    from eigenflow.flows._prefect_start import quiet_prefect
+    from eigenflow.flows.embed import embed
+    from eigenflow.storage.manifest import read_manifest
 
     cluster_log = tempfile.TemporaryFile(mode="w+")
     environ = worker_environ(malloc_trim)
@@ -169,8 +169,8 @@ def compare(x_path: Path, runs: dict, stores: dict) -> dict:
     """Recall of each stored graph against exact brute force on 1,000 sampled rows; angles between embeddings."""
     from scipy.linalg import subspace_angles
 
-    from storage.embedding_io import read_embedding
-    from storage.graph_io import read_knn
+    from eigenflow.storage.embedding_io import read_embedding
+    from eigenflow.storage.graph_io import read_knn
 
     from sklearn.neighbors import NearestNeighbors
 

@@ -40,8 +40,8 @@ def load_graph(n: int, k: int, seed: int) -> tuple[np.ndarray, sp.csr_matrix]:
     cache = DATA_CACHE / f"{x_path.name[:-6]}.knn{k}.W.npz"
     if cache.exists():
         return X, sp.load_npz(cache).tocsr()
-    from spectral.neighbours.knn import knn_graph
-    from spectral.graph.weights import knn_weights
+    from eigenflow.spectral.neighbours.knn import knn_graph
+    from eigenflow.spectral.graph.weights import knn_weights
 
     t = time.perf_counter()
     idx, dist = knn_graph(X, k, random_state=seed)
@@ -52,7 +52,7 @@ def load_graph(n: int, k: int, seed: int) -> tuple[np.ndarray, sp.csr_matrix]:
 
 
 def normalized_laplacian(W: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
-    from spectral.graph.laplacian import check_connected, laplacian
+    from eigenflow.spectral.graph.laplacian import check_connected, laplacian
 
     check_connected(W)
     L, deg = laplacian(W, "symmetric")
@@ -127,7 +127,7 @@ def _eigsh_child(L, k, ncv, conn):
 
 
 def ours(L, d, seed, solver, **opts):
-    from spectral.eigen import eigensolve
+    from eigenflow.spectral.eigen import eigensolve
 
     res = eigensolve(L, d, solver=solver, tol=TARGET_RESIDUAL, random_state=seed, raise_on_failure=False, **opts)
     extra = res.info.get("matmats", "")
@@ -140,8 +140,8 @@ def ours(L, d, seed, solver, **opts):
 
 
 def nystrom(X, d, m, seed):
-    from spectral.eigen import eigensolve
-    from spectral.operators.nystrom_features import select_landmarks
+    from eigenflow.spectral.eigen import eigensolve
+    from eigenflow.spectral.operators.nystrom_features import select_landmarks
 
     L, _ = select_landmarks(X, m, method="uniform", random_state=seed)
     sq = ((L[:200, None, :] - L[None, :200, :]) ** 2).sum(-1)
@@ -196,7 +196,7 @@ def main(argv=None):
         rows.append(run("ours randomized (Chebyshev)", lambda: ours(
             L, args.d, args.seed, "randomized", spectral_bounds=(0.0, 2.0)), L))
     if "dask" not in skip:
-        from spectral.operators.linear import DaskRowBlockOperator
+        from eigenflow.spectral.operators.linear import DaskRowBlockOperator
 
         op = DaskRowBlockOperator(L, block_rows=-(-L.shape[0] // 2))
         rows.append(run("ours randomized, Dask row blocks", lambda: ours(

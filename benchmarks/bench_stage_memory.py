@@ -46,10 +46,10 @@ def _reset_peak() -> None:
 
 
 def run(n: int, work: Path, stop_after: str) -> dict:
-    from storage.ingest import ingest
-    from storage.store import Store
-    from tasks import laplacian_eigenmaps as le
-    from tasks._worker import warm_nndescent
+    from eigenflow.storage.ingest import ingest
+    from eigenflow.storage.store import Store
+    from eigenflow.tasks import laplacian_eigenmaps as le
+    from eigenflow.tasks._worker import warm_nndescent
 
     x_path, _ = manifold_npy(n)
     store = str(work / f"stages_{n}.zarr")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from spectral.datasets import make_swiss_roll_lifted
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Where generated benchmark inputs are cached (git-ignored runtime directory).

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
                         help="unlabeled points of the LabelSpreading reference (0: skip it)")
     args = parser.parse_args(argv)
 
-    from spectral.methods.spectral_kernels import TSK, resolve_n_neighbors
+    from eigenflow.spectral.methods.spectral_kernels import TSK, resolve_n_neighbors
 
     x_path, y_path = manifold_npy(args.n)
     semi_path = semi_labels(y_path, args.labeled, seed=0)
@@ -84,8 +84,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     with PeakMemory() as peak:
         if args.route == "flow":
-            from flows.embed import embed
-            from storage.embedding_io import read_output
+            from eigenflow.flows.embed import embed
+            from eigenflow.storage.embedding_io import read_output
 
             out = embed(str(x_path), store, method="tsk", params=params, labels=str(semi_path), random_state=0,
                         n_workers=args.workers, overwrite=True)

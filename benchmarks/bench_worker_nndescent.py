@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from distributed import Client
 
-    from flows.cluster import local_cluster
-    from tasks._worker import warm_nndescent
+    from eigenflow.flows.cluster import local_cluster
+    from eigenflow.tasks._worker import warm_nndescent
 
     x_path, _ = manifold_npy(args.n)
     warm_nndescent()

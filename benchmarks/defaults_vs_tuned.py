@@ -49,10 +49,10 @@ sys.path.insert(0, str(REPO))
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 from sklearn.semi_supervised import LabelSpreading  # noqa: E402
 
-from spectral.methods.discriminant import DNE, LFDA, MFA  # noqa: E402
-from spectral.methods.graph_kpca import LNEG, GraphKPCA, MultiGraphKPCA  # noqa: E402
-from spectral.methods.nsse import NSSE, SupervisedLaplacianEigenmaps  # noqa: E402
-from spectral.methods.spectral_kernels import RSK, TSK  # noqa: E402
+from eigenflow.spectral.methods.discriminant import DNE, LFDA, MFA  # noqa: E402
+from eigenflow.spectral.methods.graph_kpca import LNEG, GraphKPCA, MultiGraphKPCA  # noqa: E402
+from eigenflow.spectral.methods.nsse import NSSE, SupervisedLaplacianEigenmaps  # noqa: E402
+from eigenflow.spectral.methods.spectral_kernels import RSK, TSK  # noqa: E402
 
 DATASETS = {"usps": (30, 2000), "coil20": (10, None), "ionosphere": (20, None)}  # training points per class, test
 # points (None: the rest)

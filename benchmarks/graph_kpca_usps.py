@@ -22,11 +22,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
-from spectral.methods.graph_kpca import GraphKPCA
-from spectral.methods.graph_kpca import graphs as G
-from spectral.graph.laplacian import laplacian
-from spectral.methods.graph_kpca._core import top_eigs_dense
-from spectral.operators.kernels import center_gram, kernel_from_params
+from eigenflow.spectral.methods.graph_kpca import GraphKPCA
+from eigenflow.spectral.methods.graph_kpca import graphs as G
+from eigenflow.spectral.graph.laplacian import laplacian
+from eigenflow.spectral.methods.graph_kpca._core import top_eigs_dense
+from eigenflow.spectral.operators.kernels import center_gram, kernel_from_params
 
 P_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
 D_USPS = (2, 6)

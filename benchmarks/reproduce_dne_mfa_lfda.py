@@ -29,8 +29,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 
-from spectral.errors import ParameterAdjustedWarning, ParameterError  # noqa: E402
-from spectral.methods.discriminant import DNE, LFDA, MFA  # noqa: E402
+from eigenflow.spectral.errors import ParameterAdjustedWarning, ParameterError  # noqa: E402
+from eigenflow.spectral.methods.discriminant import DNE, LFDA, MFA  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -49,7 +49,7 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.svm import LinearSVC  # noqa: E402
 
-from spectral.methods.graph_kpca import LNEG, GraphKPCA  # noqa: E402
+from eigenflow.spectral.methods.graph_kpca import LNEG, GraphKPCA  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import graph_kpca_usps as usps  # noqa: E402
@@ -163,11 +163,11 @@ def run_scale(n, landmarks, rank, workers, n_neighbors=10, n_labeled=1000, n_eva
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_support import DATA_CACHE, PeakMemory, baselines, gb, manifold_npy, nn_accuracy, print_quality
     os.environ.setdefault("PREFECT_HOME", str(DATA_CACHE.parent / "prefect-bench"))
-    from tasks._env import apply_env_defaults
+    from eigenflow.tasks._env import apply_env_defaults
 
     apply_env_defaults()  # STACK.md: no analytics, 90 s ephemeral-server startup on 2 busy cores
-    from flows.embed import embed
-    from storage.embedding_io import read_embedding
+    from eigenflow.flows.embed import embed
+    from eigenflow.storage.embedding_io import read_embedding
 
     x_path, y_path = manifold_npy(n, n_features=32)
     store = DATA_CACHE / f"graph_kpca_{n}.zarr"

@@ -33,8 +33,8 @@ import numpy as np  # noqa: E402
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
-from spectral.methods.nsse import NSSE, SupervisedLaplacianEigenmaps  # noqa: E402
-from spectral.methods.nsse._graphs import squared_distances  # noqa: E402
+from eigenflow.spectral.methods.nsse import NSSE, SupervisedLaplacianEigenmaps  # noqa: E402
+from eigenflow.spectral.methods.nsse._graphs import squared_distances  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -115,7 +115,7 @@ def suplap_params(X, y, tr, p):
 
 def baseline_errors(X, y, tr, te, dims, per_class):
     """LDA, LFDA, LDE (MFA), NYS per d; 1-NN and SVM in the input space."""
-    from spectral.methods.discriminant import LFDA, MFA
+    from eigenflow.spectral.methods.discriminant import LFDA, MFA
 
     out, dmax, k = {}, max(dims), min(3, per_class - 1)
     lda = LinearDiscriminantAnalysis(solver="svd").fit(X[tr], y[tr])
@@ -135,8 +135,8 @@ def nys_errors(X, y, tr, te, dims):
     """Laplacian eigenmaps on the training images + Nystrom extension (NYS), with the smallest k of
     NYS_NEIGHBORS whose kNN graph is connected. The extension divides by 1 - lambda_j (eigenvalues of the
     normalized Laplacian), so d values whose lambda_d reaches 1 are undefined for NYS and recorded as NaN."""
-    from spectral.embedding.eigenmaps import LaplacianEigenmaps
-    from spectral.errors import DisconnectedGraphError, InputDataError
+    from eigenflow.spectral.embedding.eigenmaps import LaplacianEigenmaps
+    from eigenflow.spectral.errors import DisconnectedGraphError, InputDataError
 
     for k in NYS_NEIGHBORS:
         usable = [d for d in dims if d <= len(tr) - 2]
@@ -326,9 +326,9 @@ def run_scale(n: int, n_components: int, workers: int) -> dict:
 
     from bench_support import PeakMemory, baselines, manifold_npy, print_quality
 
-    import tasks  # noqa: F401  (applies the Prefect / Dask environment defaults before Prefect is imported)
-    from flows.embed import embed
-    from storage.embedding_io import read_embedding
+    import eigenflow.tasks  # noqa: F401  (applies the Prefect / Dask environment defaults before Prefect is imported)
+    from eigenflow.flows.embed import embed
+    from eigenflow.storage.embedding_io import read_embedding
 
     x_path, y_path = manifold_npy(n)
     with tempfile.TemporaryDirectory(dir=Path(__file__).resolve().parents[1] / ".eigenflow-home") as tmp:
@@ -346,7 +346,7 @@ def run_scale(n: int, n_components: int, workers: int) -> dict:
     acc = 1.0 - nn_error(Z[tr].astype(np.float64), y[tr], Z[te].astype(np.float64), y[te])
     refs = baselines(X, y, tr, te, label_spreading=len(te))
     print_quality("NSSE: 1-NN in the embedding, first 50k points, even rows as references, odd rows scored", acc, refs)
-    from tasks.fitting import MAX_LABELED_SUBSET
+    from eigenflow.tasks.fitting import MAX_LABELED_SUBSET
 
     res = {"n": n, "n_train": MAX_LABELED_SUBSET, "n_components": n_components, "wall_seconds": wall,
            "stages": out["stages"], "peak_rss_gb": mem.peak_bytes / 1e9, "sigma": out["results"].get("sigma"),

@@ -43,14 +43,14 @@ from sklearn.svm import SVC
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spectral.errors import KernelFallbackWarning, ParameterError  # noqa: E402
-from spectral.neighbours.knn import knn_graph  # noqa: E402
-from spectral.graph.laplacian import laplacian  # noqa: E402
-from spectral.methods.spectral_kernels import (RSK, TSK, consistency_method, harmonic_function,  # noqa: E402
+from eigenflow.spectral.errors import KernelFallbackWarning, ParameterError  # noqa: E402
+from eigenflow.spectral.neighbours.knn import knn_graph  # noqa: E402
+from eigenflow.spectral.graph.laplacian import laplacian  # noqa: E402
+from eigenflow.spectral.methods.spectral_kernels import (RSK, TSK, consistency_method, harmonic_function,  # noqa: E402
                                               spectral_basis)
-from spectral.methods.spectral_kernels.scores import class_matrix  # noqa: E402
-from spectral.methods.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
-from spectral.graph.weights import knn_weights  # noqa: E402
+from eigenflow.spectral.methods.spectral_kernels.scores import class_matrix  # noqa: E402
+from eigenflow.spectral.methods.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
+from eigenflow.spectral.graph.weights import knn_weights  # noqa: E402
 
 # Table 3 of the paper (CRR %, mean +- std over 20 draws), copied from the text; LapSVM / OSK+SVM / DSK+SVM
 # and Wine are not reproduced here. RSK does not appear in Table 3 (None).

@@ -3,4 +3,4 @@
 Importing :mod:`tasks` first applies the Prefect / Dask environment defaults before Prefect loads.
 """
 
-import tasks  # noqa: F401  (applies environment defaults)
+import eigenflow.tasks  # noqa: F401  (applies environment defaults)

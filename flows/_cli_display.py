@@ -13,7 +13,7 @@ def with_progress(console: Console, fn: Callable[[], Any]) -> Any:
     """Run a flow (``fn()``) with a rich progress display of its stages on ``console`` (the CLI's stderr)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from flows._runtime import stage_listener
+    from eigenflow.flows._runtime import stage_listener
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=False)
@@ -45,7 +45,7 @@ def summary_table(summary: dict, extra: dict | None = None, clock: Any = None) -
     table.add_row("[bold]total[/]", f"[bold]{summary.get('total_seconds', summary['seconds'] or 0):.2f}[/]")
     fixed = summary.get("fixed_seconds") or {}
     if clock is not None:
-        from flows._fixed_time import cli_teardown
+        from eigenflow.flows._fixed_time import cli_teardown
 
         fixed = cli_teardown(clock, fixed)
     for name, seconds in fixed.items():

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectral._validation import check_float, check_int
-from spectral.errors import ParameterError
-from storage import layout
-from storage.errors import StoreFormatError
-from storage.lock import check_unlocked
-from storage.store import Store
-from tasks.ingest import existing_store_attrs, first_store_attrs, open_existing, same_location
-from tasks.registry import check_estimator_params, check_params, get_entry
-from tasks.sharded_choice import check_sharded
+from eigenflow.spectral._validation import check_float, check_int
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.storage import layout
+from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.lock import check_unlocked
+from eigenflow.storage.store import Store
+from eigenflow.tasks.ingest import existing_store_attrs, first_store_attrs, open_existing, same_location
+from eigenflow.tasks.registry import check_estimator_params, check_params, get_entry
+from eigenflow.tasks.sharded_choice import check_sharded
 
 
 def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
@@ -65,7 +65,7 @@ def _check_source_shape(source: str, store: str | Store, method: str, full: dict
                         overwrite: bool) -> None:
     """The checks of :mod:`flows._source_checks`: rows of the source against the parameters, labels against a
     supervised method; from the source's header and the labels alone, before the ingest."""
-    from flows._source_checks import check_labeled, check_rows, labels_of, source_rows
+    from eigenflow.flows._source_checks import check_labeled, check_rows, labels_of, source_rows
 
     entry = get_entry(method)
     itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
@@ -78,7 +78,7 @@ def _check_source_shape(source: str, store: str | Store, method: str, full: dict
 
 def check_anndata_options(source: str, use_rep: str | None, labels_obs: str | None, labels: str | None) -> None:
     """``use_rep`` / ``labels_obs`` select X and the labels of an AnnData source, and nothing else."""
-    from storage.readers import source_kind
+    from eigenflow.storage.readers import source_kind
 
     for name, value in (("use_rep", use_rep), ("labels_obs", labels_obs)):
         if value is not None and (not isinstance(source, str) or source_kind(source) != "anndata"):
@@ -87,7 +87,7 @@ def check_anndata_options(source: str, use_rep: str | None, labels_obs: str | No
     if labels_obs is not None and labels is not None:
         raise ParameterError(f"labels are given twice: labels={labels!r} and labels_obs={labels_obs!r}; pass one")
     if use_rep is not None or labels_obs is not None:  # the keys exist: a (scheduled) run fails now, not at ingest
-        from storage.anndata_io import check_anndata_keys
+        from eigenflow.storage.anndata_io import check_anndata_keys
 
         check_anndata_keys(source, use_rep or "X", labels_obs)
 

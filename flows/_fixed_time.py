@@ -43,7 +43,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from flows._prefect_start import quiet_prefect, served_by
+from eigenflow.flows._prefect_start import quiet_prefect, served_by
 
 #: The keys of ``fixed_seconds``, in the order they happen (module docstring).
 FIXED_KEYS = ("interpreter", "imports", "prefect_start", "cluster_start", "cluster_wait", "compile", "teardown")

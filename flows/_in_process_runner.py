@@ -46,9 +46,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
 
-from storage.lock import process_identity
+from eigenflow.storage.lock import process_identity
 
-from flows._serve_recovery import record_owner
+from eigenflow.flows._serve_recovery import record_owner
 
 logger = logging.getLogger("eigenflow.serve")
 
@@ -68,7 +68,7 @@ class InProcessRunner:
     """
 
     def __init__(self, *, poll_seconds: float = DEFAULT_POLL_SECONDS):
-        from spectral._validation import check_float
+        from eigenflow.spectral._validation import check_float
 
         self.poll_seconds = check_float("poll_seconds", poll_seconds, low=0.0, low_inclusive=False)
         self._flows: dict[UUID, Any] = {}

@@ -35,7 +35,7 @@ def names_a_scheduler(args: list[str]) -> bool:
     starts no local worker."""
     import os
 
-    from flows._local_workers import SCHEDULER_ENV
+    from eigenflow.flows._local_workers import SCHEDULER_ENV
 
     return bool(os.environ.get(SCHEDULER_ENV)) or any(a == "--scheduler" or a.startswith("--scheduler=")
                                                        for a in args)
@@ -60,18 +60,18 @@ def main() -> NoReturn:
 def _run_cli(args: list[str]) -> Any:
     """Launch what a flow command needs early, then run the typer app; returns its exit code."""
     if runs_a_flow(args):
-        from tasks._env import apply_cli_env
+        from eigenflow.tasks._env import apply_cli_env
 
         apply_cli_env("--verbose" in args or "-v" in args)
-        from flows._prefect_start import start_early
+        from eigenflow.flows._prefect_start import start_early
 
         if not names_a_scheduler(args):  # local workers: forks of a server importing their modules from now on
-            from flows._local_workers import start_import_server
+            from eigenflow.flows._local_workers import start_import_server
 
             start_import_server()
         if _command(args) != "embed":  # embed launches it itself: a large run's once its stages reach the eigensolve
             start_early()
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     try:
         app()

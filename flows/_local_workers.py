@@ -28,7 +28,7 @@ from typing import ContextManager
 #: Environment variable giving the address of an existing Dask scheduler (``tcp://host:port``): no local workers.
 SCHEDULER_ENV = "EIGENFLOW_SCHEDULER"
 #: The server's preload (imports only: see its docstring).
-IMPORTS_MODULE = "tasks.worker_imports"
+IMPORTS_MODULE = "eigenflow.tasks.worker_imports"
 #: The value of ``MALLOC_TRIM_THRESHOLD_`` that Dask's Nanny sets in its workers by default
 #: (``distributed.nanny.pre-spawn-environ``), which eigenflow's local workers do without (:func:`worker_environ`).
 DASK_DEFAULT_MALLOC_TRIM_THRESHOLD = 65536
@@ -81,7 +81,7 @@ def worker_config() -> dict:
 
 
 #: The preload of the test session's fork server (:func:`fork_warm_workers`): Dask's own preload, then the compile.
-WARM_MODULES = ("distributed", "numpy", "tasks.worker_preload")
+WARM_MODULES = ("distributed", "numpy", "eigenflow.tasks.worker_preload")
 
 _SERVER_STARTED = False
 
@@ -153,8 +153,8 @@ def fork_warm_workers(dtypes: tuple[str, ...] = ("float32",)) -> None:
     import dask
     from distributed import utils as distributed_utils
 
-    from spectral._validation import check_choice
-    from tasks._worker import WARM_DTYPES_ENV
+    from eigenflow.spectral._validation import check_choice
+    from eigenflow.tasks._worker import WARM_DTYPES_ENV
 
     for dtype in dtypes:
         check_choice("dtypes", dtype, ("float32", "float64"))

@@ -33,7 +33,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, ContextManager
 
-from tasks._priority import SIDE_WORK_NICENESS, lower_process_priority, lower_thread_priority
+from eigenflow.tasks._priority import SIDE_WORK_NICENESS, lower_process_priority, lower_thread_priority
 
 #: uvicorn's exit code when its port is taken (Prefect's own start retries on a new port then, as this one does).
 PORT_TAKEN_EXIT = 3
@@ -87,7 +87,7 @@ class TemporaryServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def _launch(self) -> subprocess.Popen:
-        args = [sys.executable, "-m", "flows._server_watch", str(os.getpid()),  # uvicorn, watching this process
+        args = [sys.executable, "-m", "eigenflow.flows._server_watch", str(os.getpid()),  # uvicorn, watching this process
                 "--app-dir", _prefect_dir(), "--factory", "prefect.server.api.server:create_app",
                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
         process = subprocess.Popen(args, env={**os.environ, **SERVER_ENV}, start_new_session=True)

@@ -19,15 +19,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from storage.checksums import check_intact
-from storage.ingest import store_token
-from storage.lock import store_lock
-from storage.store import Store
-from tasks.ingest import ingest_source
+from eigenflow.storage.checksums import check_intact
+from eigenflow.storage.ingest import store_token
+from eigenflow.storage.lock import store_lock
+from eigenflow.storage.store import Store
+from eigenflow.tasks.ingest import ingest_source
 
-from flows._runtime import RunContext, emit, run_context, timed
-from flows._warm_up import start_when_ready
-from flows.cluster import dask_client_in_background, scheduler_address
+from eigenflow.flows._runtime import RunContext, emit, run_context, timed
+from eigenflow.flows._warm_up import start_when_ready
+from eigenflow.flows.cluster import dask_client_in_background, scheduler_address
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def planned_fit_early(method: str, params: dict, sharded: bool | None) -> Iterat
     ``params`` builds one index in one process: :func:`tasks.early_fit.builds_one_knn_index`): yields the
     :class:`EarlyFit` that :func:`begin_fit_early` settles, else None. The builder alone is warmed up before the
     fit stages, the other workers during the eigensolve (:func:`flows.embed.embed`)."""
-    from tasks.early_fit import builds_one_knn_index
+    from eigenflow.tasks.early_fit import builds_one_knn_index
 
     early = EarlyFit() if builds_one_knn_index(method, params, sharded) else None
     token = _EARLY_FIT.set(early)
@@ -149,9 +149,9 @@ def begin_fit_early(pending: Any, ingest: EarlyIngest, early: EarlyFit | None, *
         return
 
     def begin(client: Any) -> None:
-        from flows._warm_up import builder_worker
-        from tasks.early_fit import start_fit_early
-        from tasks.sharded_choice import resolve_sharded
+        from eigenflow.flows._warm_up import builder_worker
+        from eigenflow.tasks.early_fit import start_fit_early
+        from eigenflow.tasks.sharded_choice import resolve_sharded
 
         worker, futures = None, None
         try:
@@ -227,7 +227,7 @@ def ingested_run(source: str, store: str, *, run: str, flow: str, method: str, p
                                                                       use_rep, labels_obs):
             ingested, t_ingest = early.ingested, {"seconds": early.seconds}  # the CLI's, while Prefect started
         else:
-            from tasks.ingest_task import ingest_task  # Prefect's: this module is imported before Prefect's start
+            from eigenflow.tasks.ingest_task import ingest_task  # Prefect's: this module is imported before Prefect's start
 
             emit("start", "ingest")
             with timed() as t_ingest:

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from storage import layout
-from storage.manifest import RunManifest, StageRecord, run_context as manifest_context, stage as manifest_stage
-from storage.store import Store
+from eigenflow.storage import layout
+from eigenflow.storage.manifest import RunManifest, StageRecord, run_context as manifest_context, stage as manifest_stage
+from eigenflow.storage.store import Store
 
-from flows._fixed_time import cluster_seconds
+from eigenflow.flows._fixed_time import cluster_seconds
 
 #: ``listener(event, stage, payload)`` with event in {"start", "end", "progress"}; payload: seconds for "end",
 #: ``(done, total)`` for "progress", None for "start".
@@ -103,9 +103,9 @@ class RunContext:
     def stage(self, name: str) -> Iterator[StageRecord]:
         """Time stage ``name`` into the manifest (saved before and after) and emit start / end events; first,
         the run stops here if it is stopping (:func:`flows._stop.raise_if_stopping`)."""
-        from flows._stop import raise_if_stopping
-        from flows.reporting import StageReporter, logger
-        from tasks.dask_calls import chunk_progress
+        from eigenflow.flows._stop import raise_if_stopping
+        from eigenflow.flows.reporting import StageReporter, logger
+        from eigenflow.tasks.dask_calls import chunk_progress
 
         raise_if_stopping()  # a stop whose exception was lost ends the run here, before the next stage
         emit("start", name)
@@ -151,7 +151,7 @@ def run_context(store: Store, run: str, *, flow: str, parameters: dict, seed: An
     time known so far (:mod:`flows._fixed_time`), kept in the manifest and completed by the flow.
     """
     if pending_client is None and client is not None:
-        from flows.cluster import ReadyClient
+        from eigenflow.flows.cluster import ReadyClient
 
         pending_client = ReadyClient(client)
     manifest = RunManifest.start(run, flow=flow, parameters=parameters, seed=seed)
@@ -167,7 +167,7 @@ def run_context(store: Store, run: str, *, flow: str, parameters: dict, seed: An
 def paused_worker_errors() -> Iterator[None]:
     """Re-raise a failure caused by the paused-worker watch (:mod:`flows.paused_workers`) as its
     :class:`~flows.paused_workers.ClusterMemoryError` (so the manifest records that message)."""
-    from flows.paused_workers import stall_error
+    from eigenflow.flows.paused_workers import stall_error
 
     try:
         yield

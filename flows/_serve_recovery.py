@@ -69,7 +69,7 @@ def owner_gone(owner: dict[str, Any]) -> bool:
     its pid and start time is alive (:func:`storage.lock.owner_alive`); a process of another host is never gone."""
     import socket
 
-    from storage.lock import owner_alive
+    from eigenflow.storage.lock import owner_alive
 
     return owner.get("host") == socket.gethostname() and not owner_alive(owner, taken=None)
 

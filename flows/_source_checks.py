@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from spectral.errors import ParameterError
+from eigenflow.spectral.errors import ParameterError
 
 #: The fit strategy whose kNN graph and eigensolve stages need ``n_neighbors <= n_fit - 1`` and
 #: ``n_components <= n_fit - 2`` (the estimators of the other strategies clip them with a warning).
@@ -25,8 +25,8 @@ MIN_FIT_ROWS = 2
 def source_rows(source: str) -> int | None:
     """Number of rows of ``source`` read from its header only; None when unknown before reading (CSV) or when
     the source cannot be opened (the ingest reports what is wrong with it)."""
-    from storage.errors import StorageError
-    from storage.readers import open_source
+    from eigenflow.storage.errors import StorageError
+    from eigenflow.storage.readers import open_source
 
     try:
         return open_source(source).n_rows
@@ -75,7 +75,7 @@ def labels_of(source: str, store: Any, labels: str | None, overwrite: bool) -> t
     """The run's labels and where they come from: the ``labels`` ``.npy`` file (memory-mapped), else those of
     ``source`` or of the existing ``store`` (a URL or an opened :class:`storage.store.Store`) when either is a store
     with labels; None when unknown here."""
-    from tasks.ingest import existing_store_attrs, with_opened
+    from eigenflow.tasks.ingest import existing_store_attrs, with_opened
 
     if labels is not None:
         if not str(labels).endswith(".npy"):
@@ -90,7 +90,7 @@ def labels_of(source: str, store: Any, labels: str | None, overwrite: bool) -> t
                 continue
         except Exception:  # noqa: BLE001 - not a store
             continue
-        from storage.arrays import read_labels
+        from eigenflow.storage.arrays import read_labels
 
         y = read_labels(candidate)
         return (None if y is None else (y, f"the labels of store {candidate}"))

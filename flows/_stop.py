@@ -30,7 +30,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from flows._prefect_start import api_answers, env_seconds, imported_module, running_server
+from eigenflow.flows._prefect_start import api_answers, env_seconds, imported_module, running_server
 
 #: Environment variable: seconds an unreachable Prefect API is tolerated before the run fails.
 API_TIMEOUT_ENV = "EIGENFLOW_PREFECT_API_TIMEOUT"
@@ -262,8 +262,8 @@ class RunGuard:
 
     def _status(self) -> str | None:
         """Status of the run's manifest in the store (None: no manifest)."""
-        from storage.errors import StorageError
-        from storage.manifest import read_manifest
+        from eigenflow.storage.errors import StorageError
+        from eigenflow.storage.manifest import read_manifest
 
         try:
             return read_manifest(self.store, self.run).status
@@ -297,8 +297,8 @@ class RunGuard:
 
 def mark_failed(store: str, run: str, error: str) -> None:
     """Record ``run`` as failed with ``error`` if its manifest in ``store`` is still ``running`` in this process."""
-    from storage.errors import StorageError
-    from storage.manifest import read_manifest, write_manifest
+    from eigenflow.storage.errors import StorageError
+    from eigenflow.storage.manifest import read_manifest, write_manifest
 
     try:
         manifest = read_manifest(store, run)
@@ -311,9 +311,9 @@ def mark_failed(store: str, run: str, error: str) -> None:
 
 def release_lock(store: str, run: str) -> None:
     """Remove the store's lock if ``run`` of this process holds it."""
-    from storage.errors import StorageError
-    from storage.lock import LOCK_KEY, read_lock
-    from storage.store import filesystem
+    from eigenflow.storage.errors import StorageError
+    from eigenflow.storage.lock import LOCK_KEY, read_lock
+    from eigenflow.storage.store import filesystem
 
     try:
         holder = read_lock(store)

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectral.placement import worker_list
-from storage import layout
-from storage.store import Store
-from tasks._warm_up import finish_warm_up, start_warm_up
+from eigenflow.spectral.placement import worker_list
+from eigenflow.storage import layout
+from eigenflow.storage.store import Store
+from eigenflow.tasks._warm_up import finish_warm_up, start_warm_up
 
 
 def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
@@ -32,7 +32,7 @@ def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
     queries an NN-descent index on the workers (``knn_method="auto"`` resolved by
     :func:`spectral.neighbours.method_choice.auto_method`; then every worker is warmed up at once, before the fit
     stages: a long-lived cluster pays it once)."""
-    from spectral.neighbours.method_choice import auto_method
+    from eigenflow.spectral.neighbours.method_choice import auto_method
 
     knn_method = params.get("knn_method", "auto" if "n_neighbors" in params else None)
     return knn_method == "nndescent" or (knn_method == "auto" and auto_method(n_fit, n_features) == "nndescent")
@@ -43,8 +43,8 @@ def planned_dtypes(source: str, store: str | Store, params: dict, holdout: float
     """The X dtypes to warm up before the ingest: the store's X dtype when the run will surely need NN-descent
     (``sharded=True``, or :func:`uses_nndescent` with the row count read from the source's header), else ``()``
     (decided after the ingest)."""
-    from storage.readers import open_source
-    from tasks.ingest import first_store_attrs
+    from eigenflow.storage.readers import open_source
+    from eigenflow.tasks.ingest import first_store_attrs
 
     attrs = first_store_attrs((source,) if overwrite else (store, source))
     dtype = str(attrs.get(layout.ATTR_DTYPE)) if attrs else layout.DEFAULT_X_DTYPE
@@ -66,7 +66,7 @@ def model_dtypes(store: Store, model: Any, use_shards: bool) -> tuple[str, ...]:
     """The X dtypes to warm up for extending ``model`` (the :class:`storage.manifest.RunManifest` of an embed run
     of ``store``): the model store's X dtype when the extend builds or queries NN-descent indexes (the model's kNN
     index was one, or the sharded path), else ``()``."""
-    from storage.store import read_attrs
+    from eigenflow.storage.store import read_attrs
 
     attrs = read_attrs(store)
     n_fit, d = model.results.get("n_fit"), attrs.get(layout.ATTR_D)
@@ -79,7 +79,7 @@ def builder_worker(client: Any) -> str | None:
     """The worker that a kNN index build begun before the flow is sent to, and the only one warmed up before it
     (:func:`start_when_ready` with ``builder_only``): the local worker named :data:`flows.cluster.BUILDER_NAME`
     (which began its warm-up as it started), else the first of :func:`spectral.placement.worker_list`."""
-    from flows.cluster import BUILDER_NAME
+    from eigenflow.flows.cluster import BUILDER_NAME
 
     workers = worker_list(client)
     info = client.scheduler_info()["workers"]

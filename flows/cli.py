@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows._cli_display import info_renderables, result_rows, summary_table, with_progress
-from flows._in_process_runner import DEFAULT_POLL_SECONDS
+from eigenflow.flows._cli_display import info_renderables, result_rows, summary_table, with_progress
+from eigenflow.flows._in_process_runner import DEFAULT_POLL_SECONDS
 
 app = typer.Typer(name="eigenflow", add_completion=False, no_args_is_help=True,
                   help="Spectral embeddings of large datasets: Prefect flows on Dask over zarr stores.")
@@ -31,7 +31,7 @@ EXIT_FAILURE = 1
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect and Dask logs.")) -> None:
     """eigenflow: ingest data into zarr stores, embed it, extend embeddings to new points."""
-    from tasks._env import apply_cli_env
+    from eigenflow.tasks._env import apply_cli_env
 
     apply_cli_env(verbose)
 
@@ -40,12 +40,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """The exception classes reported as one-line errors. Prefect's and the cluster's are included only when
     their modules were imported (an error of a module never imported cannot have been raised): a failing
     ``info`` or ``export`` stays free of Prefect and Dask."""
-    from spectral.errors import EigenflowError
-    from storage.errors import StorageError
+    from eigenflow.spectral.errors import EigenflowError
+    from eigenflow.storage.errors import StorageError
 
     # OSError: storage faults (read-only or full disk, missing files) end in one line naming the path too
     errors: list[type[BaseException]] = [EigenflowError, StorageError, ValueError, OSError]
-    for module, name in (("prefect.exceptions", "ParameterTypeError"), ("flows.cluster", "WorkerCodeError")):
+    for module, name in (("prefect.exceptions", "ParameterTypeError"), ("eigenflow.flows.cluster", "WorkerCodeError")):
         if module in sys.modules:
             errors.append(getattr(sys.modules[module], name))
     return tuple(errors)
@@ -66,7 +66,7 @@ def _run(fn: Callable[[], Any]) -> Any:
 
 def _current_stop() -> BaseException | None:
     """The stop of the run this process is running, if it is stopping (:func:`flows._stop.current_stop`)."""
-    module = sys.modules.get("flows._stop")
+    module = sys.modules.get("eigenflow.flows._stop")
     return None if module is None else module.current_stop()
 
 
@@ -76,7 +76,7 @@ def _guarded(store: str, body: Callable[[Any], Any]) -> Any:
     API); Prefect's temporary server (:mod:`flows._prefect_start`) is stopped at the interpreter's exit (an
     ``atexit`` handler that runs after Prefect's own have flushed its logs and events), within the guard's
     forced-exit bound."""
-    from flows._stop import RunGuard
+    from eigenflow.flows._stop import RunGuard
 
     guard = _run(lambda: RunGuard(store))
     with guard:
@@ -112,7 +112,7 @@ def ingest(
     use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
 ) -> None:
     """Ingest SOURCE into a chunked zarr STORE (validated, streamed chunk by chunk)."""
-    from storage.ingest import ingest as ingest_store  # plain storage call: no Prefect needed
+    from eigenflow.storage.ingest import ingest as ingest_store  # plain storage call: no Prefect needed
 
     keys = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
     result = _run(lambda: ingest_store(source, store, labels=labels, chunk_rows=chunk_rows,
@@ -177,18 +177,18 @@ def embed(
                                            "when one worker's memory is too small for the single-process kNN)"),
 ) -> None:
     """Embed the points of SOURCE into STORE with any method (ingest, fit, every point written back)."""
-    from flows._fixed_time import command_clock
+    from eigenflow.flows._fixed_time import command_clock
 
     clock = command_clock()  # first: the interpreter's start ends here
 
     def body(guard: Any) -> dict:
-        from flows._prefect_start import LATE_START_ROWS, LaterStart
-        from flows._source_checks import has_rows
+        from eigenflow.flows._prefect_start import LATE_START_ROWS, LaterStart
+        from eigenflow.flows._source_checks import has_rows
         prefect_start = LaterStart()  # a large run's: once its fit stages reach the eigensolve (fit_before_flow)
         if scheduler is not None or not has_rows(source, LATE_START_ROWS):
             prefect_start.begin()  # first: the server starts up while this process imports the flow
-        from flows._embed_checks import check_embed_arguments, check_method_values
-        from flows._runtime import new_run_id
+        from eigenflow.flows._embed_checks import check_embed_arguments, check_method_values
+        from eigenflow.flows._runtime import new_run_id
 
         params = _run(lambda: parse_params(param, n_components))
         run = _run(lambda: new_run_id("embed", run_name))  # named here: an interrupted run can be resumed
@@ -200,15 +200,15 @@ def embed(
             source, store, method, params, labels=labels, holdout=holdout, n_workers=workers, random_state=seed,
             overwrite=overwrite, sharded=sharded, use_rep=use_rep, labels_obs=labels_obs, estimator=False))
         guard.run = run
-        from flows._warm_up import planned_dtypes, start_when_ready
-        from flows.cluster import client_started_early
+        from eigenflow.flows._warm_up import planned_dtypes, start_when_ready
+        from eigenflow.flows.cluster import client_started_early
 
         dtypes = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # kernels the workers will load
 
         # the cluster starts (its builder worker warming up) while this process checks the values (scikit-learn)
         with client_started_early(scheduler, n_workers=workers, warm_up=dtypes) as pending:
             _run(lambda: check_method_values(method, full))  # refused: the cluster is closed once it is up
-            from flows._run_prologue import fit_before_flow, planned_fit_early
+            from eigenflow.flows._run_prologue import fit_before_flow, planned_fit_early
 
             with planned_fit_early(method, full, sharded if scheduler is None else True) as fit_early:
                 if fit_early is None:
@@ -232,7 +232,7 @@ def embed(
 def _embed_flow() -> Any:
     """The ``embed`` flow (:func:`flows.embed.embed`): its first import is Prefect's (about 1 s), later ones cost
     nothing."""
-    from flows.embed import embed as embed_flow
+    from eigenflow.flows.embed import embed as embed_flow
 
     return embed_flow
 
@@ -256,7 +256,7 @@ def serve(
                                help="seconds between polls for scheduled runs (in-process runner)"),
 ) -> None:
     """Serve the embed (on a schedule) and extend (on demand) flows as Prefect deployments (PREFECT_API_URL)."""
-    from flows.serve import serve as serve_flows
+    from eigenflow.flows.serve import serve as serve_flows
 
     params = _run(lambda: parse_params(param, n_components))
     _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
@@ -268,7 +268,7 @@ def serve(
 @app.command()
 def methods(as_json: bool = typer.Option(False, "--json", help="print the list as JSON")) -> None:
     """List every method with its parameters and defaults, and whether it needs labels."""
-    from tasks.registry import REGISTRY
+    from eigenflow.tasks.registry import REGISTRY
 
     described = [entry.describe() for entry in REGISTRY.values()]
     if as_json:
@@ -300,15 +300,15 @@ def export(
 ) -> None:
     """Write one per-point result of a run (one row per point of the store, in order) to OUT, or every per-point
     result of the run into the AnnData file OUT (.h5ad, or an AnnData zarr directory)."""
-    from storage.anndata_io import is_anndata_zarr
+    from eigenflow.storage.anndata_io import is_anndata_zarr
 
     if out_file.lower().endswith(".h5ad") or is_anndata_zarr(out_file):
-        from storage.anndata_export import export_to_anndata
+        from eigenflow.storage.anndata_export import export_to_anndata
 
         done = _run(lambda: export_to_anndata(store, out_file, run=run, key=obsm, out=copy_to, overwrite=overwrite))
         out.print(f"wrote {', '.join(done['written'])} of run {done['run']} into {done['path']}")
         return
-    from storage.export import export_output
+    from eigenflow.storage.export import export_output
 
     result = _run(lambda: export_output(store, out_file, run=run, output=output, overwrite=overwrite))
     out.print(f"wrote {result['path']}: {result['output']} of run {result['run']}, shape {tuple(result['shape'])}")
@@ -332,17 +332,17 @@ def extend(
     use_rep: Optional[str] = USE_REP_OPT,
 ) -> None:
     """Embed the points of NEW with the model stored in STORE; write them to OUT."""
-    from flows._fixed_time import command_clock
+    from eigenflow.flows._fixed_time import command_clock
 
     clock = command_clock()  # first: the interpreter's start ends here
 
     def body(guard: Any) -> dict:
-        from flows._prefect_start import start_early
+        from eigenflow.flows._prefect_start import start_early
 
         prefect_start = start_early()  # first: the server starts up while this process imports the flow
-        from flows._runtime import new_run_id
-        from flows.cluster import client_started_early
-        from flows.embed import extend as extend_flow
+        from eigenflow.flows._runtime import new_run_id
+        from eigenflow.flows.cluster import client_started_early
+        from eigenflow.flows.embed import extend as extend_flow
 
         guard.run = _run(lambda: new_run_id("extend", run_name))  # named here: an interrupted run can be resumed
         with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
@@ -359,7 +359,7 @@ def extend(
 @app.command()
 def verify(store: str = typer.Argument(..., help="eigenflow store")) -> None:
     """Check every chunk of STORE against its recorded checksum; list the damaged ones (exit 1 if any)."""
-    from storage.checksums import verify as verify_store
+    from eigenflow.storage.checksums import verify as verify_store
 
     report = _run(lambda: verify_store(store))
     for bad in report["bad"]:
@@ -376,9 +376,9 @@ def verify(store: str = typer.Argument(..., help="eigenflow store")) -> None:
 def warm() -> None:
     """Fill the compiled-code cache: load or compile the kNN kernels for every dtype and metric (run once per
     machine, or once per node of a cluster whose nodes do not share EIGENFLOW_CACHE_DIR)."""
-    from spectral.neighbours.jit_cache import compile_report, numba_cache_dir
-    from spectral.neighbours.index import METRICS
-    from tasks._worker import warm_nndescent
+    from eigenflow.spectral.neighbours.jit_cache import compile_report, numba_cache_dir
+    from eigenflow.spectral.neighbours.index import METRICS
+    from eigenflow.tasks._worker import warm_nndescent
 
     with compile_report("eigenflow warm") as record:
         seconds = warm_nndescent(("float32", "float64"), METRICS, ("nndescent", "exact"))
@@ -393,7 +393,7 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """What is in STORE: arrays, shapes, runs with their status and stage timings."""
-    from storage.info import info as store_info
+    from eigenflow.storage.info import info as store_info
 
     data = _run(lambda: store_info(store))
     if as_json:
@@ -415,13 +415,13 @@ def demo(
                                                "nndescent"),
 ) -> None:
     """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
-    from flows._prefect_start import served_by, start_early
+    from eigenflow.flows._prefect_start import served_by, start_early
 
     server = start_early()  # first: Prefect's temporary server starts up while the demo is imported
-    from flows.demo import run_demo
+    from eigenflow.flows.demo import run_demo
 
     def call() -> dict:
-        from flows._prefect_start import quiet_prefect
+        from eigenflow.flows._prefect_start import quiet_prefect
 
         with served_by(server), quiet_prefect():
             return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,

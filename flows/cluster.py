@@ -15,7 +15,7 @@ from contextvars import ContextVar
 
 from distributed import Client, LocalCluster
 
-from flows._local_workers import (  # noqa: F401 - SCHEDULER_ENV and the workers' environment: cluster's API
+from eigenflow.flows._local_workers import (  # noqa: F401 - SCHEDULER_ENV and the workers' environment: cluster's API
     DASK_DEFAULT_MALLOC_TRIM_THRESHOLD,
     SCHEDULER_ENV,
     forked_workers,
@@ -29,9 +29,9 @@ DEFAULT_N_WORKERS = 2
 DEFAULT_THREADS_PER_WORKER = 1
 #: Preloads of eigenflow's local workers: they ignore the stop signals sent to the CLI's process group, and a
 #: worker that has closed ends its process without the interpreter's teardown.
-WORKER_PRELOADS = ("tasks.worker_signals", "tasks.worker_exit")
+WORKER_PRELOADS = ("eigenflow.tasks.worker_signals", "eigenflow.tasks.worker_exit")
 #: Preload of a local cluster asked to warm up at start: the :data:`BUILDER_NAME` worker begins its warm-up.
-WARM_UP_PRELOAD = "tasks.warm_up_preload"
+WARM_UP_PRELOAD = "eigenflow.tasks.warm_up_preload"
 #: The name of the local worker that builds a kNN index begun before the flow (LocalCluster names its workers
 #: 0, 1, ...): :func:`flows._warm_up.builder_worker` picks it.
 BUILDER_NAME = 0
@@ -52,7 +52,7 @@ def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
     (:mod:`tasks.warm_up_preload`), before the cluster is up."""
     import dask
 
-    from tasks.warm_up_preload import WARM_AT_START_ENV, warm_at_start_value
+    from eigenflow.tasks.warm_up_preload import WARM_AT_START_ENV, warm_at_start_value
 
     environ, preload = worker_environ(), list(WORKER_PRELOADS)
     if warm_up:
@@ -91,7 +91,7 @@ def check_worker_code(client: Client) -> str:
     WorkerCodeError
         Naming the workers whose digest differs (or that could not compute one) and both digests.
     """
-    from tasks._worker import code_digest
+    from eigenflow.tasks._worker import code_digest
 
     here = code_digest()
     address = client.scheduler.address
@@ -145,7 +145,7 @@ def dask_client(
     client : distributed.Client
         Also the default client of the process, so tasks reach it with ``distributed.get_client()``.
     """
-    from flows.paused_workers import resolve_paused_timeout, watch_paused_workers
+    from eigenflow.flows.paused_workers import resolve_paused_timeout, watch_paused_workers
 
     timeout = resolve_paused_timeout(paused_timeout)  # a bad value fails before any cluster starts
     address = resolve_scheduler(scheduler)

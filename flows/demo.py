@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from spectral.datasets import make_swiss_roll_lifted
-from storage.embedding_io import read_output
-from storage.store import Store
-from tasks.fit_set import HELD_OUT
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.storage.embedding_io import read_output
+from eigenflow.storage.store import Store
+from eigenflow.tasks.fit_set import HELD_OUT
 
-from flows.embed import embed
-from tasks.report import embedding_png
+from eigenflow.flows.embed import embed
+from eigenflow.tasks.report import embedding_png
 
 DEFAULT_N_POINTS = 100_000
 DEFAULT_HOLDOUT = 0.1

@@ -19,37 +19,37 @@ from typing import Any
 
 from prefect import flow
 
-from spectral._validation import check_int
-from spectral.placement import worker_list
-from spectral.errors import ParameterError
-from storage import layout
-from storage.checksums import check_intact
-from storage.errors import DamagedManifestError, StoreFormatError
-from storage.lock import store_lock
-from storage.manifest import list_runs, read_manifest, readable_manifests, recorded_location, write_manifest
-from storage.models import list_models
-from storage.run_outputs import drop_run_outputs
-from storage.ingest import store_token
-from storage.store import Store
-from tasks.fitting import FitRequest, fit_stages, release_index
-from tasks.ingest import existing_store_attrs
-from tasks.ingest_task import ingest_task
-from tasks.points import embed_points_task, extend_candidates_task, extend_points_task
-from tasks.registry import LABELS, SCORES, get_entry
-from tasks._warm_up import ended_warm_up_seconds, import_point_modules
-from tasks.sharded_choice import SHARDED_METHOD, resolve_sharded
-from tasks.sharded_eigenmaps import candidates_complete
-from tasks.sharded_extend import sharded_fit_record
-from tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
+from eigenflow.spectral._validation import check_int
+from eigenflow.spectral.placement import worker_list
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.storage import layout
+from eigenflow.storage.checksums import check_intact
+from eigenflow.storage.errors import DamagedManifestError, StoreFormatError
+from eigenflow.storage.lock import store_lock
+from eigenflow.storage.manifest import list_runs, read_manifest, readable_manifests, recorded_location, write_manifest
+from eigenflow.storage.models import list_models
+from eigenflow.storage.run_outputs import drop_run_outputs
+from eigenflow.storage.ingest import store_token
+from eigenflow.storage.store import Store
+from eigenflow.tasks.fitting import FitRequest, fit_stages, release_index
+from eigenflow.tasks.ingest import existing_store_attrs
+from eigenflow.tasks.ingest_task import ingest_task
+from eigenflow.tasks.points import embed_points_task, extend_candidates_task, extend_points_task
+from eigenflow.tasks.registry import LABELS, SCORES, get_entry
+from eigenflow.tasks._warm_up import ended_warm_up_seconds, import_point_modules
+from eigenflow.tasks.sharded_choice import SHARDED_METHOD, resolve_sharded
+from eigenflow.tasks.sharded_eigenmaps import candidates_complete
+from eigenflow.tasks.sharded_extend import sharded_fit_record
+from eigenflow.tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 
-from flows._embed_checks import check_anndata_options, check_embed_arguments, opened_or_url
-from flows._fixed_time import cluster_seconds, entry_seconds, final_write
-from flows._run_prologue import early_fit, ingested_run
-from flows._stop import bridge_prefect_sigterm
-from flows._runtime import cache_refreshed, emit, new_run_id, run_context, timed
-from flows._warm_up import finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent
-from flows.cluster import dask_client_in_background
-from flows.reporting import figures_on_worker, publish_run
+from eigenflow.flows._embed_checks import check_anndata_options, check_embed_arguments, opened_or_url
+from eigenflow.flows._fixed_time import cluster_seconds, entry_seconds, final_write
+from eigenflow.flows._run_prologue import early_fit, ingested_run
+from eigenflow.flows._stop import bridge_prefect_sigterm
+from eigenflow.flows._runtime import cache_refreshed, emit, new_run_id, run_context, timed
+from eigenflow.flows._warm_up import finish_on_workers, model_dtypes, planned_dtypes, start_when_ready, uses_nndescent
+from eigenflow.flows.cluster import dask_client_in_background
+from eigenflow.flows.reporting import figures_on_worker, publish_run
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
 
@@ -251,7 +251,7 @@ def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
 def finished_stages(store: str | Store, run: str) -> dict[str, dict]:
     """``{stage: info}`` of the stages that a previous attempt of ``run`` (failed, or crashed: killed) completed,
     read from its manifest in the store; empty for a new run or one that is still running."""
-    from storage.manifest import effective_status
+    from eigenflow.storage.manifest import effective_status
 
     try:
         if existing_store_attrs(store) is None or run not in list_runs(store):
@@ -366,7 +366,7 @@ def extend(
         emit("end", "ingest", t_ingest["seconds"])
         out = Store.open(out_store, "r+")  # the output store's one whole-store check
         check_intact(out)
-        from storage.arrays import x_shape
+        from eigenflow.storage.arrays import x_shape
 
         if ingested["d"] != x_shape(model_store)[1]:
             raise StoreFormatError(f"new points must have {x_shape(model_store)[1]} features like the model's "
@@ -410,8 +410,8 @@ def extend(
 def _check_new_points_header(store: Store, new_source: str, use_rep: str | None = None) -> None:
     """New points must have the model's number of features: checked from the source's header, before the ingest
     (a CSV, whose width is known only once read, is checked after it)."""
-    from storage.arrays import x_shape
-    from storage.readers import source_n_columns
+    from eigenflow.storage.arrays import x_shape
+    from eigenflow.storage.readers import source_n_columns
 
     expected = x_shape(store)[1]
     got = source_n_columns(new_source, x_key=use_rep or "X")

@@ -41,7 +41,7 @@ def resolve_paused_timeout(timeout: float | None) -> float:
 
     Raises ParameterError naming the parameter (or the variable), the allowed range (> 0 s) and the value.
     """
-    from spectral._validation import check_float
+    from eigenflow.spectral._validation import check_float
 
     if timeout is not None:
         return check_float("paused_timeout", timeout, low=0.0, low_inclusive=False)

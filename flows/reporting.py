@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.store import Store
-from tasks._worker import peak_rss_bytes
-from tasks.report import report_figures
+from eigenflow.storage.store import Store
+from eigenflow.tasks._worker import peak_rss_bytes
+from eigenflow.tasks.report import report_figures
 
 
 

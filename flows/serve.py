@@ -44,9 +44,9 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from flows._in_process_runner import DEFAULT_POLL_SECONDS, InProcessRunner
-from flows._serve_recovery import ServeWatch, recover_crashed_runs, served_deployment_ids
-from flows.embed import check_embed_arguments, embed, extend
+from eigenflow.flows._in_process_runner import DEFAULT_POLL_SECONDS, InProcessRunner
+from eigenflow.flows._serve_recovery import ServeWatch, recover_crashed_runs, served_deployment_ids
+from eigenflow.flows.embed import check_embed_arguments, embed, extend
 
 logger = logging.getLogger("eigenflow.serve")
 
@@ -91,10 +91,10 @@ def warm_cluster(n_workers: int) -> Iterator[str]:
     builds an index."""
     from distributed import Client
 
-    from storage.signals import signals_held
-    from tasks._worker import warm_nndescent
+    from eigenflow.storage.signals import signals_held
+    from eigenflow.tasks._worker import warm_nndescent
 
-    from flows.cluster import local_cluster
+    from eigenflow.flows.cluster import local_cluster
 
     with contextlib.ExitStack() as stack:
         with signals_held():  # a stop signal during the start is raised once the cluster can be closed cleanly
@@ -133,7 +133,7 @@ def serve(source: str, store: str, *, name: str, method: str, params: dict, labe
     options = dict(name=name, method=method, params=params, labels=labels, holdout=holdout, interval=interval,
                    cron=cron, n_workers=n_workers, use_rep=use_rep, labels_obs=labels_obs)
     deployments(source, store, scheduler=scheduler, **options)  # the arguments are checked before a cluster starts
-    from spectral._validation import check_choice
+    from eigenflow.spectral._validation import check_choice
 
     in_process = InProcessRunner(poll_seconds=poll_seconds) if check_choice("runner", runner, RUNNERS) == "in-process" \
         else None
@@ -166,7 +166,7 @@ def _serve(source: str, store: str, names: list[str], in_process: InProcessRunne
 def interrupted_by_sigterm() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt in the main thread during the block (the runners install their own
     handlers while they serve), so that a SIGTERM during the cluster's start still closes the cluster."""
-    from flows._in_process_runner import _raise_keyboard_interrupt
+    from eigenflow.flows._in_process_runner import _raise_keyboard_interrupt
 
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:

@@ -1,10 +1,10 @@
 """eigenflow's mathematical core: graphs, Laplacians, kernels, eigensolvers and spectral embeddings.
 
 Pure numpy / scipy / dask / pynndescent / scikit-learn: no file I/O and no Prefect (see ARCHITECTURE.md).
-Public names are resolved lazily (PEP 562), so ``import spectral`` stays cheap and does not pay numba's
+Public names are resolved lazily (PEP 562), so ``import eigenflow.spectral`` stays cheap and does not pay numba's
 compile time until a kNN routine is actually used.
 
->>> from spectral import LaplacianEigenmaps          # doctest: +SKIP
+>>> from eigenflow.spectral import LaplacianEigenmaps          # doctest: +SKIP
 >>> Z = LaplacianEigenmaps(n_components=2, random_state=0).fit_transform(X)  # doctest: +SKIP
 
 The docstrings cite the methods' papers by key, with their section and equation numbers (full references in
@@ -29,41 +29,41 @@ import importlib
 # selection, seeds, metrics) are imported from their submodules.
 _EXPORTS: dict[str, str] = {
     # errors
-    "EigenflowError": "spectral.errors",
-    "ParameterError": "spectral.errors",
-    "InputDataError": "spectral.errors",
-    "InputTypeError": "spectral.errors",
-    "ParameterAdjustedWarning": "spectral.errors",
-    "KernelFallbackWarning": "spectral.errors",
-    "DisconnectedGraphError": "spectral.errors",
-    "ConvergenceError": "spectral.errors",
-    "NotPositiveDefiniteError": "spectral.errors",
+    "EigenflowError": "eigenflow.spectral.errors",
+    "ParameterError": "eigenflow.spectral.errors",
+    "InputDataError": "eigenflow.spectral.errors",
+    "InputTypeError": "eigenflow.spectral.errors",
+    "ParameterAdjustedWarning": "eigenflow.spectral.errors",
+    "KernelFallbackWarning": "eigenflow.spectral.errors",
+    "DisconnectedGraphError": "eigenflow.spectral.errors",
+    "ConvergenceError": "eigenflow.spectral.errors",
+    "NotPositiveDefiniteError": "eigenflow.spectral.errors",
     # graphs and Laplacians (the spine)
-    "knn_graph": "spectral.neighbours.knn",
-    "KNNIndex": "spectral.neighbours.index",
-    "knn_weights": "spectral.graph.weights",
-    "laplacian": "spectral.graph.laplacian",
-    "dense_laplacian": "spectral.graph.laplacian",
-    "connected_components": "spectral.graph.laplacian",
-    "check_connected": "spectral.graph.laplacian",
-    "laplacian_eigenmaps_from_graph": "spectral.embedding.eigenmaps",
+    "knn_graph": "eigenflow.spectral.neighbours.knn",
+    "KNNIndex": "eigenflow.spectral.neighbours.index",
+    "knn_weights": "eigenflow.spectral.graph.weights",
+    "laplacian": "eigenflow.spectral.graph.laplacian",
+    "dense_laplacian": "eigenflow.spectral.graph.laplacian",
+    "connected_components": "eigenflow.spectral.graph.laplacian",
+    "check_connected": "eigenflow.spectral.graph.laplacian",
+    "laplacian_eigenmaps_from_graph": "eigenflow.spectral.embedding.eigenmaps",
     # eigensolvers, kernels, Nystrom
-    "eigensolve": "spectral.eigen",
-    "EigenResult": "spectral.eigen",
-    "pairwise_kernel": "spectral.operators.kernels",
-    "NystromFeatures": "spectral.operators.nystrom_features",
+    "eigensolve": "eigenflow.spectral.eigen",
+    "EigenResult": "eigenflow.spectral.eigen",
+    "pairwise_kernel": "eigenflow.spectral.operators.kernels",
+    "NystromFeatures": "eigenflow.spectral.operators.nystrom_features",
     # estimators
-    "LaplacianEigenmaps": "spectral.embedding.eigenmaps",
-    "DNE": "spectral.methods.discriminant",
-    "MFA": "spectral.methods.discriminant",
-    "LFDA": "spectral.methods.discriminant",
-    "NSSE": "spectral.methods.nsse",
-    "SupervisedLaplacianEigenmaps": "spectral.methods.nsse",
-    "TSK": "spectral.methods.spectral_kernels",
-    "RSK": "spectral.methods.spectral_kernels",
-    "GraphKPCA": "spectral.methods.graph_kpca",
-    "MultiGraphKPCA": "spectral.methods.graph_kpca",
-    "LNEG": "spectral.methods.graph_kpca",
+    "LaplacianEigenmaps": "eigenflow.spectral.embedding.eigenmaps",
+    "DNE": "eigenflow.spectral.methods.discriminant",
+    "MFA": "eigenflow.spectral.methods.discriminant",
+    "LFDA": "eigenflow.spectral.methods.discriminant",
+    "NSSE": "eigenflow.spectral.methods.nsse",
+    "SupervisedLaplacianEigenmaps": "eigenflow.spectral.methods.nsse",
+    "TSK": "eigenflow.spectral.methods.spectral_kernels",
+    "RSK": "eigenflow.spectral.methods.spectral_kernels",
+    "GraphKPCA": "eigenflow.spectral.methods.graph_kpca",
+    "MultiGraphKPCA": "eigenflow.spectral.methods.graph_kpca",
+    "LNEG": "eigenflow.spectral.methods.graph_kpca",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -32,7 +32,7 @@ def row_chunk_futures(X, client) -> tuple[list, np.ndarray]:
     ``(B + 1,)`` row bounds. The same keys for every caller of the same ``X``: the scheduler computes them once."""
     import math
 
-    from spectral.errors import InputDataError
+    from eigenflow.spectral.errors import InputDataError
 
     if X.ndim != 2 or any(math.isnan(s) for s in X.shape) or X.shape[0] < 1:
         raise InputDataError(f"X must be a 2-D dask array with known row chunks; got shape {X.shape}")

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from spectral.errors import EigenflowError, InputDataError, InputTypeError, ParameterAdjustedWarning, ParameterError
+from eigenflow.spectral.errors import EigenflowError, InputDataError, InputTypeError, ParameterAdjustedWarning, ParameterError
 
 
 @contextlib.contextmanager

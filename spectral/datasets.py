@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral._validation import check_float, check_int, check_random_state
-from spectral.errors import InputDataError
+from eigenflow.spectral._validation import check_float, check_int, check_random_state
+from eigenflow.spectral.errors import InputDataError
 
 #: Number of ambient dimensions the 3-D manifolds are lifted into (the benchmarks' setting).
 DEFAULT_N_FEATURES = 32

@@ -9,7 +9,7 @@ from scipy.linalg import subspace_angles
 from sklearn.manifold import trustworthiness
 from sklearn.neighbors import KNeighborsClassifier
 
-from spectral.errors import InputDataError
+from eigenflow.spectral.errors import InputDataError
 
 __all__ = ["one_nn_accuracy", "trustworthiness", "max_subspace_angle", "knn_recall"]
 

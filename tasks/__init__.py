@@ -4,6 +4,6 @@ The math lives in :mod:`spectral`, every read and write in :mod:`storage`. Impor
 the Prefect / Dask environment defaults of :mod:`tasks._env` (``setdefault`` only) before Prefect loads.
 """
 
-from tasks._env import apply_env_defaults
+from eigenflow.tasks._env import apply_env_defaults
 
 apply_env_defaults()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 #: Packages whose modules are read (the estimators and the modules their defaults come from).
-SOURCE_PACKAGES = ("spectral",)
+SOURCE_PACKAGES = ("eigenflow.spectral",)
 _ROOT = Path(__file__).resolve().parents[1]  # the directory holding spectral/, storage/, tasks/
 
 
@@ -53,10 +53,9 @@ def declared_init_defaults(target: str) -> dict[str, Any]:
 
 
 def _module_file(module: str) -> Path:
-    parts = module.split(".")
-    if parts[0] not in SOURCE_PACKAGES:
+    if not any(module == p or module.startswith(p + ".") for p in SOURCE_PACKAGES):
         raise UnreadableSignature(f"module {module} is outside {SOURCE_PACKAGES}")
-    base = _ROOT.joinpath(*parts)
+    base = _ROOT.joinpath(*module.split(".")[1:])  # eigenflow.spectral.x -> <root>/spectral/x
     for path in (base / "__init__.py", base.with_suffix(".py")):
         if path.is_file():
             return path

@@ -35,7 +35,7 @@ def apply_env_defaults() -> None:
     Also creates ``$PREFECT_HOME`` (with its parents) when it is set: Prefect itself creates only the last
     path component and otherwise prints a "Failed to create the Prefect home directory" warning.
     """
-    from spectral.neighbours.jit_cache import numba_cache_dir
+    from eigenflow.spectral.neighbours.jit_cache import numba_cache_dir
 
     for key, value in {**ENV_DEFAULTS, "NUMBA_CACHE_DIR": str(numba_cache_dir())}.items():
         os.environ.setdefault(key, value)

@@ -16,8 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from tasks._priority import call_at_lower_priority
-from tasks._worker import warm_nndescent
+from eigenflow.tasks._priority import call_at_lower_priority
+from eigenflow.tasks._worker import warm_nndescent
 
 
 @dataclass
@@ -101,11 +101,11 @@ def import_point_modules(method: str) -> float:
 
 
 def _import_point_modules(method: str) -> None:
-    from tasks.registry import get_entry
-    from tasks.report import pyplot
+    from eigenflow.tasks.registry import get_entry
+    from eigenflow.tasks.report import pyplot
 
-    import tasks.fitted_model  # noqa: F401
-    import tasks.point_writeback  # noqa: F401
+    import eigenflow.tasks.fitted_model  # noqa: F401
+    import eigenflow.tasks.point_writeback  # noqa: F401
 
     get_entry(method).estimator_class  # noqa: B018 - imports the estimator's module
     pyplot()  # the run's plot (tasks.report), made at its end on a worker that imported this

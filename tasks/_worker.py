@@ -94,8 +94,8 @@ def warm_nndescent(dtypes: tuple[str, ...] = ("float32", "float64"), metrics: tu
     start of a run that builds or queries an NN-descent index, while the ingest runs, so that the first task
     does not pay even that; ``eigenflow warm`` runs it for every dtype and metric to fill the cache once.
     """
-    from spectral.graph.weights import knn_weights
-    from spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.graph.weights import knn_weights
+    from eigenflow.spectral.neighbours.index import KNNIndex
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from tasks._worker import call_on_worker
+from eigenflow.tasks._worker import call_on_worker
 
 #: Progress callback of :func:`map_row_chunks`: ``(n_done, n_total)``.
 ProgressFn = Callable[[int, int], None]

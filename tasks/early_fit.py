@@ -22,9 +22,9 @@ import hashlib
 import json
 from typing import Any
 
-from tasks import laplacian_eigenmaps as le
-from tasks.dask_calls import publish_future, published_future, submit_to_worker, unpublish
-from tasks.registry import get_entry
+from eigenflow.tasks import laplacian_eigenmaps as le
+from eigenflow.tasks.dask_calls import publish_future, published_future, submit_to_worker, unpublish
+from eigenflow.tasks.registry import get_entry
 
 #: Prefix of the names of the published futures: ``<prefix><run>-<stage>-<digest>``.
 EARLY_PREFIX = "eigenflow-early-"
@@ -71,7 +71,7 @@ def start_fit_early(store: Any, run: str, method: str, params: dict, holdout: fl
 
     For a store just ingested by the caller (nothing of ``run`` in it to resume), under the run's store lock.
     """
-    from tasks.stage_handoff import PLUGIN_NAME, HandoffPlugin
+    from eigenflow.tasks.stage_handoff import PLUGIN_NAME, HandoffPlugin
 
     if not builds_one_knn_index(method, params, False):
         return None

@@ -14,17 +14,17 @@ from typing import Any
 
 import numpy as np
 
-from spectral._arrays import distinct_rows
-from spectral.datasets import stratified_subset
-from spectral.errors import InputDataError
-from storage.arrays import X_as_dask, read_labels, read_X, x_shape
-from storage.graph_io import read_constraints
-from storage.models import write_model
-from storage.store import Store
+from eigenflow.spectral._arrays import distinct_rows
+from eigenflow.spectral.datasets import stratified_subset
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.storage.arrays import X_as_dask, read_labels, read_X, x_shape
+from eigenflow.storage.graph_io import read_constraints
+from eigenflow.storage.models import write_model
+from eigenflow.storage.store import Store
 
-from tasks.fit_set import FIT_ROWS, fit_rows_for
-from tasks.fitted_model import ESTIMATOR_STATE
-from tasks.registry import get_entry, make_estimator
+from eigenflow.tasks.fit_set import FIT_ROWS, fit_rows_for
+from eigenflow.tasks.fitted_model import ESTIMATOR_STATE
+from eigenflow.tasks.registry import get_entry, make_estimator
 
 
 def fit_estimator(store: Store, run: str, *, method: str, params: dict, holdout: float,
@@ -106,7 +106,7 @@ def fit_discriminant(store: Store, run: str, *, method: str, params: dict, holdo
     """Fit DNE / MFA / LFDA on the fit rows by chunked sums over the store's Dask array; write the model."""
     import dask
 
-    from spectral.methods.discriminant.scale import fit_at_scale
+    from eigenflow.spectral.methods.discriminant.scale import fit_at_scale
 
     y_all = read_labels(store)
     if y_all is None:

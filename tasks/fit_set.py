@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from storage.store import Store
+    from eigenflow.storage.store import Store
 
 #: Name of the per-point output ``outputs/<run>/in_fit`` (bool): True for the points the model was fitted on.
 IN_FIT = "in_fit"
@@ -35,7 +35,7 @@ def fit_rows_for(n: int, holdout: float, random_state: int | None) -> np.ndarray
 def held_out_rows(n: int, holdout: float, random_state: int | None) -> np.ndarray:
     """Sorted rows (int64) of the hold-out draw of a run: ``round(holdout * n)`` of the ``n`` rows, the True
     entries of :func:`spectral.datasets.holdout_mask` drawn from the run seed's hold-out stream."""
-    from spectral.datasets import holdout_mask
+    from eigenflow.spectral.datasets import holdout_mask
 
     if holdout == 0:
         return np.zeros(0, dtype=np.int64)
@@ -93,7 +93,7 @@ class FitRows:
     def positions_of(self, rows: np.ndarray, source: str = "graph/knn") -> np.ndarray:
         """Fit positions (int64, the shape of ``rows``) of ``rows``, which must all be fit rows (else
         :class:`storage.errors.StoreFormatError` naming ``source``)."""
-        from storage.errors import StoreFormatError
+        from eigenflow.storage.errors import StoreFormatError
 
         rows = np.asarray(rows, dtype=np.int64)
         before = np.searchsorted(self.left_out, rows)
@@ -124,7 +124,7 @@ def fit_positions(fit_rows: np.ndarray, rows: np.ndarray, *, n_rows: int | None 
     (:meth:`FitRows.positions_of`, what the sharded stages use). Raises
     :class:`storage.errors.StoreFormatError` naming ``source`` when a row is not a fit row.
     """
-    from storage.errors import StoreFormatError
+    from eigenflow.storage.errors import StoreFormatError
 
     if n_rows is None:
         n = int(fit_rows[-1]) + 1 if fit_rows.size else 0
@@ -142,7 +142,7 @@ def fit_X(store: Store, fit: FitRows) -> Any:
     """The fit rows ``fit`` of the store's X as a Dask array, one chunk per row chunk of X, read and cut on the
     workers (each chunk's task carries only its own left-out rows): the same array for the kNN stage and the
     eigensolve stage, so that both compute the same row partition."""
-    from storage.arrays import X_as_dask
+    from eigenflow.storage.arrays import X_as_dask
 
     X = X_as_dask(store)
     if fit.complete:
@@ -167,8 +167,8 @@ def _without_rows(block: np.ndarray, dropped: np.ndarray) -> np.ndarray:
 def write_in_fit(store: Store, run: str, fit: FitRows) -> int:
     """Task: write ``outputs/<run>/in_fit`` (n,) bool, True on the fit rows ``fit``, chunk by chunk (on a worker:
     the flow process holds no (n,) array). Returns the number of fit rows."""
-    from storage.arrays import row_chunks
-    from storage.embedding_io import create_output, write_output_block
+    from eigenflow.storage.arrays import row_chunks
+    from eigenflow.storage.embedding_io import create_output, write_output_block
 
     chunks = row_chunks(store)
     create_output(store, run, IN_FIT, None, dtype="bool", fill_value=False, overwrite=True)
@@ -179,8 +179,8 @@ def write_in_fit(store: Store, run: str, fit: FitRows) -> int:
 
 def read_fit_rows(store: Store, run: str) -> FitRows:
     """Task: the fit rows of ``run`` from ``outputs/<run>/in_fit``, read chunk by chunk (on a worker)."""
-    from storage.arrays import row_chunks, x_shape
-    from storage.embedding_io import read_output
+    from eigenflow.storage.arrays import row_chunks, x_shape
+    from eigenflow.storage.embedding_io import read_output
 
     left_out = [start + np.flatnonzero(~read_output(store, run, IN_FIT, start, stop))
                 for start, stop in row_chunks(store)]

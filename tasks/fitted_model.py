@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from storage.arrays import read_X, x_shape
-from storage.errors import StoreFormatError
-from storage.models import read_model
-from storage.store import Store
+from eigenflow.storage.arrays import read_X, x_shape
+from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.models import read_model
+from eigenflow.storage.store import Store
 
-from tasks.fit_set import FIT_ROWS
-from tasks.registry import MethodEntry, get_entry
+from eigenflow.tasks.fit_set import FIT_ROWS
+from eigenflow.tasks.registry import MethodEntry, get_entry
 
 #: ``attrs["state"]`` of a model written from the estimator's ``to_state``.
 ESTIMATOR_STATE = "estimator"
@@ -31,7 +31,7 @@ def load_fitted(store: Store, run: str, *, index: Any = None, with_index: bool =
     With ``with_index``, a model that needs the kNN index of its training points gets it
     (:func:`attach_index`: ``index`` when given, else rebuilt from the store's X).
     """
-    from tasks import laplacian_eigenmaps as le
+    from eigenflow.tasks import laplacian_eigenmaps as le
 
     arrays, attrs = read_model(store, run)
     method = attrs.get("method")
@@ -44,7 +44,7 @@ def load_fitted(store: Store, run: str, *, index: Any = None, with_index: bool =
         raise StoreFormatError(f"model {run!r} was fitted on rows up to {int(rows.max())} but X of {store} has "
                                f"{x_shape(store)[0]} rows: the store was re-ingested; fit again")
     if attrs["state"] == le.MODEL_STATE:
-        from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
+        from eigenflow.spectral.embedding.out_of_sample import LaplacianEigenmapsModel
 
         model = LaplacianEigenmapsModel.from_state(arrays, attrs["state_attrs"])
     elif attrs["state"] == ESTIMATOR_STATE:
@@ -70,7 +70,7 @@ def attach_index(model: Any, store: Store, rows: np.ndarray, index: Any = None) 
                                        "fit rows; run the flow again with a new run name")
             model.attach_index(index.index)
         else:
-            from spectral.neighbours.index import KNNIndex
+            from eigenflow.spectral.neighbours.index import KNNIndex
 
             model.attach_index(KNNIndex.rebuild(read_X(store)[rows], model.knn_params))
     elif hasattr(model, "rebuild_index"):  # TSK / RSK

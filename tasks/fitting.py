@@ -26,15 +26,15 @@ from typing import Any
 
 from prefect import task
 
-from storage.store import Store
+from eigenflow.storage.store import Store
 
-from tasks import laplacian_eigenmaps as le
-from tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, unpublish
-from tasks.early_fit import early_key, release_early, stage_arguments, take_early
-from tasks.estimator_fit import fit_discriminant, fit_estimator
-from tasks.registry import get_entry
-from tasks.stage_handoff import drop_run, handoff_workers
-from tasks.task_options import COMPUTE_TASK, HANDOFF_TASK
+from eigenflow.tasks import laplacian_eigenmaps as le
+from eigenflow.tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, unpublish
+from eigenflow.tasks.early_fit import early_key, release_early, stage_arguments, take_early
+from eigenflow.tasks.estimator_fit import fit_discriminant, fit_estimator
+from eigenflow.tasks.registry import get_entry
+from eigenflow.tasks.stage_handoff import drop_run, handoff_workers
+from eigenflow.tasks.task_options import COMPUTE_TASK, HANDOFF_TASK
 
 #: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it): 2,000 points fit in ~40 s here.
 MAX_LABELED_SUBSET = 2000
@@ -85,7 +85,7 @@ def fit_stages(req: FitRequest) -> list[Stage]:
 
 def _has_model(req: FitRequest) -> bool:
     """Whether the run's model is there and its write finished (an interrupted one is fitted again)."""
-    from storage.models import model_complete
+    from eigenflow.storage.models import model_complete
 
     return model_complete(req.store, req.run)
 
@@ -219,14 +219,14 @@ def sharded_knn_task(store: Store, run: str, store_token: str, *, n_neighbors: i
     (:func:`tasks.sharded_eigenmaps.sharded_knn`)."""
     from distributed import get_client
 
-    from tasks.sharded_eigenmaps import sharded_knn
+    from eigenflow.tasks.sharded_eigenmaps import sharded_knn
 
     return sharded_knn(store, run, get_client(), n_neighbors=n_neighbors, metric=metric, n_shards=None,
                        holdout=holdout, random_state=random_state)
 
 
 def _candidates_intact(req: FitRequest) -> bool:
-    from tasks.sharded_eigenmaps import candidates_intact
+    from eigenflow.tasks.sharded_eigenmaps import candidates_intact
 
     return candidates_intact(req.store, req.run)
 
@@ -239,8 +239,8 @@ def sharded_eigensolve_task(store: Store, run: str, store_token: str, *, n_compo
     the kNN stage."""
     from distributed import get_client
 
-    from storage.graph_io import read_knn_attrs
-    from tasks.sharded_eigenmaps import solve_sharded_eigenmaps
+    from eigenflow.storage.graph_io import read_knn_attrs
+    from eigenflow.tasks.sharded_eigenmaps import solve_sharded_eigenmaps
 
     n_shards = int(read_knn_attrs(store)["n_shards"])
     return solve_sharded_eigenmaps(store, run, get_client(), n_components=n_components, weighting=weighting,

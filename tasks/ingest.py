@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from storage import layout
-from storage.errors import StoreFormatError
-from storage.ingest import ingest
-from storage.store import Store, filesystem, is_url, read_attrs
+from eigenflow.storage import layout
+from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.ingest import ingest
+from eigenflow.storage.store import Store, filesystem, is_url, read_attrs
 
 
 def same_location(a: str, b: str) -> bool:

@@ -7,10 +7,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from storage.store import Store
+from eigenflow.storage.store import Store
 
-from tasks.ingest import ingest_source
-from tasks.task_options import IO_RETRIES, IO_RETRY_DELAY_SECONDS
+from eigenflow.tasks.ingest import ingest_source
+from eigenflow.tasks.task_options import IO_RETRIES, IO_RETRY_DELAY_SECONDS
 
 
 # Not cached by Prefect: whether the store already exists is checked on the store itself every time.

@@ -25,22 +25,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from spectral._arrays import distinct_rows
-from spectral._validation import check_random_state, seed_int
-from storage import layout
-from storage.arrays import read_X, x_shape
-from storage.checksums import check_intact, record_checksums
-from storage.embedding_io import read_output, write_point_array
-from storage.errors import StoreFormatError
-from storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
-from storage.models import write_model
-from storage.store import Store
+from eigenflow.spectral._arrays import distinct_rows
+from eigenflow.spectral._validation import check_random_state, seed_int
+from eigenflow.storage import layout
+from eigenflow.storage.arrays import read_X, x_shape
+from eigenflow.storage.checksums import check_intact, record_checksums
+from eigenflow.storage.embedding_io import read_output, write_point_array
+from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.graph_io import read_csr, read_csr_attrs, read_knn, read_knn_attrs, write_csr, write_knn
+from eigenflow.storage.models import write_model
+from eigenflow.storage.store import Store
 
-from tasks.fit_set import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
-from tasks.stage_handoff import TOKEN_ATTR, check_written, keep, new_token, take, take_pending
+from eigenflow.tasks.fit_set import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
+from eigenflow.tasks.stage_handoff import TOKEN_ATTR, check_written, keep, new_token, take, take_pending
 
 if TYPE_CHECKING:
-    from spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.neighbours.index import KNNIndex
 
 # The numerical modules (numba kernels, scikit-learn, pyamg) are imported by the bodies that use them, on the
 # workers: the flow process imports this module for its checks and names, not for its computations.
@@ -77,7 +77,7 @@ def build_fit_index(store: Store, *, n_neighbors: int, knn_method: str, metric: 
                     random_state: int | None) -> FitIndex:
     """Build the kNN index of the fit set of the store's X (exact copies of a fit point left out:
     :func:`spectral._arrays.distinct_rows`; they are mapped like held-out points)."""
-    from spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.neighbours.index import KNNIndex
 
     n, _ = x_shape(store)
     X = read_X(store)  # (n, d)
@@ -221,7 +221,7 @@ def _weights_of_graph(store: Store, run: str, rows: np.ndarray, idx: np.ndarray,
                       weighting: str, symmetrize: str) -> tuple[Any, np.ndarray, dict]:
     """``(W (n_fit, n_fit) CSR, per-point scales and radii (n, 2), attrs of graph/weights)`` of the fit graph
     ``rows`` (n_fit,), ``idx`` / ``dist`` (n_fit, k) (fit positions). The caller's graph arrays are not kept."""
-    from spectral.graph.weights import fit_directed_knn_weights, symmetrize_weights
+    from eigenflow.spectral.graph.weights import fit_directed_knn_weights, symmetrize_weights
 
     A, wparams, scales, radii = fit_directed_knn_weights(idx, dist, weighting=weighting, symmetrize=symmetrize)
     W = symmetrize_weights(A, symmetrize)
@@ -261,9 +261,9 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
     written (``weights_source="recomputed"``: the same W, the weights are deterministic); if that worker died
     before the graph's own background write ended, the stored graph is refused as damaged (its checksums) and a
     resumed run builds it again."""
-    from spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
-    from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
-    from spectral.graph.weights import WeightParams
+    from eigenflow.spectral.embedding.eigenmaps import laplacian_eigenmaps_from_graph
+    from eigenflow.spectral.embedding.out_of_sample import LaplacianEigenmapsModel
+    from eigenflow.spectral.graph.weights import WeightParams
 
     pending = take_pending(weights)  # W of the weights stage on this worker, its write still running
     if pending is not None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from storage.store import Store
+    from eigenflow.storage.store import Store
 
 
 @dataclass
@@ -55,17 +55,17 @@ def prepare_points(store: Store, run: str, *, index: Any = None, fitted_rows: bo
     all rows of an ``extend`` with ``stored_candidates`` (the extend run's own candidate arrays,
     :mod:`tasks.sharded_extend`).
     """
-    from storage.arrays import x_shape
-    from storage.errors import StoreFormatError
-    from tasks.fitted_model import attach_index, load_fitted
-    from tasks.registry import fitted_outputs
-    from tasks.sharded_eigenmaps import has_candidates
+    from eigenflow.storage.arrays import x_shape
+    from eigenflow.storage.errors import StoreFormatError
+    from eigenflow.tasks.fitted_model import attach_index, load_fitted
+    from eigenflow.tasks.registry import fitted_outputs
+    from eigenflow.tasks.sharded_eigenmaps import has_candidates
 
     entry, model, rows = load_fitted(store, run, with_index=False)
     fitted = None
     if fitted_rows:
         if hasattr(model, "embedding") and not hasattr(model, "embedding_"):  # LaplacianEigenmapsModel
-            from tasks.registry import EMBEDDING
+            from eigenflow.tasks.registry import EMBEDDING
 
             fitted = {EMBEDDING: np.asarray(model.embedding, dtype=np.float64)}
         else:
@@ -85,11 +85,11 @@ def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs:
     ``(holdout, random_state)`` (an ``embed`` run) also write ``outputs/<run>/in_fit`` and ``outputs/<run>/held_out``
     (n,) bool, the draw made here (:func:`tasks.fit_set.held_out_rows`, on the worker). Returns the method and
     its outputs."""
-    from storage import layout
-    from storage.arrays import read_X, x_shape
-    from storage.embedding_io import create_embedding, create_output, write_point_array
-    from tasks.fit_set import HELD_OUT, IN_FIT, held_out_rows
-    from tasks.registry import EMBEDDING, LABELS, SCORES, get_entry, point_outputs
+    from eigenflow.storage import layout
+    from eigenflow.storage.arrays import read_X, x_shape
+    from eigenflow.storage.embedding_io import create_embedding, create_output, write_point_array
+    from eigenflow.tasks.fit_set import HELD_OUT, IN_FIT, held_out_rows
+    from eigenflow.tasks.registry import EMBEDDING, LABELS, SCORES, get_entry, point_outputs
 
     entry = get_entry(prepared.method)
     attrs = {"method": entry.name, **attrs}
@@ -97,7 +97,7 @@ def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs:
     if fitted is not None and all(name in fitted for name in entry.outputs):
         probe = {name: values[:1] for name, values in fitted.items()}
     elif prepared.stored_candidates:  # an extend from stored candidates: the model has no index
-        from tasks.sharded_eigenmaps import read_candidates
+        from eigenflow.tasks.sharded_eigenmaps import read_candidates
 
         probe = {EMBEDDING: prepared.model.transform_candidates(*read_candidates(store, run, 0, 1))}
     else:
@@ -126,10 +126,10 @@ def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: 
     Returns ``n_fitted`` and ``n_extended``. Each output chunk's digest is recorded once it is written
     (:func:`storage.checksums.record_chunk`): a resumed run rewrites only the chunks without an intact record.
     """
-    from storage.arrays import read_X
-    from storage.checksums import record_chunk
-    from storage.embedding_io import write_embedding_block, write_output_block
-    from tasks.registry import EMBEDDING, get_entry, point_outputs
+    from eigenflow.storage.arrays import read_X
+    from eigenflow.storage.checksums import record_chunk
+    from eigenflow.storage.embedding_io import write_embedding_block, write_output_block
+    from eigenflow.tasks.registry import EMBEDDING, get_entry, point_outputs
 
     entry = get_entry(prepared.method)
     n_rows = stop - start
@@ -140,7 +140,7 @@ def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: 
     if in_fit.all():
         mapped = {}
     elif prepared.stored_candidates:
-        from tasks.sharded_eigenmaps import read_candidates
+        from eigenflow.tasks.sharded_eigenmaps import read_candidates
 
         indices, distances = read_candidates(store, run, start, stop)
         mapped = {EMBEDDING: prepared.model.transform_candidates(indices[~in_fit], distances[~in_fit])}
@@ -164,7 +164,7 @@ def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: 
 
 def output_array(run: str, name: str) -> str:
     """Store path of the per-point output ``name`` of ``run`` (``embeddings/<run>`` or ``outputs/<run>/<name>``)."""
-    from storage import layout
-    from tasks.registry import EMBEDDING
+    from eigenflow.storage import layout
+    from eigenflow.tasks.registry import EMBEDDING
 
     return layout.embedding_path(run) if name == EMBEDDING else layout.output_path(run, name)

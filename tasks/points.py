@@ -15,16 +15,16 @@ from typing import Any
 import numpy as np
 from prefect import task
 
-from storage.arrays import row_chunks
-from storage.checksums import completed_row_chunks
-from storage.embedding_io import read_output
-from storage.store import Store
+from eigenflow.storage.arrays import row_chunks
+from eigenflow.storage.checksums import completed_row_chunks
+from eigenflow.storage.embedding_io import read_output
+from eigenflow.storage.store import Store
 
-from tasks import laplacian_eigenmaps as le
-from tasks.dask_calls import map_row_chunks, published_future, run_on_worker, submit_to_worker
-from tasks.point_writeback import output_array, prepare_points, start_point_outputs, write_points_chunk
-from tasks.registry import LABELS
-from tasks.task_options import COMPUTE_TASK, IO_TASK
+from eigenflow.tasks import laplacian_eigenmaps as le
+from eigenflow.tasks.dask_calls import map_row_chunks, published_future, run_on_worker, submit_to_worker
+from eigenflow.tasks.point_writeback import output_array, prepare_points, start_point_outputs, write_points_chunk
+from eigenflow.tasks.registry import LABELS
+from eigenflow.tasks.task_options import COMPUTE_TASK, IO_TASK
 
 
 @task(name="embed-points", **IO_TASK)
@@ -61,7 +61,7 @@ def extend_candidates_task(model_store: Store, model_run: str, out_store: Store,
     on the workers and written by them (:func:`tasks.sharded_extend.write_extend_candidates`)."""
     from distributed import get_client
 
-    from tasks.sharded_extend import write_extend_candidates
+    from eigenflow.tasks.sharded_extend import write_extend_candidates
 
     return write_extend_candidates(model_store, model_run, out_store, out_run, get_client(), n_shards=n_shards)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from storage.store import Store
+    from eigenflow.storage.store import Store
 
 #: Largest number of points drawn in the embedding plot and used as 1-NN queries / references.
 PLOT_POINTS = 50_000
@@ -21,7 +21,7 @@ QUALITY_QUERIES, QUALITY_REFERENCES = 100_000, 200_000
 def report_figures(store: Store, run: str, method: str) -> dict[str, Any]:
     """:func:`quality` of the run and the path of its plot (``plot``), written into the store; reads the store's
     labels and the run's hold-out mask (n,) where it runs."""
-    from storage.reports import write_report_file
+    from eigenflow.storage.reports import write_report_file
 
     out = quality(store, run, method)
     out["plot"] = write_report_file(store, run, "embedding.png", embedding_png(store, run))
@@ -32,10 +32,10 @@ def quality(store: Store, run: str, method: str) -> dict[str, float]:
     """Held-out 1-NN accuracy of the embedding (labeled fit points as references, labeled held-out points as
     queries; :func:`spectral.metrics.one_nn_accuracy`, subsampled above :data:`QUALITY_REFERENCES` /
     :data:`QUALITY_QUERIES`) and, for classifiers, the accuracy of their labels on those held-out points."""
-    from storage import layout
-    from storage.arrays import read_labels, read_rows_at
-    from storage.embedding_io import read_output
-    from storage.store import as_group, has_node
+    from eigenflow.storage import layout
+    from eigenflow.storage.arrays import read_labels, read_rows_at
+    from eigenflow.storage.embedding_io import read_output
+    from eigenflow.storage.store import as_group, has_node
 
     y = read_labels(store)
     group = as_group(store, "r")
@@ -50,7 +50,7 @@ def quality(store: Store, run: str, method: str) -> dict[str, float]:
     queries = np.sort(rng.choice(queries, min(queries.size, QUALITY_QUERIES), replace=False))
     references = np.sort(rng.choice(references, min(references.size, QUALITY_REFERENCES), replace=False))
     Z_ref, Z_query = (read_rows_at(store, layout.embedding_path(run), rows) for rows in (references, queries))
-    from spectral.metrics import one_nn_accuracy  # scikit-learn: imported only for a run that has these figures
+    from eigenflow.spectral.metrics import one_nn_accuracy  # scikit-learn: imported only for a run that has these figures
 
     out = {"heldout_1nn_accuracy": one_nn_accuracy(Z_ref, y[references], Z_query, y[queries]),
            "n_heldout_labeled": int(queries.size)}
@@ -113,9 +113,9 @@ def plot_rows(n: int) -> np.ndarray:
 def embedding_png(store: Store, run: str, title: str | None = None) -> bytes:
     """:func:`plot_embedding` of the :func:`plot_rows` of ``embeddings/<run>`` (only those rows are read), with the
     store's labels and the run's hold-out; ``title`` (default: the run)."""
-    from storage import layout
-    from storage.arrays import read_labels, read_rows_at, x_shape
-    from storage.store import as_group, has_node
+    from eigenflow.storage import layout
+    from eigenflow.storage.arrays import read_labels, read_rows_at, x_shape
+    from eigenflow.storage.store import as_group, has_node
 
     n = x_shape(store)[0]
     rows = plot_rows(n)

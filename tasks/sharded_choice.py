@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectral.errors import ParameterError
-from spectral.placement import smallest_memory_limit
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.placement import smallest_memory_limit
 
-from tasks.laplacian_eigenmaps import METHOD
+from eigenflow.tasks.laplacian_eigenmaps import METHOD
 
 #: What the sharded path supports (:func:`check_sharded`): Laplacian eigenmaps of a kNN graph, symmetric
 #: normalization (any ``holdout``).
@@ -32,7 +32,7 @@ def check_sharded(method: str, params: dict) -> None:
 def single_process_knn_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
     """Memory of the single-process kNN stage: X (n, d) read, an NN-descent index of it
     (:func:`spectral.neighbours.index.nndescent_index_bytes`) and the graph written (n, k) int64 + float32."""
-    from spectral.neighbours.index import nndescent_index_bytes
+    from eigenflow.spectral.neighbours.index import nndescent_index_bytes
 
     return n * d * itemsize + nndescent_index_bytes(n, d, k, itemsize) + n * k * 12
 

@@ -79,20 +79,20 @@ from typing import Any
 
 import numpy as np
 
-from spectral._validation import check_random_state, seed_int
-from spectral.errors import InputDataError
-from spectral.placement import item, shared_value
-from storage import layout
-from storage.arrays import chunk_rows, read_X, row_chunks, x_shape
-from storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
-from storage.embedding_io import create_output, has_output, read_output, write_output_block
-from storage.errors import StoreFormatError
-from storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
-from storage.models import create_model, finish_model, write_model_rows
-from storage.store import Store
+from eigenflow.spectral._validation import check_random_state, seed_int
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.spectral.placement import item, shared_value
+from eigenflow.storage import layout
+from eigenflow.storage.arrays import chunk_rows, read_X, row_chunks, x_shape
+from eigenflow.storage.checksums import check_intact, completed_row_chunks, record_checksums, record_chunk
+from eigenflow.storage.embedding_io import create_output, has_output, read_output, write_output_block
+from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.graph_io import create_knn, read_knn_attrs, read_knn_rows, write_knn_block
+from eigenflow.storage.models import create_model, finish_model, write_model_rows
+from eigenflow.storage.store import Store
 
-from tasks.fit_set import FIT_ROWS, IN_FIT, FitRows, fit_X, held_out_rows, read_fit_rows, write_in_fit
-from tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
+from eigenflow.tasks.fit_set import FIT_ROWS, IN_FIT, FitRows, fit_X, held_out_rows, read_fit_rows, write_in_fit
+from eigenflow.tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
 
 
 #: The row partition of the sharded path (:data:`spectral.neighbours.sharded.SHARD_PARTITIONS`): the kNN shards and the
@@ -124,9 +124,9 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
     Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
     the fit rows inside a shard.
     """
-    from spectral.neighbours.part_assembly import parts_digest
-    from spectral.neighbours.sharded_duplicates import repeated_positions
-    from spectral.neighbours.sharded import build_shard_indexes, shard_graph_futures
+    from eigenflow.spectral.neighbours.part_assembly import parts_digest
+    from eigenflow.spectral.neighbours.sharded_duplicates import repeated_positions
+    from eigenflow.spectral.neighbours.sharded import build_shard_indexes, shard_graph_futures
 
     n, _ = x_shape(store)
     # the draw makes an (n,) mask: on a worker (only the held-out rows come back)
@@ -182,8 +182,8 @@ def _query_held_out(store: Store, run: str, client: Any, sharded: Any, fit: FitR
     ``graph/knn`` part of those rows (as :func:`write_knn_chunk` takes it: their ``k`` nearest fit points), the
     futures of the candidate writes, the number of candidates ``kc`` (0
     without held-out rows) and futures of the number of (row, shard) searches per block."""
-    from spectral.embedding.out_of_sample import candidate_count
-    from spectral.neighbours.sharded_query import query_shard_indexes
+    from eigenflow.spectral.embedding.out_of_sample import candidate_count
+    from eigenflow.spectral.neighbours.sharded_query import query_shard_indexes
 
     held = fit.left_out
     if not held.size:
@@ -333,7 +333,7 @@ def _rows_of(positions: np.ndarray, fit: FitRows) -> np.ndarray:
 
 def _inside_counts(block: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tuple[int, int]:
     """Task: ``(inside, total)`` neighbours of a shard's kNN block that lie in the shard (rows ``rows``)."""
-    from spectral.neighbours.partition import inside_counts
+    from eigenflow.spectral.neighbours.partition import inside_counts
 
     return inside_counts(block[0], rows)
 
@@ -381,7 +381,7 @@ def write_model_from_shards(store: Store, run: str, client: Any, op: Any, embedd
 def _model_columns(distances: np.ndarray, params: dict) -> np.ndarray:
     """Task: ``(n_p, 2)`` the model's weight scale and radius (k-th neighbour distance) of each row of a shard,
     from its kNN distances ``(n_p, k)`` and the resolved weight parameters (``WeightParams`` attributes)."""
-    from spectral.graph.weights import WeightParams, scales_of
+    from eigenflow.spectral.graph.weights import WeightParams, scales_of
 
     return np.column_stack([scales_of(distances, WeightParams.from_attrs(params)), distances[:, -1]])
 
@@ -417,13 +417,13 @@ def solve_sharded_eigenmaps(store: Store, run: str, client: Any, *, n_components
                             random_state: int | None) -> dict[str, Any]:
     """The ``eigensolve`` stage of the sharded path (weights included), driven from the calling process with
     ``client`` (see the module docstring). Writes ``models/<run>``."""
-    from spectral.eigen.distributed import DistributedLaplacian
-    from spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
-    from spectral.embedding.out_of_sample import LaplacianEigenmapsModel
-    from spectral.graph.weights import WeightParams
-    from spectral.neighbours.part_assembly import assemble_parts, parts_digest
+    from eigenflow.spectral.eigen.distributed import DistributedLaplacian
+    from eigenflow.spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
+    from eigenflow.spectral.embedding.out_of_sample import LaplacianEigenmapsModel
+    from eigenflow.spectral.graph.weights import WeightParams
+    from eigenflow.spectral.neighbours.part_assembly import assemble_parts, parts_digest
 
-    from spectral.neighbours.partition import bisection_partition_blocks
+    from eigenflow.spectral.neighbours.partition import bisection_partition_blocks
 
     knn_attrs = read_knn_attrs(store)
     if knn_attrs.get("run") != run:

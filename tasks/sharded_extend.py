@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from spectral._validation import check_random_state
-from storage.arrays import read_X, row_chunks
-from storage.errors import StoreFormatError
-from storage.manifest import read_manifest
-from storage.store import Store
+from eigenflow.spectral._validation import check_random_state
+from eigenflow.storage.arrays import read_X, row_chunks
+from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.manifest import read_manifest
+from eigenflow.storage.store import Store
 
-from tasks.fit_set import fit_X
-from tasks.sharded_eigenmaps import PARTITION, create_candidates, write_candidates_chunk
+from eigenflow.tasks.fit_set import fit_X
+from eigenflow.tasks.sharded_eigenmaps import PARTITION, create_candidates, write_candidates_chunk
 
 
 def sharded_fit_record(store: Store, run: str) -> dict | None:
@@ -44,9 +44,9 @@ def extend_plan(model_store: Store, model_run: str) -> dict[str, Any]:
     """Task (on a worker): what the shard indexes of the model need: its fit rows (as :class:`tasks.fit_set.FitRows`:
     the rows left out, no (n_fit,) array for the driver), the kNN parameters it was fitted with and its number of
     candidates. Refuses a model without a candidates map."""
-    from storage.arrays import x_shape
-    from tasks.fit_set import FitRows
-    from tasks.fitted_model import load_fitted
+    from eigenflow.storage.arrays import x_shape
+    from eigenflow.tasks.fit_set import FitRows
+    from eigenflow.tasks.fitted_model import load_fitted
 
     _, model, rows = load_fitted(model_store, model_run, with_index=False)
     if not hasattr(model, "transform_candidates"):
@@ -60,8 +60,8 @@ def write_extend_candidates(model_store: Store, model_run: str, out_store: Store
                             n_shards: int | None) -> dict[str, Any]:
     """Write the candidate fit points of every row of ``out_store`` (see the module docstring); ``n_shards``: the
     embed run's (None: from the cluster and the data size). Returns sizes and timings."""
-    from spectral.neighbours.sharded import build_shard_indexes
-    from spectral.neighbours.sharded_query import query_shard_indexes
+    from eigenflow.spectral.neighbours.sharded import build_shard_indexes
+    from eigenflow.spectral.neighbours.sharded_query import query_shard_indexes
 
     t0 = time.perf_counter()
     plan = client.submit(extend_plan, model_store, model_run, pure=False).result()

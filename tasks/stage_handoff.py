@@ -36,8 +36,8 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from spectral.placement import this_worker
-from tasks._priority import SIDE_WORK_NICENESS, lower_thread_priority
+from eigenflow.spectral.placement import this_worker
+from eigenflow.tasks._priority import SIDE_WORK_NICENESS, lower_thread_priority
 
 #: attrs key of a stored array group holding the token of the handoff it was written with
 TOKEN_ATTR = "handoff"
@@ -158,7 +158,7 @@ def take_pending(ref: dict[str, str] | None) -> tuple[dict[str, Any], Background
 def check_written(ref: dict[str, str], stored_attrs: dict, what: str) -> None:
     """After a joined background write: the store holds what was written from the arrays of ``ref``."""
     if stored_attrs.get(TOKEN_ATTR) != ref.get("token"):
-        from storage.errors import StoreFormatError
+        from eigenflow.storage.errors import StoreFormatError
 
         raise StoreFormatError(f"{what} was replaced while this run wrote it (handoff token "
                                f"{stored_attrs.get(TOKEN_ATTR)!r}, not {ref.get('token')!r}); run the flow again")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tasks._warm_up import start_warm_up
+from eigenflow.tasks._warm_up import start_warm_up
 
 #: Environment variable of the worker processes: ``"<worker name>:<dtypes, comma-separated>"``.
 WARM_AT_START_ENV = "EIGENFLOW_WARM_AT_START"

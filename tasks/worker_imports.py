@@ -23,13 +23,13 @@ import pynndescent  # noqa: F401  (scikit-learn's estimators come with it)
 import scipy.sparse  # noqa: F401
 import zarr  # noqa: F401
 
-import spectral.neighbours.index  # noqa: F401
-import tasks._warm_up  # noqa: F401
-import tasks.early_fit  # noqa: F401
-import tasks.laplacian_eigenmaps  # noqa: F401
-import tasks.warm_up_preload  # noqa: F401
-import tasks.worker_exit  # noqa: F401
-import tasks.worker_signals  # noqa: F401
+import eigenflow.spectral.neighbours.index  # noqa: F401
+import eigenflow.tasks._warm_up  # noqa: F401
+import eigenflow.tasks.early_fit  # noqa: F401
+import eigenflow.tasks.laplacian_eigenmaps  # noqa: F401
+import eigenflow.tasks.warm_up_preload  # noqa: F401
+import eigenflow.tasks.worker_exit  # noqa: F401
+import eigenflow.tasks.worker_signals  # noqa: F401
 
 
 def _end_at_once() -> None:

@@ -21,7 +21,7 @@ import numba  # noqa: E402                          # inherited by the forked wo
 
 numba.config.THREADING_LAYER = "workqueue"  # in case numba was imported before (e.g. by a preloaded package)
 
-from tasks._worker import WARM_DTYPES_ENV, warm_nndescent  # noqa: E402
+from eigenflow.tasks._worker import WARM_DTYPES_ENV, warm_nndescent  # noqa: E402
 
 #: Seconds the compile took in the server process.
 WARM_SECONDS = warm_nndescent(tuple(os.environ.get(WARM_DTYPES_ENV, "float32").split(",")))

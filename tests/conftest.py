@@ -18,7 +18,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
 import pytest  # noqa: E402
 
 _HOME = Path(__file__).resolve().parents[1] / ".eigenflow-home"
-from spectral.neighbours.jit_cache import numba_cache_dir  # noqa: E402  (numba-free: only the cache's path)
+from eigenflow.spectral.neighbours.jit_cache import numba_cache_dir  # noqa: E402  (numba-free: only the cache's path)
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_cache_dir()))  # as the CLI: beside eigenflow's own kernels
 os.environ.setdefault("PREFECT_HOME", str(_HOME / "prefect-tests"))
@@ -47,7 +47,7 @@ def prefect_harness():
     The tests that read the server's records filter them by their own flow runs."""
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows._prefect_start import quiet_prefect
+    from eigenflow.flows._prefect_start import quiet_prefect
 
     with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
         yield
@@ -84,7 +84,7 @@ def pytest_configure(config):
     """The local Dask workers of this test process are forks of one server that compiled pynndescent at the
     session's start (:func:`flows._local_workers.fork_warm_workers`), instead of fresh processes that each compile it
     (35-80 s per worker on 2 cores; the 4-worker sharded cluster spent ~105 s of its first run compiling)."""
-    from flows._local_workers import fork_warm_workers
+    from eigenflow.flows._local_workers import fork_warm_workers
 
     fork_warm_workers()
 

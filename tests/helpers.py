@@ -104,7 +104,7 @@ def prefect_server_process(home: Path, *, scheduler_loop_seconds: float | None =
     import sys
     import time
 
-    from flows._prefect_start import api_answers
+    from eigenflow.flows._prefect_start import api_answers
 
     port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",

@@ -26,6 +26,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The one top-level import name of the installed project: the repository's folders are its subpackages.
+PACKAGE = "eigenflow"
+#: The repository's package folders (installed as ``eigenflow.<folder>``).
+FOLDERS = ("spectral", "storage", "tasks", "flows")
 
 #: layer -> top-level packages it must never import
 FORBIDDEN = {
@@ -35,17 +39,24 @@ FORBIDDEN = {
 }
 
 
+def _layer_of(module: str) -> str:
+    """The package an import reaches: ``eigenflow.spectral.x`` -> ``spectral``; another project's top level."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == PACKAGE and len(parts) > 1 else parts[0]
+
+
 def imported_top_levels(path: Path) -> list[tuple[int, str]]:
-    """``(line, top-level package)`` of each absolute import in the module at ``path``."""
+    """``(line, package)`` of each absolute import in the module at ``path`` (for ``eigenflow.<folder>...``, the
+    folder)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+            found += [(node.lineno, _layer_of(alias.name)) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.lineno, node.module.split(".")[0]))
+            found.append((node.lineno, _layer_of(node.module)))
         elif isinstance(node, ast.Call) and _is_dynamic_import(node):
-            found.append((node.lineno, node.args[0].value.split(".")[0]))
+            found.append((node.lineno, _layer_of(node.args[0].value)))
     return found
 
 
@@ -78,6 +89,27 @@ def test_layer_imports_only_downward(layer):
     assert violations(layer) == []
 
 
+def bare_imports(path: Path) -> list[int]:
+    """Lines of ``path`` that import a package folder by its bare name (``import spectral``), which resolves only
+    from the repository's root, never in an installed eigenflow."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else \
+            [node.args[0].value] if isinstance(node, ast.Call) and _is_dynamic_import(node) else []
+        lines += [node.lineno for name in names if name.split(".")[0] in FOLDERS]
+    return lines
+
+
+def test_every_import_names_the_installed_package():
+    """Code, tests and benchmarks import ``eigenflow.<folder>``: one top-level name in site-packages."""
+    bad = [f"{path.relative_to(REPO_ROOT)}:{line}"
+           for top in (*FOLDERS, "tests", "benchmarks") for path in sorted((REPO_ROOT / top).rglob("*.py"))
+           for line in bare_imports(path)]
+    assert bad == []
+
+
 def test_checker_catches_forbidden_imports(tmp_path):
     """The checker itself can fail: plain, dotted, nested and dynamic imports are all seen."""
     src = (
@@ -85,9 +117,9 @@ def test_checker_catches_forbidden_imports(tmp_path):
         "import zarr.storage\n"
         "from prefect import task\n"
         "def f():\n"
-        "    from storage.arrays import read_X\n"
+        "    from eigenflow.storage.arrays import read_X\n"
         "    import importlib\n"
-        "    importlib.import_module('flows.cli')\n"
+        "    importlib.import_module('eigenflow.flows.cli')\n"
         "from . import sibling\n"
     )
     path = tmp_path / "mod.py"
@@ -133,9 +165,10 @@ def module_imports(path: Path, name: str, modules: set[str]) -> set[str]:
     return {m for m in found if m in modules and m != name}
 
 
-def import_graph(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
-    """``{module: modules it imports}`` over every module of ``packages`` under ``root``."""
-    paths = {module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+def import_graph(root: Path, packages: Iterable[str], prefix: str = "") -> dict[str, set[str]]:
+    """``{module: modules it imports}`` over every module of ``packages`` under ``root`` (installed under the
+    package ``prefix``, e.g. ``"eigenflow."``)."""
+    paths = {prefix + module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
     modules = set(paths)
     return {name: module_imports(path, name, modules) for name, path in paths.items()}
 
@@ -184,8 +217,8 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle_between_modules():
-    graph = import_graph(REPO_ROOT, CYCLE_FREE)
-    assert len(graph) > 100 and "spectral.placement" in graph
+    graph = import_graph(REPO_ROOT, CYCLE_FREE, prefix=f"{PACKAGE}.")
+    assert len(graph) > 100 and "eigenflow.spectral.placement" in graph
     cycles = find_cycles(graph)
     assert cycles == [], "modules that import each other in a circle:\n" + "\n".join(
         " <-> ".join(cycle) for cycle in cycles)

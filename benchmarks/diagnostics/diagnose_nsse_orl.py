@@ -24,8 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (spectral)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ (reproduce_nsse)
 import reproduce_nsse as R  # noqa: E402
-from spectral.methods.nsse import NSSE  # noqa: E402
-from spectral.methods.nsse._graphs import class_graphs  # noqa: E402
+from eigenflow.spectral.methods.nsse import NSSE  # noqa: E402
+from eigenflow.spectral.methods.nsse._graphs import class_graphs  # noqa: E402
 
 SEED_BASE = {("orl", 3): 3000, ("orl", 4): 4000, ("orl", 5): 5000, ("coil20", 5): 0, ("coil20", 10): 1000,
              ("coil20", 15): 2000}
@@ -68,7 +68,7 @@ def nsse_err(X, y, tr, te, dims, mu1, mu2, m3, k=R.N_NEIGHBORS, bw=1.0, ridge=1e
 
 
 def lfda_err(X, y, tr, te, dims, per_class):
-    from spectral.methods.discriminant import LFDA
+    from eigenflow.spectral.methods.discriminant import LFDA
 
     est = LFDA(max(dims), n_neighbors=min(3, per_class - 1), mode="linear", regularization="pca", pca_variance=1.0).fit(X[tr], y[tr])
     return R.nested_errors(est, X, y, tr, te, dims)

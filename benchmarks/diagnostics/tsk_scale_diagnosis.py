@@ -35,13 +35,13 @@ from scipy.sparse.csgraph import connected_components  # noqa: E402
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 from sklearn.semi_supervised import LabelSpreading  # noqa: E402
 
-from spectral.datasets import make_swiss_roll_lifted  # noqa: E402
-from spectral.errors import ParameterError  # noqa: E402
-from spectral.neighbours.index import KNNIndex  # noqa: E402
-from spectral.methods.spectral_kernels import resolve_n_neighbors, spectral_basis  # noqa: E402
-from spectral.methods.spectral_kernels.scores import class_matrix  # noqa: E402
-from spectral.methods.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
-from spectral.graph.weights import fit_weight_params, weights_from_params  # noqa: E402
+from eigenflow.spectral.datasets import make_swiss_roll_lifted  # noqa: E402
+from eigenflow.spectral.errors import ParameterError  # noqa: E402
+from eigenflow.spectral.neighbours.index import KNNIndex  # noqa: E402
+from eigenflow.spectral.methods.spectral_kernels import resolve_n_neighbors, spectral_basis  # noqa: E402
+from eigenflow.spectral.methods.spectral_kernels.scores import class_matrix  # noqa: E402
+from eigenflow.spectral.methods.spectral_kernels.lp import solve_spectrum_lp  # noqa: E402
+from eigenflow.spectral.graph.weights import fit_weight_params, weights_from_params  # noqa: E402
 
 ALPHA = 0.99
 #: (name, constraint, eta, trivial pair kept)

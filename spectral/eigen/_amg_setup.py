@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._sparse import row_blocks, row_of_entries
+from eigenflow.spectral._sparse import row_blocks, row_of_entries
 
 #: The pyamg options this module reproduces (those of ``lobpcg.DEFAULT_AMG_OPTIONS``).
 LEAN_OPTIONS = {"smooth": ("jacobi", {"weighting": "local"}), "strength": None, "keep": False}

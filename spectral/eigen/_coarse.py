@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._sparse import spd_lu
-from spectral.eigen.dispatch import eigensolve
+from eigenflow.spectral._sparse import spd_lu
+from eigenflow.spectral.eigen.dispatch import eigensolve
 
 
 def coarse_pencil(*pieces: tuple[sp.csr_matrix, sp.csr_matrix]) -> tuple[sp.csr_matrix, sp.csr_matrix, int]:

@@ -27,7 +27,7 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.sparse.linalg import lobpcg
 
-from spectral.eigen._block_amg import BlockVCycle
+from eigenflow.spectral.eigen._block_amg import BlockVCycle
 
 # The coarsest level used must have at least this many nodes per wanted eigenpair.
 COARSE_MIN_FACTOR = 10

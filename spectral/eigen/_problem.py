@@ -8,8 +8,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from spectral._sparse import max_asymmetry
-from spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral._sparse import max_asymmetry
+from eigenflow.spectral.errors import InputDataError, ParameterError
 
 # Relative asymmetry ||A - A^T||_max / ||A||_max tolerated in explicit matrices (round-off of products).
 SYMMETRY_RTOL = 1e-8

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-from spectral._sparse import row_blocks
+from eigenflow.spectral._sparse import row_blocks
 
 
 def rcm_permutation(A: sp.spmatrix) -> np.ndarray:

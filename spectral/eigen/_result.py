@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from spectral.eigen.signs import sign_flip
-from spectral.errors import ConvergenceError
+from eigenflow.spectral.eigen.signs import sign_flip
+from eigenflow.spectral.errors import ConvergenceError
 
 # Default relative tolerance on the normwise backward error r_i / (||A|| + |lambda_i| ||B||) when the
 # caller gives no ``tol``: 1e-6 is well above what dense eigh reaches (~1e-15) and below what any

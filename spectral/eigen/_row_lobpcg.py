@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
-from spectral.eigen._tsqr import orthonormal
-from spectral.errors import ConvergenceError
+from eigenflow.spectral.eigen._tsqr import orthonormal
+from eigenflow.spectral.errors import ConvergenceError
 
 #: TSQR columns of the search block with ``|R_jj|`` at most this fraction of its largest are dropped
 #: (a rank-deficient block) ...

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral.eigen import _tsqr
-from spectral.eigen._result import RawPairs, conclude, pair_order
-from spectral.eigen._row_lobpcg import _Blocks, _residual_squares
+from eigenflow.spectral.eigen import _tsqr
+from eigenflow.spectral.eigen._result import RawPairs, conclude, pair_order
+from eigenflow.spectral.eigen._row_lobpcg import _Blocks, _residual_squares
 
 
 def finalize_row_parts(op, raw: RawPairs, problem, solver: str = "lobpcg"):

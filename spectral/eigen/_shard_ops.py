@@ -27,11 +27,11 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._sparse import row_of_entries
-from spectral.eigen import _reorder
-from spectral.graph.sharded import Shard
-from spectral.neighbours.partition import bisection_partition_array
-from spectral.placement import split_by_owner
+from eigenflow.spectral._sparse import row_of_entries
+from eigenflow.spectral.eigen import _reorder
+from eigenflow.spectral.graph.sharded import Shard
+from eigenflow.spectral.neighbours.partition import bisection_partition_array
+from eigenflow.spectral.placement import split_by_owner
 
 
 #: Bytes per float64 entry (the traffic counters of :mod:`.distributed`).
@@ -101,8 +101,8 @@ def take_rows(block: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def shard_with_preconditioner(shard: Shard, shift: float, amg_options) -> Shard:
     """The shard plus the block V-cycle of pyamg's hierarchy of its diagonal block ``L_ii + shift I`` (and the
     hierarchy's aggregation operators, for :func:`shard_coarse_basis`)."""
-    from spectral.eigen._block_amg import BlockVCycle
-    from spectral.eigen.lobpcg import DEFAULT_AMG_OPTIONS, amg_hierarchy
+    from eigenflow.spectral.eigen._block_amg import BlockVCycle
+    from eigenflow.spectral.eigen.lobpcg import DEFAULT_AMG_OPTIONS, amg_hierarchy
 
     lo, hi = shard.own
     diag_block = sp.csr_matrix(shard.L[:, lo:hi])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral.eigen import _shard_ops
-from spectral.placement import item
+from eigenflow.spectral.eigen import _shard_ops
+from eigenflow.spectral.placement import item
 
 
 def orthonormal(client, parts: list, workers: list, *, columns=None, select=None) -> tuple[list, np.ndarray]:

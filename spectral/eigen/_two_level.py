@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral._validation import check_random_state, seed_int
-from spectral.eigen import _coarse, _shard_ops
-from spectral.eigen._shard_ops import FLOAT_BYTES
-from spectral.eigen._tsqr import orthonormal
-from spectral.errors import ParameterError
-from spectral.placement import item
-from spectral.placement import least_loaded_worker, shape_of
+from eigenflow.spectral._validation import check_random_state, seed_int
+from eigenflow.spectral.eigen import _coarse, _shard_ops
+from eigenflow.spectral.eigen._shard_ops import FLOAT_BYTES
+from eigenflow.spectral.eigen._tsqr import orthonormal
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.placement import item
+from eigenflow.spectral.placement import least_loaded_worker, shape_of
 
 
 def add_coarse_correction(op, shift: float) -> None:

@@ -25,9 +25,9 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh, splu
 
-from spectral.eigen._problem import gershgorin_bounds, is_explicit
-from spectral.eigen._result import RawPairs
-from spectral.errors import ParameterError
+from eigenflow.spectral.eigen._problem import gershgorin_bounds, is_explicit
+from eigenflow.spectral.eigen._result import RawPairs
+from eigenflow.spectral.errors import ParameterError
 
 # Relative margin below the spectrum for the default shift (scikit-learn uses sigma = -1e-5 on Laplacians).
 SHIFT_MARGIN = 1e-5

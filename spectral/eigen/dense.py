@@ -11,8 +11,8 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from spectral.eigen._result import RawPairs
-from spectral.errors import NotPositiveDefiniteError, ParameterError
+from eigenflow.spectral.eigen._result import RawPairs
+from eigenflow.spectral.errors import NotPositiveDefiniteError, ParameterError
 
 # Largest n materialized densely: an (n, n) float64 matrix of 15,000 rows is 1.8 GB.
 DENSE_MAX_N = 15_000

@@ -7,11 +7,11 @@ import importlib
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._validation import check_choice, check_float, check_int, check_random_state
-from spectral.eigen import generalized
-from spectral.eigen._problem import Problem, check_matrix, check_n_components, norm_bound
-from spectral.eigen._result import EigenResult, RawPairs, finalize
-from spectral.errors import ParameterError
+from eigenflow.spectral._validation import check_choice, check_float, check_int, check_random_state
+from eigenflow.spectral.eigen import generalized
+from eigenflow.spectral.eigen._problem import Problem, check_matrix, check_n_components, norm_bound
+from eigenflow.spectral.eigen._result import EigenResult, RawPairs, finalize
+from eigenflow.spectral.errors import ParameterError
 
 #: The one registry of eigensolvers: name -> what ``A`` must be. "matrix": the entries of A (dense, sparse or
 #: an operator that ``"auto"`` / ``"dense"`` may densify); "operator": only products ``A @ V`` (any
@@ -91,7 +91,7 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
     solver = check_choice("solver", solver, SOLVERS)
     which = check_choice("which", which, ("smallest", "largest"))
     if solver == "nystrom":
-        from spectral.eigen.nystrom import eigensolve_nystrom
+        from eigenflow.spectral.eigen.nystrom import eigensolve_nystrom
 
         return eigensolve_nystrom(A, n_components, which=which, tol=tol, random_state=random_state,
                                   raise_on_failure=raise_on_failure, **solver_options)
@@ -144,7 +144,7 @@ def _auto(A, n: int, which: str, reduce_B: bool, generalized: bool, k, options: 
     (k >= n, or n < 5 x LOBPCG's block); LOBPCG (AMG) for the smallest pairs of a sparse A; the randomized solver for a
     standard problem; ARPACK for a large generalized one (the randomized solver handles B = I only).
     """
-    from spectral.eigen.lobpcg import accepts as lobpcg_accepts
+    from eigenflow.spectral.eigen.lobpcg import accepts as lobpcg_accepts
 
     iterative_k = isinstance(k, (int, np.integer)) and not isinstance(k, bool) and 1 <= int(k) <= n - 1
     if n <= AUTO_DENSE_MAX_N or reduce_B or not iterative_k or not lobpcg_accepts(n, int(k), options):
@@ -158,7 +158,7 @@ def _auto(A, n: int, which: str, reduce_B: bool, generalized: bool, k, options: 
 
 def _solve_reduced(problem: Problem, options) -> EigenResult:
     """CK08 Sect. 3.2: solve ``W^T A W y = lambda y`` with ``W = U_r S_r^{-1/2}`` (range of B)."""
-    from spectral.eigen.dense import solve_dense
+    from eigenflow.spectral.eigen.dense import solve_dense
 
     W = generalized.range_basis(problem.B)
     r = W.shape[1]

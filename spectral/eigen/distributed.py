@@ -43,16 +43,16 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from spectral import placement
-from spectral._validation import check_choice, check_float, check_int, check_workers
-from spectral.eigen import _shard_ops, _two_level
-from spectral.eigen._shard_ops import FLOAT_BYTES
-from spectral.eigen.lobpcg import AMG_SHIFT
-from spectral.errors import InputDataError, ParameterError
-from spectral.graph import sharded as graph_shards
-from spectral.graph.laplacian import check_affinity
-from spectral.graph.sharded import transpose_exchange
-from spectral.placement import is_future, item, scatter_to, shape_of, worker_list, worker_of
+from eigenflow.spectral import placement
+from eigenflow.spectral._validation import check_choice, check_float, check_int, check_workers
+from eigenflow.spectral.eigen import _shard_ops, _two_level
+from eigenflow.spectral.eigen._shard_ops import FLOAT_BYTES
+from eigenflow.spectral.eigen.lobpcg import AMG_SHIFT
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.graph import sharded as graph_shards
+from eigenflow.spectral.graph.laplacian import check_affinity
+from eigenflow.spectral.graph.sharded import transpose_exchange
+from eigenflow.spectral.placement import is_future, item, scatter_to, shape_of, worker_list, worker_of
 
 PARTITIONS = _shard_ops.PARTITIONS
 NORMALIZATIONS = ("symmetric", "random_walk")
@@ -214,7 +214,7 @@ class DistributedLaplacian(LinearOperator):
         :meth:`to_original_order` map the operator's rows back. Use the shards of a locality partition
         (:mod:`spectral.neighbours.partition`).
         """
-        from spectral.graph.weights import resolve_weight_params
+        from eigenflow.spectral.graph.weights import resolve_weight_params
 
         client = active_client(client)
         indices, distances = list(indices), list(distances)

@@ -13,14 +13,14 @@ import time
 
 import numpy as np
 
-from spectral._validation import check_choice, check_float, check_int, check_random_state
-from spectral.eigen import _tsqr
-from spectral.eigen._row_parts import embedding_parts, finalize_row_parts, gather_original_order
-from spectral.eigen.dispatch import eigensolve
-from spectral.eigen.distributed import DistributedLaplacian
-from spectral.eigen.lobpcg import AMG_SHIFT
-from spectral.eigen.signs import sign_flip
-from spectral.errors import DisconnectedGraphError, ParameterError
+from eigenflow.spectral._validation import check_choice, check_float, check_int, check_random_state
+from eigenflow.spectral.eigen import _tsqr
+from eigenflow.spectral.eigen._row_parts import embedding_parts, finalize_row_parts, gather_original_order
+from eigenflow.spectral.eigen.dispatch import eigensolve
+from eigenflow.spectral.eigen.distributed import DistributedLaplacian
+from eigenflow.spectral.eigen.lobpcg import AMG_SHIFT
+from eigenflow.spectral.eigen.signs import sign_flip
+from eigenflow.spectral.errors import DisconnectedGraphError, ParameterError
 
 #: Where LOBPCG's dense (n, b) blocks live: as row parts on the workers, or in the driver (scipy's lobpcg).
 DENSE_WORK = ("row_blocks", "driver")
@@ -129,10 +129,10 @@ def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: boo
     """:func:`._row_lobpcg.row_block_lobpcg` on ``op`` from the row parts ``X0``, its ``k`` pairs finalized on the
     workers (normalized, sorted, sign-fixed, residuals, convergence: :func:`._row_parts.finalize_row_parts`, the
     steps of ``_result.finalize``). Returns ``(EigenResult with vectors=None, row parts (n_i, k))``."""
-    from spectral.eigen._problem import Problem
-    from spectral.eigen._result import DEFAULT_RTOL, RawPairs
-    from spectral.eigen._row_lobpcg import row_block_lobpcg
-    from spectral.eigen.lobpcg import DEFAULT_MAX_ITER
+    from eigenflow.spectral.eigen._problem import Problem
+    from eigenflow.spectral.eigen._result import DEFAULT_RTOL, RawPairs
+    from eigenflow.spectral.eigen._row_lobpcg import row_block_lobpcg
+    from eigenflow.spectral.eigen.lobpcg import DEFAULT_MAX_ITER
 
     norm = op.norm_bound()
     tol = None if tol is None else check_float("tol", tol, low=0.0, low_inclusive=False)

@@ -21,9 +21,9 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from spectral.eigen._problem import is_explicit
-from spectral.eigen.dense import to_dense
-from spectral.errors import NotPositiveDefiniteError
+from eigenflow.spectral.eigen._problem import is_explicit
+from eigenflow.spectral.eigen.dense import to_dense
+from eigenflow.spectral.errors import NotPositiveDefiniteError
 
 # Eigenvalues of B below REDUCE_RTOL * max eigenvalue count as zero in the range-of-B reduction.
 REDUCE_RTOL = 1e-10
@@ -39,7 +39,7 @@ def regularize(B, reg: float):
         return (B + reg * sp.identity(B.shape[0], format="csr")).tocsr()
     if isinstance(B, np.ndarray):
         return B + reg * np.eye(B.shape[0])
-    from spectral.operators.linear import IdentityOperator, ScaledSum
+    from eigenflow.spectral.operators.linear import IdentityOperator, ScaledSum
 
     return ScaledSum([B, IdentityOperator(B.shape[0])], [1.0, reg])
 

@@ -52,12 +52,12 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, lobpcg
 from threadpoolctl import threadpool_limits
 
-from spectral._sparse import diagonal_positions
-from spectral.eigen import _multilevel, _reorder
-from spectral.eigen._amg_setup import LEAN_OPTIONS, lean_hierarchy
-from spectral.eigen._block_amg import BlockVCycle, share_transfer_operators
-from spectral.eigen._result import DEFAULT_RTOL, RawPairs
-from spectral.errors import ParameterError
+from eigenflow.spectral._sparse import diagonal_positions
+from eigenflow.spectral.eigen import _multilevel, _reorder
+from eigenflow.spectral.eigen._amg_setup import LEAN_OPTIONS, lean_hierarchy
+from eigenflow.spectral.eigen._block_amg import BlockVCycle, share_transfer_operators
+from eigenflow.spectral.eigen._result import DEFAULT_RTOL, RawPairs
+from eigenflow.spectral.errors import ParameterError
 
 # scikit-learn's diagonal shift before building the AMG hierarchy (see sklearn/manifold/_spectral_embedding.py).
 AMG_SHIFT = 1e-5

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral._arrays import is_dask, take_rows
-from spectral._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
-from spectral.eigen._result import EigenResult
-from spectral.eigen.signs import sign_flip
-from spectral.errors import ConvergenceError, ParameterError
-from spectral.operators.nystrom_features import DEFAULT_CHUNK_ROWS, DEFAULT_LANDMARKS, NystromFeatures, nystrom_eigh
+from eigenflow.spectral._arrays import is_dask, take_rows
+from eigenflow.spectral._validation import check_array_2d, check_choice, check_float, check_int, check_random_state
+from eigenflow.spectral.eigen._result import EigenResult
+from eigenflow.spectral.eigen.signs import sign_flip
+from eigenflow.spectral.errors import ConvergenceError, ParameterError
+from eigenflow.spectral.operators.nystrom_features import DEFAULT_CHUNK_ROWS, DEFAULT_LANDMARKS, NystromFeatures, nystrom_eigh
 
 DEFAULT_RESIDUAL_ROWS = 200
 

@@ -27,9 +27,9 @@ import numpy as np
 import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
-from spectral.eigen._problem import gershgorin_bounds, is_explicit
-from spectral.eigen._result import DEFAULT_RTOL, RawPairs
-from spectral.errors import ParameterError
+from eigenflow.spectral.eigen._problem import gershgorin_bounds, is_explicit
+from eigenflow.spectral.eigen._result import DEFAULT_RTOL, RawPairs
+from eigenflow.spectral.errors import ParameterError
 
 DEFAULT_MAX_ITER = 300
 # Oversampling p - k: HMT recommend 5-10; 10 extra columns also separate the filter cut from lambda_k.

@@ -3,6 +3,6 @@
 ``eigen_solver="nystrom"`` variant on the fully connected heat kernel).
 """
 
-from spectral.embedding.eigenmaps import LaplacianEigenmaps, laplacian_eigenmaps_from_graph
+from eigenflow.spectral.embedding.eigenmaps import LaplacianEigenmaps, laplacian_eigenmaps_from_graph
 
 __all__ = ["LaplacianEigenmaps", "laplacian_eigenmaps_from_graph"]

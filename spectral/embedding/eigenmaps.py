@@ -25,17 +25,17 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind,
+from eigenflow.spectral._transformer import EmbeddingTransformerMixin
+from eigenflow.spectral._validation import (check_choice, check_fitted_X, check_int, check_random_state, check_state_kind,
                                   clip_int, validate_X)
-from spectral.eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
-from spectral.embedding.out_of_sample import STATE_VERSION, LaplacianEigenmapsModel
-from spectral.errors import DisconnectedGraphError, ParameterError
-from spectral.graph.laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
-from spectral.graph.weights import SYMMETRIZATIONS, WEIGHTINGS, fit_weight_params
-from spectral.graph.weights import weights_from_params
-from spectral.neighbours.index import METHODS as KNN_METHODS
-from spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
+from eigenflow.spectral.embedding.out_of_sample import STATE_VERSION, LaplacianEigenmapsModel
+from eigenflow.spectral.errors import DisconnectedGraphError, ParameterError
+from eigenflow.spectral.graph.laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
+from eigenflow.spectral.graph.weights import SYMMETRIZATIONS, WEIGHTINGS, fit_weight_params
+from eigenflow.spectral.graph.weights import weights_from_params
+from eigenflow.spectral.neighbours.index import METHODS as KNN_METHODS
+from eigenflow.spectral.neighbours.index import KNNIndex
 
 #: eigen_solver choices of the estimator: every solver of spectral.eigen (the registry, not a copy)
 EIGEN_SOLVERS = SOLVERS
@@ -273,7 +273,7 @@ class LaplacianEigenmaps(EmbeddingTransformerMixin, BaseEstimator):
 
     def _fit_nystrom(self, X, dist, rng, n_components, index):
         """The fully connected heat-kernel variant (see :mod:`spectral.embedding.nystrom_eigenmaps`)."""
-        from spectral.embedding.nystrom_eigenmaps import nystrom_eigenmaps
+        from eigenflow.spectral.embedding.nystrom_eigenmaps import nystrom_eigenmaps
 
         sigma = fit_weight_params(dist, weighting="heat")[0].sigma  # mean kNN distance
         embedding, eigenvalues, model, info = nystrom_eigenmaps(
@@ -314,7 +314,7 @@ class LaplacianEigenmaps(EmbeddingTransformerMixin, BaseEstimator):
     @classmethod
     def from_state(cls, arrays: dict, attrs: dict) -> LaplacianEigenmaps:
         """Inverse of :meth:`to_state`: ``transform`` gives bit-identical results (``affinity_matrix_`` is None)."""
-        from spectral.embedding.nystrom_eigenmaps import NystromEigenmapsModel
+        from eigenflow.spectral.embedding.nystrom_eigenmaps import NystromEigenmapsModel
 
         check_state_kind(attrs, ESTIMATOR_STATE_KIND, STATE_VERSION, "estimator state")
         est = cls(**attrs["params"])

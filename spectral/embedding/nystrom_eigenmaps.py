@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral._validation import check_state_kind
-from spectral.eigen import eigensolve, sign_flip
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.index import KNNIndex
-from spectral.operators.linear import DiagonalOperator, LowRankOperator, ScaledSum
-from spectral.operators.nystrom_features import DEFAULT_LANDMARKS, NystromFeatures
+from eigenflow.spectral._validation import check_state_kind
+from eigenflow.spectral.eigen import eigensolve, sign_flip
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.operators.linear import DiagonalOperator, LowRankOperator, ScaledSum
+from eigenflow.spectral.operators.nystrom_features import DEFAULT_LANDMARKS, NystromFeatures
 
 STATE_KIND = "laplacian_eigenmaps_nystrom"
 STATE_VERSION = 2

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._validation import check_state_kind
-from spectral.errors import InputDataError, ParameterError
-from spectral.graph.weights import WeightParams, query_weights
-from spectral.neighbours.index import KNNIndex, check_knn_graph
+from eigenflow.spectral._validation import check_state_kind
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.graph.weights import WeightParams, query_weights
+from eigenflow.spectral.neighbours.index import KNNIndex, check_knn_graph
 
 #: A new point is weighted against its CANDIDATE_FACTOR * k nearest training points: its own k neighbours
 #: plus the training points whose k-th-neighbour radius it falls into (see spectral.graph.weights.query_weights).

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from spectral.neighbours.jit_cache import cached_njit
+from eigenflow.spectral.neighbours.jit_cache import cached_njit
 
 #: ``op`` codes of :func:`symmetrized_csr`
 OPS = {"or": 0, "and": 1, "mean": 2}

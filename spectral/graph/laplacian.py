@@ -28,9 +28,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
-from spectral._sparse import drop_diagonal, max_asymmetry, row_blocks, row_of_entries
-from spectral._validation import check_choice
-from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
+from eigenflow.spectral._sparse import drop_diagonal, max_asymmetry, row_blocks, row_of_entries
+from eigenflow.spectral._validation import check_choice
+from eigenflow.spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
 
 NORMALIZATIONS = ("unnormalized", "symmetric", "random_walk")
 

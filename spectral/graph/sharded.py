@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._sparse import row_of_entries
-from spectral.errors import InputDataError
-from spectral.graph.laplacian import laplacian_rows
-from spectral.graph.weights import directed_weight_rows, scales_of
-from spectral.placement import worker_of
+from eigenflow.spectral._sparse import row_of_entries
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.spectral.graph.laplacian import laplacian_rows
+from eigenflow.spectral.graph.weights import directed_weight_rows, scales_of
+from eigenflow.spectral.placement import worker_of
 
 
 #: Relative asymmetry max|W - W^T| / max|W| tolerated by ``check_symmetric`` (as graph.laplacian's check).

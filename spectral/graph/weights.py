@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._validation import check_choice, check_float, check_int
-from spectral.errors import InputDataError
-from spectral.neighbours.index import check_knn_graph
+from eigenflow.spectral._validation import check_choice, check_float, check_int
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.spectral.neighbours.index import check_knn_graph
 
 WEIGHTINGS = ("local_scaling", "heat", "binary", "hein_maier")
 SYMMETRIZATIONS = ("or", "and", "mean")
@@ -189,7 +189,7 @@ def symmetrize_weights(A: sp.csr_matrix, symmetrize: str) -> sp.csr_matrix:
     """W (n, n) float64 CSR, zero diagonal, sorted indices, from directed weights ``A`` (square): ``max(A, A^T)``
     ("or"), ``min`` ("and") or the mean ("mean"); compiled (:func:`spectral.graph._weight_kernels.symmetrized_csr`:
     scipy's ``A.maximum(A.T)`` and its conversions took 1.3 s of 2.7 at 1e6 x 15)."""
-    from spectral.graph._weight_kernels import symmetrized_csr
+    from eigenflow.spectral.graph._weight_kernels import symmetrized_csr
 
     A = sp.csr_matrix(A)
     if not A.has_canonical_format:
@@ -205,7 +205,7 @@ def directed_weight_rows(idx: np.ndarray, dist: np.ndarray, params: WeightParams
                          scales: np.ndarray, n: int) -> sp.csr_matrix:
     """Rows ``(m, n)`` of the directed (not yet symmetrized) kNN weight matrix for the points with neighbours
     ``idx`` (m, k) at ``dist`` (m, k) and scales ``row_scales`` (m,); ``scales`` (n,) of every point."""
-    from spectral.graph._weight_kernels import directed_csr
+    from eigenflow.spectral.graph._weight_kernels import directed_csr
 
     m, k = idx.shape
     # int32 column indices when they fit (scipy's own choice; an int64 copy of them is 1.2 GB at 1e7 x 15)

@@ -24,20 +24,23 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from spectral.errors import InputDataError
+from eigenflow.spectral.errors import InputDataError
 
 #: Separator of nested array names (array names in a model store may not contain "/").
 SEP = "__"
 #: Only classes of these packages are restored from a state (a state never names arbitrary code).
 TRUSTED_PREFIX = "spectral."
+#: The package a stored name's module lives in: stored names stay ``spectral.*`` (as stores written by every
+#: version name them), the installed package is ``eigenflow.spectral``.
+PACKAGE_PREFIX = "eigenflow."
 #: The module path a state names a class by, for classes whose defining module has another path: the names written
 #: into stores stay fixed, so that a stored model loads whichever module defines its class.
 STORED_MODULES = {
-    "spectral.operators.nystrom_features": "spectral.nystrom",
-    "spectral.embedding.eigenmaps": "spectral.embedding",
-    "spectral.embedding.out_of_sample": "spectral.embedding_model",
-    "spectral.embedding.nystrom_eigenmaps": "spectral.embedding_nystrom",
-    **{f"spectral.methods.{m}": f"spectral.{m}" for m in (
+    "eigenflow.spectral.operators.nystrom_features": "spectral.nystrom",
+    "eigenflow.spectral.embedding.eigenmaps": "spectral.embedding",
+    "eigenflow.spectral.embedding.out_of_sample": "spectral.embedding_model",
+    "eigenflow.spectral.embedding.nystrom_eigenmaps": "spectral.embedding_nystrom",
+    **{f"eigenflow.spectral.methods.{m}": f"spectral.{m}" for m in (
         "discriminant.estimators", "nsse.nsse", "spectral_kernels.estimators", "graph_kpca.gkpca",
         "graph_kpca.extension", "graph_kpca.lneg", "graph_kpca.multi")},
 }
@@ -85,7 +88,8 @@ def restore_estimator(cls: type, arrays: dict, attrs: dict) -> Any:
 
 def stored_name(cls: type) -> str:
     """``"module:Class"``, the name a state gives ``cls`` (:data:`STORED_MODULES`)."""
-    return f"{STORED_MODULES.get(cls.__module__, cls.__module__)}:{cls.__name__}"
+    module = STORED_MODULES.get(cls.__module__, cls.__module__.removeprefix(PACKAGE_PREFIX))
+    return f"{module}:{cls.__name__}"
 
 
 def _is_json_seed(value: Any) -> bool:
@@ -93,7 +97,7 @@ def _is_json_seed(value: Any) -> bool:
 
 
 def _encode(value: Any, key: str, arrays: dict, where: str) -> Any:
-    from spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.neighbours.index import KNNIndex
 
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -123,7 +127,7 @@ def _encode(value: Any, key: str, arrays: dict, where: str) -> Any:
         if not all(isinstance(k, str) for k in value):
             raise InputDataError(f"{where}: dict keys must be strings; got {sorted(map(repr, value))}")
         return {"$dict": {k: _encode(v, f"{key}{SEP}{k}", arrays, f"{where}.{k}") for k, v in value.items()}}
-    if hasattr(value, "to_state") and type(value).__module__.startswith(TRUSTED_PREFIX):
+    if hasattr(value, "to_state") and type(value).__module__.startswith(PACKAGE_PREFIX + TRUSTED_PREFIX):
         sub_arrays, sub_attrs = value.to_state()
         for k, v in sub_arrays.items():
             arrays[f"{key}{SEP}{k}"] = v
@@ -143,7 +147,7 @@ def _decode(desc: Any, arrays: dict) -> Any:
         kind = sp.csr_array if desc["$sparse"] == "csr_array" else sp.csr_matrix
         return kind((data, indices, indptr), shape=tuple(desc["shape"]))
     if "$knn_index" in desc:
-        from spectral.neighbours.index import KNNIndex
+        from eigenflow.spectral.neighbours.index import KNNIndex
 
         return KNNIndex.rebuild(np.asarray(arrays[desc["points"]]), desc["$knn_index"])
     if "$list" in desc:
@@ -156,7 +160,7 @@ def _decode(desc: Any, arrays: dict) -> Any:
         module, _, name = desc["$state"].partition(":")
         if not module.startswith(TRUSTED_PREFIX):
             raise InputDataError(f"a state may only name eigenflow classes; got {desc['$state']!r}")
-        cls = getattr(importlib.import_module(DEFINING_MODULES.get(module, module)), name)
+        cls = getattr(importlib.import_module(DEFINING_MODULES.get(module, PACKAGE_PREFIX + module)), name)
         prefix = desc["prefix"]
         sub = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
         return cls.from_state(sub, desc["attrs"])

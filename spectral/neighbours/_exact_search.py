@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from spectral.neighbours.jit_cache import cached_njit
+from eigenflow.spectral.neighbours.jit_cache import cached_njit
 
 #: float64 unit roundoff; the lower bounds allow ``4 (d + 4)`` of it relative to their terms
 _U64 = 2.0**-53

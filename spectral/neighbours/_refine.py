@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from spectral.neighbours.jit_cache import cached_njit
+from eigenflow.spectral.neighbours.jit_cache import cached_njit
 
 #: metric codes of the kernel
 METRIC_CODES = {"euclidean": 0, "manhattan": 1, "cosine": 2}

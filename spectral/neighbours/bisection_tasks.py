@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral.errors import InputDataError
+from eigenflow.spectral.errors import InputDataError
 
 #: Rows of a block converted to float64 at a time by :func:`block_moments`, :func:`block_projections` and
 #: :meth:`~spectral.neighbours.partition.Split.projections` (their scratch: ``SLICE_ROWS x d`` x 8 bytes, 32 MB at d =

@@ -42,9 +42,9 @@ import contextlib
 
 import numpy as np
 
-from spectral._arrays import row_bytes, row_hashes
-from spectral.neighbours import _exact_search
-from spectral.neighbours._refine import METRIC_CODES, _refine_rows
+from eigenflow.spectral._arrays import row_bytes, row_hashes
+from eigenflow.spectral.neighbours import _exact_search
+from eigenflow.spectral.neighbours._refine import METRIC_CODES, _refine_rows
 
 #: Rows per leaf of the training points and per block of queries (the float32 products are (block, leaf) tiles).
 #: Measured (2 cores, k = 15, medians of 3, s) for leaves of 64 / 128 / 256 / 512: noisy torus

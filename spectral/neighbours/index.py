@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from spectral._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours._refine import drop_self as _drop_self, refine as _refine
-from spectral.neighbours.exact import ExactIndex
-from spectral.neighbours.jit_cache import compile_report
-from spectral.neighbours.method_choice import (  # noqa: F401 - the two bounds re-exported here
+from eigenflow.spectral._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours._refine import drop_self as _drop_self, refine as _refine
+from eigenflow.spectral.neighbours.exact import ExactIndex
+from eigenflow.spectral.neighbours.jit_cache import compile_report
+from eigenflow.spectral.neighbours.method_choice import (  # noqa: F401 - the two bounds re-exported here
     EXACT_MAX_CELLS, EXACT_MAX_SAMPLES, auto_method)
 
 METHODS = ("auto", "exact", "nndescent")
@@ -293,7 +293,7 @@ def _max_threads() -> int:
 
 
 def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int | None):
-    from spectral.neighbours.nndescent_kernels import CachedNNDescent
+    from eigenflow.spectral.neighbours.nndescent_kernels import CachedNNDescent
 
     threads = _max_threads() if n_jobs is None else min(n_jobs, _max_threads())
     # compressed=False keeps what .query needs; low_memory is pynndescent's default for large data. The NN-descent

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from spectral._validation import check_choice
-from spectral.errors import ParameterError
-from spectral.neighbours.index import METHODS, KNNIndex
+from eigenflow.spectral._validation import check_choice
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.neighbours.index import METHODS, KNNIndex
 
 #: methods of :func:`knn_graph`: those of :class:`KNNIndex` plus "sharded" (a graph, no queryable index)
 GRAPH_METHODS = METHODS + ("sharded",)
@@ -61,7 +61,7 @@ def knn_graph(X: Any, n_neighbors: int, *, method: str = "auto", metric: str = "
     """
     method = check_choice("method", method, GRAPH_METHODS)
     if method == "sharded":
-        from spectral.neighbours.sharded import sharded_knn_graph
+        from eigenflow.spectral.neighbours.sharded import sharded_knn_graph
 
         return sharded_knn_graph(X, n_neighbors, n_shards=n_shards, metric=metric, random_state=random_state,
                                  n_jobs=1 if n_jobs is None else n_jobs)

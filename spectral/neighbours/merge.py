@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from spectral.errors import InputDataError
+from eigenflow.spectral.errors import InputDataError
 
 
 class ShardAnswer(NamedTuple):

@@ -42,7 +42,7 @@ from numba.extending import typeof_impl
 from numba.np.ufunc.parallel import _iget_num_threads
 from pynndescent import distances as _distances
 
-from spectral.neighbours.jit_cache import cached_njit, source_digest
+from eigenflow.spectral.neighbours.jit_cache import cached_njit, source_digest
 
 #: Salt of the cache entries: pynndescent's version and the hash of its sources (compiled into the kernels).
 PYNNDESCENT_SALT = f"pynndescent {pynndescent.__version__} " + source_digest(

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from spectral._validation import check_workers
-from spectral.neighbours.partition import BlockPartition
-from spectral.placement import item, worker_list
+from eigenflow.spectral._validation import check_workers
+from eigenflow.spectral.neighbours.partition import BlockPartition
+from eigenflow.spectral.placement import item, worker_list
 
 
 def split_block(block, labels, n_parts: int, start: int) -> list:

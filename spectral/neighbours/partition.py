@@ -43,10 +43,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from spectral._arrays import row_chunk_futures
-from spectral._validation import check_int
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.bisection_tasks import (SLICE_ROWS, _labels_of, block_assign, block_histograms,
+from eigenflow.spectral._arrays import row_chunk_futures
+from eigenflow.spectral._validation import check_int
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours.bisection_tasks import (SLICE_ROWS, _labels_of, block_assign, block_histograms,
                                                  block_interval_rows, block_moments, block_part_counts,
                                                  block_part_ranges, block_projections, block_right_min,
                                                  block_scatter_products, block_sums, block_tie_rows, combine_moments)

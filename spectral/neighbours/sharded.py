@@ -69,15 +69,15 @@ from typing import Any
 
 import numpy as np
 
-from spectral._arrays import row_chunk_futures
-from spectral._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.index import METRICS, KNNIndex
-from spectral.neighbours.merge import ShardAnswer, add_candidates, merge_candidates, reverse_candidates
-from spectral.neighbours.part_assembly import assemble_parts
-from spectral.neighbours.partition import (BlockPartition, RowPartition, bisection_partition_array,
+from eigenflow.spectral._arrays import row_chunk_futures
+from eigenflow.spectral._validation import check_array_2d, check_choice, check_int, check_random_state, seed_int
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours.index import METRICS, KNNIndex
+from eigenflow.spectral.neighbours.merge import ShardAnswer, add_candidates, merge_candidates, reverse_candidates
+from eigenflow.spectral.neighbours.part_assembly import assemble_parts
+from eigenflow.spectral.neighbours.partition import (BlockPartition, RowPartition, bisection_partition_array,
                                            bisection_partition_blocks, part_distance_bounds)
-from spectral.placement import smallest_memory_limit
+from eigenflow.spectral.placement import smallest_memory_limit
 
 #: Per-shard index methods (``KNNIndex`` methods): "nndescent" (the default) or "exact" (scikit-learn; an
 #: oracle for tests and for shards small enough to search exhaustively).

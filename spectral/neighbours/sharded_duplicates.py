@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from spectral._arrays import repeats_of_earlier, row_bytes, row_chunk_futures, row_hashes
-from spectral._validation import check_int
-from spectral.placement import item, shared_value
+from eigenflow.spectral._arrays import repeats_of_earlier, row_bytes, row_chunk_futures, row_hashes
+from eigenflow.spectral._validation import check_int
+from eigenflow.spectral.placement import item, shared_value
 
 #: The bucket of a hash is taken from its upper bits (the lower bits of the products depend only on the lower
 #: bits of the words).

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from spectral._validation import check_array_2d, check_int
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.merge import ShardAnswer, merge_candidates
-from spectral.neighbours.partition import part_distance_bounds
-from spectral.neighbours.sharded import ShardIndexes, search_rows, within_radius
+from eigenflow.spectral._validation import check_array_2d, check_int
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours.merge import ShardAnswer, merge_candidates
+from eigenflow.spectral.neighbours.partition import part_distance_bounds
+from eigenflow.spectral.neighbours.sharded import ShardIndexes, search_rows, within_radius
 
 
 def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int, *,
@@ -65,7 +65,7 @@ def query_shard_indexes(sharded: ShardIndexes, Q_blocks: list, n_neighbors: int,
         found in any shard has the distance a single index would give it. With ``with_search_counts``: a pair
         ``(answers, counts)``.
     """
-    from spectral.placement import is_future
+    from eigenflow.spectral.placement import is_future
 
     if not isinstance(sharded, ShardIndexes):
         raise ParameterError(f"sharded must be the ShardIndexes of build_shard_indexes; got {type(sharded).__name__}")

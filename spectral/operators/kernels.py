@@ -30,8 +30,8 @@ from typing import Any, Callable
 import numpy as np
 from sklearn.metrics import pairwise
 
-from spectral._validation import check_array_2d, check_choice, check_float, check_int
-from spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral._validation import check_array_2d, check_choice, check_float, check_int
+from eigenflow.spectral.errors import InputDataError, ParameterError
 
 KERNELS = ("linear", "poly", "rbf", "laplacian", "cosine", "sigmoid")
 #: kernels with a Nystrom feature map (positive semi-definite)

@@ -18,9 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from spectral._arrays import is_dask
-from spectral._validation import check_int
-from spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral._arrays import is_dask
+from eigenflow.spectral._validation import check_int
+from eigenflow.spectral.errors import InputDataError, ParameterError
 
 
 class SymmetricOperator(LinearOperator):

@@ -15,10 +15,10 @@ import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 from sklearn.cluster import MiniBatchKMeans, kmeans_plusplus
 
-from spectral._arrays import is_dask, take_rows
-from spectral._validation import check_array_2d, check_choice, check_float, check_int, check_random_state, seed_int
-from spectral.errors import InputDataError, NotPositiveDefiniteError, ParameterError
-from spectral.operators.kernels import PSD_KERNELS, Kernel, kernel_diagonal, make_kernel
+from eigenflow.spectral._arrays import is_dask, take_rows
+from eigenflow.spectral._validation import check_array_2d, check_choice, check_float, check_int, check_random_state, seed_int
+from eigenflow.spectral.errors import InputDataError, NotPositiveDefiniteError, ParameterError
+from eigenflow.spectral.operators.kernels import PSD_KERNELS, Kernel, kernel_diagonal, make_kernel
 
 LANDMARK_METHODS = ("uniform", "kmeans++", "kmeans", "rls")
 # Eigenvalues of K_mm below EIG_FLOOR * max are treated as zero (pseudo-inverse): 1e-10 keeps

@@ -15,9 +15,9 @@ import pytest
 
 anndata = pytest.importorskip("anndata")
 
-from storage import layout  # noqa: E402
-from storage.arrays import read_labels  # noqa: E402
-from storage.store import read_attrs  # noqa: E402
+from eigenflow.storage import layout  # noqa: E402
+from eigenflow.storage.arrays import read_labels  # noqa: E402
+from eigenflow.storage.store import read_attrs  # noqa: E402
 
 from tests.helpers import usps_digits  # noqa: E402
 
@@ -52,8 +52,8 @@ def _knn_accuracy(Z: np.ndarray, hidden: np.ndarray, y: np.ndarray) -> float:
 def test_h5ad_round_trip_with_label_transfer(cells, cluster, prefect_harness, tmp_path):
     from typer.testing import CliRunner
 
-    from flows.cli import app
-    from flows.embed import embed
+    from eigenflow.flows.cli import app
+    from eigenflow.flows.embed import embed
 
     d, adata, y, hidden = cells
     path, store = d / "cells.h5ad", str(tmp_path / "cells.zarr")
@@ -96,10 +96,10 @@ def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells
                                                                            tmp_path, monkeypatch):
     """Stores named relative to the directory of the runs; the export, from another directory, still finds the
     model store (its categories name the labels)."""
-    from flows.embed import embed, extend
-    from storage.anndata_export import export_to_anndata
-    from storage.embedding_io import read_embedding, read_output
-    from storage.manifest import read_manifest
+    from eigenflow.flows.embed import embed, extend
+    from eigenflow.storage.anndata_export import export_to_anndata
+    from eigenflow.storage.embedding_io import read_embedding, read_output
+    from eigenflow.storage.manifest import read_manifest
 
     d, adata, _, _ = cells
     new = adata[::3].copy()  # "another sample": every third cell, with its own obs names
@@ -125,8 +125,8 @@ def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells
 
 
 def test_anndata_options_are_refused_for_other_sources(tmp_path):
-    from flows.embed import check_embed_arguments
-    from spectral.errors import ParameterError
+    from eigenflow.flows.embed import check_embed_arguments
+    from eigenflow.spectral.errors import ParameterError
 
     np.save(tmp_path / "X.npy", np.zeros((10, 2)))
     with pytest.raises(ParameterError, match=r"use_rep selects part of an AnnData source .* \(got use_rep='X_pca'\)"):
@@ -137,7 +137,7 @@ def test_anndata_options_are_refused_for_other_sources(tmp_path):
 def test_served_embed_runs_carry_use_rep_and_labels_obs(cells, tmp_path):
     """``eigenflow serve cells.h5ad STORE --use-rep X_pca --labels-obs cell_type``: every scheduled embed run gets
     both, as ``eigenflow embed`` passes them; the on-demand extend deployment keeps its own parameters."""
-    from flows.serve import deployments
+    from eigenflow.flows.serve import deployments
 
     d, _, _, _ = cells
     embed_deployment, extend_deployment = deployments(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral.datasets import make_swiss_roll_lifted
-from storage.manifest import read_manifest
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.storage.manifest import read_manifest
 
 
 def _artifacts(flow_run_id):
@@ -23,7 +23,7 @@ def _artifacts(flow_run_id):
 
 
 def test_embed_publishes_summary_stages_progress_and_plot(prefect_harness, tmp_path):
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     X, y, _ = make_swiss_roll_lifted(3000, random_state=0)
     np.save(tmp_path / "X.npy", X)

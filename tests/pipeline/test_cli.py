@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spectral.datasets import make_swiss_roll_lifted
-from storage.embedding_io import read_embedding
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.storage.embedding_io import read_embedding
 
 SCRIPT = Path(sys.executable).with_name("eigenflow")
 
 
 def eigenflow(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run ``eigenflow ARGS`` and return the completed process (stdout / stderr as text)."""
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "eigenflow.flows.cli"]
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "COLUMNS": "200"})
 
@@ -89,8 +89,8 @@ def test_embed_extend_info_chain(files):
 def test_embed_and_extend_show_and_record_their_fixed_time(files):
     """The CLI's summary and each run's manifest show where the fixed time went (:mod:`flows._fixed_time`): every
     key, each a non-negative number of seconds; with NN-descent the workers' warm-up ran (``compile`` > 0)."""
-    from flows._fixed_time import FIXED_KEYS
-    from storage.manifest import list_runs, read_manifest
+    from eigenflow.flows._fixed_time import FIXED_KEYS
+    from eigenflow.storage.manifest import list_runs, read_manifest
 
     r = eigenflow("embed", "X.npy", "fixed.zarr", "-p", "knn_method=nndescent", "--workers", "1", "--run-name",
                   "fixed-run", cwd=files)
@@ -113,7 +113,7 @@ def test_embed_and_extend_show_and_record_their_fixed_time(files):
 def test_the_cli_ingests_while_prefect_starts_and_the_flow_does_not_ingest_again(files):
     """With ``--overwrite`` the CLI's ingest replaces the store once; the flow records it (not a second ingest),
     and a run on a remote scheduler would ingest in the flow (no ``before_flow``)."""
-    from storage.manifest import list_runs, read_manifest
+    from eigenflow.storage.manifest import list_runs, read_manifest
 
     first = eigenflow("embed", "X.npy", "twice.zarr", "--workers", "1", "--run-name", "a", cwd=files)
     assert first.returncode == 0, first.stderr
@@ -125,7 +125,7 @@ def test_the_cli_ingests_while_prefect_starts_and_the_flow_does_not_ingest_again
 
 
 def test_parse_params_reads_json_values_and_strings():
-    from flows.cli import parse_params
+    from eigenflow.flows.cli import parse_params
 
     assert parse_params(["gamma=0.5", "mode=kernel", "n-components=3", "labels=y.npy", "flag=true"]) == {
         "gamma": 0.5, "mode": "kernel", "n_components": 3, "labels": "y.npy", "flag": True}
@@ -147,7 +147,7 @@ def test_bad_method_parameters_fail_before_any_work(files, args, message):
     """Unknown method or parameter, another method's parameter, labels missing: one line, exit 1, no store."""
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     result = CliRunner().invoke(app, ["embed", str(files / "X.npy"), str(files / "never.zarr"), *args])
     assert result.exit_code == 1, result.output
@@ -162,7 +162,7 @@ def test_methods_json_lists_every_estimator_parameter_with_its_default():
 
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     result = CliRunner().invoke(app, ["methods", "--json"])
     assert result.exit_code == 0, result.output
@@ -192,7 +192,7 @@ def test_two_concurrent_runs_on_one_store_second_fails_fast(files):
     starts."""
     import time
 
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "eigenflow.flows.cli"]
     first = subprocess.Popen([*command, "embed", "X.npy", "busy.zarr", "--method", "nsse", "--labels", "y.npy",
                               "--workers", "1", "--run-name", "first-run"], cwd=files, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -226,7 +226,7 @@ def test_disconnected_graph_advice_is_followable_from_the_cli(tmp_path):
 def test_demo_prints_accuracy_and_writes_the_plot(tmp_path):
     """``eigenflow demo`` (the first command of a new user): held-out 1-NN accuracy printed, store and plot
     written."""
-    from storage.manifest import list_runs
+    from eigenflow.storage.manifest import list_runs
 
     r = eigenflow("demo", "--n-points", "3000", "--out", "out", "--workers", "1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -240,7 +240,7 @@ def test_demo_prints_accuracy_and_writes_the_plot(tmp_path):
 def test_with_held_out_points_every_worker_loads_the_kernels(files):
     """Held-out points are mapped through the kNN index on every worker: after the builder's warm-up (before the
     build), the other worker's runs beside the eigensolve (two warm-ups recorded)."""
-    from storage.manifest import read_manifest
+    from eigenflow.storage.manifest import read_manifest
 
     r = eigenflow("embed", "X.npy", "held.zarr", "-p", "knn_method=nndescent", "--holdout", "0.2", "--run-name",
                   "held", cwd=files)
@@ -258,13 +258,13 @@ def test_the_cli_begins_the_fit_stages_before_the_flow_which_takes_them(files):
     (``begun_before_flow``): the graph equals a build of the stored X with the run's seed and the embedding the
     estimator's on that X; the other worker does not load NN-descent's kernels (every point is a fit point: none is
     mapped through the index), only the builder's warm-up is recorded."""
-    from spectral import LaplacianEigenmaps
-    from spectral._validation import check_random_state
-    from storage.embedding_io import read_embedding
-    from spectral.neighbours.index import KNNIndex
-    from storage.arrays import read_X
-    from storage.graph_io import read_knn
-    from storage.manifest import read_manifest
+    from eigenflow.spectral import LaplacianEigenmaps
+    from eigenflow.spectral._validation import check_random_state
+    from eigenflow.storage.embedding_io import read_embedding
+    from eigenflow.spectral.neighbours.index import KNNIndex
+    from eigenflow.storage.arrays import read_X
+    from eigenflow.storage.graph_io import read_knn
+    from eigenflow.storage.manifest import read_manifest
 
     r = eigenflow("embed", "X.npy", "early.zarr", "-p", "knn_method=nndescent", "--run-name", "early", cwd=files)
     assert r.returncode == 0, r.stderr

@@ -17,11 +17,11 @@ import sys
 import numpy as np
 import pytest
 
-from storage.embedding_io import write_embedding
-from storage.ingest import ingest
-from storage.manifest import RunManifest, write_manifest
-from tasks._declared_params import UnreadableSignature, declared_init_defaults
-from tasks.registry import REGISTRY, _jsonable
+from eigenflow.storage.embedding_io import write_embedding
+from eigenflow.storage.ingest import ingest
+from eigenflow.storage.manifest import RunManifest, write_manifest
+from eigenflow.tasks._declared_params import UnreadableSignature, declared_init_defaults
+from eigenflow.tasks.registry import REGISTRY, _jsonable
 
 BLOCKED = ("prefect", "prefect_dask", "dask", "distributed", "numba", "pynndescent")
 
@@ -40,7 +40,7 @@ class RefuseHeavyImports:
 
 
 sys.meta_path.insert(0, RefuseHeavyImports())
-from flows.cli import app
+from eigenflow.flows.cli import app
 
 sys.argv = ["eigenflow", *sys.argv[1:]]
 app()
@@ -147,7 +147,7 @@ def test_declared_defaults_equal_the_live_signature(name):
 
 def test_unreadable_defaults_are_refused(tmp_path, monkeypatch):
     """A default the reader does not follow raises, so the registry falls back to the live signature."""
-    import tasks._declared_params as declared
+    import eigenflow.tasks._declared_params as declared
 
     package = tmp_path / "fakepkg"
     package.mkdir()
@@ -184,7 +184,7 @@ def test_unreadable_defaults_are_refused(tmp_path, monkeypatch):
     (["embed", "--help"], False), (["methods"], False), (["info", "embed.zarr"], False), ([], False),
 ])
 def test_the_console_script_starts_prefect_only_for_a_flow_command(args, runs):
-    from flows._launch import runs_a_flow
+    from eigenflow.flows._launch import runs_a_flow
 
     assert runs_a_flow(args) is runs
 

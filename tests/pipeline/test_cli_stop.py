@@ -33,7 +33,7 @@ def points(tmp_path_factory) -> Path:
 
 def start_embed(cwd: Path, store: str, env: dict | None = None) -> subprocess.Popen:
     """``eigenflow embed X.npy STORE --run-name r1`` (NN-descent kNN) in a new session; output to files in ``cwd``."""
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "eigenflow.flows.cli"]
     env = {**cli_environ(), **(env or {})}
     return subprocess.Popen([*command, "embed", "X.npy", store, "-p", "knn_method=nndescent", "--run-name", RUN],
                             cwd=cwd, stdout=open(cwd / f"{store}.out", "w"), stderr=open(cwd / f"{store}.err", "w"),
@@ -199,7 +199,7 @@ def test_prefect_server_killed_during_a_run_fails_it_within_the_bound(points, tm
     """The run's Prefect server (PREFECT_API_URL) killed during the kNN stage: with
     EIGENFLOW_PREFECT_API_TIMEOUT=10 the run ends within 10 s + a probe + the unwinding bound with one line
     naming the API, exit code 1, the run recorded as failed with its completed stages kept for the resume."""
-    from flows._stop import FORCED_EXIT_SECONDS, PROBE_SECONDS
+    from eigenflow.flows._stop import FORCED_EXIT_SECONDS, PROBE_SECONDS
 
     with prefect_server_process(tmp_path / "prefect") as (server, url):
         process = start_embed(points, "api.zarr", env={"PREFECT_API_URL": url, "EIGENFLOW_PREFECT_API_TIMEOUT": "10"})
@@ -220,7 +220,7 @@ def test_prefect_server_killed_during_a_run_fails_it_within_the_bound(points, tm
 
 
 def _embed_refused(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "eigenflow.flows.cli"]
     return subprocess.run([*command, "embed", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "200"})
 
@@ -250,8 +250,8 @@ def test_inputs_too_small_or_unlabeled_are_refused_before_any_store(tmp_path):
 def test_a_signal_during_a_manifest_write_waits_for_its_end(tmp_path):
     """SIGINT delivered in the middle of an atomic write (:func:`storage.signals.signals_held`): the file is
     written whole, no temporary file is left, and the interrupt arrives right after."""
-    from storage.signals import signals_held
-    from storage.store import replace_local_file
+    from eigenflow.storage.signals import signals_held
+    from eigenflow.storage.store import replace_local_file
 
     target = tmp_path / "runs" / "r.json"
     # Python's own SIGINT handler, whatever an earlier test of the session (a flow engine, a runner) installed
@@ -293,7 +293,7 @@ def test_an_interrupted_run_resumes_from_its_completed_stages(points):
 def test_sigkill_of_the_cli_leaves_no_child_behind(points):
     """SIGKILL of the CLI's pid alone during the kNN stage: Prefect's temporary server (its own session, watching
     its parent) and the Dask workers end within seconds; the store's lock is stale (its owner is gone)."""
-    from storage.lock import check_unlocked
+    from eigenflow.storage.lock import check_unlocked
 
     process = start_embed(points, "killed.zarr")
     wait_for_stage(process, points / "killed.zarr", "knn")
@@ -317,8 +317,8 @@ def test_an_interrupt_typer_turned_into_a_silent_exit_is_found_and_a_reported_on
     ``typer.Exit(...) from None``: not found (no second line). A real typer app each time."""
     import typer
 
-    from flows._launch import _unreported_interrupt
-    from flows._stop import RunInterrupted
+    from eigenflow.flows._launch import _unreported_interrupt
+    from eigenflow.flows._stop import RunInterrupted
 
     silent = typer.Typer()
 

@@ -14,13 +14,14 @@ from tests.helpers import REPO_ROOT, local_cluster
 def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tmp_path):
     from distributed import Client
 
-    from flows.cluster import WorkerCodeError, dask_client
-    from tasks._worker import code_digest
+    from eigenflow.flows.cluster import WorkerCodeError, dask_client
+    from eigenflow.tasks._worker import code_digest
 
     other = tmp_path / "other"
     for package in ("spectral", "storage", "tasks"):
-        shutil.copytree(REPO_ROOT / package, other / package, ignore=shutil.ignore_patterns("__pycache__"))
-    with open(other / "tasks" / "task_options.py", "a") as f:
+        shutil.copytree(REPO_ROOT / package, other / "eigenflow" / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    with open(other / "eigenflow" / "tasks" / "task_options.py", "a") as f:
         f.write("\n# another eigenflow version\n")
     preload = tmp_path / "other_first.py"
     preload.write_text(textwrap.dedent(f"""
@@ -32,7 +33,7 @@ def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tm
     with local_cluster(n_workers=1, spawned=True, preload=(str(preload),)) as address:
         with Client(address) as client:  # the worker really imports the copy
             assert all(path.startswith(str(other))
-                       for path in client.run(lambda: __import__("tasks").__file__).values())
+                       for path in client.run(lambda: __import__("eigenflow.tasks", fromlist=["_"]).__file__).values())
         with pytest.raises(WorkerCodeError, match=r"1 of the 1 workers .* run other eigenflow code") as info:
             with dask_client(address):
                 pytest.fail("the client was handed out")
@@ -45,7 +46,7 @@ def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tm
 def _pid_and_compiled_signatures():
     import os
 
-    from spectral.neighbours.nndescent_kernels import DISTANCES
+    from eigenflow.spectral.neighbours.nndescent_kernels import DISTANCES
 
     return os.getpid(), sum(len(loop.signatures) for loop in DISTANCES.values())
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectral._arrays import distinct_rows
-from spectral.datasets import stratified_subset
-from spectral.errors import InputDataError
+from eigenflow.spectral._arrays import distinct_rows
+from eigenflow.spectral.datasets import stratified_subset
+from eigenflow.spectral.errors import InputDataError
 
 
 def test_distinct_rows_keeps_the_first_of_equal_x_and_label():
@@ -27,7 +27,7 @@ def test_distinct_rows_keeps_the_first_of_equal_x_and_label():
 def test_distinct_rows_hash_path_matches_the_exact_byte_comparison(monkeypatch, collide, d):
     """Duplicates found through the row hashes equal those of a plain unique over the row bytes (rows of 4-byte
     and of 8-byte words); with every hash colliding (forced) rows that differ are still kept."""
-    import spectral._arrays as arrays
+    import eigenflow.spectral._arrays as arrays
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(3000, d)).astype(np.float32)  # 20-byte rows: 4-byte words; 32-byte rows: 8-byte words
@@ -46,7 +46,7 @@ def test_distinct_rows_hash_path_matches_the_exact_byte_comparison(monkeypatch, 
 def test_row_hashes_are_the_words_times_the_constants_summed_modulo_2_64(b):
     """Each row's hash is the sum over its words of word * constant, wrapping modulo 2**64 (the one-pass product for
     8-byte words and the column loop for narrower ones give that same value); equal rows, equal hashes."""
-    from spectral._arrays import row_hashes
+    from eigenflow.spectral._arrays import row_hashes
 
     raw = np.random.default_rng(2).integers(0, 256, size=(500, b), dtype=np.uint8)
     raw[7] = raw[3]
@@ -68,8 +68,8 @@ def test_repeated_positions_on_the_workers_are_the_rows_distinct_rows_drops(monk
     import dask.array as da
     from distributed import Client
 
-    import spectral.neighbours.sharded_duplicates as blocks
-    from spectral.neighbours.sharded_duplicates import repeated_positions
+    import eigenflow.spectral.neighbours.sharded_duplicates as blocks
+    from eigenflow.spectral.neighbours.sharded_duplicates import repeated_positions
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(2000, 6)).astype(np.float32)
@@ -101,8 +101,8 @@ def test_stratified_subset_keeps_class_shares_and_at_least_two():
 def test_fit_positions_by_table_and_by_search_agree_and_refuse_non_fit_rows(n_rows):
     """Rows -> positions in the sorted fit rows, by a position table (one process) or a binary search (a shard's
     worker): the same positions, and a neighbour that is not a fit row is a store error, not a wrong position."""
-    from storage.errors import StoreFormatError
-    from tasks.fit_set import fit_positions
+    from eigenflow.storage.errors import StoreFormatError
+    from eigenflow.tasks.fit_set import fit_positions
 
     fit_rows = np.array([0, 2, 3, 7, 11])
     neighbours = np.array([[2, 11, 0], [7, 3, 2]])
@@ -117,8 +117,8 @@ def test_fit_positions_by_table_and_by_search_agree_and_refuse_non_fit_rows(n_ro
 def test_fit_rows_from_the_left_out_rows_equal_the_row_array(fraction):
     """:class:`tasks.fit_set.FitRows` (the rows left out of the fit, no (n_fit,) array) against the sorted fit-row
     array: positions -> rows and back, per-chunk masks, removing fit positions; a left-out row is refused."""
-    from storage.errors import StoreFormatError
-    from tasks.fit_set import FitRows, fit_rows_for, held_out_rows
+    from eigenflow.storage.errors import StoreFormatError
+    from eigenflow.tasks.fit_set import FitRows, fit_rows_for, held_out_rows
 
     n = 1000
     fit = FitRows(n, held_out_rows(n, fraction, random_state=4))

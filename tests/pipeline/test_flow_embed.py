@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectral.datasets import make_swiss_roll_lifted
-from spectral.embedding.eigenmaps import LaplacianEigenmaps
-from spectral.errors import DisconnectedGraphError, ParameterError
-from storage import layout
-from storage.arrays import read_X
-from storage.embedding_io import read_embedding, read_output
-from storage.info import info
-from storage.manifest import read_manifest
-from storage.models import read_model
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.spectral.embedding.eigenmaps import LaplacianEigenmaps
+from eigenflow.spectral.errors import DisconnectedGraphError, ParameterError
+from eigenflow.storage import layout
+from eigenflow.storage.arrays import read_X
+from eigenflow.storage.embedding_io import read_embedding, read_output
+from eigenflow.storage.info import info
+from eigenflow.storage.manifest import read_manifest
+from eigenflow.storage.models import read_model
 
 N_POINTS = 2500  # > 2000: the 'auto' eigensolver is lobpcg (dense eigh costs seconds on 2 cores)
 PARAMS = dict(n_components=2, n_neighbors=12)
@@ -38,7 +38,7 @@ def data(tmp_path_factory):
 @pytest.fixture(scope="module")
 def embedded(prefect_harness, cluster, data):
     """One embed run (no hold-out) of the module's data: ``(store, summary)``."""
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     d, *_ = data
     store = str(d / "full.zarr")
@@ -103,7 +103,7 @@ def test_embed_equals_estimator_up_to_sign(embedded, data):
 
 
 def test_extend_equals_estimator_transform(embedded, data, cluster):
-    from flows.embed import extend
+    from eigenflow.flows.embed import extend
 
     store, summary = embedded
     d, X, _, X_new = data
@@ -117,7 +117,7 @@ def test_extend_equals_estimator_transform(embedded, data, cluster):
 
 
 def test_holdout_rows_are_extended_out_of_sample(prefect_harness, cluster, data):
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     d, X, _, _ = data
     store = str(d / "holdout.zarr")
@@ -136,7 +136,7 @@ def test_same_embedding_whatever_chunks_and_workers(prefect_harness, cluster, da
     """2 worker processes x 256-row chunks vs 1 in-process worker x 1500-row chunks: identical embeddings."""
     from distributed import LocalCluster
 
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     d, *_ = data
     runs = []
@@ -153,7 +153,7 @@ def test_same_embedding_whatever_chunks_and_workers(prefect_harness, cluster, da
 
 
 def test_failed_stage_marks_manifest_failed(prefect_harness, cluster, tmp_path):
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(size=(150, 5)), 1000.0 + rng.normal(size=(150, 5))])  # two far-apart blobs
@@ -168,7 +168,7 @@ def test_failed_stage_marks_manifest_failed(prefect_harness, cluster, tmp_path):
 
 
 def test_bad_parameter_is_refused_before_any_work(prefect_harness, tmp_path, data):
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     d, *_ = data
     with pytest.raises(ParameterError, match=r"weighting must be one of .*got 'gaussian'"):
@@ -181,7 +181,7 @@ def test_bad_parameter_is_refused_before_any_work(prefect_harness, tmp_path, dat
 @pytest.mark.slow
 def test_flow_with_nndescent(prefect_harness, cluster, tmp_path):
     """NN-descent graph + out-of-sample queries on the workers (pays numba's compile in every process)."""
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     X, _, _ = make_swiss_roll_lifted(3000, random_state=5)
     np.save(tmp_path / "X.npy", X)
@@ -202,8 +202,8 @@ def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, thread_clu
     The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach them."""
     import os
 
-    import spectral.embedding.eigenmaps as le  # the eigensolver the eigensolve stage calls
-    from flows.embed import embed
+    import eigenflow.spectral.embedding.eigenmaps as le  # the eigensolver the eigensolve stage calls
+    from eigenflow.flows.embed import embed
 
     d, X, _, _ = data
     store = str(d / "resume.zarr")
@@ -227,8 +227,8 @@ def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cl
     eigensolve takes W from the weights stage's memory; the embedding equals the estimator's."""
     from distributed import Client
 
-    import spectral.graph.weights as le  # the symmetrization the weights stage calls
-    from flows.embed import embed
+    import eigenflow.spectral.graph.weights as le  # the symmetrization the weights stage calls
+    from eigenflow.flows.embed import embed
 
     d, X, _, _ = data
     store = str(d / "resume-weights.zarr")
@@ -248,7 +248,7 @@ def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cl
 
 def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster, embedded, data):
     """Re-using a run's name with other parameters names the differences and changes nothing in the store."""
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     store, summary = embedded
     d, *_ = data
@@ -264,8 +264,8 @@ def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster
 
 def test_extend_checks_the_feature_count_from_the_header_first(prefect_harness, embedded, tmp_path):
     """New points with the wrong number of features: refused from the .npy header, no store left behind."""
-    from flows.embed import extend
-    from storage.errors import StoreFormatError
+    from eigenflow.flows.embed import extend
+    from eigenflow.storage.errors import StoreFormatError
 
     store, _ = embedded
     np.save(tmp_path / "narrow.npy", np.zeros((10, 5), dtype=np.float32))
@@ -277,7 +277,7 @@ def test_extend_checks_the_feature_count_from_the_header_first(prefect_harness, 
 def test_exact_copies_are_collapsed_before_the_graph(prefect_harness, cluster, tmp_path):
     """10 points x 2,000 exact copies plus a manifold: one graph component (no cliques of copies), every copy
     written with its original's embedding, the number of copies recorded in the manifest."""
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     X, _, _ = make_swiss_roll_lifted(3000, random_state=2)
     originals = np.arange(0, 3000, 300)  # 10 points of the manifold
@@ -301,8 +301,8 @@ def test_a_failed_background_graph_write_fails_the_run_and_its_resume_builds_the
     """The kNN stage's graph is written in a thread of its worker while the weights stage computes W from memory:
     a failure of that write is raised by the eigensolve (which joins W's write, which waits for the graph's), the
     run is recorded as failed, and the resumed run, whose stored graph is incomplete, builds it again."""
-    import tasks.laplacian_eigenmaps as le
-    from flows.embed import embed
+    import eigenflow.tasks.laplacian_eigenmaps as le
+    from eigenflow.flows.embed import embed
 
     d, X, _, _ = data
     store = str(d / "graph-write.zarr")
@@ -342,7 +342,7 @@ def _assert_embedding_is_the_estimators(store: str, run: str, X: np.ndarray) -> 
 
 
 def _held_handoffs(dask_worker) -> int:
-    from tasks.stage_handoff import PLUGIN_NAME
+    from eigenflow.tasks.stage_handoff import PLUGIN_NAME
 
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     return 0 if plugin is None else len(plugin.held)
@@ -354,8 +354,8 @@ def test_embed_and_extend_walk_each_store_once(prefect_harness, thread_cluster, 
     opened handle and never walk the tree again. An extend walks the model store and its output store once each."""
     import os
 
-    import storage.store as store_module
-    from flows.embed import embed, extend
+    import eigenflow.storage.store as store_module
+    from eigenflow.flows.embed import embed, extend
 
     d, *_ = data
     walked = []

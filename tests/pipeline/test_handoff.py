@@ -10,7 +10,7 @@ import pytest
 from distributed import Client
 
 from tests.helpers import local_cluster
-from tasks.stage_handoff import (PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, check_written, drop_run, handoff_workers, keep,
+from eigenflow.tasks.stage_handoff import (PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, check_written, drop_run, handoff_workers, keep,
                             new_token, take, take_pending)
 
 
@@ -124,7 +124,7 @@ def test_outside_a_worker_the_write_runs_before_keep_returns(tmp_path):
 
 
 def test_check_written_refuses_another_token():
-    from storage.errors import StoreFormatError
+    from eigenflow.storage.errors import StoreFormatError
 
     with pytest.raises(StoreFormatError, match="replaced"):
         check_written({"token": "a"}, {TOKEN_ATTR: "b"}, "graph/weights")
@@ -136,12 +136,12 @@ def test_the_eigensolve_computes_w_again_when_its_write_never_landed(tmp_path):
     writes it; the model equals the one of a run whose W was written."""
     import shutil
 
-    from spectral.datasets import make_swiss_roll_lifted
-    from storage import layout
-    from storage.graph_io import read_csr
-    from storage.ingest import ingest
-    from storage.store import Store, delete_node
-    import tasks.laplacian_eigenmaps as le
+    from eigenflow.spectral.datasets import make_swiss_roll_lifted
+    from eigenflow.storage import layout
+    from eigenflow.storage.graph_io import read_csr
+    from eigenflow.storage.ingest import ingest
+    from eigenflow.storage.store import Store, delete_node
+    import eigenflow.tasks.laplacian_eigenmaps as le
 
     X = make_swiss_roll_lifted(600, n_features=5, random_state=0)[0]
     np.save(tmp_path / "X.npy", X)
@@ -169,11 +169,11 @@ def test_fit_stages_begun_before_their_flow_are_released_with_the_run(tmp_path, 
     before them) are published under the run's name until the run's end releases them."""
     from distributed import Client
 
-    from storage.ingest import ingest
-    from storage.store import Store
-    from tasks.early_fit import EARLY_PREFIX, EARLY_STAGES, start_fit_early
-    from tasks.fitting import release_index
-    from tasks.registry import check_params
+    from eigenflow.storage.ingest import ingest
+    from eigenflow.storage.store import Store
+    from eigenflow.tasks.early_fit import EARLY_PREFIX, EARLY_STAGES, start_fit_early
+    from eigenflow.tasks.fitting import release_index
+    from eigenflow.tasks.registry import check_params
 
     np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(300, 4)).astype(np.float32))
     ingest(str(tmp_path / "X.npy"), str(tmp_path / "s.zarr"))
@@ -188,7 +188,7 @@ def test_fit_stages_begun_before_their_flow_are_released_with_the_run(tmp_path, 
         release_index("token", "r1")
         assert not [n for n in client.list_datasets() if str(n).startswith(EARLY_PREFIX)]
         assert start_fit_early(store, "r2", "lfda", {}, 0.0, 0, client) is None  # fitted otherwise: nothing begun
-    from storage.models import model_complete
+    from eigenflow.storage.models import model_complete
 
     assert model_complete(store, "r1")
 
@@ -199,12 +199,12 @@ def test_prefect_starts_once_the_stages_before_the_eigensolve_have_ended(tmp_pat
     (its start then takes the core the eigensolve leaves free), and the lock is released at the block's end."""
     from distributed import Client
 
-    from flows._run_prologue import fit_before_flow, planned_fit_early
-    from flows.cluster import ReadyClient
-    from storage.lock import read_lock
-    from tasks.early_fit import EARLY_PREFIX
-    from tasks.fitting import release_index
-    from tasks.registry import check_params
+    from eigenflow.flows._run_prologue import fit_before_flow, planned_fit_early
+    from eigenflow.flows.cluster import ReadyClient
+    from eigenflow.storage.lock import read_lock
+    from eigenflow.tasks.early_fit import EARLY_PREFIX
+    from eigenflow.tasks.fitting import release_index
+    from eigenflow.tasks.registry import check_params
 
     np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(2000, 8)).astype(np.float32))
     store = str(tmp_path / "s.zarr")
@@ -254,7 +254,7 @@ def test_a_background_write_runs_at_a_lower_priority(tmp_path):
     import os
     import threading
 
-    from tasks.stage_handoff import WRITE_NICENESS, BackgroundWrite
+    from eigenflow.tasks.stage_handoff import WRITE_NICENESS, BackgroundWrite
     from tests.helpers import nice_of_thread
 
     seen: list[int] = []

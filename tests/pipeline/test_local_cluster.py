@@ -9,7 +9,7 @@ import os
 import dask
 from distributed import Client
 
-from flows.cluster import DASK_DEFAULT_MALLOC_TRIM_THRESHOLD, local_cluster, worker_environ
+from eigenflow.flows.cluster import DASK_DEFAULT_MALLOC_TRIM_THRESHOLD, local_cluster, worker_environ
 
 
 def test_worker_environ_drops_only_dasks_default_trim_threshold():
@@ -39,7 +39,7 @@ def test_a_cluster_closing_in_the_background_is_closed_when_its_block_ends():
     client and its local cluster are closed."""
     import time
 
-    from flows.cluster import dask_client_in_background
+    from eigenflow.flows.cluster import dask_client_in_background
 
     with dask_client_in_background(n_workers=1) as pending:
         client = pending.result()

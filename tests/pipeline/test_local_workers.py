@@ -9,19 +9,19 @@ import sys
 
 import pytest
 
-from flows._launch import names_a_scheduler
+from eigenflow.flows._launch import names_a_scheduler
 from tests.helpers import REPO_ROOT
 
 CHILD = r"""
 import json, os, sys
-from flows import _local_workers
-from flows._local_workers import worker_environ
+from eigenflow.flows import _local_workers
+from eigenflow.flows._local_workers import worker_environ
 launcher, preload = sys.argv[1], sys.argv[2]
 before = dict(os.environ)
 getattr(_local_workers, launcher)()
 restored = dict(os.environ) == before
 from distributed import Client
-from flows.cluster import local_cluster
+from eigenflow.flows.cluster import local_cluster
 
 def inside():
     import os, sys
@@ -39,11 +39,11 @@ print(json.dumps({"restored": restored, "here": os.getpid(), "server": fs._forks
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multiprocessing's fork server is POSIX's")
-@pytest.mark.parametrize(("launcher", "preload"), [("start_import_server", "tasks.worker_imports"),
-                                                   ("fork_warm_workers", "tasks.worker_preload")])
+@pytest.mark.parametrize(("launcher", "preload"), [("start_import_server", "eigenflow.tasks.worker_imports"),
+                                                   ("fork_warm_workers", "eigenflow.tasks.worker_preload")])
 def test_local_workers_are_forks_of_the_server_with_their_modules_and_environment(launcher, preload):
     """The CLI's server (imports only) and the test session's (NN-descent compiled) are launched alike."""
-    from flows._local_workers import worker_environ
+    from eigenflow.flows._local_workers import worker_environ
 
     names = sorted(worker_environ())
     out = subprocess.run([sys.executable, "-c", CHILD, launcher, preload, *names], cwd=REPO_ROOT,
@@ -73,8 +73,8 @@ def test_local_workers_get_the_quiet_settings_unless_the_user_chose_others():
     import dask
     from distributed import Client
 
-    from flows._local_workers import QUIET_WORKER_SETTINGS, worker_config
-    from flows.cluster import local_cluster
+    from eigenflow.flows._local_workers import QUIET_WORKER_SETTINGS, worker_config
+    from eigenflow.flows.cluster import local_cluster
 
     assert worker_config() == {key: ours for key, (_, ours) in QUIET_WORKER_SETTINGS.items()}
     with dask.config.set({"distributed.worker.profile.enabled": True, "distributed.admin.tick.interval": "50ms"}):

@@ -21,13 +21,13 @@ import time
 import numpy as np
 import pytest
 
-from flows.paused_workers import (
+from eigenflow.flows.paused_workers import (
     CANCEL_REASON, DEFAULT_PAUSED_TIMEOUT, PAUSED_TIMEOUT_ENV, ClusterMemoryError, resolve_paused_timeout,
     stall_error, stalled_workers,
 )
-from spectral.datasets import make_swiss_roll_lifted
-from spectral.errors import ParameterError
-from storage.manifest import read_manifest
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.storage.manifest import read_manifest
 
 PARAMS = {"n_neighbors": 10, "n_components": 2}
 TIMEOUT = 3.0
@@ -125,8 +125,8 @@ def _set_pause_fraction(fraction: float, dask_worker) -> None:
 def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_harness, data, monkeypatch):
     from distributed import Client, LocalCluster
 
-    from flows._runtime import stage_listener
-    from flows.embed import embed
+    from eigenflow.flows._runtime import stage_listener
+    from eigenflow.flows.embed import embed
 
     monkeypatch.setenv(PAUSED_TIMEOUT_ENV, str(TIMEOUT))
     store = str(data / "stalled.zarr")
@@ -168,7 +168,7 @@ def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_harness, data,
 @pytest.mark.parametrize("sharded", [pytest.param(True, marks=pytest.mark.slow), False])  # sharded: 11 s, slow
 def test_a_paused_worker_that_others_work_around_does_not_fail_the_run(prefect_harness, data, sharded,
                                                                       cluster_with_a_paused_worker, monkeypatch):
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     address, _ = cluster_with_a_paused_worker
     monkeypatch.setenv(PAUSED_TIMEOUT_ENV, str(TIMEOUT))

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectral.metrics import one_nn_accuracy
-from storage.embedding_io import read_embedding, read_output
-from storage.manifest import read_manifest
-from tasks.registry import LABELS, REGISTRY
+from eigenflow.spectral.metrics import one_nn_accuracy
+from eigenflow.storage.embedding_io import read_embedding, read_output
+from eigenflow.storage.manifest import read_manifest
+from eigenflow.tasks.registry import LABELS, REGISTRY
 
 from tests.helpers import usps_digits
 
@@ -49,7 +49,7 @@ def digits(tmp_path_factory):
 
 @pytest.mark.parametrize("method", sorted(REGISTRY))
 def test_embed_with_holdout_then_extend_same_points(method, digits, cluster, prefect_harness):
-    from flows.embed import embed, extend
+    from eigenflow.flows.embed import embed, extend
 
     d, X, y, hidden = digits
     store, out = str(d / f"{method}.zarr"), str(d / f"{method}-ext.zarr")
@@ -84,7 +84,7 @@ def _check_against_estimator(method, store, run, X, hidden, Z, held):
     """Reference: the estimator itself fitted in memory on the run's fit rows (same parameters and seed)
     maps the held-out points to the stored rows (float32 in the store). Laplacian eigenmaps and the
     at-scale DNE / MFA / LFDA fit are compared with their estimators in their own tests."""
-    from tasks.registry import make_estimator
+    from eigenflow.tasks.registry import make_estimator
 
     entry = REGISTRY[method]
     if entry.fit not in ("in_memory", "labeled_subset"):

@@ -14,8 +14,8 @@ import urllib.request
 import numpy as np
 import pytest
 
-from flows import _prefect_start
-from flows._prefect_start import TemporaryServer, start_early
+from eigenflow.flows import _prefect_start
+from eigenflow.flows._prefect_start import TemporaryServer, start_early
 
 
 def answers(url: str) -> bool:
@@ -86,7 +86,7 @@ def test_configured_environment_starts_nothing(monkeypatch, name, value):
 def test_a_later_start_launches_the_server_once_when_begun(monkeypatch):
     """:class:`flows._prefect_start.LaterStart` launches nothing until :meth:`begin` (or the flow call it
     serves), then the one server of the process; with a configured API it launches nothing and serves as is."""
-    from flows._prefect_start import LaterStart
+    from eigenflow.flows._prefect_start import LaterStart
 
     monkeypatch.setattr(_prefect_start, "_SERVER", None)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -113,8 +113,8 @@ def test_a_later_start_beside_a_stage_runs_the_server_and_its_caller_at_a_lower_
     work's nice value; begun otherwise, the server keeps this process's."""
     import threading
 
-    from flows._prefect_start import LaterStart
-    from tasks._priority import SIDE_WORK_NICENESS
+    from eigenflow.flows._prefect_start import LaterStart
+    from eigenflow.tasks._priority import SIDE_WORK_NICENESS
 
     own = os.getpriority(os.PRIO_PROCESS, 0)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -179,7 +179,7 @@ def test_serving_points_prefect_at_the_server_in_every_thread(monkeypatch):
 
 CLI_PROBE = """
 import atexit, sys
-from flows.cli import app
+from eigenflow.flows.cli import app
 
 def report():
     print("SERVER-MODULE", "prefect.server.api.server" in sys.modules, file=sys.stderr)
@@ -195,7 +195,7 @@ def test_cli_never_imports_prefects_server_and_leaves_nothing(tmp_path, command)
     """``eigenflow embed`` / ``demo`` run on the server started before Prefect's import: the CLI's process never
     imports ``prefect.server.api.server`` (Prefect's own start would), an embed run records ``prefect_start``, and
     no server process outlives the command."""
-    from storage.manifest import read_manifest
+    from eigenflow.storage.manifest import read_manifest
 
     X = np.random.default_rng(0).normal(size=(600, 5))
     np.save(tmp_path / "X.npy", X)
@@ -209,5 +209,5 @@ def test_cli_never_imports_prefects_server_and_leaves_nothing(tmp_path, command)
     assert "SERVER-MODULE False" in stderr
     if command == "embed":
         assert read_manifest(str(tmp_path / "s.zarr"), "probe").fixed_seconds["prefect_start"] > 0
-    left = subprocess.run(["pgrep", "-f", f"flows._server_watch {cli.pid} "], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", f"eigenflow.flows._server_watch {cli.pid} "], capture_output=True, text=True)
     assert left.stdout.strip() == ""

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tasks._priority import SIDE_WORK_NICENESS, call_at_lower_priority, lower_process_priority, lower_thread_priority
+from eigenflow.tasks._priority import SIDE_WORK_NICENESS, call_at_lower_priority, lower_process_priority, lower_thread_priority
 from tests.helpers import nice_of_thread
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")

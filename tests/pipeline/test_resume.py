@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spectral.datasets import make_swiss_roll_lifted
-from storage.embedding_io import read_embedding
-from storage.manifest import read_manifest
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.storage.embedding_io import read_embedding
+from eigenflow.storage.manifest import read_manifest
 
 SCRIPT = Path(sys.executable).with_name("eigenflow")
 RUN = "resume-run"
@@ -41,7 +41,7 @@ def work(tmp_path_factory):
 
 
 def _command(store: Path) -> list[str]:
-    base = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    base = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "eigenflow.flows.cli"]
     return [*base, "embed", "X.npy", str(store), "-p", "knn_method=exact", "-p", "n_neighbors=10", "--holdout", "0.3",
             "--chunk-rows", str(CHUNK_ROWS), "--workers", "1", "--run-name", RUN, "--seed", "3"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spectral.datasets import make_swiss_roll_lifted
-from storage.manifest import list_runs, read_manifest
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.storage.manifest import list_runs, read_manifest
 
 BIN = Path(sys.executable).parent
 
@@ -91,7 +91,7 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.states import Cancelling
 
-from flows._in_process_runner import InProcessRunner
+from eigenflow.flows._in_process_runner import InProcessRunner
 
 
 @flow(name="eigenflow-test-sleeper")
@@ -155,7 +155,7 @@ def test_in_process_runner_refuses_other_threads():
     """Signal handlers can only be installed from the main thread: say so by name, before any server call."""
     import threading
 
-    from flows._in_process_runner import InProcessRunner
+    from eigenflow.flows._in_process_runner import InProcessRunner
 
     errors = []
 

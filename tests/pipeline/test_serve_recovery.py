@@ -21,8 +21,8 @@ import numpy as np
 import psutil
 import pytest
 
-from storage.lock import owner_alive, read_lock
-from storage.manifest import effective_status, list_runs, read_manifest
+from eigenflow.storage.lock import owner_alive, read_lock
+from eigenflow.storage.manifest import effective_status, list_runs, read_manifest
 from tests.helpers import stop_process_group
 from tests.pipeline.test_serve import _client_call, _runs_of
 
@@ -190,8 +190,8 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.states import Running
 
-from flows._serve_recovery import record_owner, recover_crashed_runs
-from storage.lock import process_identity
+from eigenflow.flows._serve_recovery import record_owner, recover_crashed_runs
+from eigenflow.storage.lock import process_identity
 
 
 @flow(name="eigenflow-test-owned")

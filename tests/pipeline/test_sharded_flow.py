@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from scipy.linalg import subspace_angles
 
-from spectral.datasets import make_swiss_roll_lifted
-from spectral.errors import ParameterError
-from spectral.metrics import one_nn_accuracy
-from storage.embedding_io import read_embedding
-from storage.graph_io import read_knn
-from storage.manifest import read_manifest
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.metrics import one_nn_accuracy
+from eigenflow.storage.embedding_io import read_embedding
+from eigenflow.storage.graph_io import read_knn
+from eigenflow.storage.manifest import read_manifest
 
 N_POINTS = 4000
 PARAMS = {"n_neighbors": 10, "n_components": 2}
@@ -46,7 +46,7 @@ def four_workers():
 @pytest.fixture(scope="module")
 def sharded_run(prefect_harness, data, four_workers):
     """The sharded embed of the module's data (4 shards), shared by the tests that read it: ``(store, result)``."""
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     d, _ = data
     store = str(d / "sharded.zarr")
@@ -60,7 +60,7 @@ def _split_accuracy(Z: np.ndarray, y: np.ndarray) -> float:
 
 
 def test_sharded_flow_matches_the_single_process_flow(prefect_harness, data, four_workers, sharded_run):
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     d, y = data
     single = embed(str(d / "X.npy"), str(d / "single.zarr"), params={**PARAMS, "knn_method": "exact"},
@@ -113,10 +113,10 @@ def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefe
     (exact kNN, one index of the fit rows) on the same hold-out draw."""
     from sklearn.neighbors import NearestNeighbors
 
-    from flows.embed import embed
-    from spectral.metrics import knn_recall
-    from storage.embedding_io import read_output
-    from tasks.sharded_eigenmaps import read_candidates
+    from eigenflow.flows.embed import embed
+    from eigenflow.spectral.metrics import knn_recall
+    from eigenflow.storage.embedding_io import read_output
+    from eigenflow.tasks.sharded_eigenmaps import read_candidates
 
     d, y = data
     single = embed(str(d / "X.npy"), str(d / "single_h.zarr"), params={**PARAMS, "knn_method": "exact"},
@@ -176,8 +176,8 @@ def test_sharded_flow_collapses_exact_copies_as_the_single_process_flow(prefect_
     """10 rows of the data x 40 exact copies (more than k + 1 each: uncollapsed, each group would be a graph
     component of its own): the copies are found on the workers, left out of the fit and mapped to their original's
     embedding, as the single-process flow does; the fit rows, the eigenvalues and the embedding agree."""
-    from flows.embed import embed
-    from storage.embedding_io import read_output
+    from eigenflow.flows.embed import embed
+    from eigenflow.storage.embedding_io import read_output
 
     d, _ = data
     X = np.load(d / "X.npy")
@@ -216,10 +216,10 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, d
     rows (sharded=False) and against brute-force candidates."""
     from sklearn.neighbors import NearestNeighbors
 
-    from flows.embed import extend
-    from spectral.metrics import knn_recall
-    from storage.embedding_io import read_output
-    from tasks.sharded_eigenmaps import CANDIDATE_INDICES
+    from eigenflow.flows.embed import extend
+    from eigenflow.spectral.metrics import knn_recall
+    from eigenflow.storage.embedding_io import read_output
+    from eigenflow.tasks.sharded_eigenmaps import CANDIDATE_INDICES
 
     d, y = data
     X = np.load(d / "X.npy")
@@ -258,7 +258,7 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, d
 
 
 def test_sharded_refuses_what_it_cannot_do(data, four_workers):
-    from flows.embed import check_embed_arguments
+    from eigenflow.flows.embed import check_embed_arguments
 
     d, _ = data
     for kwargs, message in [

@@ -33,7 +33,7 @@ HOLDOUT = 0.1
 WRITE_X = """
 import sys
 import numpy as np
-from spectral.datasets import make_swiss_roll_lifted
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
 X, y, _ = make_swiss_roll_lifted(int(sys.argv[2]), n_features=int(sys.argv[3]), random_state=0)
 np.save(sys.argv[1] + "/X.npy", X)
 np.save(sys.argv[1] + "/y.npy", y)
@@ -53,12 +53,12 @@ def test_workers_that_cannot_hold_x_complete_the_sharded_run_as_the_single_proce
     from scipy.linalg import subspace_angles
     from sklearn.neighbors import NearestNeighbors
 
-    from flows.embed import embed
-    from spectral.neighbours.sharded import default_n_shards
-    from spectral.metrics import knn_recall, one_nn_accuracy
-    from storage.embedding_io import read_embedding, read_output
-    from storage.graph_io import read_knn
-    from storage.manifest import read_manifest
+    from eigenflow.flows.embed import embed
+    from eigenflow.spectral.neighbours.sharded import default_n_shards
+    from eigenflow.spectral.metrics import knn_recall, one_nn_accuracy
+    from eigenflow.storage.embedding_io import read_embedding, read_output
+    from eigenflow.storage.graph_io import read_knn
+    from eigenflow.storage.manifest import read_manifest
 
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     subprocess.run([sys.executable, "-c", WRITE_X, str(tmp_path), str(N_POINTS), str(N_FEATURES)], check=True,

@@ -9,7 +9,7 @@ import sys
 
 LOST_IN_GC = """
 import gc, os, signal, time
-from flows._stop import RunGuard, RunInterrupted, raise_if_stopping
+from eigenflow.flows._stop import RunGuard, RunInterrupted, raise_if_stopping
 guard = RunGuard("unused.zarr")
 with guard:
     fired = []
@@ -31,7 +31,7 @@ with guard:
 
 PREFECT_BRIDGE = """
 import os, signal
-from flows._stop import RunGuard, bridge_prefect_sigterm
+from eigenflow.flows._stop import RunGuard, bridge_prefect_sigterm
 class TerminationSignal(BaseException):
     pass
 def prefect_handler(signum, frame):  # what Prefect's engine installs during a flow run
@@ -72,8 +72,8 @@ def test_the_api_url_is_not_read_from_a_prefect_settings_module_another_thread_i
     imported (in ``sys.modules``, its body not run to the end) is not read (no AttributeError), one imported is."""
     import threading
 
-    from flows import _stop
-    from flows._prefect_start import imported_module
+    from eigenflow.flows import _stop
+    from eigenflow.flows._prefect_start import imported_module
 
     release, entered = threading.Event(), threading.Event()
     (tmp_path / "settings_being_imported.py").write_text(

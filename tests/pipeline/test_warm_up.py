@@ -8,10 +8,10 @@ import threading
 import numpy as np
 import pytest
 
-import tasks._warm_up as warm_up
-from flows._warm_up import planned_dtypes
-from spectral.neighbours.index import EXACT_MAX_SAMPLES
-from storage.ingest import ingest
+import eigenflow.tasks._warm_up as warm_up
+from eigenflow.flows._warm_up import planned_dtypes
+from eigenflow.spectral.neighbours.index import EXACT_MAX_SAMPLES
+from eigenflow.storage.ingest import ingest
 
 
 def test_finish_collects_the_thread_that_start_began(monkeypatch):
@@ -68,7 +68,7 @@ def test_the_warm_up_is_planned_from_the_source_header(tmp_path):
 
 def _began_warm_up() -> list:
     """On a worker: the dtypes of the warm-ups begun in its process and not yet collected."""
-    import tasks._warm_up as on_worker
+    import eigenflow.tasks._warm_up as on_worker
 
     with on_worker._LOCK:
         return sorted(on_worker._STARTED)
@@ -79,9 +79,9 @@ def test_the_builder_worker_begins_its_warm_up_as_it_starts(tmp_path):
     the client asks; the other worker does not; ``builder_worker`` picks that worker; the task collects it."""
     from distributed import Client
 
-    from flows._warm_up import builder_worker
-    from flows.cluster import BUILDER_NAME, local_cluster
-    from tasks._warm_up import finish_warm_up
+    from eigenflow.flows._warm_up import builder_worker
+    from eigenflow.flows.cluster import BUILDER_NAME, local_cluster
+    from eigenflow.tasks._warm_up import finish_warm_up
 
     with local_cluster(n_workers=2, threads_per_worker=1, warm_up=("float32",)) as cluster, \
             Client(cluster, set_as_default=False) as client:
@@ -121,7 +121,7 @@ def test_the_point_modules_are_imported_without_the_kernels():
     import sys
 
     code = ("import sys, tasks._warm_up as w; s = w.import_point_modules('laplacian_eigenmaps'); "
-            "print(s >= 0, 'spectral.embedding.eigenmaps' in sys.modules, 'tasks.point_writeback' in sys.modules, "
+            "print(s >= 0, 'eigenflow.spectral.embedding.eigenmaps' in sys.modules, 'eigenflow.tasks.point_writeback' in sys.modules, "
             "'pynndescent' in sys.modules, 'matplotlib.pyplot' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

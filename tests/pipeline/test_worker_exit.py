@@ -36,9 +36,9 @@ def test_a_local_cluster_closes_with_the_preload(tmp_path):
     worker's process end)."""
     from distributed import Client
 
-    from flows.cluster import WORKER_PRELOADS, local_cluster
+    from eigenflow.flows.cluster import WORKER_PRELOADS, local_cluster
 
-    assert "tasks.worker_exit" in WORKER_PRELOADS
+    assert "eigenflow.tasks.worker_exit" in WORKER_PRELOADS
     with local_cluster(n_workers=1, threads_per_worker=1) as cluster:
         with Client(cluster, set_as_default=False) as client:
             assert client.submit(sum, [1, 2], pure=False).result() == 3

@@ -19,9 +19,9 @@ import time
 import numpy as np
 import pytest
 
-from spectral.datasets import make_swiss_roll_lifted
-from storage.embedding_io import read_embedding
-from storage.manifest import read_manifest
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.storage.embedding_io import read_embedding
+from eigenflow.storage.manifest import read_manifest
 from tests.helpers import local_worker_processes
 
 N_POINTS = 6000
@@ -45,7 +45,7 @@ def _cluster():
 
 
 def _reference(data, params: dict, name: str) -> np.ndarray:
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     with _cluster() as cluster:
         summary = embed(str(data / "X.npy"), str(data / f"{name}.zarr"), params=params,
@@ -108,7 +108,7 @@ def _chunk_task(run: str):
 def _embed_killing(data, params: dict, target, name: str) -> tuple[np.ndarray, dict, tuple[str, str], int]:
     """Run embed while a :class:`WorkerKiller` waits for a task matching ``target(run)``; returns the embedding,
     the stages' info, the (worker, key) killed and how many times that key was sent to a worker."""
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     run = f"killed-{name}"
     with _cluster() as cluster:
@@ -164,7 +164,7 @@ def test_the_compile_results_survive_a_killed_worker():
     (The placement is what is tested: the worker's pid stands in for the warm-up.)"""
     from distributed import Client, wait
 
-    from flows._warm_up import finish_on_workers
+    from eigenflow.flows._warm_up import finish_on_workers
 
     with _cluster() as cluster, Client(cluster) as client:  # the default client: distributed.wait uses it
         warm = finish_on_workers(client, _pid_of_worker)
@@ -188,10 +188,10 @@ def test_worker_killed_during_the_knn_build_begun_by_the_cli(tmp_path):
 
     import psutil
 
-    from spectral._validation import check_random_state
-    from spectral.neighbours.index import KNNIndex
-    from storage.arrays import read_X
-    from storage.graph_io import read_knn
+    from eigenflow.spectral._validation import check_random_state
+    from eigenflow.spectral.neighbours.index import KNNIndex
+    from eigenflow.storage.arrays import read_X
+    from eigenflow.storage.graph_io import read_knn
 
     X = make_swiss_roll_lifted(150_000, n_features=32, random_state=0)[0].astype(np.float32)
     np.save(tmp_path / "X.npy", X)

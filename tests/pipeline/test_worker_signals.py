@@ -14,7 +14,7 @@ from tests.helpers import REPO_ROOT
 CHILD = r"""
 import sys, time
 from distributed import Client, LocalCluster
-from flows.cluster import local_cluster
+from eigenflow.flows.cluster import local_cluster
 
 def busy():
     import time
@@ -49,7 +49,7 @@ def test_a_worker_closed_mid_task_prints_no_cancellation_note(cluster, printed):
 def test_the_filter_drops_only_that_note():
     import logging
 
-    from tasks.worker_signals import CancelledOnClose
+    from eigenflow.tasks.worker_signals import CancelledOnClose
 
     def record(level, text):
         return logging.LogRecord("distributed.worker.state_machine", level, __file__, 1, text, None, None)

@@ -8,8 +8,8 @@ import scipy.linalg
 from sklearn.neighbors import NearestNeighbors
 from tests.helpers import load_dataset
 
-from spectral.errors import InputDataError, NotPositiveDefiniteError, ParameterAdjustedWarning, ParameterError
-from spectral.methods.discriminant import DNE, LFDA, MFA
+from eigenflow.spectral.errors import InputDataError, NotPositiveDefiniteError, ParameterAdjustedWarning, ParameterError
+from eigenflow.spectral.methods.discriminant import DNE, LFDA, MFA
 
 
 def blobs(n_per=15, n_classes=3, d=5, seed=0, n_unlabeled=0, spread=3.0):

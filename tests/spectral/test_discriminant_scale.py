@@ -6,11 +6,11 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from spectral.errors import ParameterError
-from spectral.methods.discriminant import DNE, LFDA, MFA
-from spectral.methods.discriminant import graphs
-from spectral.operators.kernels import pairwise_kernel
-from spectral.methods.discriminant.scale import fit_at_scale, graph_gram, sparse_label_graphs
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.methods.discriminant import DNE, LFDA, MFA
+from eigenflow.spectral.methods.discriminant import graphs
+from eigenflow.spectral.operators.kernels import pairwise_kernel
+from eigenflow.spectral.methods.discriminant.scale import fit_at_scale, graph_gram, sparse_label_graphs
 
 
 def data(seed=0, n_lab=36, n_unl=44, d=6):
@@ -82,7 +82,7 @@ def test_at_scale_builds_its_graph_and_rejects_exact_kernel():
 def test_kernel_paths_agree(monkeypatch):
     # the materialized float32 Nystrom features (Dask map_blocks) and the raw-kernel-column accumulation
     # compute the same Phi^T L Phi: same eigenvalues to float32 accuracy, same embedding
-    from spectral.methods.discriminant import scale
+    from eigenflow.spectral.methods.discriminant import scale
 
     X, y = data(seed=4, n_lab=40, n_unl=60, d=5)
     kw = dict(gamma=0.5, mode="kernel", n_landmarks=50, regularization="pca", n_components=2)

@@ -16,9 +16,9 @@ from scipy.sparse.csgraph import laplacian as csgraph_laplacian
 from sklearn.neighbors import kneighbors_graph
 from threadpoolctl import threadpool_limits
 
-from spectral.eigen import EigenResult, eigensolve
-from spectral.errors import ConvergenceError, ParameterError
-from spectral.operators.kernels import pairwise_kernel
+from eigenflow.spectral.eigen import EigenResult, eigensolve
+from eigenflow.spectral.errors import ConvergenceError, ParameterError
+from eigenflow.spectral.operators.kernels import pairwise_kernel
 
 N = 240
 K = 4
@@ -241,7 +241,7 @@ class TestRandomized(SolverContract):
         np.testing.assert_allclose(res.values, w, rtol=1e-6, atol=0)
 
     def test_lanczos_bounds_enclose_the_spectrum(self):
-        from spectral.eigen.randomized import lanczos_bounds
+        from eigenflow.spectral.eigen.randomized import lanczos_bounds
 
         rng = np.random.default_rng(3)
         M = rng.standard_normal((200, 200))
@@ -324,7 +324,7 @@ def test_bad_parameters_named():
 
 
 def test_asymmetric_refused():
-    from spectral.errors import InputDataError
+    from eigenflow.spectral.errors import InputDataError
 
     with pytest.raises(InputDataError, match="must be symmetric"):
         eigensolve(np.triu(np.ones((6, 6))), 2, solver="dense")
@@ -425,7 +425,7 @@ def test_sign_flip_matches_scikit_learn_rule():
     """The one sign rule equals scikit-learn's _deterministic_vector_sign_flip (which works on rows)."""
     from sklearn.utils.extmath import _deterministic_vector_sign_flip
 
-    from spectral.eigen import sign_flip
+    from eigenflow.spectral.eigen import sign_flip
 
     V = np.random.default_rng(3).standard_normal((40, 6))
     V[:, 2] = 0.0  # an all-zero column stays zero
@@ -436,8 +436,8 @@ def test_sign_flip_matches_scikit_learn_rule():
 
 
 def test_solver_registry_subsets_are_derived_from_one_registry():
-    from spectral.eigen import MATRIX_SOLVERS, OPERATOR_SOLVERS, SOLVERS
-    from spectral.embedding.eigenmaps import EIGEN_SOLVERS
+    from eigenflow.spectral.eigen import MATRIX_SOLVERS, OPERATOR_SOLVERS, SOLVERS
+    from eigenflow.spectral.embedding.eigenmaps import EIGEN_SOLVERS
 
     assert EIGEN_SOLVERS is SOLVERS
     assert "nystrom" in SOLVERS and "nystrom" not in MATRIX_SOLVERS
@@ -451,9 +451,9 @@ def test_amg_setup_restores_the_matrix_bit_for_bit_and_shares_level_0():
     diagonal entry in some row gets the shifted copy instead."""
     import scipy.sparse as sp
 
-    import spectral._sparse as sparse_helpers
-    from spectral.eigen.lobpcg import amg_hierarchy
-    from spectral.graph.laplacian import laplacian
+    import eigenflow.spectral._sparse as sparse_helpers
+    from eigenflow.spectral.eigen.lobpcg import amg_hierarchy
+    from eigenflow.spectral.graph.laplacian import laplacian
 
     W = sp.random(400, 400, density=0.03, random_state=1, format="csr")
     W = (W + W.T + sp.diags(np.ones(399), 1) + sp.diags(np.ones(399), -1)).tocsr()
@@ -475,8 +475,8 @@ def test_amg_setup_restores_the_matrix_bit_for_bit_and_shares_level_0():
 def test_in_place_reordering_restores_the_matrix_and_matches_the_copy_path():
     """RCM reordering in place (one copy of A during the solve): the result equals the permuted-copy path's, the
     caller's matrix is unchanged bit for bit afterwards, and a read-only matrix takes the copy path."""
-    import spectral._sparse as sparse_helpers
-    from spectral.eigen import _reorder
+    import eigenflow.spectral._sparse as sparse_helpers
+    from eigenflow.spectral.eigen import _reorder
 
     W = kneighbors_graph(_data(5, n=2500), 10, include_self=False)
     L = sp.csr_matrix(csgraph_laplacian(((W + W.T) > 0).astype(float), normed=True))
@@ -508,8 +508,8 @@ def test_in_place_reordering_restores_the_matrix_and_matches_the_copy_path():
 
 def test_shared_transfer_operators_give_the_same_v_cycle(multilevel_case):
     """CSR P and its CSC transpose view as R (no BSR pair, no CSR copies): the same preconditioner output."""
-    from spectral.eigen._block_amg import BlockVCycle, share_transfer_operators
-    from spectral.eigen.lobpcg import amg_hierarchy
+    from eigenflow.spectral.eigen._block_amg import BlockVCycle, share_transfer_operators
+    from eigenflow.spectral.eigen.lobpcg import amg_hierarchy
 
     L = multilevel_case[0].copy()
     ml = amg_hierarchy(L)
@@ -526,7 +526,7 @@ def test_default_amg_strength_gives_pyamg_default_hierarchy(multilevel_case):
     with theta = 0, level by level (both built by pyamg)."""
     from pyamg import smoothed_aggregation_solver
 
-    from spectral.eigen.lobpcg import DEFAULT_AMG_OPTIONS
+    from eigenflow.spectral.eigen.lobpcg import DEFAULT_AMG_OPTIONS
 
     assert DEFAULT_AMG_OPTIONS["strength"] is None
     L = sp.csr_matrix(multilevel_case[0] + 1e-5 * sp.identity(multilevel_case[0].shape[0], format="csr"))
@@ -547,8 +547,8 @@ def test_lean_finest_level_matches_pyamg(multilevel_case, monkeypatch):
     eigenpairs in as many LOBPCG iterations (+-1) with either hierarchy."""
     from pyamg import smoothed_aggregation_solver
 
-    import spectral._sparse as sparse_helpers
-    from spectral.eigen import _amg_setup, lobpcg
+    import eigenflow.spectral._sparse as sparse_helpers
+    from eigenflow.spectral.eigen import _amg_setup, lobpcg
 
     monkeypatch.setattr(sparse_helpers, "ROW_BLOCK", 700)
     L0 = multilevel_case[0]
@@ -572,7 +572,7 @@ def test_lean_finest_level_matches_pyamg(multilevel_case, monkeypatch):
 def test_assume_symmetric_skips_only_the_symmetry_check():
     """``assume_symmetric=True`` (a Laplacian symmetric by construction): the same eigenpairs as the checked call;
     an asymmetric matrix is refused by default; NaN is refused either way; a non-bool is a parameter error."""
-    from spectral.errors import InputDataError
+    from eigenflow.spectral.errors import InputDataError
 
     A = sp.random(300, 300, density=0.05, random_state=0, format="csr")
     A = (A + A.T + sp.identity(300) * 5).tocsr()

@@ -11,14 +11,14 @@ import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
-from spectral.datasets import make_swiss_roll_lifted
-from spectral.eigen import eigensolve
-from spectral.eigen.distributed import MIN_SHARD_ROWS, DistributedLaplacian
-from spectral.eigen.distributed_solve import distributed_eigensolve, laplacian_eigenmaps_distributed
-from spectral.errors import InputDataError, ParameterError
-from spectral.graph.laplacian import laplacian, laplacian_rows
-from spectral.neighbours.knn import knn_graph
-from spectral.graph.weights import knn_weights
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.spectral.eigen import eigensolve
+from eigenflow.spectral.eigen.distributed import MIN_SHARD_ROWS, DistributedLaplacian
+from eigenflow.spectral.eigen.distributed_solve import distributed_eigensolve, laplacian_eigenmaps_distributed
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.graph.laplacian import laplacian, laplacian_rows
+from eigenflow.spectral.neighbours.knn import knn_graph
+from eigenflow.spectral.graph.weights import knn_weights
 
 from tests.helpers import local_cluster
 
@@ -163,7 +163,7 @@ def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, gra
     assert np.all(np.abs(emb).max(axis=0) == emb.max(axis=0))  # sign rule: largest-|.| entry positive
     # gather=False: the embedding stays as row parts on the shards' workers; put back in the original order it
     # is the gathered one bit for bit (same solve)
-    from spectral.eigen._row_parts import gather_original_order
+    from eigenflow.spectral.eigen._row_parts import gather_original_order
 
     parts, values_kept, res_kept = laplacian_eigenmaps_distributed(op, 3, random_state=1, gather=False)
     assert res_kept.vectors is None and len(parts) == 2
@@ -177,8 +177,8 @@ def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, gra
 
 def test_sign_rule_on_row_parts_is_sign_flip_in_the_original_order(client, graph):
     """Ties of |.| across shards go to the smallest original row, as np.argmax on the gathered columns."""
-    from spectral.eigen._row_parts import gather_original_order, signed_parts
-    from spectral.eigen.signs import sign_flip
+    from eigenflow.spectral.eigen._row_parts import gather_original_order, signed_parts
+    from eigenflow.spectral.eigen.signs import sign_flip
 
     op = DistributedLaplacian.from_weights(graph[2], 3, partition="rcm")
     rng = np.random.default_rng(0)
@@ -236,7 +236,7 @@ def test_weights_built_per_shard_equal_knn_weights(client, graph, weighting, sym
 def test_knn_blocks_of_partition_parts(client, graph):
     """Shards holding the parts of a row partition (``perm``): the operator is L in the partition's order and
     maps back to the original order; the inside fraction is the partition's."""
-    from spectral.neighbours.partition import bisection_partition_array
+    from eigenflow.spectral.neighbours.partition import bisection_partition_array
 
     X, _, W, L, degrees, _ = graph
     idx, dist = knn_graph(X, 10, method="exact")
@@ -329,8 +329,8 @@ def test_bad_parameters_name_parameter_range_and_value(client, graph):
 def test_row_block_orthonormalization_falls_back_to_tsqr_and_drops_dependent_columns(client):
     """[X, W] with a column of W inside span(X): Cholesky-QR refuses it, Householder TSQR runs and drops that
     column; the rest of W comes back orthonormal and orthogonal to X. Independent columns: Cholesky-QR2, no drop."""
-    from spectral.placement import scatter_to
-    from spectral.eigen._row_lobpcg import _Blocks, _orthonormal_complement
+    from eigenflow.spectral.placement import scatter_to
+    from eigenflow.spectral.eigen._row_lobpcg import _Blocks, _orthonormal_complement
 
     rng = np.random.default_rng(0)
     workers = sorted(client.scheduler_info()["workers"])
@@ -363,8 +363,8 @@ def test_renumbering_by_parts_asks_only_for_foreign_ids_and_refuses_unknown_ones
     """The worker-side renumbering (original rows -> operator rows) of spectral.graph.sharded, as its tasks run
     on the workers: each shard looks up only the ids it does not hold, in the other shards; an id no shard holds
     is refused, named."""
-    from spectral.graph.sharded import foreign_ids, lookup_ids, renumbered
-    from spectral.placement import split_by_owner
+    from eigenflow.spectral.graph.sharded import foreign_ids, lookup_ids, renumbered
+    from eigenflow.spectral.placement import split_by_owner
 
     rows = [np.array([2, 5, 7]), np.array([0, 1, 9]), np.array([3, 4, 6, 8])]  # shard q: operator rows bounds[q]..
     bounds = np.array([0, 3, 6, 10])
@@ -384,7 +384,7 @@ def test_renumbering_by_parts_asks_only_for_foreign_ids_and_refuses_unknown_ones
 
 
 def test_the_coarse_problem_goes_to_the_worker_holding_the_fewest_rows(client, graph):
-    from spectral.placement import least_loaded_worker
+    from eigenflow.spectral.placement import least_loaded_worker
 
     a, b = sorted(client.scheduler_info()["workers"])
     assert least_loaded_worker(client, [a, b], [300, 100]) == b

@@ -11,8 +11,8 @@ import pytest
 import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
-from spectral.eigen import eigensolve
-from spectral.errors import NotPositiveDefiniteError, ParameterError
+from eigenflow.spectral.eigen import eigensolve
+from eigenflow.spectral.errors import NotPositiveDefiniteError, ParameterError
 
 N = 150
 

@@ -13,10 +13,10 @@ from sklearn.exceptions import NotFittedError
 from sklearn.manifold import spectral_embedding
 
 from tests.helpers import load_dataset
-from spectral.embedding.eigenmaps import LaplacianEigenmaps, LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
-from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.neighbours.knn import knn_graph
-from spectral.metrics import max_subspace_angle, one_nn_accuracy
+from eigenflow.spectral.embedding.eigenmaps import LaplacianEigenmaps, LaplacianEigenmapsModel, laplacian_eigenmaps_from_graph
+from eigenflow.spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
+from eigenflow.spectral.neighbours.knn import knn_graph
+from eigenflow.spectral.metrics import max_subspace_angle, one_nn_accuracy
 
 
 N = 300  # dense references stay cheap
@@ -253,7 +253,7 @@ def test_nystrom_solver_all_landmarks_equals_dense_heat_kernel(roll):
 
 
 def test_nystrom_with_fewer_landmarks_and_state_round_trip(roll):
-    from spectral.embedding.nystrom_eigenmaps import NystromEigenmapsModel, nystrom_eigenmaps
+    from eigenflow.spectral.embedding.nystrom_eigenmaps import NystromEigenmapsModel, nystrom_eigenmaps
 
     X = roll[0]
     ref, vals, sigma = _dense_heat_reference(X, 10, 2)
@@ -292,7 +292,7 @@ def test_estimator_state_round_trip_is_bit_identical(roll, affinity):
 
 
 def test_metrics_helpers():
-    from spectral.metrics import knn_recall
+    from eigenflow.spectral.metrics import knn_recall
 
     Z_train = np.array([[0.0], [1.0], [10.0]])
     assert one_nn_accuracy(Z_train, [0, 0, 1], np.array([[0.4], [9.0], [2.0]]), [0, 1, 1]) == pytest.approx(2 / 3)
@@ -310,13 +310,13 @@ def test_one_component_graph_is_freed_before_the_eigensolve(roll, monkeypatch):
     Laplacian exists: the eigensolve runs without it (one graph less at the stage's peak)."""
     import weakref
 
-    import spectral.embedding.eigenmaps as emb
+    import eigenflow.spectral.embedding.eigenmaps as emb
 
     refs = []
 
     def make_graph():
         idx, dist = knn_graph(roll[0], 10, method="exact")
-        from spectral.graph.weights import knn_weights
+        from eigenflow.spectral.graph.weights import knn_weights
 
         W = knn_weights(idx, dist)
         refs.append(weakref.ref(W.data))

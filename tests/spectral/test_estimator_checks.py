@@ -25,8 +25,8 @@ import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
-import spectral
-from spectral.errors import InputDataError, InputTypeError, KernelFallbackWarning, ParameterAdjustedWarning
+from eigenflow import spectral
+from eigenflow.spectral.errors import InputDataError, InputTypeError, KernelFallbackWarning, ParameterAdjustedWarning
 
 #: every public estimator of spectral (spectral.__all__), with its default constructor
 ESTIMATORS = ("LaplacianEigenmaps", "DNE", "MFA", "LFDA", "NSSE", "SupervisedLaplacianEigenmaps", "TSK", "RSK",

@@ -8,7 +8,7 @@ import pytest
 import scipy.linalg as sla
 from sklearn.datasets import make_circles
 
-import spectral
+from eigenflow import spectral
 
 
 # ------------------------------------------------------------------ GraphKPCA at scale, randomized eigensolver
@@ -199,7 +199,7 @@ def test_float32_in_float32_out_and_named_columns_like_kernel_pca(name):
 def test_pipeline_point_outputs_keep_a_float32_chunk_float32():
     from sklearn.datasets import make_moons
 
-    from tasks.registry import EMBEDDING, get_entry, point_outputs
+    from eigenflow.tasks.registry import EMBEDDING, get_entry, point_outputs
 
     X, _ = make_moons(150, noise=0.05, random_state=0)
     X32 = X.astype(np.float32)

@@ -16,9 +16,9 @@ from scipy.sparse.csgraph import laplacian as csgraph_laplacian
 from sklearn.decomposition import PCA, KernelPCA
 from sklearn.metrics.pairwise import rbf_kernel
 
-from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.methods.graph_kpca import GraphKPCA, MultiGraphKPCA
-from spectral.methods.graph_kpca import graphs as G
+from eigenflow.spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
+from eigenflow.spectral.methods.graph_kpca import GraphKPCA, MultiGraphKPCA
+from eigenflow.spectral.methods.graph_kpca import graphs as G
 
 
 def max_angle(A, B):
@@ -285,7 +285,7 @@ def test_state_round_trip_is_bit_identical(blobs, kw):
 
 def test_transform_queries_the_index_built_at_fit(blobs, monkeypatch):
     """transform never refits a neighbour search: it queries knn_index_ (built once at fit)."""
-    import spectral.neighbours.knn as knn_mod
+    import eigenflow.spectral.neighbours.knn as knn_mod
 
     X, _ = blobs
     m = GraphKPCA(3, kernel_params={"gamma": 0.05}, gamma=1.0, n_neighbors=6).fit(X[:150])
@@ -309,7 +309,7 @@ def NearestNeighborsReference(X_fit, X_new, k):
 
 
 def test_precomputed_knn_equals_internal_search(blobs):
-    from spectral.neighbours.knn import knn_graph
+    from eigenflow.spectral.neighbours.knn import knn_graph
 
     X, _ = blobs
     ind, dist = knn_graph(X, 7, method="exact")

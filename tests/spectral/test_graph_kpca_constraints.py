@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectral.methods.graph_kpca import GraphKPCA
-from spectral.methods.graph_kpca import graphs as G
-from spectral.graph.laplacian import laplacian
+from eigenflow.spectral.methods.graph_kpca import GraphKPCA
+from eigenflow.spectral.methods.graph_kpca import graphs as G
+from eigenflow.spectral.graph.laplacian import laplacian
 
 
 def constraint_term(yl, g1, g2):

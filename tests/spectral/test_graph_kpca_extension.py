@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from spectral.errors import InputDataError
+from eigenflow.spectral.errors import InputDataError
 from tests.helpers import gaussian_blobs
-from spectral.methods.graph_kpca import GraphKPCA
-from spectral.methods.graph_kpca.extension import IndexedGraphKPCA
-from spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.methods.graph_kpca import GraphKPCA
+from eigenflow.spectral.methods.graph_kpca.extension import IndexedGraphKPCA
+from eigenflow.spectral.neighbours.index import KNNIndex
 
 
 @pytest.fixture(scope="module")

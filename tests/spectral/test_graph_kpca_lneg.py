@@ -9,9 +9,9 @@ from scipy.optimize import minimize
 from sklearn.datasets import make_swiss_roll
 from sklearn.manifold import LocallyLinearEmbedding
 
-from spectral.errors import InputDataError, ParameterError
-from spectral.methods.graph_kpca import LNEG
-from spectral.methods.graph_kpca.lneg_weights import _gram, _design, local_weights_chunk
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.methods.graph_kpca import LNEG
+from eigenflow.spectral.methods.graph_kpca.lneg_weights import _gram, _design, local_weights_chunk
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_degree1_no_l1_no_graph_equals_sklearn_lle(roll):
 def test_l1_weights_solve_the_local_problem(roll):
     """FISTA + exact prox vs SLSQP on w^T G w + l1 ||w||_1, sum of linear weights = 1 (split w = u - v)."""
     X, _ = roll
-    from spectral.methods.graph_kpca.graphs import knn_indices
+    from eigenflow.spectral.methods.graph_kpca.graphs import knn_indices
 
     ind, _ = knn_indices(X, 6)
     l1, P, k = 0.05, 2, 6

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import scipy.linalg as la
 
-from spectral.errors import ParameterError
-from spectral.methods.graph_kpca import multi as multi_mod
-from spectral.methods.graph_kpca.multi import MultiGraphKPCA
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.methods.graph_kpca import multi as multi_mod
+from eigenflow.spectral.methods.graph_kpca.multi import MultiGraphKPCA
 
 
 def _data(n, seed=0):
@@ -87,11 +87,11 @@ def test_implicit_bad_params():
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 
-from spectral.methods.graph_kpca import lneg as lneg_mod  # noqa: E402
-from spectral.methods.graph_kpca import lneg_weight_tasks  # noqa: E402
-from spectral.methods.graph_kpca.graphs import knn_indices  # noqa: E402
-from spectral.methods.graph_kpca.lneg import LNEG  # noqa: E402
-from spectral.methods.graph_kpca.lneg_weights import local_weights  # noqa: E402
+from eigenflow.spectral.methods.graph_kpca import lneg as lneg_mod  # noqa: E402
+from eigenflow.spectral.methods.graph_kpca import lneg_weight_tasks  # noqa: E402
+from eigenflow.spectral.methods.graph_kpca.graphs import knn_indices  # noqa: E402
+from eigenflow.spectral.methods.graph_kpca.lneg import LNEG  # noqa: E402
+from eigenflow.spectral.methods.graph_kpca.lneg_weights import local_weights  # noqa: E402
 
 
 @pytest.mark.parametrize("l1", [0.0, 0.01])
@@ -137,7 +137,7 @@ def test_lneg_sparse_eigen_step_above_dense_threshold(monkeypatch):
     m = LNEG(2, n_neighbors=10, degree=1, gamma=0.05, graph="knn", random_state=0).fit(X)
     n = X.shape[0]
     import scipy.sparse as sp
-    from spectral.graph.laplacian import laplacian
+    from eigenflow.spectral.graph.laplacian import laplacian
 
     IW = sp.identity(n) - m.weights_
     M = (IW.T @ IW + 0.05 * laplacian(m.graph_, "unnormalized")[0]).toarray()

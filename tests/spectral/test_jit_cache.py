@@ -23,8 +23,8 @@ BUILD_SCRIPT = textwrap.dedent("""
     if len(sys.argv) > 1:  # pretend another pynndescent version wrote / reads the cache
         import pynndescent
         pynndescent.__version__ = sys.argv[1]
-    from spectral.neighbours import jit_cache
-    from spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.neighbours import jit_cache
+    from eigenflow.spectral.neighbours.index import KNNIndex
 
     X = np.random.default_rng(0).normal(size=(600, 8)).astype(np.float32)
     with warnings.catch_warnings(record=True) as caught, jit_cache.compile_report() as compiled:
@@ -39,9 +39,9 @@ BUILD_SCRIPT = textwrap.dedent("""
                       "warnings": [str(w.message) for w in caught if "eigenflow" in str(w.message)]}))
 """)
 
-NN_DESCENT = "spectral.neighbours.nndescent_kernels._nn_descent_squared_euclidean"
-REFINE = "spectral.neighbours._refine._refine_rows"
-DROP_SELF = "spectral.neighbours._refine._drop_self_rows"
+NN_DESCENT = "eigenflow.spectral.neighbours.nndescent_kernels._nn_descent_squared_euclidean"
+REFINE = "eigenflow.spectral.neighbours._refine._refine_rows"
+DROP_SELF = "eigenflow.spectral.neighbours._refine._drop_self_rows"
 
 
 def run_build(cache: Path, *args: str) -> dict:
@@ -110,7 +110,7 @@ def test_salt_keeps_entries_of_other_library_versions_apart(tmp_path, monkeypatc
     monkeypatch.setenv("EIGENFLOW_CACHE_DIR", str(tmp_path))
     module = tmp_path / "salted_kernel.py"
     module.write_text(textwrap.dedent("""
-        from spectral.neighbours.jit_cache import cached_njit
+        from eigenflow.spectral.neighbours.jit_cache import cached_njit
 
         def make(salt):
             @cached_njit(salt=salt)
@@ -139,14 +139,14 @@ def test_salt_keeps_entries_of_other_library_versions_apart(tmp_path, monkeypatc
 def test_salt_names_pynndescent_version_and_sources():
     import pynndescent
 
-    from spectral.neighbours.nndescent_kernels import PYNNDESCENT_SALT
+    from eigenflow.spectral.neighbours.nndescent_kernels import PYNNDESCENT_SALT
 
     assert PYNNDESCENT_SALT.startswith(f"pynndescent {pynndescent.__version__} ")
     assert len(PYNNDESCENT_SALT.split()[-1]) == 64
 
 
 def test_cache_dir_follows_environment(monkeypatch, tmp_path):
-    from spectral.neighbours import jit_cache
+    from eigenflow.spectral.neighbours import jit_cache
 
     monkeypatch.setenv("EIGENFLOW_CACHE_DIR", str(tmp_path / "c"))
     assert jit_cache.numba_cache_dir() == tmp_path / "c" / "numba"
@@ -158,7 +158,7 @@ def test_cache_dir_follows_environment(monkeypatch, tmp_path):
 
 
 def test_cached_njit_refuses_cache_option():
-    from spectral.neighbours.jit_cache import cached_njit
+    from eigenflow.spectral.neighbours.jit_cache import cached_njit
 
     with pytest.raises(TypeError, match="cache"):
         cached_njit(cache=True)
@@ -170,7 +170,7 @@ def test_unwritable_cache_warns_and_still_runs(tmp_path):
     blocker.write_text("not a directory")
     env = {**os.environ, "EIGENFLOW_CACHE_DIR": str(blocker / "cache"), "PYTHONPATH": str(REPO)}
     script = ("import warnings, numpy as np\nwarnings.simplefilter('always')\n"
-              "from spectral.neighbours._refine import drop_self\n"
+              "from eigenflow.spectral.neighbours._refine import drop_self\n"
               "print(drop_self(np.array([[0, 1], [0, 1]]), 1).tolist())")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -184,7 +184,7 @@ def test_cached_build_equals_pynndescent_and_other_version_recompiles(warm_cache
     pynndescent version compiles its own entry instead of loading this one, with the same graph."""
     from pynndescent import NNDescent
 
-    from spectral.neighbours.nndescent_kernels import CachedNNDescent
+    from eigenflow.spectral.neighbours.nndescent_kernels import CachedNNDescent
 
     X = np.random.default_rng(1).normal(size=(3000, 12)).astype(np.float32)
     for metric in ("euclidean", "cosine", "manhattan"):
@@ -204,8 +204,8 @@ def _worker_build() -> dict:
     """Runs on a ``dask worker``: an NN-descent build, then what the worker's kernels did."""
     import numpy as np
 
-    from spectral.neighbours import jit_cache
-    from spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.neighbours import jit_cache
+    from eigenflow.spectral.neighbours.index import KNNIndex
 
     X = np.random.default_rng(0).normal(size=(600, 8)).astype(np.float32)
     KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1)
@@ -259,8 +259,8 @@ def test_dask_worker_command_loads_from_shared_cache(warm_cache):
 FIT_SCRIPT = textwrap.dedent("""
     import json
     import numpy as np
-    from spectral import LaplacianEigenmaps
-    from spectral.neighbours import jit_cache
+    from eigenflow.spectral import LaplacianEigenmaps
+    from eigenflow.spectral.neighbours import jit_cache
 
     X = np.random.default_rng(0).normal(size=(2000, 8)).astype(np.float32)
     with jit_cache.compile_report() as compiled:
@@ -275,7 +275,7 @@ def test_a_fit_after_the_warm_up_compiles_nothing():
     ``LaplacianEigenmaps`` fit: a fresh process fitting with NN-descent and with the exact search compiles no kernel
     (e.g. no variant for read-only graph arrays). Runs on the session's compiled-code cache."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    warm = ("from tasks._worker import warm_nndescent; "
+    warm = ("from eigenflow.tasks._worker import warm_nndescent; "
             "warm_nndescent(('float32',), ('euclidean',), ('nndescent', 'exact'))")
     subprocess.run([sys.executable, "-c", warm], env=env, check=True, timeout=900, cwd=REPO, capture_output=True)
     done = subprocess.run([sys.executable, "-c", FIT_SCRIPT], env=env, capture_output=True, text=True, timeout=600,

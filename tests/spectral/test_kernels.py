@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import pairwise
 
-from spectral.errors import InputDataError, ParameterError
-from spectral.operators.kernels import kernel_diagonal, make_kernel, pairwise_kernel
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.operators.kernels import kernel_diagonal, make_kernel, pairwise_kernel
 
 rng = np.random.default_rng(0)
 X, Y = rng.standard_normal((30, 4)), rng.standard_normal((20, 4))
@@ -65,7 +65,7 @@ def test_defaults_are_scikit_learns(name):
 def test_kernel_from_params_and_centering_match_scikit_learn():
     from sklearn.preprocessing import KernelCenterer
 
-    from spectral.operators.kernels import center_gram, center_rows, kernel_from_params
+    from eigenflow.spectral.operators.kernels import center_gram, center_rows, kernel_from_params
 
     k = kernel_from_params("poly", {"degree": 2, "gamma": 1.0, "coef0": 0.0})
     np.testing.assert_allclose(k(X, Y), (X @ Y.T) ** 2, rtol=1e-12)  # CK08's <x, x'>^2

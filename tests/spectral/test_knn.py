@@ -10,10 +10,10 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from tests.helpers import load_dataset
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.index import EXACT_MAX_SAMPLES, KNNIndex
-from spectral.neighbours.knn import knn_graph
-from spectral.metrics import knn_recall
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours.index import EXACT_MAX_SAMPLES, KNNIndex
+from eigenflow.spectral.neighbours.knn import knn_graph
+from eigenflow.spectral.metrics import knn_recall
 
 
 def _blobs(n=300, d=5, seed=0):
@@ -104,7 +104,7 @@ def test_auto_threshold_picks_exact_below():
 def test_auto_rule_bounds_points_and_values():
     """'auto' is exact below EXACT_MAX_SAMPLES points and EXACT_MAX_CELLS values of X (n * d), NN-descent above
     either: the measured crossovers (1e6 points at d = 32, ~2.5e5 at d = 128)."""
-    from spectral.neighbours.index import EXACT_MAX_CELLS, auto_method
+    from eigenflow.spectral.neighbours.index import EXACT_MAX_CELLS, auto_method
 
     assert auto_method(EXACT_MAX_SAMPLES - 1, 8) == "exact"
     assert auto_method(EXACT_MAX_SAMPLES, 8) == "nndescent"
@@ -150,7 +150,7 @@ def test_points_are_the_training_rows(method, x_dtype):
 def test_nndescent_query_by_blocks_equals_one_call(monkeypatch, x_dtype):
     """An NN-descent query converts ``QUERY_BLOCK_ROWS`` rows at a time: the same answers as one block, for float32
     and float64 queries of the same values (pynndescent searches each row on its own)."""
-    from spectral.neighbours import index as index_module
+    from eigenflow.spectral.neighbours import index as index_module
 
     X = _blobs(3000, d=8).astype(x_dtype)
     index = KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1)
@@ -258,7 +258,7 @@ def test_knn_mask_from_distances_matches_the_index_and_restricts_candidates():
     per-row k restrict it (label graphs)."""
     from scipy.spatial.distance import cdist
 
-    from spectral.neighbours.index import knn_mask_from_distances
+    from eigenflow.spectral.neighbours.index import knn_mask_from_distances
 
     X = np.random.default_rng(11).standard_normal((60, 4))
     D2 = cdist(X, X, "sqeuclidean")
@@ -292,7 +292,7 @@ def brute_force_then_refine(X, Q, k, metric, graph):
     the k-th refined one), since a tie cut by scikit-learn's own selection would make the reference arbitrary."""
     from sklearn.neighbors import NearestNeighbors
 
-    from spectral.neighbours._refine import METRIC_CODES, _refine_rows
+    from eigenflow.spectral.neighbours._refine import METRIC_CODES, _refine_rows
 
     n = X.shape[0]
     w = min(n, k + 1 + 60)
@@ -310,7 +310,7 @@ def brute_force_then_refine(X, Q, k, metric, graph):
 
 def full_sort_reference(X, Q, k, metric, graph):
     """The definition: every training point (but the query itself in a graph) refined in index order, first k."""
-    from spectral.neighbours._refine import METRIC_CODES, _refine_rows
+    from eigenflow.spectral.neighbours._refine import METRIC_CODES, _refine_rows
 
     n = X.shape[0]
     cand = np.tile(np.arange(n), (Q.shape[0], 1))
@@ -324,7 +324,7 @@ def full_sort_reference(X, Q, k, metric, graph):
 def exact_settings(request, monkeypatch):
     """The default settings, and leaves of 16 rows with a single extra candidate: many leaves pruned, and most rows
     with a tie at the k-th place searched again with more candidates."""
-    from spectral.neighbours import exact as knn_exact
+    from eigenflow.spectral.neighbours import exact as knn_exact
 
     if request.param is not None:
         monkeypatch.setattr(knn_exact, "LEAF_SIZE", request.param[0])
@@ -401,7 +401,7 @@ def test_exact_large_copy_groups_threads_and_pickles():
 def test_neighbor_graph_without_copies_gives_the_index_arrays_and_loads_cached_kernels():
     """``neighbor_graph(copy=False)`` gives the index's own arrays (no 1e6 x k copies), equal to the copies, and
     writable: weighting them runs the kernels the cache holds (numba would compile read-only variants again)."""
-    from spectral.graph.weights import knn_weights
+    from eigenflow.spectral.graph.weights import knn_weights
 
     X = np.random.default_rng(2).normal(size=(120, 3))
     index = KNNIndex.build(X, 5, method="exact")

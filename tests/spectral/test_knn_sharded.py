@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
 
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.index import KNNIndex
-from spectral.neighbours.knn import knn_graph
-from spectral.neighbours.merge import ShardAnswer, merge_candidates
-from spectral.neighbours.sharded import ROWS_PER_SHARD, build_shard_indexes, default_n_shards, sharded_knn_graph
-from spectral.neighbours.sharded_query import query_shard_indexes
-from spectral.neighbours.partition import part_distance_bounds
-from spectral.metrics import knn_recall
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.neighbours.knn import knn_graph
+from eigenflow.spectral.neighbours.merge import ShardAnswer, merge_candidates
+from eigenflow.spectral.neighbours.sharded import ROWS_PER_SHARD, build_shard_indexes, default_n_shards, sharded_knn_graph
+from eigenflow.spectral.neighbours.sharded_query import query_shard_indexes
+from eigenflow.spectral.neighbours.partition import part_distance_bounds
+from eigenflow.spectral.metrics import knn_recall
 from tests.spectral.test_knn import check_contract
 
 K = 10
@@ -178,7 +178,7 @@ def test_part_distance_bounds_never_exceed_the_true_distance_to_a_part():
     each part: a lower bound everywhere, 0 for the part whose cells hold the point, and tight enough to prune."""
     from scipy.spatial.distance import cdist
 
-    from spectral.neighbours.partition import bisection_partition_array
+    from eigenflow.spectral.neighbours.partition import bisection_partition_array
 
     X_fit, Q = _held_out_split(n=1200, n_held=200)
     parts = bisection_partition_array(X_fit, 5)
@@ -248,7 +248,7 @@ def test_nndescent_shards_recall_reproducible_and_dask_equal(client):
     dask input, same graph. The single-process reference runs on a worker (compiled there already)."""
     import dask.array as da
 
-    from spectral.datasets import make_swiss_roll_lifted
+    from eigenflow.spectral.datasets import make_swiss_roll_lifted
 
     X = make_swiss_roll_lifted(4000, random_state=0)[0].astype(np.float64)
     oracle = _brute(X, K)
@@ -268,7 +268,7 @@ def test_nndescent_shards_recall_reproducible_and_dask_equal(client):
 def test_nndescent_held_out_queries_recall(client):
     """NN-descent shards of the fit rows of the lifted Swiss roll, held-out points searched in every shard's
     index: recall of the merged candidates against brute force."""
-    from spectral.datasets import make_swiss_roll_lifted
+    from eigenflow.spectral.datasets import make_swiss_roll_lifted
 
     X = make_swiss_roll_lifted(4000, random_state=0)[0]
     held = np.random.default_rng(1).random(X.shape[0]) < 0.2

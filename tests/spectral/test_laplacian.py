@@ -8,10 +8,10 @@ import scipy.sparse as sp
 from scipy.linalg import eigh
 from scipy.sparse import csgraph
 
-from spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
-from spectral.neighbours.knn import knn_graph
-from spectral.graph.laplacian import check_connected, connected_components, laplacian
-from spectral.graph.weights import knn_weights
+from eigenflow.spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
+from eigenflow.spectral.neighbours.knn import knn_graph
+from eigenflow.spectral.graph.laplacian import check_connected, connected_components, laplacian
+from eigenflow.spectral.graph.weights import knn_weights
 
 
 def _graph(n=120, seed=0):
@@ -86,7 +86,7 @@ def test_bad_normalization():
 
 def test_dense_and_signed_laplacians_match_csgraph_and_the_sparse_builder():
     """dense_laplacian == csgraph's D - W; signed graphs (DNE's W^I - W^E) give D - W with signed degrees."""
-    from spectral.graph.laplacian import dense_laplacian
+    from eigenflow.spectral.graph.laplacian import dense_laplacian
 
     rng = np.random.default_rng(0)
     A = rng.random((12, 12))
@@ -112,7 +112,7 @@ def test_row_block_assembly_matches_csgraph_with_self_loops_isolated_nodes_and_u
                                                                                                 monkeypatch):
     """The Laplacian is written by row blocks: across several blocks, with self-loops, an isolated node and
     unsorted input indices it equals csgraph's, has sorted indices and leaves W untouched."""
-    import spectral._sparse as sparse_helpers
+    import eigenflow.spectral._sparse as sparse_helpers
 
     monkeypatch.setattr(sparse_helpers, "ROW_BLOCK", 7)
     W = _graph(60).tolil()
@@ -142,7 +142,7 @@ def test_row_block_assembly_matches_csgraph_with_self_loops_isolated_nodes_and_u
 
 def test_max_asymmetry_matches_the_sparse_difference():
     """The pattern-sharing comparison and the structurally asymmetric path both give max |M - M^T|."""
-    from spectral._sparse import max_asymmetry
+    from eigenflow.spectral._sparse import max_asymmetry
 
     W = _graph(80)
     assert max_asymmetry(W) == 0.0
@@ -164,7 +164,7 @@ def test_spd_lu_solves_a_shifted_laplacian_with_less_fill_than_colamd():
     round-off, against a dense solve, with fewer factor entries than splu's default ordering."""
     from scipy.sparse.linalg import splu
 
-    from spectral._sparse import spd_lu
+    from eigenflow.spectral._sparse import spd_lu
 
     L = laplacian(_graph(400), "symmetric")[0]
     M = sp.csc_matrix(L + 1e-3 * sp.identity(400))

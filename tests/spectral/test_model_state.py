@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from spectral import LNEG, MultiGraphKPCA
-from spectral.methods.estimator_state import estimator_state, restore_estimator
-from spectral.errors import InputDataError
+from eigenflow.spectral import LNEG, MultiGraphKPCA
+from eigenflow.spectral.methods.estimator_state import estimator_state, restore_estimator
+from eigenflow.spectral.errors import InputDataError
 
 
 @pytest.mark.parametrize("est", [LNEG(2), LNEG(2, gamma=0.5, l1=0.01), MultiGraphKPCA(2),

@@ -9,10 +9,10 @@ import pytest
 from scipy import linalg
 
 from tests.helpers import load_dataset
-from spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.methods.nsse import NSSE, SupervisedLaplacianEigenmaps
-from spectral.graph.laplacian import dense_laplacian
-from spectral.methods.nsse._graphs import class_graphs, squared_distances
+from eigenflow.spectral.errors import InputDataError, ParameterAdjustedWarning, ParameterError
+from eigenflow.spectral.methods.nsse import NSSE, SupervisedLaplacianEigenmaps
+from eigenflow.spectral.graph.laplacian import dense_laplacian
+from eigenflow.spectral.methods.nsse._graphs import class_graphs, squared_distances
 
 
 def _subset(name: str, per_class: int, seed: int, n_classes: int = 10):

@@ -8,9 +8,9 @@ import pytest
 import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
-from spectral.errors import InputDataError, ParameterError
-from spectral.operators.kernels import make_kernel, pairwise_kernel
-from spectral.operators.nystrom_features import NystromFeatures, nystrom_eigh, ridge_leverage_scores, select_landmarks
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.operators.kernels import make_kernel, pairwise_kernel
+from eigenflow.spectral.operators.nystrom_features import NystromFeatures, nystrom_eigh, ridge_leverage_scores, select_landmarks
 
 N = 300
 
@@ -126,7 +126,7 @@ def test_rank_keeps_the_leading_eigenpairs_and_is_stored():
 
 
 def test_non_psd_kernels_have_no_nystrom_map():
-    from spectral.errors import NotPositiveDefiniteError
+    from eigenflow.spectral.errors import NotPositiveDefiniteError
 
     X = np.random.default_rng(6).standard_normal((60, 3))
     with pytest.raises(ParameterError, match="kernel must be one of .*got 'sigmoid'"):

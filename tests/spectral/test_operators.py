@@ -9,9 +9,9 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from spectral.eigen import eigensolve
-from spectral.errors import InputDataError, ParameterError
-from spectral.operators.linear import (DaskRowBlockOperator, DiagonalOperator, IdentityOperator, LowRankOperator,
+from eigenflow.spectral.eigen import eigensolve
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.operators.linear import (DaskRowBlockOperator, DiagonalOperator, IdentityOperator, LowRankOperator,
                                 ScaledSum, SparseOperator)
 
 N = 300

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectral.datasets import make_swiss_roll_lifted
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.knn import knn_graph
-from spectral.neighbours.merge import ShardAnswer, add_candidates, reverse_candidates
-from spectral.neighbours.sharded import sharded_knn_graph
-from spectral.neighbours.partition import (SLICE_ROWS, bisection_blocks, bisection_partition, bisection_partition_array,
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours.knn import knn_graph
+from eigenflow.spectral.neighbours.merge import ShardAnswer, add_candidates, reverse_candidates
+from eigenflow.spectral.neighbours.sharded import sharded_knn_graph
+from eigenflow.spectral.neighbours.partition import (SLICE_ROWS, bisection_blocks, bisection_partition, bisection_partition_array,
                                 bisection_partition_dask, block_moments, inside_counts)
 
 from tests.helpers import local_cluster
@@ -138,7 +138,7 @@ def test_power_rounds_over_the_blocks_equal_the_scatter_matrices(monkeypatch):
     """Above SCATTER_MAX_FEATURES columns the power iterations run over the blocks (products (c, d) per block,
     no (c, d, d) scatter): the same parts as the direct reference and as the scatter path on the same blocks, the
     same directions to float32 rounding."""
-    import spectral.neighbours.partition as partition
+    import eigenflow.spectral.neighbours.partition as partition
 
     X = make_swiss_roll_lifted(2000, n_features=2 * partition.SCATTER_MAX_FEATURES, random_state=4)[0]
     cuts = np.array([0, 500, 1300, 1301, 2000])
@@ -162,7 +162,7 @@ def test_power_rounds_over_the_blocks_equal_the_scatter_matrices(monkeypatch):
 def _reference_bisection(X: np.ndarray, P: int) -> np.ndarray:
     """``perm`` of the bisection computed the direct way (all labels and projections in memory, each part's rows
     cut by a stable argsort of their projections): the oracle of the distributed selection."""
-    from spectral.neighbours.partition import principal_direction, split_sizes
+    from eigenflow.spectral.neighbours.partition import principal_direction, split_sizes
 
     X = np.asarray(X, dtype=np.float64)
     labels, targets = np.zeros(X.shape[0], dtype=np.int64), [P]
@@ -229,8 +229,8 @@ def test_dask_partition_on_workers_equals_the_in_memory_one(client, roll):
 def test_cut_gaps_bound_the_distances_and_prune_the_queries(roll):
     """Split.gap is a lower bound of the distance to every row of the other side; the shard-pair queries search
     only the rows that can have a neighbour across the cut (the graph stays exact, see the test below)."""
-    from spectral.neighbours.index import KNNIndex
-    from spectral.neighbours.sharded import _kth_distance, _own_graph, _query_plan, _search_taken, _take_planned
+    from eigenflow.spectral.neighbours.index import KNNIndex
+    from eigenflow.spectral.neighbours.sharded import _kth_distance, _own_graph, _query_plan, _search_taken, _take_planned
 
     X, idx = roll
     parts = bisection_partition_array(X, 4)
@@ -276,7 +276,7 @@ def test_bad_parameters_name_parameter_range_and_value(roll):
 def test_sharded_graph_on_bisection_shards(client, roll):
     """Exact search per shard: the sharded graph on the bisection parts is the exact graph, in the original row
     order; the shards are the partition's parts."""
-    from spectral.neighbours.sharded import sharded_knn_graph_futures
+    from eigenflow.spectral.neighbours.sharded import sharded_knn_graph_futures
 
     X = roll[0]
     indices, distances = sharded_knn_graph(X, 10, n_shards=4, shard_method="exact", partition="bisection")

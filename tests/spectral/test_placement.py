@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from spectral.placement import shared_value
+from eigenflow.spectral.placement import shared_value
 
 
 def _total(value: np.ndarray) -> float:

@@ -7,8 +7,8 @@ import sys
 import pytest
 from sklearn.base import BaseEstimator, clone
 
-import spectral
-from spectral.errors import EigenflowError
+from eigenflow import spectral
+from eigenflow.spectral.errors import EigenflowError
 
 ESTIMATORS = ["LaplacianEigenmaps", "DNE", "MFA", "LFDA", "NSSE", "SupervisedLaplacianEigenmaps", "TSK", "RSK",
               "GraphKPCA", "MultiGraphKPCA", "LNEG"]
@@ -66,7 +66,7 @@ def test_functions_are_functions(name):
 
 
 def test_laplacian_is_the_function_not_a_submodule():
-    from spectral.graph.laplacian import laplacian
+    from eigenflow.spectral.graph.laplacian import laplacian
 
     assert spectral.laplacian is laplacian
     L, degrees = spectral.laplacian([[0.0, 1.0], [1.0, 0.0]])
@@ -78,14 +78,14 @@ def test_private_helpers_are_not_exported():
         assert name not in spectral.__all__
         with pytest.raises(AttributeError, match=f"no attribute '{name}'"):
             getattr(spectral, name)
-    import spectral.methods.spectral_kernels as sk
+    import eigenflow.spectral.methods.spectral_kernels as sk
 
     assert "gap_matrix" not in sk.__all__ and "LPResult" not in sk.__all__
 
 
 def test_import_is_lazy():
-    """``import spectral`` does not import numba / pynndescent / the estimators (PEP 562 exports)."""
-    code = ("import sys, spectral; mods = [m for m in ('numba', 'pynndescent', 'spectral.neighbours.knn', "
-            "'spectral.methods.graph_kpca') if m in sys.modules]; print(mods)")
+    """``import eigenflow.spectral`` does not import numba / pynndescent / the estimators (PEP 562 exports)."""
+    code = ("import sys, eigenflow.spectral; mods = [m for m in ('numba', 'pynndescent', 'eigenflow.spectral.neighbours.knn', "
+            "'eigenflow.spectral.methods.graph_kpca') if m in sys.modules]; print(mods)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

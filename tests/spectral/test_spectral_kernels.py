@@ -11,10 +11,10 @@ import pytest
 import scipy.sparse as sp
 from tests.helpers import load_dataset, usps_digits
 
-from spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
-from spectral.methods.spectral_kernels import RSK, TSK, consistency_method, harmonic_function
-from spectral.methods.spectral_kernels.basis import extend_vectors
-from spectral.methods.spectral_kernels.lp import gap_matrix, solve_spectrum_lp
+from eigenflow.spectral.errors import DisconnectedGraphError, InputDataError, ParameterAdjustedWarning, ParameterError
+from eigenflow.spectral.methods.spectral_kernels import RSK, TSK, consistency_method, harmonic_function
+from eigenflow.spectral.methods.spectral_kernels.basis import extend_vectors
+from eigenflow.spectral.methods.spectral_kernels.lp import gap_matrix, solve_spectrum_lp
 
 
 def minmax(X):
@@ -245,7 +245,7 @@ def test_labels_follow_scikit_learn_rules(sonar):
 
 
 def test_zero_spectrum_falls_back_to_the_rsk_kernel_with_a_warning(sonar):
-    from spectral.errors import KernelFallbackWarning
+    from eigenflow.spectral.errors import KernelFallbackWarning
 
     X, y = sonar
     semi = semi_labels(y, 20, 0)
@@ -273,7 +273,7 @@ def test_tsk_svm_kernel_is_usable_by_svc(fitted):
 
 
 def _roll_semi(n=3000, labeled_per_class=10, seed=0):
-    from spectral.datasets import make_swiss_roll_lifted
+    from eigenflow.spectral.datasets import make_swiss_roll_lifted
 
     X, y, _ = make_swiss_roll_lifted(n, n_features=8, random_state=seed)
     rng = np.random.default_rng(seed)
@@ -296,7 +296,7 @@ def test_default_tsk_beats_one_nn_on_a_six_class_roll():
     one_nn = np.mean(KNeighborsClassifier(1).fit(X[lab], y[lab]).predict(X[unl]) == y[unl])
     acc = np.mean(TSK(random_state=0).fit(X, semi).transduction_[unl] == y[unl])
     assert acc >= one_nn + 0.05
-    from spectral.errors import KernelFallbackWarning
+    from eigenflow.spectral.errors import KernelFallbackWarning
 
     with pytest.warns(KernelFallbackWarning, match="mu = 0"):
         fallback = TSK(eta=2.0, random_state=0).fit(X, semi)
@@ -307,8 +307,8 @@ def test_default_tsk_beats_one_nn_on_a_six_class_roll():
 def test_auto_n_neighbors_connects_a_small_far_group():
     """n_neighbors="auto" = max(6, ceil(ln n)): 6 up to n = 403 (the paper's k), 10 at 2e4, 14 at 1e6; a group
     of 7 points apart from 3,000 others is its own component at k = 6 (an error) and joined at ceil(ln 3007) = 9."""
-    from spectral.errors import DisconnectedGraphError
-    from spectral.methods.spectral_kernels import resolve_n_neighbors
+    from eigenflow.spectral.errors import DisconnectedGraphError
+    from eigenflow.spectral.methods.spectral_kernels import resolve_n_neighbors
 
     assert [resolve_n_neighbors("auto", n) for n in (10, 351, 403, 404, 20000, 10**6)] == [6, 6, 6, 7, 10, 14]
     assert resolve_n_neighbors("auto", 5) == 4 and resolve_n_neighbors(3, 100) == 3

@@ -14,10 +14,10 @@ import pytest
 import zarr
 from tests.helpers import load_dataset
 
-from spectral.errors import InputDataError, ParameterError
-from spectral.methods.spectral_kernels import RSK, TSK, GraphParams, spectral_basis
-from spectral.graph.weights import fit_weight_params, knn_weights, weights_from_params
-from spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.methods.spectral_kernels import RSK, TSK, GraphParams, spectral_basis
+from eigenflow.spectral.graph.weights import fit_weight_params, knn_weights, weights_from_params
+from eigenflow.spectral.neighbours.index import KNNIndex
 
 
 def minmax(X):
@@ -43,7 +43,7 @@ def sonar():
 
 def round_trip(est, tmp_path):
     """Through the real store code: write_model / read_model of a zarr group (numeric arrays, JSON attrs)."""
-    from storage.models import read_model, write_model
+    from eigenflow.storage.models import read_model, write_model
 
     arrays, attrs = est.to_state()
     assert all(np.asarray(a).dtype.kind in "biuf" for a in arrays.values())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectral.errors import InputDataError, ParameterError
-from spectral.neighbours.knn import knn_graph
-from spectral.graph.laplacian import laplacian
-from spectral.graph.weights import fit_weight_params, knn_weights, query_weights
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.neighbours.knn import knn_graph
+from eigenflow.spectral.graph.laplacian import laplacian
+from eigenflow.spectral.graph.weights import fit_weight_params, knn_weights, query_weights
 
 # Five points on a line, k = 2, no distance ties (worked out by hand):
 #   x = 0, 1, 3, 7, 12 ; kNN: 0->{1 (1), 2 (3)}, 1->{0 (1), 2 (2)}, 2->{1 (2), 0 (3)},
@@ -143,7 +143,7 @@ def _scipy_weights(idx, dist, weighting, symmetrize, sigma=None, scale_k=None):
     ``A.maximum(A.T)`` / ``A.minimum(A.T)`` / ``(A + A.T) / 2``, diagonal and zeros dropped."""
     import scipy.sparse as sp
 
-    from spectral.graph.weights import _exponent
+    from eigenflow.spectral.graph.weights import _exponent
 
     params, scales, _ = fit_weight_params(dist, weighting=weighting, symmetrize=symmetrize, sigma=sigma,
                                           scale_k=scale_k)
@@ -191,7 +191,7 @@ def test_compiled_weights_both_paths_and_dtypes(weighting, repeat, dist_dtype):
     assert np.array_equal(got.indptr, want.indptr)
     assert np.array_equal(got.indices, want.indices)
     assert np.array_equal(got.data, want.data)
-    from spectral.graph._weight_kernels import directed_csr
+    from eigenflow.spectral.graph._weight_kernels import directed_csr
 
     ones = np.ones(idx.shape[0])
     indptr, _, _ = directed_csr(idx, dist, ones, ones, "heat", 1.0, np.int32)

@@ -10,11 +10,11 @@ import pytest
 anndata = pytest.importorskip("anndata")
 h5py = pytest.importorskip("h5py")
 
-from storage import layout  # noqa: E402
-from storage.anndata_export import PARTIAL_GROUP, export_to_anndata  # noqa: E402
-from storage.embedding_io import write_embedding, write_point_array  # noqa: E402
-from storage.errors import StorageError  # noqa: E402
-from storage.ingest import ingest  # noqa: E402
+from eigenflow.storage import layout  # noqa: E402
+from eigenflow.storage.anndata_export import PARTIAL_GROUP, export_to_anndata  # noqa: E402
+from eigenflow.storage.embedding_io import write_embedding, write_point_array  # noqa: E402
+from eigenflow.storage.errors import StorageError  # noqa: E402
+from eigenflow.storage.ingest import ingest  # noqa: E402
 
 from tests.storage.test_anndata_io import CATEGORIES, N, _cells  # noqa: E402
 
@@ -197,7 +197,7 @@ def test_a_failed_zarr_write_leaves_no_element_behind(zarr_written):
 def test_cli_exports_into_an_anndata_zarr_directory(zarr_written, tmp_path):
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     path, store, _, Z, _, _ = zarr_written
     r = CliRunner().invoke(app, ["export", str(store), str(path), "--run", RUN, "--obsm", "X_cli",
@@ -213,7 +213,7 @@ def test_a_relative_model_store_recorded_by_an_extend_run_is_found_beside_the_st
     directory, then beside the store, and named in the error when it is neither."""
     import shutil
 
-    from storage.manifest import RunManifest, write_manifest
+    from eigenflow.storage.manifest import RunManifest, write_manifest
 
     path, store, _, _, labels, _ = written
     (tmp_path / "runs").mkdir()

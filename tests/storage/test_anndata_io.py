@@ -16,12 +16,12 @@ import pytest
 anndata = pytest.importorskip("anndata")
 h5py = pytest.importorskip("h5py")
 
-from storage import layout  # noqa: E402
-from storage.anndata_io import MAX_DENSIFIED_COLUMNS, read_obs_names  # noqa: E402
-from storage.arrays import read_labels, read_X  # noqa: E402
-from storage.errors import IngestError  # noqa: E402
-from storage.ingest import ingest  # noqa: E402
-from storage.store import open_store, read_attrs  # noqa: E402
+from eigenflow.storage import layout  # noqa: E402
+from eigenflow.storage.anndata_io import MAX_DENSIFIED_COLUMNS, read_obs_names  # noqa: E402
+from eigenflow.storage.arrays import read_labels, read_X  # noqa: E402
+from eigenflow.storage.errors import IngestError  # noqa: E402
+from eigenflow.storage.ingest import ingest  # noqa: E402
+from eigenflow.storage.store import open_store, read_attrs  # noqa: E402
 
 N = 53  # not a multiple of the chunk below: the last chunk is short
 CATEGORIES = ["B cell", "T cell", "monocyte"]
@@ -158,7 +158,7 @@ def test_missing_representation_and_missing_obs_column_are_one_line_errors(h5ad,
 def test_cli_ingest_takes_use_rep_and_labels_obs_and_ends_a_bad_key_in_one_line(h5ad, tmp_path):
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     path, adata = h5ad
     runner = CliRunner()
@@ -179,11 +179,11 @@ def test_the_kept_obs_names_are_covered_by_the_checksums(h5ad, tmp_path, array):
     import zarr
     from typer.testing import CliRunner
 
-    from flows.cli import app
-    from storage.anndata_export import export_to_anndata
-    from storage.checksums import verify
-    from storage.embedding_io import write_embedding
-    from storage.errors import StoreFormatError
+    from eigenflow.flows.cli import app
+    from eigenflow.storage.anndata_export import export_to_anndata
+    from eigenflow.storage.checksums import verify
+    from eigenflow.storage.embedding_io import write_embedding
+    from eigenflow.storage.errors import StoreFormatError
 
     path, _ = h5ad
     store = tmp_path / "s.zarr"

@@ -12,9 +12,9 @@ import pytest
 import zarr
 from numcodecs import blosc
 
-from storage import ingest, layout, read_labels, read_X
-from storage.checksums import verify
-from storage.chunk_files import ChunkAppender, ChunkFiles
+from eigenflow.storage import ingest, layout, read_labels, read_X
+from eigenflow.storage.checksums import verify
+from eigenflow.storage.chunk_files import ChunkAppender, ChunkFiles
 
 CASES = {
     "float32 rows, a shorter edge chunk": (lambda r: r.standard_normal((1000, 50)).astype(np.float32), (256, 50), 0),

@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-import storage
-from storage.embedding_io import read_embedding, write_embedding, write_point_array
-from storage.errors import DamagedManifestError, DamagedManifestWarning, StoreFormatError
+from eigenflow import storage
+from eigenflow.storage.embedding_io import read_embedding, write_embedding, write_point_array
+from eigenflow.storage.errors import DamagedManifestError, DamagedManifestWarning, StoreFormatError
 
 N, D, CHUNK = 60, 3, 16
 
@@ -61,7 +61,7 @@ def three_runs(store):
 def test_info_shows_a_damaged_manifest_and_lists_the_other_runs(three_runs, how):
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     store, _ = three_runs
     path = _damage(store, "newest", how)
@@ -82,8 +82,8 @@ def test_info_shows_a_damaged_manifest_and_lists_the_other_runs(three_runs, how)
 def test_export_without_run_skips_a_damaged_manifest(three_runs, tmp_path):
     from typer.testing import CliRunner
 
-    from flows.cli import app
-    from storage.export import export_output
+    from eigenflow.flows.cli import app
+    from eigenflow.storage.export import export_output
 
     store, Z = three_runs
     path = _damage(store, "newest", "cut in half")
@@ -97,7 +97,7 @@ def test_export_without_run_skips_a_damaged_manifest(three_runs, tmp_path):
 
 
 def test_extend_model_lookup_skips_a_damaged_manifest(three_runs):
-    from flows.embed import latest_model_run
+    from eigenflow.flows.embed import latest_model_run
 
     store, _ = three_runs
     path = _damage(store, "newest", "emptied")
@@ -106,7 +106,7 @@ def test_extend_model_lookup_skips_a_damaged_manifest(three_runs):
 
 
 def test_run_identity_refuses_an_unreadable_manifest_unless_overwritten(three_runs):
-    from flows.embed import check_run_identity
+    from eigenflow.flows.embed import check_run_identity
 
     store, _ = three_runs
     path = _damage(store, "newest", "cut in half")
@@ -119,9 +119,9 @@ def test_run_identity_refuses_an_unreadable_manifest_unless_overwritten(three_ru
 
 
 def test_drop_run_outputs_removes_what_the_run_wrote_and_nothing_else(store):
-    from storage.checksums import record_chunk, verify
-    from storage.reports import write_report_file
-    from storage.run_outputs import drop_run_outputs
+    from eigenflow.storage.checksums import record_chunk, verify
+    from eigenflow.storage.reports import write_report_file
+    from eigenflow.storage.run_outputs import drop_run_outputs
 
     for run in ("a", "b"):
         Z = _completed_run(store, run, 1 if run == "a" else 2)
@@ -142,8 +142,8 @@ def test_drop_run_outputs_removes_what_the_run_wrote_and_nothing_else(store):
 def test_embed_over_an_unreadable_manifest_refuses_then_starts_again(tmp_path, prefect_harness, thread_cluster):
     from typer.testing import CliRunner
 
-    from flows.cli import app
-    from flows.embed import embed
+    from eigenflow.flows.cli import app
+    from eigenflow.flows.embed import embed
 
     np.save(tmp_path / "X.npy", np.random.default_rng(1).normal(size=(200, 4)))
     store = str(tmp_path / "s.zarr")

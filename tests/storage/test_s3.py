@@ -12,10 +12,10 @@ import os
 import numpy as np
 import pytest
 
-from spectral.datasets import make_swiss_roll_lifted
-from storage.checksums import verify
-from storage.embedding_io import read_embedding
-from storage.manifest import read_manifest
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.storage.checksums import verify
+from eigenflow.storage.embedding_io import read_embedding
+from eigenflow.storage.manifest import read_manifest
 
 from tests.helpers import free_port, local_cluster
 
@@ -91,14 +91,14 @@ COMMON = dict(params=PARAMS, holdout=0.2, chunk_rows=512, random_state=1)
 @pytest.fixture(scope="module")
 def local(data, cluster, prefect_harness):
     """The same run on the local disk: the reference."""
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     summary = embed(str(data / "X.npy"), str(data / "points.zarr"), **COMMON, scheduler=cluster)
     return read_embedding(str(data / "points.zarr"), summary["run"])
 
 
 def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_harness):
-    from flows.embed import embed, extend
+    from eigenflow.flows.embed import embed, extend
 
     remote = embed(str(data / "X.npy"), f"{s3}/points.zarr", **COMMON, scheduler=cluster)
     np.testing.assert_array_equal(read_embedding(f"{s3}/points.zarr", remote["run"]), local)
@@ -114,8 +114,8 @@ def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_h
 @pytest.mark.slow  # 32-37 s; the default suite keeps S3 ingest, embed with hold-out and extend
 def test_resume_on_s3_reuses_the_finished_stages(s3, thread_cluster, data, local, prefect_harness, monkeypatch):
     """The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach the eigensolver."""
-    import spectral.embedding.eigenmaps as le  # the eigensolver the eigensolve stage calls
-    from flows.embed import embed
+    import eigenflow.spectral.embedding.eigenmaps as le  # the eigensolver the eigensolve stage calls
+    from eigenflow.flows.embed import embed
 
     store = f"{s3}/resume.zarr"
     real = le.laplacian_eigenmaps_from_graph

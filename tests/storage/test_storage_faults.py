@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import storage
+from eigenflow import storage
 
 SCRIPT = Path(sys.executable).with_name("eigenflow")
 
@@ -47,7 +47,7 @@ def tmpfs(tmp_path):
 
 
 def eigenflow(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "flows.cli"]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "eigenflow.flows.cli"]
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "COLUMNS": "200", "PREFECT_LOGGING_LEVEL": "CRITICAL"})
 
@@ -79,7 +79,7 @@ def test_read_only_disk_embed_fails_in_one_line(tmpfs, tmp_path):
 # ---- export onto a full disk: buffered writes, one line, nothing left behind ------------------------------------
 def _store_with_embedding(path: Path, n: int = 20000, c: int = 8) -> Path:
     """A store with one completed run whose (n, c) float32 embedding is 640 kB at the defaults."""
-    from storage.embedding_io import write_embedding
+    from eigenflow.storage.embedding_io import write_embedding
 
     rng = np.random.default_rng(0)
     storage.ingest(rng.normal(size=(n, 2)), path, chunk_rows=4096)
@@ -128,8 +128,8 @@ class FullDiskFile:
 def test_failing_export_write_names_the_file_and_removes_its_temporary(tmp_path, monkeypatch, name):
     from typer.testing import CliRunner
 
-    import storage.export
-    from flows.cli import app
+    import eigenflow.storage.export
+    from eigenflow.flows.cli import app
 
     store = _store_with_embedding(tmp_path / "s.zarr", n=3000, c=4)
     out = tmp_path / "out"
@@ -189,11 +189,11 @@ def _write_faults():
     """``(id, folder to block, write, path named)`` for every kind of store write of a run."""
     import scipy.sparse as sp
 
-    from storage.checksums import record_chunk
-    from storage.embedding_io import write_embedding_block, write_output_block
-    from storage.graph_io import write_knn_block
-    from storage.models import create_model, write_model_rows
-    from storage.reports import write_report_file
+    from eigenflow.storage.checksums import record_chunk
+    from eigenflow.storage.embedding_io import write_embedding_block, write_output_block
+    from eigenflow.storage.graph_io import write_knn_block
+    from eigenflow.storage.models import create_model, write_model_rows
+    from eigenflow.storage.reports import write_report_file
 
     return [
         ("embedding chunk", "embeddings/r", lambda s: write_embedding_block(s, "r", 0, np.ones((16, 2))),
@@ -218,9 +218,9 @@ def _write_faults():
 def _run_store(path: Path) -> Path:
     """A 40-point store with the arrays of run ``r`` created (embedding, labels, kNN graph, model rows) and its
     embedding's second chunk written."""
-    from storage.embedding_io import create_embedding, create_output, write_embedding_block
-    from storage.graph_io import create_knn
-    from storage.models import create_model
+    from eigenflow.storage.embedding_io import create_embedding, create_output, write_embedding_block
+    from eigenflow.storage.graph_io import create_knn
+    from eigenflow.storage.models import create_model
 
     storage.ingest(np.random.default_rng(0).normal(size=(40, 3)), path, chunk_rows=16)
     create_embedding(path, "r", 2)
@@ -249,7 +249,7 @@ def test_embed_into_an_unwritable_folder_fails_in_one_line_naming_it(tmp_path, u
     """The embed CLI on a cluster whose workers run in this process (the blocked writes reach them)."""
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     np.save(tmp_path / "X.npy", np.random.default_rng(1).normal(size=(200, 4)))
     store = tmp_path / "s.zarr"

@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 import zarr
 
-import storage
-from storage import IngestError, StorageError, StoreFormatError, ingest, open_store, read_labels, read_X
-from storage import layout
+from eigenflow import storage
+from eigenflow.storage import IngestError, StorageError, StoreFormatError, ingest, open_store, read_labels, read_X
+from eigenflow.storage import layout
 
 N, D, CHUNK = 300, 4, 64
 # the package re-exports the function `ingest`, which hides the submodule of the same name
-ing = importlib.import_module("storage.ingest")
+ing = importlib.import_module("eigenflow.storage.ingest")
 
 
 @pytest.fixture
@@ -445,7 +445,7 @@ def test_constraints_roundtrip(tmp_path, data):
 
 def test_non_finite_value_beyond_the_first_check_slice_is_named(tmp_path):
     """NaN / inf are looked for a few thousand rows at a time: one far into a chunk is still found and named."""
-    from storage.ingest import FINITE_CHECK_ROWS
+    from eigenflow.storage.ingest import FINITE_CHECK_ROWS
 
     X = np.ones((3 * FINITE_CHECK_ROWS, 3))
     X[2 * FINITE_CHECK_ROWS + 5, 2] = np.inf
@@ -457,7 +457,7 @@ def test_non_finite_value_beyond_the_first_check_slice_is_named(tmp_path):
 def test_block_digest_is_the_digest_of_the_bytes():
     import hashlib
 
-    from storage.ingest import block_digest
+    from eigenflow.storage.ingest import block_digest
 
     X = np.random.default_rng(0).normal(size=(50, 7)).astype(np.float32)
     for block in (X, np.asfortranarray(X), X[::2], np.arange(9, dtype=np.int32)):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import storage
-from storage import StorageError, StoreFormatError, layout
+from eigenflow import storage
+from eigenflow.storage import StorageError, StoreFormatError, layout
 
 N, D, CHUNK = 50, 3, 16
 
@@ -38,7 +38,7 @@ def test_knn_roundtrip(store):
 
 
 def test_knn_rows_of_a_row_set(store):
-    from storage.graph_io import read_knn_rows
+    from eigenflow.storage.graph_io import read_knn_rows
 
     rng = np.random.default_rng(1)
     idx = rng.integers(0, N, size=(N, 5))
@@ -223,7 +223,7 @@ def test_model_written_in_row_chunks(store):
     """create_model -> write_model_rows per chunk (in any order, as Dask workers do) -> finish_model: the same
     model as write_model; incomplete (refused, model_complete False) until finish_model; writes that would share
     a zarr chunk are refused."""
-    from storage.models import create_model, finish_model, model_complete, write_model_rows
+    from eigenflow.storage.models import create_model, finish_model, model_complete, write_model_rows
 
     Z, labels = np.arange(2 * N, dtype=np.float64).reshape(N, 2), np.arange(N) % 3
     create_model(store, "run1", {"Z": ((N, 2), "float64"), "labels": ((N,), "int64")}, chunk_rows=CHUNK)
@@ -328,7 +328,7 @@ def test_point_block_kind_must_not_change(store):
 
 # ---- export: results leave the store -------------------------------------------------------------------------
 def _completed_run(store, run, Z, labels=None):
-    from storage.embedding_io import write_embedding, write_point_array
+    from eigenflow.storage.embedding_io import write_embedding, write_point_array
 
     m = storage.RunManifest.start(run, flow="embed", parameters={}, seed=None)
     with storage.run_context(store, m):
@@ -340,7 +340,7 @@ def _completed_run(store, run, Z, labels=None):
 def test_export_npy_and_parquet_stream_every_chunk(store, tmp_path):
     import pyarrow.parquet as pq
 
-    from storage.export import export_output
+    from eigenflow.storage.export import export_output
 
     rng = np.random.default_rng(0)
     Z1, Z2, lab = rng.normal(size=(N, 2)), rng.normal(size=(N, 3)), rng.integers(0, 4, N)
@@ -358,7 +358,7 @@ def test_export_npy_and_parquet_stream_every_chunk(store, tmp_path):
 
 
 def test_export_refuses_bad_requests_and_leaves_nothing(store, tmp_path):
-    from storage.export import export_output
+    from eigenflow.storage.export import export_output
 
     _completed_run(store, "r1", np.zeros((N, 2)))
     with pytest.raises(StorageError, match=r"OUT must end in one of \['.npy', '.parquet'\]; got"):

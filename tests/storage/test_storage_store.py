@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from storage import StorageError, StoreFormatError, info, ingest, layout, open_store, read_X, validate_store
+from eigenflow.storage import StorageError, StoreFormatError, info, ingest, layout, open_store, read_X, validate_store
 
 
 @pytest.fixture
@@ -142,8 +142,8 @@ def test_read_x_bounds(store):
 def test_store_handle_validates_once_and_workers_attach_without_validating(store, monkeypatch):
     import pickle
 
-    import storage.store as store_module
-    from storage import Store, read_labels, write_embedding
+    import eigenflow.storage.store as store_module
+    from eigenflow.storage import Store, read_labels, write_embedding
 
     calls = []
     validate = store_module.validate_store
@@ -159,7 +159,7 @@ def test_store_handle_validates_once_and_workers_attach_without_validating(store
 
 
 def test_store_handle_refuses_writes_when_read_only_and_bad_modes(store):
-    from storage import Store, write_embedding
+    from eigenflow.storage import Store, write_embedding
 
     with pytest.raises(StorageError, match=r"opened read-only \(mode='r'\)"):
         write_embedding(Store.open(store), "r1", np.ones((20, 2)))
@@ -172,7 +172,7 @@ def test_store_handle_refuses_writes_when_read_only_and_bad_modes(store):
 def test_store_handle_is_a_stable_prefect_cache_input(store):
     from prefect.utilities.hashing import hash_objects
 
-    from storage import Store
+    from eigenflow.storage import Store
 
     first = hash_objects({"store": Store.open(store, "r+")}, raise_on_failure=True)
     assert first == hash_objects({"store": Store(str(store), None, "r+")}, raise_on_failure=True)

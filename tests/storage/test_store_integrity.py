@@ -11,10 +11,10 @@ import os
 import numpy as np
 import pytest
 
-import storage
-from storage.checksums import check_intact, verify
-from storage.errors import StoreFormatError
-from storage.store import filesystem
+from eigenflow import storage
+from eigenflow.storage.checksums import check_intact, verify
+from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.store import filesystem
 
 N, D, CHUNK = 100, 4, 32
 
@@ -54,7 +54,7 @@ def test_each_damage_is_found_and_refused(store, damage, problem):
 def test_verify_cli_lists_bad_chunks_and_exits_1(store):
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     assert CliRunner().invoke(app, ["verify", str(store)]).exit_code == 0
     _flip_block(store / "y" / "c" / "1")
@@ -86,7 +86,7 @@ def _put(url, key, payload=b"stray"):
 def test_verify_lists_stray_keys_of_an_array(any_store):
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from eigenflow.flows.cli import app
 
     _put(any_store, "X/c/99/0")  # a chunk key beyond X's chunk grid (4 row chunks)
     _put(any_store, "X/c/junk")
@@ -104,8 +104,8 @@ def test_verify_lists_stray_keys_of_an_array(any_store):
 
 
 def test_verify_lists_stray_keys_of_arrays_recorded_chunk_by_chunk(any_store):
-    from storage.checksums import record_chunk
-    from storage.embedding_io import create_embedding, write_embedding_block
+    from eigenflow.storage.checksums import record_chunk
+    from eigenflow.storage.embedding_io import create_embedding, write_embedding_block
 
     create_embedding(any_store, "r", 2)
     for start in range(0, N, CHUNK):
@@ -117,7 +117,7 @@ def test_verify_lists_stray_keys_of_arrays_recorded_chunk_by_chunk(any_store):
 
 
 def test_embed_refuses_a_damaged_store_before_any_stage(store, prefect_harness):
-    from flows.embed import embed
+    from eigenflow.flows.embed import embed
 
     os.remove(store / "X" / "c" / "1" / "0")  # would read as zeros
     with pytest.raises(StoreFormatError, match=r"is damaged: X/c/1/0 \(missing\)"):
@@ -148,8 +148,8 @@ def test_hostile_metadata_is_refused_before_any_read(store, node, shape, message
 
 
 def test_whole_array_reads_check_memory_first():
-    from storage.arrays import check_fits_in_memory
-    from storage.errors import StorageError
+    from eigenflow.storage.arrays import check_fits_in_memory
+    from eigenflow.storage.errors import StorageError
 
     check_fits_in_memory(1 << 20, "small")
     with pytest.raises(StorageError, match=r"reading X\[0:1e12\] needs 1.49e\+04 GiB of memory; .* available"):
@@ -157,7 +157,7 @@ def test_whole_array_reads_check_memory_first():
 
 
 def test_undecodable_chunk_of_an_unrecorded_array_is_a_named_store_error(store):
-    from storage.embedding_io import read_embedding, write_embedding
+    from eigenflow.storage.embedding_io import read_embedding, write_embedding
 
     write_embedding(store, "r", np.ones((N, 2)))
     (store / "embeddings" / "r" / "c" / "1" / "0").write_bytes(b"garbage" * 10)

@@ -16,19 +16,19 @@ import time
 import numpy as np
 import pytest
 
-import storage
-from storage.lock import StoreLockedError, read_lock, store_lock
+from eigenflow import storage
+from eigenflow.storage.lock import StoreLockedError, read_lock, store_lock
 
 HOLD_LOCK = """
 import sys, time
-from storage.lock import store_lock
+from eigenflow.storage.lock import store_lock
 with store_lock(sys.argv[1], "holder-run"):
     print("locked", flush=True)
     time.sleep(120)
 """
 START_RUN = """
 import sys, time
-import storage
+from eigenflow import storage
 m = storage.RunManifest.start("killed-run", flow="embed", parameters={}, seed=0)
 with storage.run_context(sys.argv[1], m):
     print("running", flush=True)
@@ -80,7 +80,7 @@ def test_the_lock_of_a_run_nests_in_this_process_only_for_that_run(store):
     """The CLI holds the lock of its run around the flow, whose own lock of the same run nests in it (and leaves
     the release to the outer block); another run of the same process is refused, and so is the same run name
     held by another process."""
-    from storage.lock import check_unlocked
+    from eigenflow.storage.lock import check_unlocked
 
     with store_lock(store, "cli-run") as outer:
         check_unlocked(store, "cli-run")

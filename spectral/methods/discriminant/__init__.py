@@ -6,6 +6,6 @@ Linear (eq. 7), kernel (eq. 10, exact or Nyström) and transductive (eq. 4) form
 At-scale fitting over chunked (Dask) arrays lives in :mod:`spectral.methods.discriminant.scale`.
 """
 
-from spectral.methods.discriminant.estimators import DNE, LFDA, MFA
+from eigenflow.spectral.methods.discriminant.estimators import DNE, LFDA, MFA
 
 __all__ = ["DNE", "MFA", "LFDA"]

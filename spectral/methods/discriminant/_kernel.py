@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral.errors import NotPositiveDefiniteError
-from spectral.methods.discriminant.solve import n_leading
-from spectral.operators.kernels import Kernel, center_gram, kernel_from_params
-from spectral.operators.nystrom_features import EIG_FLOOR, NystromFeatures
+from eigenflow.spectral.errors import NotPositiveDefiniteError
+from eigenflow.spectral.methods.discriminant.solve import n_leading
+from eigenflow.spectral.operators.kernels import Kernel, center_gram, kernel_from_params
+from eigenflow.spectral.operators.nystrom_features import EIG_FLOOR, NystromFeatures
 
 #: Sect. 5: "the 2nd-degree polynomial kernel k(x, x') = <x, x'>^2" (scikit-learn: (gamma <x,x'> + coef0)^degree)
 DEFAULT_KERNEL_PARAMS = {"poly": {"degree": 2, "gamma": 1.0, "coef0": 0.0}}

@@ -23,13 +23,13 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import (check_choice, check_float, check_int, check_labels, check_random_state, clip_int,
+from eigenflow.spectral._transformer import EmbeddingTransformerMixin
+from eigenflow.spectral._validation import (check_choice, check_float, check_int, check_labels, check_random_state, clip_int,
                            validate_X)
-from spectral.eigen.signs import sign_flip
-from spectral.errors import InputDataError, ParameterError
-from spectral.methods.discriminant import graphs, solve
-from spectral.methods.discriminant._kernel import centered_kpca_map, landmark_map, resolve_kernel
+from eigenflow.spectral.eigen.signs import sign_flip
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.methods.discriminant import graphs, solve
+from eigenflow.spectral.methods.discriminant._kernel import centered_kpca_map, landmark_map, resolve_kernel
 
 MODES = ("linear", "kernel", "transductive")
 #: what to do with a labeled class of fewer than n_neighbors points (see the ``small_classes`` parameter)

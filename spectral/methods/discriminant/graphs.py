@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from spectral.errors import ParameterError
-from spectral.graph.laplacian import dense_laplacian
-from spectral.graph.laplacian import laplacian as sparse_laplacian
-from spectral.graph.weights import knn_weights
-from spectral.neighbours.index import knn_mask_from_distances
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.graph.laplacian import dense_laplacian
+from eigenflow.spectral.graph.laplacian import laplacian as sparse_laplacian
+from eigenflow.spectral.graph.weights import knn_weights
+from eigenflow.spectral.neighbours.index import knn_mask_from_distances
 
 #: weightings of the manifold graph W^(2) (Sect. 3.3): binary, heat kernel (eq. 14), local scaling (eq. 15)
 MANIFOLD_WEIGHTINGS = ("local_scaling", "heat", "binary")

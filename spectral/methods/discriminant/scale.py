@@ -14,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._arrays import row_block, take_rows, to_numpy
-from spectral._validation import check_int, check_random_state
-from spectral.errors import ParameterError
-from spectral.methods.discriminant import graphs, solve
-from spectral.methods.discriminant._kernel import landmark_map, resolve_kernel
-from spectral.neighbours.index import KNNIndex
-from spectral.neighbours.knn import knn_graph
+from eigenflow.spectral._arrays import row_block, take_rows, to_numpy
+from eigenflow.spectral._validation import check_int, check_random_state
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.methods.discriminant import graphs, solve
+from eigenflow.spectral.methods.discriminant._kernel import landmark_map, resolve_kernel
+from eigenflow.spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.neighbours.knn import knn_graph
 
 #: rows per block of the accumulation: 65536 x 2000 float64 features are ~1 GB, so the kernel path uses fewer
 DEFAULT_CHUNK_ROWS = 65536
@@ -195,7 +195,7 @@ def fit_at_scale(estimator, X, y, *, W2=None, chunk_rows=None, knn_method="auto"
 
 
 def _manifold_graph(X, est, knn_method: str, rng) -> sp.csr_matrix:
-    from spectral.graph.weights import knn_weights
+    from eigenflow.spectral.graph.weights import knn_weights
 
     X_np = to_numpy(X, np.float32)
     k = est.n_neighbors if est.manifold_neighbors is None else est.manifold_neighbors

@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 import scipy.linalg
 
-from spectral._validation import clip_int
-from spectral.errors import NotPositiveDefiniteError, ParameterAdjustedWarning
+from eigenflow.spectral._validation import clip_int
+from eigenflow.spectral.errors import NotPositiveDefiniteError, ParameterAdjustedWarning
 
 #: remark 2: (1) T = I, (2) T_ii = 1/||z^(i)||, (3) T_ii = sqrt(|lambda_i|), (4) T_ii = sqrt(|lambda_i|)/||z^(i)||
 SCALINGS = ("identity", "unit_norm", "sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm")

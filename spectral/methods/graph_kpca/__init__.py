@@ -6,8 +6,8 @@
 - :class:`LNEG` — local nonlinear embedding on graphs (eq. 25-30).
 """
 
-from spectral.methods.graph_kpca.gkpca import GraphKPCA
-from spectral.methods.graph_kpca.lneg import LNEG
-from spectral.methods.graph_kpca.multi import MultiGraphKPCA
+from eigenflow.spectral.methods.graph_kpca.gkpca import GraphKPCA
+from eigenflow.spectral.methods.graph_kpca.lneg import LNEG
+from eigenflow.spectral.methods.graph_kpca.multi import MultiGraphKPCA
 
 __all__ = ["GraphKPCA", "LNEG", "MultiGraphKPCA"]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as la
 
-from spectral.eigen.signs import sign_flip
-from spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.eigen.signs import sign_flip
+from eigenflow.spectral.neighbours.index import KNNIndex
 
 #: kNN search of the GRAD estimators: exact (scikit-learn's search inside KNNIndex, as the paper's graphs);
 #: the flows pass NN-descent graphs at scale through ``precomputed_knn``.

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral.errors import InputDataError
-from spectral.methods.graph_kpca.gkpca import GraphKPCA
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.spectral.methods.graph_kpca.gkpca import GraphKPCA
 
 
 class IndexedGraphKPCA:

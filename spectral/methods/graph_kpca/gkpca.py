@@ -34,19 +34,19 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import check_choice, check_float, check_random_state, clip_int, validate_X
-from spectral.eigen import OPERATOR_SOLVERS, eigensolve
-from spectral.errors import InputDataError
-from spectral.graph.laplacian import laplacian
-from spectral.methods.graph_kpca import graphs as G
-from spectral.methods.graph_kpca._core import KNN_METHOD, top_eigs_dense, training_index
-from spectral.methods.graph_kpca.graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
-from spectral.methods.graph_kpca.multi_nystrom import nystrom_map
-from spectral.neighbours.index import KNNIndex, check_knn_graph
-from spectral.operators.kernels import center_gram, center_rows, kernel_from_params
-from spectral.operators.linear import LowRankOperator, ScaledSum, SparseOperator
-from spectral.operators.nystrom_features import NystromFeatures
+from eigenflow.spectral._transformer import EmbeddingTransformerMixin
+from eigenflow.spectral._validation import check_choice, check_float, check_random_state, clip_int, validate_X
+from eigenflow.spectral.eigen import OPERATOR_SOLVERS, eigensolve
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.spectral.graph.laplacian import laplacian
+from eigenflow.spectral.methods.graph_kpca import graphs as G
+from eigenflow.spectral.methods.graph_kpca._core import KNN_METHOD, top_eigs_dense, training_index
+from eigenflow.spectral.methods.graph_kpca.graph_kernels import dense_graph_kernel, graph_kernel_params, lowrank_graph_kernel
+from eigenflow.spectral.methods.graph_kpca.multi_nystrom import nystrom_map
+from eigenflow.spectral.neighbours.index import KNNIndex, check_knn_graph
+from eigenflow.spectral.operators.kernels import center_gram, center_rows, kernel_from_params
+from eigenflow.spectral.operators.linear import LowRankOperator, ScaledSum, SparseOperator
+from eigenflow.spectral.operators.nystrom_features import NystromFeatures
 
 SOLVERS = ("dense", "nystrom")
 #: gamma_must = gamma_cannot = "auto": this weight (the paper's 0.5) divided by the largest constraint degree

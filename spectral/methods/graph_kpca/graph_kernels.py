@@ -25,8 +25,8 @@ import scipy.linalg as la
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from spectral._validation import check_choice, check_float, check_int
-from spectral.errors import ConvergenceError, ParameterError
+from eigenflow.spectral._validation import check_choice, check_float, check_int
+from eigenflow.spectral.errors import ConvergenceError, ParameterError
 
 GRAPH_KERNELS = ("regularized", "diffusion", "random_walk", "cosine", "bandlimited")
 _DEFAULTS = {"s": 1.0, "a": 2.0, "p": 2, "cutoff": None}

@@ -16,12 +16,12 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
-from spectral._sparse import max_asymmetry
-from spectral._validation import check_choice, check_float, check_int
-from spectral.errors import InputDataError, ParameterError
-from spectral.graph.weights import knn_weights
-from spectral.neighbours.index import METRICS as KNN_METRICS
-from spectral.neighbours.index import KNNIndex
+from eigenflow.spectral._sparse import max_asymmetry
+from eigenflow.spectral._validation import check_choice, check_float, check_int
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.graph.weights import knn_weights
+from eigenflow.spectral.neighbours.index import METRICS as KNN_METRICS
+from eigenflow.spectral.neighbours.index import KNNIndex
 
 GRAPH_WEIGHTS = ("gaussian", "cosine", "binary")
 LAPLACIANS = ("unnormalized", "symmetric")

@@ -24,19 +24,19 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
-from spectral._arrays import is_dask
-from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
-from spectral.eigen import MATRIX_SOLVERS
-from spectral.eigen.dispatch import AUTO_DENSE_MAX_N
-from spectral.eigen.signs import sign_flip
-from spectral.graph.laplacian import laplacian
-from spectral.methods.estimator_state import StateMixin
-from spectral.methods.graph_kpca import graphs as G
-from spectral.methods.graph_kpca._core import KNN_METHOD, bottom_eigs_dense
-from spectral.methods.graph_kpca.lneg_weight_tasks import local_weights_gathered, weight_matrix
-from spectral.methods.graph_kpca.lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
-from spectral.neighbours.index import KNNIndex
+from eigenflow.spectral._arrays import is_dask
+from eigenflow.spectral._transformer import EmbeddingTransformerMixin
+from eigenflow.spectral._validation import check_choice, check_fitted_X, check_float, check_int, clip_int, validate_X
+from eigenflow.spectral.eigen import MATRIX_SOLVERS
+from eigenflow.spectral.eigen.dispatch import AUTO_DENSE_MAX_N
+from eigenflow.spectral.eigen.signs import sign_flip
+from eigenflow.spectral.graph.laplacian import laplacian
+from eigenflow.spectral.methods.estimator_state import StateMixin
+from eigenflow.spectral.methods.graph_kpca import graphs as G
+from eigenflow.spectral.methods.graph_kpca._core import KNN_METHOD, bottom_eigs_dense
+from eigenflow.spectral.methods.graph_kpca.lneg_weight_tasks import local_weights_gathered, weight_matrix
+from eigenflow.spectral.methods.graph_kpca.lneg_weights import EXPANSIONS, local_weights, local_weights_chunk
+from eigenflow.spectral.neighbours.index import KNNIndex
 
 #: smallest eigenpairs of a sparse PSD matrix: the randomized solver targets the large end (spectral.eigen)
 EIGEN_SOLVERS = tuple(s for s in MATRIX_SOLVERS if s != "randomized")
@@ -153,7 +153,7 @@ class LNEG(StateMixin, EmbeddingTransformerMixin, BaseEstimator):
         n = M.shape[0]
         if solver == "dense" or (solver == "auto" and n <= AUTO_DENSE_MAX_N):
             return bottom_eigs_dense(M.toarray(), d, skip=1)
-        from spectral.eigen import eigensolve
+        from eigenflow.spectral.eigen import eigensolve
 
         res = eigensolve(M.tocsr(), d + 1, which="smallest", solver=solver, random_state=self.random_state)
         self.eigen_info_ = {"solver": res.solver, "n_iter": res.n_iter}

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._arrays import is_dask
-from spectral._validation import check_int
-from spectral.errors import InputDataError
-from spectral.methods.graph_kpca.lneg_weights import local_weights_chunk
+from eigenflow.spectral._arrays import is_dask
+from eigenflow.spectral._validation import check_int
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.spectral.methods.graph_kpca.lneg_weights import local_weights_chunk
 
 
 def row_bounds(n: int, X=None, chunk_rows: int | None = None) -> list[tuple[int, int]]:

@@ -23,17 +23,17 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import (check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int,
+from eigenflow.spectral._transformer import EmbeddingTransformerMixin
+from eigenflow.spectral._validation import (check_choice, check_fitted_X, check_float, check_int, check_random_state, clip_int,
                                   validate_X)
-from spectral.errors import InputDataError, ParameterError
-from spectral.graph.laplacian import laplacian
-from spectral.methods.estimator_state import StateMixin
-from spectral.methods.graph_kpca import graphs as G
-from spectral.methods.graph_kpca import multi_nystrom as S
-from spectral.methods.graph_kpca._core import top_eigs_dense, training_index, training_matches
-from spectral.methods.graph_kpca.graph_kernels import dense_graph_kernel, graph_kernel_params
-from spectral.operators.kernels import center_gram, center_rows, kernel_from_params
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.graph.laplacian import laplacian
+from eigenflow.spectral.methods.estimator_state import StateMixin
+from eigenflow.spectral.methods.graph_kpca import graphs as G
+from eigenflow.spectral.methods.graph_kpca import multi_nystrom as S
+from eigenflow.spectral.methods.graph_kpca._core import top_eigs_dense, training_index, training_matches
+from eigenflow.spectral.methods.graph_kpca.graph_kernels import dense_graph_kernel, graph_kernel_params
+from eigenflow.spectral.operators.kernels import center_gram, center_rows, kernel_from_params
 
 
 class MultiGraphKPCA(StateMixin, EmbeddingTransformerMixin, BaseEstimator):

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral._validation import check_int, clip_int
-from spectral.eigen import OPERATOR_SOLVERS, eigensolve
-from spectral.eigen.signs import sign_flip
-from spectral.errors import ParameterError
-from spectral.methods.graph_kpca.graph_kernels import lowrank_graph_kernel
-from spectral.operators.kernels import PSD_KERNELS, kernel_from_params
-from spectral.operators.linear import LowRankOperator, ScaledSum, SparseOperator
-from spectral.operators.nystrom_features import NystromFeatures
+from eigenflow.spectral._validation import check_int, clip_int
+from eigenflow.spectral.eigen import OPERATOR_SOLVERS, eigensolve
+from eigenflow.spectral.eigen.signs import sign_flip
+from eigenflow.spectral.errors import ParameterError
+from eigenflow.spectral.methods.graph_kpca.graph_kernels import lowrank_graph_kernel
+from eigenflow.spectral.operators.kernels import PSD_KERNELS, kernel_from_params
+from eigenflow.spectral.operators.linear import LowRankOperator, ScaledSum, SparseOperator
+from eigenflow.spectral.operators.nystrom_features import NystromFeatures
 
 EIGEN_SOLVERS = OPERATOR_SOLVERS  # the operator is implicit: only products A @ V
 

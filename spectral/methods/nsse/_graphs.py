@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectral.neighbours.index import knn_mask_from_distances
+from eigenflow.spectral.neighbours.index import knn_mask_from_distances
 
 
 def squared_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:

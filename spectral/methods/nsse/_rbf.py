@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from spectral.methods.nsse._graphs import squared_distances
+from eigenflow.spectral.methods.nsse._graphs import squared_distances
 
 #: Default ridge added to Psi. Psi has ones on its diagonal and eigenvalues <= N, so 1e-8 bounds the
 #: condition number of Psi_r by N / 1e-8 (2e11 at N = 2,000): Cholesky stays accurate in float64 while

@@ -21,14 +21,14 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from spectral._transformer import EmbeddingTransformerMixin
-from spectral._validation import (check_fitted_X, check_float, check_int, check_labels, check_random_state, clip_int,
+from eigenflow.spectral._transformer import EmbeddingTransformerMixin
+from eigenflow.spectral._validation import (check_fitted_X, check_float, check_int, check_labels, check_random_state, clip_int,
                                   validate_X)
-from spectral.eigen import eigensolve
-from spectral.errors import InputDataError, ParameterError
-from spectral.graph.laplacian import dense_laplacian
-from spectral.methods.nsse import _rbf
-from spectral.methods.nsse._graphs import class_graphs, squared_distances
+from eigenflow.spectral.eigen import eigensolve
+from eigenflow.spectral.errors import InputDataError, ParameterError
+from eigenflow.spectral.graph.laplacian import dense_laplacian
+from eigenflow.spectral.methods.nsse import _rbf
+from eigenflow.spectral.methods.nsse._graphs import class_graphs, squared_distances
 
 #: Default sigma grid, as multiples of the median nearest-neighbour distance s0 of the training points:
 #: from 0.25 s0 (Psi ~ identity, C ~ Y) to 16 s0 (Psi numerically singular), 25 log-spaced values.

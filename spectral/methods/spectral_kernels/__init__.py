@@ -11,10 +11,10 @@
   :func:`.basis.extend_vectors`, :func:`.scores.class_matrix`) stay in their submodules.
 """
 
-from spectral.methods.spectral_kernels.baselines import consistency_method, harmonic_function
-from spectral.methods.spectral_kernels.basis import SpectralBasis, spectral_basis
-from spectral.methods.spectral_kernels.classifier_state import GraphParams
-from spectral.methods.spectral_kernels.estimators import RSK, TSK, resolve_n_neighbors, transductive_scores
+from eigenflow.spectral.methods.spectral_kernels.baselines import consistency_method, harmonic_function
+from eigenflow.spectral.methods.spectral_kernels.basis import SpectralBasis, spectral_basis
+from eigenflow.spectral.methods.spectral_kernels.classifier_state import GraphParams
+from eigenflow.spectral.methods.spectral_kernels.estimators import RSK, TSK, resolve_n_neighbors, transductive_scores
 
 __all__ = ["TSK", "RSK", "harmonic_function", "consistency_method", "SpectralBasis", "spectral_basis",
            "transductive_scores", "GraphParams", "resolve_n_neighbors"]

@@ -17,9 +17,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.semi_supervised import LabelPropagation, LabelSpreading
 
-from spectral._validation import check_float, check_int
-from spectral.errors import InputDataError
-from spectral.graph.laplacian import check_affinity
+from eigenflow.spectral._validation import check_float, check_int
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.spectral.graph.laplacian import check_affinity
 
 #: Iteration budget: alpha = 0.99 contracts by 0.99 per step, so 1e-6 needs ~1,400 steps; the harmonic
 #: iteration on a k = 6 graph of a few hundred points needs a few thousand.

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._validation import check_choice, check_int
-from spectral.eigen import MATRIX_SOLVERS, eigensolve
-from spectral.eigen.dispatch import AUTO_DENSE_MAX_N
-from spectral.errors import DisconnectedGraphError, InputDataError
-from spectral.graph.laplacian import check_affinity, connected_components, laplacian
+from eigenflow.spectral._validation import check_choice, check_int
+from eigenflow.spectral.eigen import MATRIX_SOLVERS, eigensolve
+from eigenflow.spectral.eigen.dispatch import AUTO_DENSE_MAX_N
+from eigenflow.spectral.errors import DisconnectedGraphError, InputDataError
+from eigenflow.spectral.graph.laplacian import check_affinity, connected_components, laplacian
 
 EIGEN_SOLVERS = MATRIX_SOLVERS  # the graph is given: every solver of a matrix
 #: An eigenvalue closer than this to 1 counts as "lambda = 1" and is skipped (Table 1, step 2): eq. 18

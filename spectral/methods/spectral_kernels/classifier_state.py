@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spectral.errors import InputDataError
-from spectral.graph.weights import WeightParams
+from eigenflow.spectral.errors import InputDataError
+from eigenflow.spectral.graph.weights import WeightParams
 
 STATE_KIND = "paper002_spectral_kernel"
 STATE_VERSION = 1

@@ -14,17 +14,17 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from spectral._validation import check_choice, check_float, check_int, check_labels, clip_int, validate_X
-from spectral.errors import InputDataError, KernelFallbackWarning, ParameterError
-from spectral.graph.laplacian import check_affinity
-from spectral.graph.weights import fit_weight_params, query_weights, weights_from_params
-from spectral.methods.spectral_kernels.basis import (EIGEN_SOLVERS, ONE_TOL, SpectralBasis, extend_vectors,
+from eigenflow.spectral._validation import check_choice, check_float, check_int, check_labels, clip_int, validate_X
+from eigenflow.spectral.errors import InputDataError, KernelFallbackWarning, ParameterError
+from eigenflow.spectral.graph.laplacian import check_affinity
+from eigenflow.spectral.graph.weights import fit_weight_params, query_weights, weights_from_params
+from eigenflow.spectral.methods.spectral_kernels.basis import (EIGEN_SOLVERS, ONE_TOL, SpectralBasis, extend_vectors,
                                                      spectral_basis)
-from spectral.methods.spectral_kernels.classifier_state import GraphParams, estimator_state, restore_estimator
-from spectral.methods.spectral_kernels.lp import CONSTRAINTS, solve_spectrum_lp
-from spectral.methods.spectral_kernels.scores import (class_matrix, class_weight_vector, normalized_propagation,
+from eigenflow.spectral.methods.spectral_kernels.classifier_state import GraphParams, estimator_state, restore_estimator
+from eigenflow.spectral.methods.spectral_kernels.lp import CONSTRAINTS, solve_spectrum_lp
+from eigenflow.spectral.methods.spectral_kernels.scores import (class_matrix, class_weight_vector, normalized_propagation,
                                                       score_distributions, transductive_scores)
-from spectral.neighbours.index import KNNIndex
+from eigenflow.spectral.neighbours.index import KNNIndex
 
 #: Candidate neighbours examined per new point (reverse neighbours further than this are missed; see
 #: spectral.graph.weights.query_weights).

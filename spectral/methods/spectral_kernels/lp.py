@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from spectral.errors import ConvergenceError, InputDataError, ParameterError
+from eigenflow.spectral.errors import ConvergenceError, InputDataError, ParameterError
 
 CONSTRAINTS = ("decay", "none")
 

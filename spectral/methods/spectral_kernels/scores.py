@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from spectral._validation import check_float
-from spectral.errors import ParameterError
+from eigenflow.spectral._validation import check_float
+from eigenflow.spectral.errors import ParameterError
 
 
 def class_matrix(V_labeled: np.ndarray, codes: np.ndarray, mu: np.ndarray, n_classes: int,
