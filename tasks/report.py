@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 #: Largest number of points drawn in the embedding plot and used as 1-NN queries / references.
 PLOT_POINTS = 50_000
 QUALITY_QUERIES, QUALITY_REFERENCES = 100_000, 200_000
+#: Resolution of the embedding plot's PNG.
+PLOT_DPI = 110
+#: Largest number of intervals between the major ticks of an axis of the embedding plot.
+TICK_BINS = 5
 
 
 def report_figures(store: Store, run: str, method: str) -> dict[str, Any]:
@@ -72,9 +76,21 @@ def pyplot() -> Any:
 
 def plot_embedding(Z: np.ndarray, labels: np.ndarray | None, held: np.ndarray | None, title: str,
                    n_points: int | None = None) -> bytes:
-    """PNG of the first two components of ``Z`` (m, k), coloured by ``labels`` (m,) if given; with a hold-out
-    mask ``held`` (m,) bool, fitted and held-out points side by side. ``Z`` may be a sample of ``n_points``
-    points (:func:`plot_rows`); the panel titles say so."""
+    """PNG of :func:`embedding_figure` (same arguments)."""
+    plt = pyplot()
+    fig = embedding_figure(Z, labels, held, title, n_points)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=PLOT_DPI)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def embedding_figure(Z: np.ndarray, labels: np.ndarray | None, held: np.ndarray | None, title: str,
+                     n_points: int | None = None) -> Any:
+    """The matplotlib figure of the first two components of ``Z`` (m, k), coloured by ``labels`` (m,) if given;
+    with a hold-out mask ``held`` (m,) bool, fitted and held-out points side by side. ``Z`` may be a sample of
+    ``n_points`` points (:func:`plot_rows`); the panel titles say so. Its tick labels stay apart at any scale of
+    the coordinates (:func:`readable_ticks`). The caller closes it."""
     plt = pyplot()
 
     n_points = Z.shape[0] if n_points is None else n_points
@@ -94,14 +110,25 @@ def plot_embedding(Z: np.ndarray, labels: np.ndarray | None, held: np.ndarray | 
         sc = ax.scatter(xy[mask, 0], xy[mask, 1], s=1.0, rasterized=True, **colour)
         ax.set_title(panel_title)
         ax.set_xlabel("component 1")
+        readable_ticks(ax)
     axes[0][0].set_ylabel("component 2")
     if colours is not None:
         fig.colorbar(sc, ax=axes[0].tolist(), label="label", ticks=range(n_labels))
     fig.suptitle(title)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return fig
+
+
+def readable_ticks(ax: Any) -> None:
+    """Tick labels of ``ax`` that stay apart whatever the scale of the coordinates: at most :data:`TICK_BINS`
+    intervals per axis, and below 1e-2 or from 1e3 scientific notation, whose factor (and offset) is written once
+    at the end of the axis (``×10⁻³``), so that each label is a few characters long."""
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(MaxNLocator(nbins=TICK_BINS, steps=[1, 2, 2.5, 5, 10]))
+        formatter = ScalarFormatter(useMathText=True, useOffset=True)
+        formatter.set_powerlimits((-2, 3))
+        axis.set_major_formatter(formatter)
 
 
 def plot_rows(n: int) -> np.ndarray:
