@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
+from rich.text import Text
+
+#: The vertical rules of a rich table's default box, between its cells.
+_BOX = re.compile("[\u2502\u2503]")
 
 
 def with_progress(console: Console, fn: Callable[[], Any]) -> Any:
@@ -68,23 +75,63 @@ def result_rows(store: str, results: dict) -> dict[str, Any]:
 
 def info_renderables(data: dict) -> list[Any]:
     """What ``eigenflow info`` prints of a store's description ``data`` (:func:`storage.info.info`): its head line,
-    its arrays and its runs."""
+    its arrays and its runs. Array paths and run names are never cut: each table is printed as columns when every
+    path (run name) fits whole on one line of the console, else as one entry per path (run name) on a line of its
+    own with its other fields below (a name wider than the console folds onto the next line, every character kept).
+    """
     head = ", ".join(f"{k}={data.get(k)}" for k in ("n", "d", "dtype", "chunk_rows", "has_labels", "status"))
-    out: list[Any] = [f"[bold]{data['store']}[/]  {head}"]
-    arrays = Table(title="arrays")
-    for col in ("path", "shape", "dtype", "chunks"):
-        arrays.add_column(col)
-    for a in data["arrays"]:
-        arrays.add_row(a["path"], str(tuple(a["shape"])), a["dtype"], str(a["chunks"]))
-    out.append(arrays)
-    runs = Table(title="runs")
-    for col in ("run", "flow", "status", "seconds", "stages"):
-        runs.add_column(col)
+    out: list[Any] = [Text.assemble((str(data["store"]), "bold"), f"  {head}")]
+
+    arrays = [(a["path"], [str(tuple(a["shape"])), a["dtype"], str(a["chunks"])]) for a in data["arrays"]]
+    out.append(WholeNames("arrays", ("path", "shape", "dtype", "chunks"), arrays))
+
+    runs = []
     for r in data["runs"]:
         stages = ", ".join(f"{s['name']} {s['seconds']:.1f}s" if s["seconds"] is not None else s["name"]
                            for s in r["stages"])
         seconds = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
-        runs.add_row(r["run_id"], r["flow"], r["status"] + (f" ({r['error']})" if r["error"] else ""), seconds,
-                     stages)
-    out.append(runs)
+        status = r["status"] + (f" ({r['error']})" if r["error"] else "")
+        runs.append((r["run_id"], ["-" if r["flow"] is None else str(r["flow"]), status, seconds, stages]))
+    out.append(WholeNames("runs", ("run", "flow", "status", "seconds", "stages"), runs))
     return out
+
+
+class WholeNames:
+    """A rich renderable: a titled table of ``rows`` ``(name, [other fields])`` under ``headers`` (the name's
+    first) whose names (array paths, run names: no spaces) are never cut nor split over two lines when the console
+    is wide enough for them. As columns when every name, and every word of the other fields, then appears whole on
+    one line; else one entry per name: the name on a line of its own (folded only if wider than the console) and
+    its fields, labelled, below it."""
+
+    def __init__(self, title: str, headers: tuple[str, ...], rows: list[tuple[str, list[str]]]) -> None:
+        self.title, self.headers, self.rows = title, headers, rows
+
+    def columns(self) -> Table:
+        """The table as columns: the names' column does not wrap (a name is folded only as a last resort), the
+        other columns wrap at their spaces and fold, nothing is cut."""
+        table = Table(title=self.title)
+        table.add_column(self.headers[0], no_wrap=True, overflow="fold")
+        for header in self.headers[1:]:
+            table.add_column(header, overflow="fold")
+        for name, fields in self.rows:
+            table.add_row(Text(name), *(Text(f) for f in fields))
+        return table
+
+    def entries(self) -> Table:
+        """The table as one entry per name: the name, then ``header value`` of its other fields, indented."""
+        table = Table(title=self.title)
+        table.add_column(f"{self.headers[0]} / " + ", ".join(self.headers[1:]), overflow="fold")
+        for name, fields in self.rows:
+            details = Text("  ").join(Text.assemble((f"{h} ", "dim"), f) for h, f in zip(self.headers[1:], fields))
+            table.add_row(Group(Text(name, overflow="fold"), Padding(details, (0, 0, 0, 4))))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.columns(), options, pad=False)
+        shown = {word for line in lines for word in _BOX.sub(" ", "".join(segment.text for segment in line)).split()}
+        words = {word for name, fields in self.rows for word in (name, *" ".join(fields).split())}
+        if words | set(" ".join(self.headers).split()) <= shown:
+            yield from (segment for line in lines for segment in (*line, Segment.line()))
+        else:
+            yield self.entries()
+
