@@ -21,9 +21,9 @@ def worker_list(client) -> list[str]:
 def least_loaded_worker(client, workers: list[str], rows) -> str | None:
     """The running worker to give one more task's data: the one holding the fewest rows of the shards
     (``workers[i]`` holds ``rows[i]``; a worker without a shard holds none), ties broken by the smaller process
-    memory of its last heartbeat, then by address. Used for the two-level coarse problem, which the first shard's
-    worker took before whatever it held (at 1e7 on 4 workers the paused worker held 5 shards and the coarse
-    problem). None when no worker is running."""
+    memory of its last heartbeat, then by address. Used for the two-level coarse problem, so that it does not land
+    on a worker that already holds more shards than the others and push it to Dask's pause threshold. None when
+    no worker is running."""
     info = client.scheduler_info(n_workers=-1)["workers"]
     held = {address: 0 for address, w in info.items() if w.get("status", "running") == "running"}
     for worker, n_rows in zip(workers, rows):
@@ -46,9 +46,8 @@ def shared_value(client, value) -> Any:
     it again if the workers holding it die.
 
     In place of ``client.scatter(value, broadcast=True)``: Dask's replication of a broadcast retries for ever when
-    a worker dies during it (dask/distributed#5704, open), and a scattered value whose workers die is lost. Measured
-    on this project's sharded path (600,000 x 1024 points, 4 workers of 2.4 GB, 12 shards): two workers restarted by
-    their Nannies for memory, and the run then waited in that scatter, idle, for 20 minutes.
+    a worker dies during it (dask/distributed#5704, open), and a scattered value whose workers die is lost: a worker
+    restarted by its Nanny for memory would leave the run waiting in that scatter for ever.
     """
     return client.submit(_value, value, pure=False)
 

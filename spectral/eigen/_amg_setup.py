@@ -2,8 +2,8 @@
 
 pyamg's ``smoothed_aggregation_solver`` forms the smoothed prolongator of the finest level as
 ``P = T - omega D^-1 A T`` with whole-matrix temporaries: ``|A|`` for the row sums, a scaled copy of ``A``, its
-``omega`` multiple, and ``(R A) P`` for the coarse matrix. On a 1e7-node Laplacian (2e8 entries) those
-temporaries reach 5.9 GB over the matrix itself, the peak of the whole eigensolve. This module builds the same
+``omega`` multiple, and ``(R A) P`` for the coarse matrix. On a large Laplacian those temporaries, several
+copies of the matrix, would set the peak memory of the whole eigensolve. This module builds the same
 finest level (the same pyamg aggregation, candidate improvement and tentative prolongator, the same
 formulas) with the products taken over row blocks of ``A``, then hands the coarse matrix to pyamg for the
 remaining levels:

@@ -1,8 +1,8 @@
 """The coarse problem of the two-level pieces (:mod:`._two_level`) as tasks on one Dask worker, the coarse
 worker: the Galerkin pencil ``(A_c, B_c)`` (about ``coarse_size`` nodes, up to ~50 times that: see
 :func:`._shard_ops.shard_coarse_basis`), its smallest eigenvectors, its sparse LU and the coarse solves of the
-two-level preconditioner stay there. The driver holds futures and the ``(P + 1,)`` coarse offsets only (the LU of
-the 1e6-node graph's pencil alone was 149 MB of the flow process's 497 MB peak when it lived in the driver).
+two-level preconditioner stay there. The driver holds futures and the ``(P + 1,)`` coarse offsets only, so the
+coarse pencil and its LU, a large share of the driver's memory if they lived there, stay off the flow process.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def coarse_eigenvectors(pencil, b: int, tol, seed: int) -> tuple[np.ndarray, dic
 class CoarseFactor:
     """The sparse LU of the shifted coarse pencil, kept on the coarse worker. A class of its own because a Dask
     worker pickles the type of every task result for the scheduler, and scipy's ``SuperLU`` type does not
-    pickle (Dask logged an error per run, then sent the type's name)."""
+    pickle (Dask would log an error for such a result and send only the type's name)."""
 
     def __init__(self, lu):
         self.lu = lu

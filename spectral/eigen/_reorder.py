@@ -2,9 +2,9 @@
 
 A kNN graph stores its nodes in data order, so the rows a sparse-matrix x block product reads are
 scattered over the whole block: the product is bound by memory latency. Renumbering the nodes with
-``scipy.sparse.csgraph.reverse_cuthill_mckee`` puts neighbours next to each other. On the 1e6-node,
-20.6e6-nonzero Laplacian of ``benchmarks/bench_solvers.py`` one product with a (n, 10) float32 block
-drops from 1.04 s to 0.11 s, for a one-off 0.75 s (permutation) + 1.4 s (renumbering).
+``scipy.sparse.csgraph.reverse_cuthill_mckee`` puts neighbours next to each other, so a product reads rows
+that are close in memory; the one-off cost of the permutation and the renumbering is repaid within the
+solve's many products (``benchmarks/bench_solvers.py`` times the solve with and without it).
 ``P^T A P v = lambda P^T B P v`` has the same eigenvalues, and the eigenvectors are permuted back.
 """
 
@@ -53,8 +53,8 @@ def permute_symmetric_in_place(M: sp.csr_matrix, perm: np.ndarray) -> None:
     Every matrix object sharing ``M``'s arrays sees the permuted matrix; ``permute_symmetric_in_place(M,
     inverse)`` (``inverse[perm] = arange(n)``) restores it bit for bit. The cost is one array's worth of
     temporary at a time (the new ``data``, then the new ``indices``) plus row-block temporaries, where
-    :func:`permute_symmetric` builds two full copies: at 1e7 nodes and 2e8 entries this keeps one Laplacian
-    (2.5 GB) alive during the solve instead of two. Needs :func:`can_permute_in_place`; ``M`` must not be read
+    :func:`permute_symmetric` builds two full copies: one Laplacian is alive during the solve instead of
+    two. Needs :func:`can_permute_in_place`; ``M`` must not be read
     by another thread meanwhile.
     """
     n = M.shape[0]

@@ -13,9 +13,9 @@ shard only ``V[cols_i]`` (the rows its columns touch) and receives its ``(n_i, b
   each shard builds pyamg's smoothed-aggregation hierarchy of its diagonal block ``L_ii`` (+ the AMG shift)
   and applies the block V-cycle of :mod:`._block_amg` to its own rows, on its worker. ``"two_level"``
   (default) adds the coarse correction ``T A_c^-1 T^T`` (two-level additive Schwarz) on the coarse space
-  below: block Jacobi alone loses the global smooth modes across the cuts (1e5-node Swiss roll, 10 pairs: 28
-  iterations at P = 2 and 36 at P = 4; two-level: 22 and 24; the single-process solver: 13 after its
-  multilevel start);
+  below: block Jacobi alone loses the global smooth modes across the cuts, so its iteration count grows with
+  ``P``; the coarse space carries those modes across the shards and keeps the count close to the
+  single-process solver's;
 - a **start block**: ``"coarse"`` (default) the smallest eigenvectors of the Galerkin pencil on
   ``T = blockdiag(T_i)``, ``T_i`` the ``D^1/2``-weighted aggregates of shard ``i``'s hierarchy (the pencil,
   ``~coarse_size`` nodes, is assembled from per-shard rows and solved on one worker, ``_coarse``), or ``"random"``
@@ -58,7 +58,7 @@ PARTITIONS = _shard_ops.PARTITIONS
 NORMALIZATIONS = ("symmetric", "random_walk")
 SYMMETRIZE = ("or", "and", "mean")
 #: A shard needs at least this many rows: enough for a useful AMG hierarchy of its diagonal block and for
-#: its (rows, b) blocks to outweigh the per-task overhead of the scheduler (~1 ms).
+#: its (rows, b) blocks to outweigh the scheduler's fixed per-task overhead.
 MIN_SHARD_ROWS = 64
 
 
@@ -256,8 +256,8 @@ class DistributedLaplacian(LinearOperator):
                                   pure=False) for a, d, s, cc, sc, w in zip(idx, dist, starts, cols, col_scales, workers)]
         W = transpose_exchange(client, directed, starts, params.symmetrize)
         # no reference is kept to the intermediates, so the scheduler frees each once the tasks using it are done
-        # (at 1e6 rows on one worker the build's peak held them all: kNN lists, renumbered lists, directed and
-        # symmetrized weights, and the Laplacian rows)
+        # (kept, they would all be alive at the build's peak on a worker: kNN lists, renumbered lists, directed
+        # and symmetrized weights, and the Laplacian rows)
         del idx, dist, scales, cols, col_scales, directed
         op = cls._build(W, starts, part_rows, normalization, client)
         op.stats.update(partition="given", symmetrize=params.symmetrize, weight_params=params.to_attrs())

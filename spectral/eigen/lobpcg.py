@@ -3,21 +3,21 @@
 For ``which="smallest"`` on an explicit sparse ``A`` the default pipeline is:
 
 1. **reorder** (``reorder="rcm"``, :mod:`._reorder`): renumber the nodes by reverse Cuthill-McKee so that
-   sparse x block products read neighbouring rows (10x faster products at 1e6 nodes). A CSR ``A`` in
-   canonical format with writeable arrays is permuted in place for the solve and restored bit for bit before
-   the residuals are computed (``info["reorder_in_place"]``): one copy of the matrix during the solve instead
-   of two. So ``A`` must not be read by another thread during the call;
+   sparse x block products read neighbouring rows (cache-friendly products instead of latency-bound ones). A
+   CSR ``A`` in canonical format with writeable arrays is permuted in place for the solve and restored bit for
+   bit before the residuals are computed (``info["reorder_in_place"]``): one copy of the matrix during the
+   solve instead of two. So ``A`` must not be read by another thread during the call;
 2. **hierarchy**: pyamg's ``smoothed_aggregation_solver(A + amg_shift I, **amg_options)`` as scikit-learn's
    ``eigen_solver="amg"`` builds it (the shift keeps the hierarchy away from a singular Laplacian), with
    ``DEFAULT_AMG_OPTIONS``: local Jacobi weighting of the prolongation smoother (no spectral-radius
-   estimate, 40% of the setup time at 1e6), and ``strength=None``, i.e. the matrix itself as the
+   estimate, a large part of the setup time otherwise), and ``strength=None``, i.e. the matrix itself as the
    strength-of-connection graph. pyamg's default, symmetric strength with ``theta=0``, keeps every stored
    entry, so its pattern is A's and standard aggregation reads only the pattern: the same hierarchy
-   (checked level by level on the 1e6-node Laplacian: identical A_l and P_l) without building a copy of A
-   (3.6 -> 2.7 s of setup at 1e6 nodes, one matrix less at the setup's peak), and ``keep=False`` (no
-   aggregation and tentative operators kept). With exactly these options the finest level is built by row
-   blocks (:mod:`._amg_setup`: the same level, without pyamg's whole-matrix temporaries, 5.9 GB at 1e7 nodes)
-   and pyamg builds the coarser ones;
+   (the tests check it level by level: identical A_l and P_l) without building a copy of A (less setup time,
+   one matrix less at the setup's peak), and ``keep=False`` (no aggregation and tentative operators kept).
+   With exactly these options the finest level is built by row blocks (:mod:`._amg_setup`: the same level,
+   without pyamg's whole-matrix temporaries, the eigensolve's memory peak otherwise) and pyamg builds the
+   coarser ones;
 3. **preconditioner** ``"block_amg"``: the block Jacobi V-cycle of :mod:`._block_amg` on that hierarchy
    (``"amg"`` is pyamg's own column-by-column V-cycle, scikit-learn's choice);
 4. **start** ``"multilevel"`` (:mod:`._multilevel`): eigenvectors of the coarsest usable level,
@@ -67,9 +67,9 @@ DEFAULT_AMG_OPTIONS = LEAN_OPTIONS
 DEFAULT_MAX_ITER = 1000
 # Below this size a sparse problem is not reordered (it fits in cache; the reordering would not pay).
 REORDER_MIN_N = 20_000
-# BLAS threads inside LOBPCG: its dense work is tall-skinny (n, 3 * block) Gram products, memory-bound; with two
-# OpenBLAS threads they ran ~10x slower than with one whenever the other core was busy (15 s vs ~1.5 s of
-# dense work in a 1e6-node, 3-pair solve), as the randomized solver's BLAS_THREADS note measured too.
+# BLAS threads inside LOBPCG: its dense work is tall-skinny (n, 3 * block) Gram products, memory-bound, so more
+# threads add nothing, and OpenBLAS threads that spin-wait for a busy core slow them down many times over (as
+# for the randomized solver's BLAS_THREADS).
 BLAS_THREADS = 1
 
 _OPTIONS = {"preconditioner", "X0", "amg_shift", "extra_vectors", "dtype", "amg_options", "start", "reorder"}
@@ -81,7 +81,7 @@ def amg_hierarchy(A, shift: float = AMG_SHIFT, amg_options=None):
     When the CSR ``A`` stores every diagonal entry (a Laplacian does), the shift is added to them in place for
     the setup and the original values are written back afterwards, bit for bit: the hierarchy's level 0 is then
     ``A`` itself (its coarse levels are those of ``A + shift I``), not a shifted copy (one copy of the Laplacian
-    less: 0.24 GB at 1e6 nodes, ~2.7 GB at 1e7). Otherwise (no stored diagonal, unsorted indices, read-only
+    less at the setup's peak). Otherwise (no stored diagonal, unsorted indices, read-only
     data) the shifted copy is built. ``A`` must not be read
     by another thread during the setup.
     """

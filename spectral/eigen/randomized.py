@@ -35,8 +35,9 @@ DEFAULT_MAX_ITER = 300
 # Oversampling p - k: HMT recommend 5-10; 10 extra columns also separate the filter cut from lambda_k.
 DEFAULT_OVERSAMPLE = 10
 DEFAULT_DEGREE = {"chebyshev": 20, "subspace": 4, "krylov": 6}
-# BLAS threads for the tall-skinny (n, p) products: they are memory-bound, and multi-threaded OpenBLAS on
-# them ran 60x slower than one thread on this shared 2-core machine (0.15 s vs 0.0026 s for a 20000 x 20 Gram).
+# BLAS threads for the tall-skinny (n, p) products: they are memory-bound, so extra threads add nothing, and
+# multi-threaded OpenBLAS slows them down many times over when a core is shared with other work (its threads
+# spin-wait for each other).
 BLAS_THREADS = 1
 # Relative margin added to a Lanczos estimate of the top of the spectrum to make it a safe bound.
 LANCZOS_BOUND_MARGIN = 1e-2

@@ -117,7 +117,7 @@ def laplacian_eigenmaps_from_graph(
         solver = eigen_solver if (n_comp == 1 or nodes.size > SMALL_COMPONENT_DENSE_MAX) else "dense"
         if n_comp == 1:  # one component: no (n, n) reindexing copy, and W is not needed after its Laplacian
             L, comp_degrees = _component_laplacian(W, normalization)
-            del W  # freed here unless the caller holds it (the flow's eigensolve stage does not: 2.4 GB at 1e7)
+            del W  # freed here, not kept for the solve, unless the caller holds it (the flow does not)
         else:
             L, comp_degrees = _component_laplacian(W[nodes][:, nodes], normalization)
         emb, vals, res = _embed_component(L, comp_degrees, k, normalization, solver, tol, rng)

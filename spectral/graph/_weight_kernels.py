@@ -3,14 +3,14 @@
 :func:`directed_csr` gives the CSR arrays of the directed weight matrix A that :mod:`spectral.graph.weights` used to
 build with numpy and scipy (the kernel exponents, numpy's ``exp``, each row's columns sorted and repeated ones
 added), with the same values bit for bit; rows in parallel, in one pass when no row repeats a column (a kNN graph's
-rows never do): the (m, k) exponents and a counting pass were 0.5 s of the weights stage at 1e6 x 15. The distances
-are read as given (float32 or float64), without a float64 copy.
+rows never do), so no (m, k) array of exponents and no separate counting pass. The distances are read as given
+(float32 or float64), without a float64 copy.
 
 :func:`symmetrized_csr` gives the same matrix as scipy's ``A.maximum(A.T)`` / ``A.minimum(A.T)`` /
 ``(A + A.T) * 0.5`` followed by dropping the diagonal and zeros and sorting the indices (the same values, bit
 for bit, in the same order), without scipy's transpose-to-CSC, its CSC-to-CSR conversion and its generic
-binary operation: at 1e6 points x 15 neighbours that was 1.3 s of the weights stage on this machine; the kernel
-transposes by a counting sort and merges each row's two sorted lists, rows in parallel.
+binary operation, a large part of the weights stage: the kernel transposes by a counting sort and merges
+each row's two sorted lists, rows in parallel.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def _check_signed(signed: bool, normalization: str) -> None:
 
 def _laplacian(W: sp.csr_matrix, normalization: str) -> tuple[sp.csr_matrix, np.ndarray]:
     # entrywise on the CSR arrays, by row blocks (no setdiag, no diagonal-matrix products, no copy of W when it
-    # is clean): at 1e6 nodes and 2e7 entries the build holds W, L and one row block's temporaries
+    # is clean): the build holds W, L and one row block's temporaries
     W = _without_self_loops(W)
     degrees = np.asarray(W.sum(axis=1)).ravel()
     if normalization == "unnormalized":
@@ -195,8 +195,8 @@ def _assemble_rows(W: sp.csr_matrix, row_offset: int, diagonal: np.ndarray, row_
 
     ``W`` must have sorted indices and no entry on that diagonal (:func:`_without_self_loops`); a scale of None
     is 1. The arrays of the result are written by row blocks, so the temporaries stay at
-    :data:`spectral._sparse.ROW_BLOCK` rows' entries (at 1e7 nodes the build needs W, L and ~0.2 GB, not the ~6 GB
-    of a copy of W plus ``(nnz,)`` row numbers, scaled values and the ``eye - S`` sum).
+    :data:`spectral._sparse.ROW_BLOCK` rows' entries: the build needs W, L and one block's temporaries, not a copy
+    of W plus ``(nnz,)`` row numbers, scaled values and the ``eye - S`` sum.
     """
     m, n = W.shape
     stored = diagonal != 0

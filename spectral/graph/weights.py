@@ -6,8 +6,8 @@ Weightings (``d`` = kNN distance, CK08 Sect. 3.3 and LQCL09 Sect. 4):
 - ``"heat"``: ``w_ij = exp(-d_ij^2 / sigma^2)`` (CK08 eq. 14, with the sign typo exp(+...) corrected);
   ``sigma`` defaults to the mean of all kNN distances.
 - ``"local_scaling"``: ``w_ij = exp(-d_ij^2 / (sigma_i sigma_j))`` (CK08 eq. 15, Zelnik-Manor & Perona),
-  ``sigma_i`` = distance of ``i`` to its ``scale_k``-th neighbour (``scale_k`` defaults to ``k``, as DESIGN.md
-  says; Zelnik-Manor & Perona used the 7th).
+  ``sigma_i`` = distance of ``i`` to its ``scale_k``-th neighbour (``scale_k`` defaults to ``k``, the graph's
+  own neighbourhood size; Zelnik-Manor & Perona used the 7th).
 - ``"hein_maier"``: ``w_ij = exp(-d_ij^2 / max(h_i, h_j)^2)`` with ``h_i`` the distance to the ``scale_k``-th
   neighbour (LQCL09, weights of Hein & Maier).
 
@@ -170,7 +170,8 @@ def fit_directed_knn_weights(indices: Any, distances: Any, **weighting: Any
                              ) -> tuple[sp.csr_matrix, WeightParams, np.ndarray, np.ndarray]:
     """The first half of :func:`fit_knn_weights`: ``(A (n, n) directed weights, params, scales (n,), radii (n,))``;
     :func:`symmetrize_weights` ``(A, params.symmetrize)`` is W. A caller that owns the graph can free it
-    in between: at 1e7 x 15 the graph (int64 + float64) is 2.4 GB of the symmetrization's peak."""
+    in between, so that the kNN lists (``n * k`` int64 and float distances) are not alive at the
+    symmetrization's peak."""
     idx, dist = check_knn_graph(indices, distances, keep_float32=True)
     n = idx.shape[0]
     if np.any(idx == np.arange(n)[:, None]):
@@ -188,7 +189,7 @@ def weights_from_params(idx: np.ndarray, dist: np.ndarray, params: WeightParams,
 def symmetrize_weights(A: sp.csr_matrix, symmetrize: str) -> sp.csr_matrix:
     """W (n, n) float64 CSR, zero diagonal, sorted indices, from directed weights ``A`` (square): ``max(A, A^T)``
     ("or"), ``min`` ("and") or the mean ("mean"); compiled (:func:`spectral.graph._weight_kernels.symmetrized_csr`:
-    scipy's ``A.maximum(A.T)`` and its conversions took 1.3 s of 2.7 at 1e6 x 15)."""
+    scipy's ``A.maximum(A.T)`` and its conversions were a large part of the weights' time)."""
     from eigenflow.spectral.graph._weight_kernels import symmetrized_csr
 
     A = sp.csr_matrix(A)
@@ -208,7 +209,7 @@ def directed_weight_rows(idx: np.ndarray, dist: np.ndarray, params: WeightParams
     from eigenflow.spectral.graph._weight_kernels import directed_csr
 
     m, k = idx.shape
-    # int32 column indices when they fit (scipy's own choice; an int64 copy of them is 1.2 GB at 1e7 x 15)
+    # int32 column indices when they fit (scipy's own choice; no int64 copy of them, ``m * k * 8`` bytes)
     index_dtype = np.int32 if n < 2**31 - 1 and m * k < 2**31 - 1 else np.int64
     indptr, indices, data = directed_csr(idx, dist, row_scales, scales, params.weighting, params.sigma, index_dtype)
     A = sp.csr_matrix((data, indices, indptr), shape=(m, n))
@@ -231,10 +232,9 @@ def query_weights(
     frozen: its own ``k`` nearest training points (the first ``k`` candidates), plus, for "or" / "mean",
     the training points ``i`` that would list ``x`` among their neighbours, i.e. ``d(x, i) <= radii[i]``
     (their k-th-neighbour distance). Only the given candidates are examined: pass about ``3 k`` of them
-    (a reverse neighbour further away than the last candidate is missed). Measured on training points
-    queried with their own 2k / 3k / 5k nearest as candidates (local scaling, k = 15, fraction of the row's
-    weight mass missed, mean): 3-d Gaussian 2.2 / 0.84 / 0.29 %; USPS (256-d, hubs have many far reverse
-    neighbours) 12.7 / 8.5 / 5.0 %. Ties at exactly ``radii[i]`` count as neighbours. The weight values
+    (a reverse neighbour further away than the last candidate is missed; the weight mass missed shrinks as
+    candidates are added, and is largest on high-dimensional data, whose hubs have far reverse neighbours).
+    Ties at exactly ``radii[i]`` count as neighbours. The weight values
     use the training scales ``scales[i]`` and the new point's own scale (its ``scale_k``-th candidate
     distance, floored as in training), so a training point queried with its own training neighbours as
     candidates gets exactly its training row.

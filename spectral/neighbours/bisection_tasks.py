@@ -12,7 +12,7 @@ from eigenflow.spectral.errors import InputDataError
 
 #: Rows of a block converted to float64 at a time by :func:`block_moments`, :func:`block_projections` and
 #: :meth:`~spectral.neighbours.partition.Split.projections` (their scratch: ``SLICE_ROWS x d`` x 8 bytes, 32 MB at d =
-#: 1024; converting a whole 16,384-row chunk of such X took 134 MB, and centring it as much again).
+#: 1024, whereas converting a whole chunk, then centring it, would make two float64 copies of the chunk).
 SLICE_ROWS = 4096
 
 

@@ -47,15 +47,13 @@ from eigenflow.spectral.neighbours import _exact_search
 from eigenflow.spectral.neighbours._refine import METRIC_CODES, _refine_rows
 
 #: Rows per leaf of the training points and per block of queries (the float32 products are (block, leaf) tiles).
-#: Measured (2 cores, k = 15, medians of 3, s) for leaves of 64 / 128 / 256 / 512: noisy torus
-#: 1e5 x 24 1.22 / 0.99 / 0.92 / 1.01, swiss roll 3e4 x 16 0.13 / 0.13 / 0.16 / 0.18; Gaussian mixture 1e5 x 32
-#: 2.8 / 1.9 / 1.2 / 1.1; one Gaussian 1e5 x 32 (nothing to prune) - / 8.3 / 5.7 / 5.2; USPS 9.3k x 256
-#: 0.77 / - / 0.38 / 0.31.
+#: Smaller leaves prune more, larger ones make longer BLAS tiles; of the sizes 64 to 512, 256 is at or near the
+#: fastest on every data set of ``benchmarks/results/knn_exact.md`` ("Design choices").
 LEAF_SIZE = 256
 
-#: Candidates searched beyond k. Measured on the torus, the mixture (1e5) and the roll (3e4) above, float32 and
-#: float64 X: with 2, 1 to 40 rows per 1e5 were not certified at the first pass (searched again); with 4 and 8
-#: none, 4 the faster.
+#: Candidates searched beyond k: the margin that lets the k-th distance be certified at the first pass. With
+#: fewer, some rows fail the certification and are searched again; more cost time for nothing
+#: (``benchmarks/results/knn_exact.md``, "Design choices").
 EXTRA_CANDIDATES = 4
 
 #: Queries per chunk: bounds the per-chunk candidate arrays (``CHUNK_ROWS * kk`` entries).
@@ -95,7 +93,7 @@ class ExactIndex:
         groups = duplicate_groups(X)
         #: (n,) int64 in the leaf order: how many equal rows precede each row in X; (0,) when all rows differ
         self.rank = np.empty(0, dtype=np.int64) if groups is None else groups[1][self.perm]
-        self._groups = [groups]  # for the first graph() only (then dropped): the rows' hashing costs ~1 s per 1e6
+        self._groups = [groups]  # for the first graph() only (then dropped): no second hashing pass over X
         self._points = None
 
     @property

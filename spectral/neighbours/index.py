@@ -31,8 +31,8 @@ from eigenflow.spectral.neighbours.method_choice import (  # noqa: F401 - the tw
 METHODS = ("auto", "exact", "nndescent")
 METRICS = ("euclidean", "manhattan", "cosine")
 
-#: NN-descent query breadth (pynndescent's ``epsilon``; its default 0.1 gave a query recall of 0.92 at
-#: k = 5 on 8-d blobs here). Queries also ask for at least the index's own k + 1 neighbours and keep the
+#: NN-descent query breadth (pynndescent's ``epsilon``; its default 0.1 searches too narrow a front for a high
+#: query recall at small k). Queries also ask for at least the index's own k + 1 neighbours and keep the
 #: first k: a wider search front, the same contract.
 NNDESCENT_QUERY_EPSILON = 0.2
 
@@ -40,10 +40,10 @@ NNDESCENT_QUERY_EPSILON = 0.2
 TRAINING_DTYPES = (np.float64, np.float32)
 
 #: Query rows converted at a time by an NN-descent :meth:`KNNIndex.query` (float32 for pynndescent, float64 for
-#: the refinement): its temporaries stay ``QUERY_BLOCK_ROWS * d * 12`` bytes (48 MB at d = 1024). Converting all
-#: of ``X_new`` at once took 3 times its float32 size: 0.59 GB more in a sharded search task of a 1024-D shard,
-#: a quarter of its worker's 2.4 GB limit. pynndescent searches each query row on its own (a copy of its random
-#: state per row), so the blocks give the same answers as one call.
+#: the refinement): its temporaries stay ``QUERY_BLOCK_ROWS * d * 12`` bytes (48 MB at d = 1024), where converting
+#: all of ``X_new`` at once would copy it in three times its float32 size, so a sharded search task's memory stays
+#: within its worker's limit. pynndescent searches each query row on its own (a copy of its random state per
+#: row), so the blocks give the same answers as one call.
 QUERY_BLOCK_ROWS = 4096
 
 
@@ -54,10 +54,9 @@ class KNNIndex:
     :meth:`query` the ``k`` nearest training points of new points. The object pickles (for in-memory
     transport to Dask workers; an NN-descent index of ``n`` points takes about ``n * (d + 3 k) * 4``
     bytes), but it is never persisted: a stored model keeps :attr:`params` (JSON-able) and the training X is
-    in the store, so :meth:`rebuild` recreates the index. Rebuilding costs one index construction and its graph:
-    exact about 1 s for 10^5 x 24-32 points (benchmarks/results/knn_exact.md), NN-descent about 45 s for
-    10^6 x 32 points on this machine. With the same ``random_state`` and ``n_jobs=1``, the rebuilt NN-descent
-    index is the same.
+    in the store, so :meth:`rebuild` recreates the index. Rebuilding costs one index construction and its graph
+    (``benchmarks/results/knn_exact.md`` times both methods). With the same ``random_state`` and ``n_jobs=1``,
+    the rebuilt NN-descent index is the same.
     """
 
     def __init__(self, X, method, metric, n_neighbors, seed, n_jobs, index, graph):
@@ -86,8 +85,8 @@ class KNNIndex:
         """Build the index of ``X`` (n, d) and its kNN graph; parameters as :func:`knn_graph`.
 
         A float32 ``X`` is indexed as it is (both methods search in float32 anyway; the refinement computes in
-        float64 from the float32 coordinates): converting 1e6 x 32 points to float64 and back cost ~1 s and
-        the index kept the float64 copy. Any other dtype is converted to float64.
+        float64 from the float32 coordinates): a conversion to float64 would cost a pass over X and leave a copy
+        of twice its size in the index. Any other dtype is converted to float64.
         """
         X = check_array_2d(X, "X", min_rows=2, dtype=TRAINING_DTYPES)
         n = X.shape[0]
@@ -157,9 +156,9 @@ class KNNIndex:
 
     def __sizeof__(self) -> int:
         """Bytes of the arrays this index holds, its NN-descent or scikit-learn index's included: what Dask's
-        ``sizeof`` reads when it weighs moving the index to another worker. Without it an index counted as ~50
-        bytes, and the scheduler shipped 0.55 GB shard indexes (62,500 x 1024 points) to the workers of small
-        query tasks, doubling their memory."""
+        ``sizeof`` reads when it weighs moving the index to another worker. Without it an index counts as a few
+        bytes, and the scheduler would move whole shard indexes to the workers of small query tasks as if they
+        cost nothing, doubling those workers' memory."""
         return object.__sizeof__(self) + _array_bytes((self._X, self._position, self._graph, self._index), set(), 4)
 
     def prepare(self) -> KNNIndex:
@@ -169,8 +168,8 @@ class KNNIndex:
         the index: pickling it meanwhile from another thread (a Dask worker sending it to another worker
         while a task queries it) fails in pynndescent's ``__getstate__``. What only the construction needs
         is dropped then (``NNDescent.compress_index``: its random-projection forest and its own neighbour
-        heaps, ~200 of its ~530 bytes per point at d = 32, k = 15; :meth:`neighbor_graph` is this object's
-        refined copy and stays). "exact" builds its leaf-ordered float32 copy of the points (``n * d * 4`` bytes;
+        heaps, a large part of its memory per point; :meth:`neighbor_graph` is this object's refined copy and
+        stays). "exact" builds its leaf-ordered float32 copy of the points (``n * d * 4`` bytes;
         the graph's construction drops its own, pickles leave it out).
         """
         if self.method == "nndescent" and not self._index.compressed:
@@ -218,7 +217,7 @@ class KNNIndex:
 
     def neighbor_graph(self, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Training graph: ``(indices int64 (n, k), distances float32 (n, k))``, no self-neighbours; copies, or with
-        ``copy=False`` the index's own arrays, to be read and never written (at 1e6 x 15 the copies are 180 MB).
+        ``copy=False`` the index's own arrays, to be read and never written (no copies of ``n * k * 12`` bytes).
         They are not flagged read-only: numba compiles a kernel again for read-only arrays, and the compiled-code
         cache holds the kernels for writable ones."""
         if copy:
@@ -309,7 +308,7 @@ def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int 
 
 def _nndescent_indices(index) -> np.ndarray:
     """The (n, k) int32 neighbour lists of an NN-descent index, itself and not a copy: pynndescent's
-    ``neighbor_graph`` property copies them and converts every distance (0.3-0.5 s at 1e6 x 16), and the
+    ``neighbor_graph`` property copies them and converts every distance (two passes over the graph), and the
     distances are computed again in float64 by the refinement anyway (pynndescent 0.7's ``_neighbor_graph``)."""
     return index._neighbor_graph[0]
 

@@ -23,8 +23,8 @@ makes a run fail. A cache directory that cannot be created or written is reporte
 then compile in every process.
 
 What is reported: :func:`compile_report` logs (logger ``spectral.neighbours.jit_cache``, level WARNING) every kernel
-that numba compiles inside it instead of loading: the first-ever compile on a machine takes about a minute and is
-never silent. :func:`kernel_stats` tells how many loads and compiles each kernel had in this process.
+that numba compiles inside it instead of loading: the first-ever compile on a machine is slow, so it is never
+silent. :func:`kernel_stats` tells how many loads and compiles each kernel had in this process.
 """
 
 from __future__ import annotations

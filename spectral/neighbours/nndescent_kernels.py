@@ -1,6 +1,6 @@
 """pynndescent's NN-descent build, compiled once per machine: :class:`CachedNNDescent`.
 
-pynndescent compiles its NN-descent loop (``pynndescent_.nn_descent`` and what it calls, 17-45 s of one core) in
+pynndescent compiles its NN-descent loop (``pynndescent_.nn_descent`` and what it calls, a long compile) in
 every new process, because numba cannot cache it, for two reasons:
 
 - the distance function is an argument, and numba lowers a jitted function passed as a value to its address in

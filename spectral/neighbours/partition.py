@@ -56,8 +56,8 @@ from eigenflow.spectral.neighbours.bisection_tasks import (SLICE_ROWS, _labels_o
 PCA_POWER_ITERATIONS = 20
 
 #: Up to this many columns, :func:`bisection_blocks` forms each part's ``(d, d)`` scatter (one pass over the
-#: blocks per level); above it, the power iterations run over the blocks (:func:`block_scatter_products`): at
-#: d = 1024, the scatters took 100 s of a 2.5e5-row partition and 2 GB of moments in the driver.
+#: blocks per level); above it, the power iterations run over the blocks (:func:`block_scatter_products`): the
+#: scatters' ``O(n d^2)`` work and the ``c d^2`` moments sent to the driver grow too fast with d.
 SCATTER_MAX_FEATURES = 2 * PCA_POWER_ITERATIONS
 
 

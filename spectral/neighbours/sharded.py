@@ -50,15 +50,13 @@ finds them by *searching* each subgraph's NN-descent index with the other shards
 graph search), which is embarrassingly parallel over shard pairs, and then does the multi-way merge of the
 ``P`` sorted candidate lists per point, as sharded similarity search merges per-shard top-k results (J.
 Johnson, M. Douze, H. Jegou, "Billion-scale similarity search with GPUs", IEEE Trans. Big Data 2019,
-``IndexShards``). No neighbour-of-neighbour refinement round is run after the merge: the measured recall
-(benchmarks/results/knn_sharded.md, 2e5 x 32) is already within 0.0005 of single-process NN-descent on the
-lifted Swiss roll (both ~1.0) and above it on a 32-d Gaussian mixture (0.94-0.99 for P = 2-8 against 0.87):
-every point gets ``P k`` candidates, each list from a search of a P times smaller index.
+``IndexShards``). No neighbour-of-neighbour refinement round is run after the merge: every point gets ``P k``
+candidates, each list from a search of a P times smaller index, so the merged recall already matches
+single-process NN-descent's, and exceeds it on data where NN-descent is weak (``benchmarks/results/knn_sharded.md``).
 
 Cost: the build work is that of one NN-descent over n points split P ways; the query work grows with
-``P - 1`` searches per point (measured at 2e5 x 32 on 2 workers: 2-6 times the wall time of single-process,
-single-thread NN-descent for P = 2-8), so P should be as small as the workers' memory allows (see
-:func:`default_n_shards`).
+``P - 1`` searches per point, so P should be as small as the workers' memory allows (see
+:func:`default_n_shards`; ``benchmarks/results/knn_sharded.md`` times P = 1 to 8).
 """
 
 from __future__ import annotations
@@ -106,9 +104,9 @@ ROWS_PER_SHARD = 500_000
 #: :func:`default_n_shards` adds shards when one shard's rows of X would take more than this share of the smallest
 #: worker memory limit. Besides the rows of its shards' indexes (X / W per worker), a worker holds a second copy of
 #: one shard while it assembles it and while it prepares its index (pynndescent reorders its points), plus its own
-#: ~0.6 GB of code and compiled functions; measured at 2.5e5 x 1024 (X 1.02 GB) on 4 workers, 4 shards: 1.63-1.72
-#: GB per worker; at 6e5 x 1024 (X 2.46 GB) on 4 workers of 2.4 GB, 8 shards: 2.01-2.21 GB. A smaller share is
-#: not safer: 1/12 (12 shards) moved more boundary rows between more pairs of shards, and workers were restarted.
+#: code and compiled functions, so a shard's rows must stay a small share of the limit (the worker peaks of
+#: ``benchmarks/results/sharded_flow.md``). A smaller share is not safer: more shards move more boundary rows
+#: between more pairs of shards.
 SHARD_MEMORY_SHARE = 1 / 8
 
 
@@ -265,8 +263,8 @@ def build_shard_indexes(X: Any, n_neighbors: int, *, n_shards: int | None = None
     seeds = np.random.SeedSequence(seed_int(check_random_state(random_state))).spawn(P)
     indexes = [client.submit(_build_shard, shards[p], min(k, int(sizes[p]) - 1), shard_method, metric, seeds[p],
                              n_jobs, P > 1 or bool(queried), pure=False) for p in range(P)]
-    # the shards' coordinates are dropped once their index is built (the index keeps one copy of them): a worker
-    # held every row of its shards twice, 0.55 GB of a 2.4 GB limit at 6e5 x 1024 rows on 4 workers
+    # the shards' coordinates are dropped once their index is built (the index keeps one copy of them), so a
+    # worker does not hold every row of its shards twice
     return ShardIndexes(indexes, rows, parts, k, int(X.shape[1]), client)
 
 
@@ -275,9 +273,9 @@ def shard_graph_futures(sharded: ShardIndexes) -> list:
     ``(indices int64 (n_p, k), distances float32 (n_p, k))`` of its rows (global row numbers).
 
     Which rows of shard q are searched in shard p is decided on q's worker first (:func:`_query_plan`); only the
-    pairs with rows to search get a query task, and only those rows of X move to the index's worker (at 1e7 rows in
-    20 shards, submitting all 380 pairs moved a 64 MB shard of X per pair, mostly for nothing, and the copies
-    filled the workers' memory).
+    pairs with rows to search get a query task, and only those rows of X move to the index's worker (submitting
+    every pair would move a whole shard of X per pair, mostly rows that cannot find a neighbour there, and the
+    copies would fill the workers' memory).
     """
     from distributed import as_completed
 

@@ -178,7 +178,7 @@ class DaskRowBlockOperator(SymmetricOperator):
     ``dask.compute`` and therefore runs on the active ``distributed.Client`` when there is one (the
     blocks are then shipped with the graph on every product: persist them on the cluster first or use a
     dask-array ``M`` for big clusters), and on Dask's threaded scheduler otherwise (scipy's sparse
-    products release the GIL only partly, so the gain on 2 cores is modest; ``benchmarks/bench_solvers.py``
+    products release the GIL only partly, so the gain from threads is modest; ``benchmarks/bench_solvers.py``
     measures it). ``scheduler`` forces one (e.g. ``"threads"``, ``"sync"``).
     """
 

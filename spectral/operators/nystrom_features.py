@@ -27,11 +27,12 @@ EIG_FLOOR = 1e-10
 # K_mm with an eigenvalue below -PSD_RTOL * max is not a kernel matrix (round-off of a PSD kernel stays ~1e-15).
 PSD_RTOL = 1e-6
 DEFAULT_CHUNK_ROWS = 20_000
-#: Landmarks when the caller gives none: all points up to this many, a uniform sample above (a 1000 x 1000
-#: K_mm eigendecomposition takes ~0.3 s here and the approximation error of the benchmarks is flat beyond it).
+#: Landmarks when the caller gives none: all points up to this many, a uniform sample above (the (m, m)
+#: eigendecomposition of K_mm stays cheap at this size, and the approximation error of the benchmarks is flat
+#: beyond it).
 DEFAULT_LANDMARKS = 1000
-# BLAS threads of the dense (m, m) eigendecompositions: on this 2-core machine a 2,000 x 2,000 eigh took 1.7 s
-# with one OpenBLAS thread and 21 s with two while the other core was busy (threads spin-waiting on each other).
+# BLAS threads of the dense (m, m) eigendecompositions: one, because OpenBLAS threads spin-wait on each other
+# and make the eigh many times slower when another process keeps a core busy.
 DENSE_BLAS_THREADS = 1
 # With float32 kernel blocks (dtype=float32 in nystrom_eigh) the pseudo-inverse floor is raised to this:
 # float32 round-off (~1e-7) divided by the floor must stay well below the approximation error.

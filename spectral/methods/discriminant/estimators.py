@@ -69,11 +69,10 @@ class _DiscriminantEstimator(EmbeddingTransformerMixin, BaseEstimator):
         "auto" (default): "pca" in linear and kernel modes, "eps" in transductive mode.
     pca_variance : float in (0, 1], default 0.99
         Fraction of the centered (kernel) feature variance kept by the "pca" reduction; 1 keeps every direction
-        of nonzero variance. Why these defaults: with "eps" and every direction kept, linear
-        MFA's held-out 1-NN accuracy is 0.48 on USPS (30 per class) and 0.05 on COIL-20 (10 per class; it
-        spends its components on directions of near-zero variance, where within- and between-class scatter
-        are both ~0), LFDA's 0.59 on USPS; with "auto" and 0.99: 0.78 / 0.89 and 0.82 (1-NN on the raw
-        inputs: 0.87 / 0.91). See ``benchmarks/results/defaults_vs_tuned.md``.
+        of nonzero variance. Why these defaults: with "eps" and every direction kept, linear MFA and LFDA
+        spend their components on directions of near-zero variance, where within- and between-class scatter
+        are both ~0, and their held-out 1-NN accuracy collapses; the reduction to the leading directions
+        removes them (``benchmarks/results/defaults_vs_tuned.md`` records both settings).
     scaling : {"identity", "unit_norm", "sqrt_eigenvalue", "sqrt_eigenvalue_unit_norm"}
         The four choices of T of remark 2, applied to the columns of the projection.
     n_landmarks : int or None

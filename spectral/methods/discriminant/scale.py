@@ -1,4 +1,4 @@
-"""At-scale fitting of the linear and Nyström-kernel variants of CK08 (Sect. 4; DESIGN.md section 4).
+"""At-scale fitting of the linear and Nyström-kernel variants of CK08 (Sect. 4).
 
 Only p x p matrices are ever formed (p = d0 for the linear variants, p = rank of K_mm <= n_landmarks for the
 Nyström ones): ``F^T (D^(2) - W^(2)) F`` is accumulated over row blocks of a (Dask or NumPy) array with a sparse

@@ -82,12 +82,11 @@ class GraphKPCA(EmbeddingTransformerMixin, BaseEstimator):
         0.5 / (largest degree of the must-link + cannot-link graphs), i.e. the paper's 0.5 (Sect. 5: two
         USPS digits, which the reproduction passes explicitly) per constraint of the most constrained point.
         The constraint Laplacians' eigenvalues grow with the number of labeled points while the kernel's stay
-        O(1) per point, so a fixed 0.5 lets them dominate: with labels on 30 USPS images per class (10
-        classes) the top eigenvectors are class contrasts supported on the labeled points only, and held-out
-        1-NN accuracy of the unlabeled points is 0.34 (COIL-20, 10 per class: 0.05) against 0.84 (0.89) with
-        "auto" and 0.79 (0.92) for kernel PCA (``benchmarks/results/defaults_vs_tuned.md``). With two classes
-        the strong constraints help (Ionosphere, 20 labels per class: 0.85 with 0.5, 0.74 with "auto"): pass
-        0.5 there. The resolved values are ``gamma_must_`` / ``gamma_cannot_``.
+        O(1) per point, so a fixed 0.5 lets them dominate once there are many classes: the top eigenvectors
+        are then class contrasts supported on the labeled points only, and the unlabeled points are embedded
+        worse than by kernel PCA. With two classes the strong constraints help: pass 0.5 there
+        (``benchmarks/results/defaults_vs_tuned.md`` records both settings on USPS, COIL-20 and Ionosphere).
+        The resolved values are ``gamma_must_`` / ``gamma_cannot_``.
     scaling : "unit" (Psi Psi^T = I, the paper's Lambda_d = I) | "sqrt_eigenvalue" (kernel PCA's V
         Lambda^1/2; needs positive eigenvalues).
     solver : "dense" (eigh on K_bar, n up to a few thousand) | "nystrom" (implicit operator).

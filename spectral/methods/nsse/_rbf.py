@@ -48,7 +48,7 @@ def psi_eig(D2: np.ndarray, sigma: float, ridge: float) -> tuple[np.ndarray, np.
         Condition number ``lam_max / lam_min`` of Psi itself (``inf`` if Psi is numerically singular),
         reported in ``history_``.
     """
-    lam, U = linalg.eigh(psi_matrix(D2, sigma), driver="evd", check_finite=False)  # evd: ~25% faster at N=2000
+    lam, U = linalg.eigh(psi_matrix(D2, sigma), driver="evd", check_finite=False)  # evd: divide and conquer
     cond = float(lam[-1] / lam[0]) if lam[0] > 0 else float("inf")
     return np.maximum(lam, 0.0) + ridge, U, cond
 

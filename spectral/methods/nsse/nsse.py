@@ -35,9 +35,9 @@ from eigenflow.spectral.methods.nsse._graphs import class_graphs, squared_distan
 SIGMA_GRID_FACTORS = np.geomspace(0.25, 16.0, 25)
 #: Default initial sigma (and SUPLAP's interpolator scale): the geometric centre of that grid, 2 s0.
 SIGMA_INIT_FACTOR = 2.0
-#: Default mu1 (weight of the between-class Laplacian) of NSSE and SUPLAP: best or within 0.04 of the best of
-#: {1, 0.1, 0.01, 0.001, 0} for both on USPS / COIL-20 / ORL (``benchmarks/results/defaults_vs_tuned.md``); the
-#: CV of ``benchmarks/reproduce_nsse.py`` picks 1e-5..1e-2 on COIL-20, ORL and Yale B.
+#: Default mu1 (weight of the between-class Laplacian) of NSSE and SUPLAP: at or near the best of
+#: {1, 0.1, 0.01, 0.001, 0} for both on USPS / COIL-20 / ORL (``benchmarks/results/defaults_vs_tuned.md``), and
+#: within the range the CV of ``benchmarks/reproduce_nsse.py`` picks on COIL-20, ORL and Yale B.
 DEFAULT_MU1 = 0.01
 
 
@@ -189,11 +189,10 @@ class NSSE(_RBFEmbedding):
     mu1, mu2, mu3 : float >= 0
         Weights of eq. 11: between-class separation, interpolator norm ||C||_F^2 and 1/sigma^2.
         The paper (Sect. 5.1) finds mu1 in [100, 1000], mu2 in [1e-4, 1e-3], mu3 in [1, 5] for its
-        image scaling and leaves them to cross-validation. Default mu1 = :data:`DEFAULT_MU1` (0.01), measured
-        on the bundled USPS, COIL-20 and ORL (held-out 1-NN accuracy, ``benchmarks/defaults_vs_tuned.py``):
-        mu1 = 1.0 lets the between-class term dominate (the Y-step then picks the top
-        eigenvectors of L_b, localized on a few points) and gives 0.53 on USPS (30 per class, d = 9) against
-        0.87 with 0.01 and 0.87 for 1-NN on the pixels.
+        image scaling and leaves them to cross-validation. Default mu1 = :data:`DEFAULT_MU1` (0.01): a large
+        mu1 lets the between-class term dominate (the Y-step then picks the top eigenvectors of L_b, localized
+        on a few points), which loses most of the held-out 1-NN accuracy on the bundled data sets
+        (``benchmarks/results/defaults_vs_tuned.md`` records both settings).
     n_neighbors : int
         Neighbours per point in the within- and between-class graphs (see ``_graphs.class_graphs``).
     sigma_grid : array-like of float > 0, optional
@@ -298,7 +297,7 @@ class SupervisedLaplacianEigenmaps(_RBFEmbedding):
     Parameters are those of :class:`NSSE` (``random_state`` included, with the same meaning) without
     mu2 / mu3 / the sigma search; ``sigma`` is the interpolator scale (``None``: ``SIGMA_INIT_FACTOR * s0``,
     NSSE's default initial sigma), so that SUPLAP equals NSSE with ``mu2 = mu3 = 0``. Default mu1 as NSSE's
-    (:data:`DEFAULT_MU1`; mu1 = 1.0 gives 0.33 held-out 1-NN accuracy on USPS, 30 per class, d = 9).
+    (:data:`DEFAULT_MU1`; a large mu1 lets the between-class term dominate here too).
     """
 
     def __init__(self, n_components=2, *, mu1=DEFAULT_MU1, n_neighbors=5, sigma=None, graph_bandwidth=None,

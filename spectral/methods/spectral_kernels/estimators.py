@@ -286,12 +286,11 @@ class TSK(_SpectralKernelClassifier):
     eta : float >= 1, default 1.0
         Decay factor of eq. 8 (``mu_t >= eta mu_{t+1}``). The paper's experiments use 2 (Table 3; pass it to
         reproduce them). The default 1 keeps eq. 8 as a monotone spectrum ``mu_1 >= mu_2 >= ...``: without it
-        the LP's optimum is a vertex with two nonzero mu (a rank-2 kernel that cannot separate 6 classes:
-        0.62 on 2e4 points of ``bench_tsk_scale.py``'s data), and with eta = 2 the trivial eigenvector takes
-        the largest weight and the optimum is mu = 0 for c > 2 classes; with eta = 1 the LP keeps ~27 of
-        m = 30 pairs there (0.91 vs 1-NN 0.89 and LabelSpreading 0.91), and on Table 3's datasets (10 draws)
-        it scores 66.9 / 81.1 / 61.4 (Heart / Ionosphere / Sonar) vs 56.9 / 62.6 / 54.7 with eta = 2
-        (``benchmarks/results/tsk.md``, "TSK at scale").
+        the LP's optimum is a vertex with two nonzero mu (a rank-2 kernel that cannot separate more than a
+        few classes), and with eta = 2 the trivial eigenvector takes the largest weight and the optimum is
+        mu = 0 for c > 2 classes; with eta = 1 the LP keeps most of the m pairs, a low-pass projection of the
+        class indicators, which scores better than eta = 2 on Table 3's datasets too
+        (``benchmarks/results/tsk.md``, "TSK at scale", records the accuracies).
     beta : float > 0 or "auto", default "auto"
         Hinge weight of eq. 11/14. "auto" = n / l (points per labeled point): the unit-norm eigenvectors have
         entries of size n^-1/2, so a class-aligned column of ``G`` is of size l / n and meeting the margin costs
@@ -454,7 +453,7 @@ def rsk_spectrum(values: np.ndarray, alpha: float) -> np.ndarray:
 #: TSK's fallback spectrum when its LP's optimum is mu = 0: RSK's with Zhou et al.'s alpha (RSK's default).
 FALLBACK_ALPHA = 0.99
 
-#: Largest n for RSK's full spectrum (dense eigh of an n x n matrix: ~1 s at 2,000 on this machine).
+#: Largest n for RSK's full spectrum (dense eigh of an n x n matrix: O(n^3) time, O(n^2) memory).
 RSK_DENSE_MAX_N = 3000
 
 
