@@ -86,8 +86,8 @@ def _array_meta(fs: Any, root: str, array: str) -> dict | None:
     return meta if meta and meta.get("node_type") == "array" else None
 
 
-#: Threads that read and hash chunks at once (BLAKE2b releases the GIL: at 1e6 points the weights' 360 MB
-#: took 0.36 s on one thread)
+#: Threads that read and hash chunks at once (BLAKE2b releases the GIL, so the reads and the hashing of
+#: several chunks overlap)
 HASH_THREADS = 4
 
 

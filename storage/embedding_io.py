@@ -3,7 +3,8 @@
 One generic pair does the work: :func:`create_point_array` makes an ``(n,)`` or ``(n, c)`` array whose row
 chunks are X's, and :func:`write_point_block` writes one whole chunk. A block must start on a chunk boundary
 and cover exactly one chunk (the last chunk may be shorter), so blocks written concurrently by Dask workers
-never share a chunk (unaligned concurrent writes lose updates, see STACK.md). Writes are idempotent.
+never share a chunk (zarr rewrites a whole chunk for a partial write, so unaligned concurrent writes lose
+updates). Writes are idempotent.
 """
 
 from __future__ import annotations

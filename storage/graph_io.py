@@ -3,7 +3,7 @@
 kNN graph (``graph/knn``): ``indices`` int64 ``(n, k)`` and ``distances`` float32 ``(n, k)``, row chunks aligned
 with X so that Dask workers can write the rows of their chunk (``create_knn`` + ``write_knn_block``).
 
-CSR matrix (any group path, default ``graph/weights``; the layout of STACK.md / anndata):
+CSR matrix (any group path, default ``graph/weights``; anndata's layout of a sparse matrix):
 ``indptr`` int64 ``(n_rows + 1,)``, ``indices`` int32 (int64 if ``n_cols >= 2**31``) ``(nnz,)``, ``data`` float32
 or float64 ``(nnz,)``, attrs ``{"encoding-type": "csr_matrix", "encoding-version": "0.1.0", "shape": [n_rows,
 n_cols]}`` plus the caller's attrs. A row block ``i0:i1`` reads ``indptr[i0:i1 + 1]`` then one slice of

@@ -1,6 +1,6 @@
 """The zarr v3 store layout of eigenflow: the single source of truth for names, chunking and the schema version.
 
-Layout (DESIGN section 2)::
+Layout::
 
     <name>.zarr/
       zarr.json            root attrs: schema_version, n, d, dtype, source, fingerprint, chunk_rows,
@@ -48,10 +48,10 @@ CSR_CHUNK_ENTRIES = 2**20
 def compressors() -> list:
     """Compressor of every array the store writes: Blosc LZ4 with byte shuffle (a fresh codec list per array).
 
-    Measured on the 1e6-point graph of the benchmark (kNN indices 1e6 x 15 int64 + CSR indices and float64
-    weights, 2e7 entries), both cores busy: zarr's default zstd wrote it in 4.5 s and read it in 3.6 s (245 MB);
-    Blosc LZ4 + shuffle in 0.8 s and 0.5 s (223 MB); no compression 0.9 s / 1.2 s (349 MB). Stores written
-    with other codecs stay readable (zarr reads the codecs from each array's metadata).
+    LZ4 compresses and decompresses several times faster than zarr's default zstd, and with the byte shuffle
+    the kNN graph and the weights compress at least as well, so writes and reads stay far cheaper than the stages
+    around them (``benchmarks/results/embed_1e6.md`` compares the codecs). Stores written with other codecs
+    stay readable (zarr reads the codecs from each array's metadata).
     """
     from zarr.codecs import BloscCodec
 
@@ -99,7 +99,7 @@ STATUS_INCOMPLETE = "incomplete"
 STATUS_COMPLETE = "complete"
 #: Attribute marking a model group whose arrays are all written (set last by ``write_model``).
 ATTR_MODEL_COMPLETE = "eigenflow_model_complete"
-#: CSR group attributes (the anndata convention, see STACK.md).
+#: CSR group attributes (the anndata convention, so that anndata reads the group as a sparse matrix).
 ATTR_ENCODING = "encoding-type"
 ATTR_ENCODING_VERSION = "encoding-version"
 ATTR_SHAPE = "shape"

@@ -6,8 +6,7 @@ block from the zip stream (np.lib.format header + a file-like reader; only a For
 whole, because its rows are not contiguous), ``.csv`` goes through ``pandas.read_csv(chunksize=...)``,
 ``.parquet`` through ``pyarrow.parquet.ParquetFile.iter_batches`` (pyarrow decodes one row group at a time, so
 memory is bounded by the largest row group: write big files with ``row_group_size`` ~ 10**5 rows), zarr and
-dask arrays are sliced by rows.
-Measured on this machine: 1e6 x 32 float32 ``.npz`` (128 MB, stored) ingests in 3.7 s with 112 MB peak RSS.
+dask arrays are sliced by rows, so an ingest's memory does not grow with the file.
 Validation of values (NaN/inf, dtypes of the converted blocks, labels) happens in :mod:`storage.ingest`.
 """
 
