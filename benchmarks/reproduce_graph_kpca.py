@@ -165,7 +165,7 @@ def run_scale(n, landmarks, rank, workers, n_neighbors=10, n_labeled=1000, n_eva
     os.environ.setdefault("PREFECT_HOME", str(DATA_CACHE.parent / "prefect-bench"))
     from eigenflow.tasks._env import apply_env_defaults
 
-    apply_env_defaults()  # STACK.md: no analytics, 90 s ephemeral-server startup on 2 busy cores
+    apply_env_defaults()  # no Prefect analytics, a longer ephemeral-server startup timeout for busy machines
     from eigenflow.flows.embed import embed
     from eigenflow.storage.embedding_io import read_embedding
 

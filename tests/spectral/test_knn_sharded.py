@@ -3,7 +3,7 @@
 Oracle: scikit-learn's brute-force ``NearestNeighbors``. The default tests use the exact search per shard
 (no numba compile in the workers) and check that the sharding, the shard-pair queries and the merge give the
 exact graph; the NN-descent tests are ``slow``: every fresh worker process pays pynndescent's numba compile
-(30 s alone, up to ~100 s on this shared 2-core machine under load; STACK.md).
+(tens of seconds, more on a loaded machine).
 """
 
 from __future__ import annotations
