@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ def with_progress(console: Console, fn: Callable[[], Any]) -> Any:
     """Run a flow (``fn()``) with a rich progress display of its stages on ``console`` (the CLI's stderr)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from eigenflow.flows._runtime import stage_listener
+    from eigenflow.flows.run import EVENTS
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=False)
@@ -37,13 +38,34 @@ def with_progress(console: Console, fn: Callable[[], Any]) -> Any:
             progress.update(ids[stage], total=task.total or 1, completed=task.total or 1)
             progress.stop_task(ids[stage])
 
-    with progress, stage_listener(listener):
-        return fn()
+    handler = _EventHandler(listener)
+    level = EVENTS.level
+    EVENTS.addHandler(handler)
+    EVENTS.setLevel(logging.DEBUG)
+    try:
+        with progress:
+            return fn()
+    finally:
+        EVENTS.removeHandler(handler)
+        EVENTS.setLevel(level)
 
 
-def summary_table(summary: dict, extra: dict | None = None, clock: Any = None) -> Table:
-    """The run's stages, its total, its fixed time (``fixed: <name>`` rows, :mod:`flows._fixed_time`; with the
-    CLI's ``clock``, ``teardown`` runs until the flow has returned) and ``extra`` rows."""
+class _EventHandler(logging.Handler):
+    """Passes the stage events of :data:`flows.run.EVENTS` (records with ``eigenflow_event``) to ``listener``."""
+
+    def __init__(self, listener: Callable[[str, str, Any], None]):
+        super().__init__(logging.DEBUG)
+        self.listener = listener
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "eigenflow_event", None)
+        if event is not None:
+            self.listener(*event)
+
+
+def summary_table(summary: dict, extra: dict | None = None) -> Table:
+    """The run's stages, its total, its fixed time (``fixed: <name>`` rows: the workers' load of the kNN kernels)
+    and ``extra`` rows."""
     table = Table(title=f"{summary['flow']} run {summary['run']} ({summary['status']})", show_lines=False)
     table.add_column("stage")
     table.add_column("seconds", justify="right")
@@ -51,10 +73,6 @@ def summary_table(summary: dict, extra: dict | None = None, clock: Any = None) -
         table.add_row(name, "-" if seconds is None else f"{seconds:.2f}")
     table.add_row("[bold]total[/]", f"[bold]{summary.get('total_seconds', summary['seconds'] or 0):.2f}[/]")
     fixed = summary.get("fixed_seconds") or {}
-    if clock is not None:
-        from eigenflow.flows._fixed_time import cli_teardown
-
-        fixed = cli_teardown(clock, fixed)
     for name, seconds in fixed.items():
         table.add_row(f"fixed: {name}", f"{seconds:.2f}")
     for key, value in (extra or {}).items():

@@ -1,15 +1,22 @@
-"""The ``eigenflow`` command line (typer): ingest, methods, embed, extend, export, info, demo.
+"""The ``eigenflow`` command line (typer): ingest, methods, embed, extend, serve, export, info, verify, warm, demo.
 
-User errors (bad parameters, bad input data, missing or incomplete stores) end with a one-line
-``error: ...`` message on stderr and exit code 1, without a traceback; ``--verbose`` shows Prefect's logs.
-Prefect / Dask environment defaults are applied before either is imported (:mod:`tasks._env`).
+Every failure ends with one line on stderr and a non-zero exit status, without a traceback: a user error (bad
+parameters, bad input data, a missing or damaged store) ``error: <message>`` and status 1; a stop
+(:mod:`flows.stops`: SIGINT / SIGTERM, status 130 / 143; a lost Prefect API, status 1) a line that says what the
+store records of the run and how to resume it. ``--verbose`` shows Prefect's and Dask's logs.
+
+A command that runs a flow starts what the flow needs at once, side by side: Prefect's local server (without
+``PREFECT_API_URL``, :class:`flows.prefect_api.LocalServer`) and, without a scheduler, the local Dask cluster,
+whose address the flow receives as its ``scheduler``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 import typer
@@ -17,7 +24,6 @@ from rich.console import Console
 from rich.table import Table
 
 from eigenflow.flows._cli_display import info_renderables, result_rows, summary_table, with_progress
-from eigenflow.flows._in_process_runner import DEFAULT_POLL_SECONDS
 
 app = typer.Typer(name="eigenflow", add_completion=False, no_args_is_help=True,
                   help="Spectral embeddings of large datasets: Prefect flows on Dask over zarr stores.")
@@ -28,22 +34,63 @@ err = Console(stderr=True)
 EXIT_FAILURE = 1
 
 
+class Reported(Exception):
+    """A failure whose line has been printed: the console script ends with :attr:`exit_code`."""
+
+    def __init__(self, exit_code: int):
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+def main() -> None:
+    """The console script: the typer app under :func:`flows.stops.stop_on_signals`, every end one line at most."""
+    import click
+
+    from eigenflow.flows.stops import stop_on_signals
+
+    with stop_on_signals() as received:
+        try:
+            code = app(standalone_mode=False)
+        except Reported as done:
+            code = done.exit_code
+        except click.ClickException as exc:
+            exc.show()
+            code = exc.exit_code
+        except click.Abort:
+            code = EXIT_FAILURE
+    if code == 130 and received.signum is not None:  # stopped outside a command's run (typer made it 130)
+        import signal
+
+        err.print(f"[bold red]error:[/] interrupted ({signal.Signals(received.signum).name})", highlight=False)
+        code = 128 + received.signum
+    sys.exit(code or 0)
+
+
+#: The commands that run a flow: Prefect's local server is launched as soon as one of them is chosen.
+FLOW_COMMANDS = ("embed", "extend", "demo")
+#: Seconds Prefect's local server gets to answer.
+SERVER_START_SECONDS = 120.0
+
+
 @app.callback()
-def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect and Dask logs.")) -> None:
+def options(ctx: typer.Context,
+            verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect and Dask logs.")) -> None:
     """eigenflow: ingest data into zarr stores, embed it, extend embeddings to new points."""
     from eigenflow.tasks._env import apply_cli_env
 
     apply_cli_env(verbose)
+    if ctx.invoked_subcommand in FLOW_COMMANDS and not os.environ.get("PREFECT_API_URL"):
+        from eigenflow.flows.prefect_api import LocalServer
+
+        ctx.obj = LocalServer()  # its start overlaps the command's checks, imports and cluster start
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    """The exception classes reported as one-line errors. Prefect's and the cluster's are included only when
-    their modules were imported (an error of a module never imported cannot have been raised): a failing
-    ``info`` or ``export`` stays free of Prefect and Dask."""
+    """The exception classes reported as one-line errors (storage faults, OSError, included: a read-only or full
+    disk, a missing file end in one line naming the path)."""
     from eigenflow.spectral.errors import EigenflowError
     from eigenflow.storage.errors import StorageError
 
-    # OSError: storage faults (read-only or full disk, missing files) end in one line naming the path too
     errors: list[type[BaseException]] = [EigenflowError, StorageError, ValueError, OSError]
     for module, name in (("prefect.exceptions", "ParameterTypeError"), ("eigenflow.flows.cluster", "WorkerCodeError")):
         if module in sys.modules:
@@ -51,48 +98,76 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _fail(message: str, exit_code: int = EXIT_FAILURE) -> Reported:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return Reported(exit_code)
+
+
 def _run(fn: Callable[[], Any]) -> Any:
-    """Call ``fn``; a user error becomes ``error: <message>`` on stderr and exit code 1."""
+    """Call ``fn``; a user error becomes ``error: <message>`` on stderr and exit status 1."""
     try:
         return fn()
     except _user_errors() as exc:
-        stop = _current_stop()
-        if stop is not None:  # the run is stopping (a signal, a lost Prefect API): that is its error
-            raise stop from exc
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_FAILURE) from None
+        raise _fail(message) from None
 
 
-def _current_stop() -> BaseException | None:
-    """The stop of the run this process is running, if it is stopping (:func:`flows._stop.current_stop`)."""
-    module = sys.modules.get("eigenflow.flows._stop")
-    return None if module is None else module.current_stop()
+def _run_flow(store: str, run: str, fn: Callable[[], Any]) -> Any:
+    """Call ``fn`` (a flow run ``run`` writing into ``store``) with the stage progress on stderr: a user error as
+    in :func:`_run`; a stop (:mod:`flows.stops`) as one line saying what the store records of the run."""
+    from eigenflow.flows.stops import RunStopped, stop_of
 
-
-def _guarded(store: str, body: Callable[[Any], Any]) -> Any:
-    """``body(guard)`` under a :class:`flows._stop.RunGuard` of ``store`` (``body`` sets ``guard.run``): a
-    SIGINT / SIGTERM or a lost Prefect API ends the command with one line and exit code 130 / 143 (1 for the
-    API); Prefect's temporary server (:mod:`flows._prefect_start`) is stopped at the interpreter's exit (an
-    ``atexit`` handler that runs after Prefect's own have flushed its logs and events), within the guard's
-    forced-exit bound."""
-    from eigenflow.flows._stop import RunGuard
-
-    guard = _run(lambda: RunGuard(store))
-    with guard:
-        try:
-            result = body(guard)
-            stop = guard.stopping  # a stop whose exception was lost after the run's last stage: reported too
-        except BaseException as exc:
-            stop = None if isinstance(exc, typer.Exit) and guard.stopping is None else guard.stop_of(exc)
-            if stop is None:
-                raise
+    try:
+        return _run(lambda: with_progress(err, fn))
+    except BaseException as exc:
+        stop = exc if isinstance(exc, RunStopped) else None if isinstance(exc, Reported) else stop_of(exc)
         if stop is None:
-            return result
-        text = guard.report_once(stop)
-        if text is not None:
-            err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
-        raise typer.Exit(stop.exit_code) from None
+            raise
+        raise _fail(stop_line(stop, store, run), stop.exit_code) from None
+
+
+def stop_line(stop: BaseException, store: str, run: str) -> str:
+    """The one line of a stopped run, saying what the store's manifest of the run records."""
+    from eigenflow.flows.stops import RunInterrupted
+    from eigenflow.storage.errors import StorageError
+    from eigenflow.storage.manifest import read_manifest
+
+    try:
+        status = read_manifest(store, run).status
+    except (StorageError, OSError):
+        status = None
+    if status == "failed":
+        where = f"run {run} recorded as failed; rerun with --run-name {run} to resume" \
+            if isinstance(stop, RunInterrupted) else \
+            f"the run is recorded as failed in the store; rerun with --run-name {run}"
+    elif status == "completed":
+        where = f"run {run} had completed; its results are in {store}"
+    else:
+        where = f"nothing was recorded in {store} (stopped before the run started)"
+    return f"{stop}; {where}"
+
+
+@contextlib.contextmanager
+def flow_infrastructure(ctx: typer.Context, scheduler: str | None, n_workers: int) -> Iterator[str | None]:
+    """The local Dask cluster (unless ``scheduler``), started while Prefect's local server starts (launched by
+    :func:`options`, ``ctx.obj``, when no API is configured); yields the scheduler address the flow receives once
+    both are up, with the server's URL as the run's Prefect API. The cluster ends with the block."""
+    from eigenflow.flows.cluster import local_cluster, resolve_scheduler
+    from eigenflow.flows.prefect_api import configured_api_url
+
+    address = resolve_scheduler(scheduler)
+    with contextlib.ExitStack() as stack:
+        if address is None:
+            address = stack.enter_context(local_cluster(n_workers)).scheduler_address
+        server = ctx.obj
+        if server is not None and configured_api_url() is None:
+            from prefect.settings import PREFECT_API_URL, temporary_settings
+
+            url = _run(lambda: server.ready(timeout=SERVER_START_SECONDS))  # a server that cannot start: one line
+            stack.enter_context(temporary_settings(updates={PREFECT_API_URL: url}))
+        elif server is not None:  # an API configured in the active profile
+            server.stop()
+        yield address
 
 
 # AnnData sources (`ingest` and `embed`): X's representation and the labels' obs column.
@@ -159,6 +234,7 @@ HOLDOUT_OPT = typer.Option(0.0, help="fraction of points left out of the fit and
 
 @app.command()
 def embed(
+    ctx: typer.Context,
     source: str = SOURCE_ARG,
     store: str = typer.Argument(..., help="eigenflow store to write (the source itself to skip the ingest)"),
     method: str = METHOD_OPT, param: list[str] = PARAM_OPT, n_components: Optional[int] = K_OPT,
@@ -177,64 +253,22 @@ def embed(
                                            "when one worker's memory is too small for the single-process kNN)"),
 ) -> None:
     """Embed the points of SOURCE into STORE with any method (ingest, fit, every point written back)."""
-    from eigenflow.flows._fixed_time import command_clock
+    from eigenflow.flows.checks import check_embed_arguments
+    from eigenflow.flows.run import new_run_id
 
-    clock = command_clock()  # first: the interpreter's start ends here
+    params = _run(lambda: parse_params(param, n_components))
+    run = _run(lambda: new_run_id("embed", run_name))  # named here: the stop line says how to resume it
+    _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+                                       n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
+                                       use_rep=use_rep, labels_obs=labels_obs, run=run))  # before anything starts
+    with flow_infrastructure(ctx, scheduler, workers) as address:
+        from eigenflow.flows.embed import embed as embed_flow
 
-    def body(guard: Any) -> dict:
-        from eigenflow.flows._prefect_start import LATE_START_ROWS, LaterStart
-        from eigenflow.flows._source_checks import has_rows
-        prefect_start = LaterStart()  # a large run's: once its fit stages reach the eigensolve (fit_before_flow)
-        if scheduler is not None or not has_rows(source, LATE_START_ROWS):
-            prefect_start.begin()  # first: the server starts up while this process imports the flow
-        from eigenflow.flows._embed_checks import check_embed_arguments, check_method_values
-        from eigenflow.flows._runtime import new_run_id
-
-        params = _run(lambda: parse_params(param, n_components))
-        run = _run(lambda: new_run_id("embed", run_name))  # named here: an interrupted run can be resumed
-        kwargs = dict(method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
-                      scheduler=scheduler, n_workers=workers, run_name=run, chunk_rows=chunk_rows,
-                      overwrite=overwrite, sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep,
-                      labels_obs=labels_obs)
-        full = _run(lambda: check_embed_arguments(  # before the cluster, without the estimator's imports
-            source, store, method, params, labels=labels, holdout=holdout, n_workers=workers, random_state=seed,
-            overwrite=overwrite, sharded=sharded, use_rep=use_rep, labels_obs=labels_obs, estimator=False))
-        guard.run = run
-        from eigenflow.flows._warm_up import planned_dtypes, start_when_ready
-        from eigenflow.flows.cluster import client_started_early
-
-        dtypes = planned_dtypes(source, store, full, holdout, sharded, overwrite)  # kernels the workers will load
-
-        # the cluster starts (its builder worker warming up) while this process checks the values (scikit-learn)
-        with client_started_early(scheduler, n_workers=workers, warm_up=dtypes) as pending:
-            _run(lambda: check_method_values(method, full))  # refused: the cluster is closed once it is up
-            from eigenflow.flows._run_prologue import fit_before_flow, planned_fit_early
-
-            with planned_fit_early(method, full, sharded if scheduler is None else True) as fit_early:
-                if fit_early is None:
-                    prefect_start.begin()
-                start_when_ready(pending, dtypes, builder_only=fit_early is not None)
-                # with a local cluster: the ingest here, then the fit stages begin on the cluster (the flow's take them)
-                # Prefect's flow is imported once they are begun (a scheduler's run: now, while its server starts)
-                early = None if scheduler else (lambda: fit_before_flow(
-                    pending, fit_early, prefect_start, source, store, run=run, labels=labels, chunk_rows=chunk_rows,
-                    overwrite=overwrite, use_rep=use_rep, labels_obs=labels_obs, threads=workers, method=method,
-                    params=full, holdout=holdout, random_state=seed, sharded=sharded, then=_embed_flow))
-                if early is None:
-                    _embed_flow()
-                return _run(lambda: with_progress(err, lambda: clock.call(
-                    lambda: _embed_flow()(source, store, **kwargs), before=prefect_start, meanwhile=early)))
-
-    summary = _guarded(store, body)
-    out.print(summary_table(summary, result_rows(store, summary["results"]), clock))
-
-
-def _embed_flow() -> Any:
-    """The ``embed`` flow (:func:`flows.embed.embed`): its first import is Prefect's (about 1 s), later ones cost
-    nothing."""
-    from eigenflow.flows.embed import embed as embed_flow
-
-    return embed_flow
+        summary = _run_flow(store, run, lambda: embed_flow(
+            source, store, method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
+            scheduler=address, n_workers=workers, run_name=run, chunk_rows=chunk_rows, overwrite=overwrite,
+            sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep, labels_obs=labels_obs))
+    out.print(summary_table(summary, result_rows(store, summary["results"])))
 
 
 @app.command()
@@ -250,10 +284,6 @@ def serve(
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
-    runner: str = typer.Option("prefect", help="prefect: Prefect's runner, a subprocess per run (started early "
-                                               "for scheduled runs); in-process: runs execute in this process"),
-    poll: float = typer.Option(DEFAULT_POLL_SECONDS,
-                               help="seconds between polls for scheduled runs (in-process runner)"),
 ) -> None:
     """Serve the embed (on a schedule) and extend (on demand) flows as Prefect deployments (PREFECT_API_URL)."""
     from eigenflow.flows.serve import serve as serve_flows
@@ -261,8 +291,7 @@ def serve(
     params = _run(lambda: parse_params(param, n_components))
     _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
                              interval=interval, cron=cron, scheduler=scheduler, n_workers=workers,
-                             keep_cluster=keep_cluster, runner=runner, poll_seconds=poll, use_rep=use_rep,
-                             labels_obs=labels_obs))
+                             keep_cluster=keep_cluster, use_rep=use_rep, labels_obs=labels_obs))
 
 
 @app.command()
@@ -316,6 +345,7 @@ def export(
 
 @app.command()
 def extend(
+    ctx: typer.Context,
     store: str = typer.Argument(..., help="store with a model written by `eigenflow embed`"),
     new: str = typer.Argument(..., help="file or store with the new points"),
     out_store: str = typer.Argument(..., metavar="OUT", help="store to write the new points' embedding to"),
@@ -332,28 +362,17 @@ def extend(
     use_rep: Optional[str] = USE_REP_OPT,
 ) -> None:
     """Embed the points of NEW with the model stored in STORE; write them to OUT."""
-    from eigenflow.flows._fixed_time import command_clock
+    from eigenflow.flows.run import new_run_id
 
-    clock = command_clock()  # first: the interpreter's start ends here
+    run_id = _run(lambda: new_run_id("extend", run_name))  # named here: the stop line says how to resume it
+    with flow_infrastructure(ctx, scheduler, workers) as address:
+        from eigenflow.flows.extend import extend as extend_flow
 
-    def body(guard: Any) -> dict:
-        from eigenflow.flows._prefect_start import start_early
-
-        prefect_start = start_early()  # first: the server starts up while this process imports the flow
-        from eigenflow.flows._runtime import new_run_id
-        from eigenflow.flows.cluster import client_started_early
-        from eigenflow.flows.embed import extend as extend_flow
-
-        guard.run = _run(lambda: new_run_id("extend", run_name))  # named here: an interrupted run can be resumed
-        with client_started_early(scheduler, n_workers=workers):  # the cluster starts while Prefect starts the run
-            return _run(lambda: with_progress(err, lambda: clock.call(lambda: extend_flow(
-                store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=scheduler, n_workers=workers,
-                overwrite=overwrite, sharded=sharded, run_name=guard.run, use_rep=use_rep), before=prefect_start)))
-
-    summary = _guarded(out_store, body)
+        summary = _run_flow(out_store, run_id, lambda: extend_flow(
+            store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=address, n_workers=workers,
+            overwrite=overwrite, sharded=sharded, run_name=run_id, use_rep=use_rep))
     results = summary["results"]
-    out.print(summary_table(summary, {"model": results.get("model_run"), **result_rows(out_store, results)},
-                             clock))
+    out.print(summary_table(summary, {"model": results.get("model_run"), **result_rows(out_store, results)}))
 
 
 @app.command()
@@ -405,6 +424,7 @@ def info(
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     n_points: int = typer.Option(100_000, help="points of the generated manifold"),
     out_dir: str = typer.Option("demo-output", "--out", help="output directory (store, data, plot)"),
     holdout: float = typer.Option(0.1, help="fraction of points held out of the fit"),
@@ -415,19 +435,12 @@ def demo(
                                                "nndescent"),
 ) -> None:
     """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
-    from eigenflow.flows._prefect_start import served_by, start_early
+    with flow_infrastructure(ctx, scheduler, workers) as address:
+        from eigenflow.flows.demo import run_demo
 
-    server = start_early()  # first: Prefect's temporary server starts up while the demo is imported
-    from eigenflow.flows.demo import run_demo
-
-    def call() -> dict:
-        from eigenflow.flows._prefect_start import quiet_prefect
-
-        with served_by(server), quiet_prefect():
-            return run_demo(n_points, out_dir, holdout=holdout, seed=seed, scheduler=scheduler, n_workers=workers,
-                            knn_method=knn_method)
-
-    result = _run(lambda: with_progress(err, call))
+        result = _run(lambda: with_progress(err, lambda: run_demo(
+            n_points, out_dir, holdout=holdout, seed=seed, scheduler=address, n_workers=workers,
+            knn_method=knn_method)))
     out.print(summary_table(result, {
         "points": result["results"].get("n"),
         "held out": result["n_heldout"],
@@ -438,4 +451,4 @@ def demo(
 
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

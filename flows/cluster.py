@@ -1,90 +1,106 @@
-"""The Dask client of a flow run: a fresh ``LocalCluster`` by default, or an existing scheduler.
+"""The Dask client of a flow run: a fresh local cluster by default, or an existing scheduler.
 
-The flow owns the client; tasks run in the flow process (Prefect's default task runner) and submit their
-per-chunk work to this client (``distributed.get_client()`` finds it). This avoids the prefect-dask pitfall
-of every Dask worker starting its own temporary Prefect server (STACK.md).
+The flow owns the client; its Prefect tasks run in the flow process and submit their work to this client. The
+local cluster's workers are Dask's own (``LocalCluster``, worker processes started by their Nannies) with three
+settings of eigenflow:
+
+- they ignore SIGINT and SIGTERM (:mod:`tasks.worker_preload`; and are started from a thread that blocks both,
+  for the moments before the preload runs): a Ctrl-C in the terminal reaches the CLI's whole process group, and
+  the flow process alone decides how the run stops (it closes the cluster, which stops the workers with Dask's own
+  close and, after its timeout, SIGKILL);
+- :func:`worker_environ`: Dask's ``pre-spawn-environ`` without its glibc malloc threshold, which turns off glibc's
+  dynamic mmap threshold and makes every large array fault its pages in again (the eigensolve's arrays above all);
+- :func:`worker_config`: the statistical profiler off and a slower event-loop tick, two threads that otherwise
+  wake every 10-20 ms beside the kNN build's numba threads.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from typing import Any
 
-from distributed import Client, LocalCluster
-
-from eigenflow.flows._local_workers import (  # noqa: F401 - SCHEDULER_ENV and the workers' environment: cluster's API
-    DASK_DEFAULT_MALLOC_TRIM_THRESHOLD,
-    SCHEDULER_ENV,
-    forked_workers,
-    worker_config,
-    worker_environ,
-)
-
-#: Local default: 2 worker processes x 1 thread, the measured best on this 2-core machine (STACK.md:
-#: keep workers x threads <= cores; more threads oversubscribe numba's kernels).
+#: Environment variable giving the address of an existing Dask scheduler (``tcp://host:port``): no local workers.
+SCHEDULER_ENV = "EIGENFLOW_SCHEDULER"
+#: Local default: 2 worker processes x 1 thread (workers x threads <= cores; more threads oversubscribe numba).
 DEFAULT_N_WORKERS = 2
 DEFAULT_THREADS_PER_WORKER = 1
-#: Preloads of eigenflow's local workers: they ignore the stop signals sent to the CLI's process group, and a
-#: worker that has closed ends its process without the interpreter's teardown.
-WORKER_PRELOADS = ("eigenflow.tasks.worker_signals", "eigenflow.tasks.worker_exit")
-#: Preload of a local cluster asked to warm up at start: the :data:`BUILDER_NAME` worker begins its warm-up.
-WARM_UP_PRELOAD = "eigenflow.tasks.warm_up_preload"
-#: The name of the local worker that builds a kNN index begun before the flow (LocalCluster names its workers
-#: 0, 1, ...): :func:`flows._warm_up.builder_worker` picks it.
-BUILDER_NAME = 0
+#: Preload of the local workers: stop signals ignored, the note of a task cancelled by the close not printed.
+WORKER_PRELOAD = "eigenflow.tasks.worker_preload"
+#: The value of ``MALLOC_TRIM_THRESHOLD_`` that Dask's Nanny sets in its workers by default.
+DASK_DEFAULT_MALLOC_TRIM_THRESHOLD = 65536
+#: Dask's shipped values of the settings :func:`worker_config` changes, and eigenflow's.
+QUIET_WORKER_SETTINGS = {
+    "distributed.worker.profile.enabled": (True, False),
+    "distributed.admin.tick.interval": ("20ms", "1s"),
+}
+
+
+def worker_environ() -> dict:
+    """The ``distributed.nanny.pre-spawn-environ`` of eigenflow's local workers: Dask's configured one without
+    ``MALLOC_TRIM_THRESHOLD_`` when it holds Dask's default (a value set by the user is kept)."""
+    import dask
+
+    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
+    if str(env.get("MALLOC_TRIM_THRESHOLD_")) == str(DASK_DEFAULT_MALLOC_TRIM_THRESHOLD):
+        del env["MALLOC_TRIM_THRESHOLD_"]
+    return env
+
+
+def worker_config() -> dict:
+    """Dask settings of eigenflow's local cluster: each of :data:`QUIET_WORKER_SETTINGS` that still holds Dask's
+    shipped value gets eigenflow's (a value the user set is kept)."""
+    import dask
+
+    return {key: ours for key, (shipped, ours) in QUIET_WORKER_SETTINGS.items()
+            if str(dask.config.get(key)) == str(shipped)}
+
+
+@contextmanager
+def stop_signals_blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM blocked in the calling thread during the block: the threads and processes started in
+    it inherit the mask (see the module docstring). A signal sent to the process meanwhile is delivered to
+    another thread's handler (the main thread's), never lost."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 @contextmanager
 def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
-                  threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
-                  warm_up: tuple[str, ...] = ()) -> Iterator[LocalCluster]:
-    """eigenflow's local Dask cluster: ``n_workers`` worker processes (Nannies restart a dead one) of
-    ``threads_per_worker`` threads, dashboard on a free port, workers started with :func:`worker_environ` and
-    :func:`worker_config` (the latter the scheduler's too), forked from the CLI's import server when it runs
-    (:func:`flows._local_workers.forked_workers`), ignoring SIGINT / SIGTERM sent to the process group
-    (:mod:`tasks.worker_signals`: the flow process stops them), each ending its process without the
-    interpreter's teardown once it has closed (:mod:`tasks.worker_exit`).
-
-    ``warm_up``: X dtypes whose NN-descent warm-up the :data:`BUILDER_NAME` worker begins as it starts
-    (:mod:`tasks.warm_up_preload`), before the cluster is up."""
+                  threads_per_worker: int = DEFAULT_THREADS_PER_WORKER, **kwargs: Any) -> Iterator[Any]:
+    """eigenflow's local Dask cluster (see the module docstring): ``n_workers`` worker processes of
+    ``threads_per_worker`` threads, dashboard on a free port; ``kwargs`` go to ``LocalCluster``."""
     import dask
+    from distributed import LocalCluster
 
-    from eigenflow.tasks.warm_up_preload import WARM_AT_START_ENV, warm_at_start_value
-
-    environ, preload = worker_environ(), list(WORKER_PRELOADS)
-    if warm_up:
-        environ[WARM_AT_START_ENV] = warm_at_start_value(BUILDER_NAME, tuple(warm_up))
-        preload.append(WARM_UP_PRELOAD)
-    with forked_workers():
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **worker_config()}):
-            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                                   dashboard_address=":0",  # ":0": a free port; None would still bind 8787
-                                   preload=preload)
-        with cluster:
-            yield cluster
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ(), **worker_config()}), \
+            stop_signals_blocked():
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                               dashboard_address=":0", preload=[WORKER_PRELOAD], **kwargs)
+    with cluster:
+        yield cluster
 
 
 def resolve_scheduler(scheduler: str | None) -> str | None:
     """The scheduler address to use: ``scheduler`` if given, else ``$EIGENFLOW_SCHEDULER``, else None."""
-    if scheduler:
-        return scheduler
-    return os.environ.get(SCHEDULER_ENV) or None
+    return scheduler or os.environ.get(SCHEDULER_ENV) or None
 
 
 class WorkerCodeError(RuntimeError):
     """The workers of a Dask cluster run other eigenflow code than the flow process (:func:`check_worker_code`)."""
 
 
-def check_worker_code(client: Client) -> str:
+def check_worker_code(client: Any) -> str:
     """Refuse a cluster whose workers run other eigenflow code than this process; returns the code digest.
 
-    A worker that cannot load a task's function (another eigenflow version: a function renamed, moved or
-    missing) drops the task with an error in its own log only, and the flow would wait for it forever. So the
-    flow compares :func:`tasks._worker.code_digest` here and on every worker of an existing scheduler when it
-    connects (workers that join later are not checked).
+    A worker that cannot load a task's function (another eigenflow version) drops the task with an error in its
+    own log only, and the flow would wait for it forever; so the digests (:func:`tasks._worker.code_digest`) are
+    compared on every worker of an existing scheduler when the flow connects.
 
     Raises
     ------
@@ -114,37 +130,19 @@ def check_worker_code(client: Client) -> str:
 
 
 @contextmanager
-def dask_client(
-    scheduler: str | None = None,
-    *,
-    n_workers: int = DEFAULT_N_WORKERS,
-    threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
-    paused_timeout: float | None = None,
-    warm_up: tuple[str, ...] = (),
-) -> Iterator[Client]:
+def dask_client(scheduler: str | None = None, *, n_workers: int = DEFAULT_N_WORKERS,
+                threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
+                paused_timeout: float | None = None) -> Iterator[Any]:
     """A Dask client for the duration of a flow run, closed (with its local cluster) on exit.
 
-    While it is open, :func:`flows.paused_workers.watch_paused_workers` fails the run's pending work when a
-    worker stays paused for memory (``paused_timeout`` seconds, None: ``$EIGENFLOW_PAUSED_WORKER_TIMEOUT`` or
-    120 s) with nothing executing, instead of letting the flow wait forever.
-
-    Parameters
-    ----------
-    scheduler : str or None
-        Address of an existing scheduler (its workers must run the same eigenflow code:
-        :func:`check_worker_code`, else :class:`WorkerCodeError`); when None, ``$EIGENFLOW_SCHEDULER`` is used
-        if set, else a :func:`local_cluster` of ``n_workers`` x ``threads_per_worker`` is started.
-    n_workers, threads_per_worker : int
-        Size of the local cluster (ignored with a scheduler address).
-    warm_up : tuple of str
-        X dtypes whose NN-descent warm-up a local cluster's builder worker begins as it starts
-        (:func:`local_cluster`; ignored with a scheduler address).
-
-    Yields
-    ------
-    client : distributed.Client
-        Also the default client of the process, so tasks reach it with ``distributed.get_client()``.
+    ``scheduler``: the address of an existing scheduler (its workers must run the same eigenflow code,
+    :func:`check_worker_code`); None: ``$EIGENFLOW_SCHEDULER`` if set, else a :func:`local_cluster` of
+    ``n_workers`` x ``threads_per_worker``. While it is open, :func:`flows.paused_workers.watch_paused_workers`
+    fails the run's pending work when a worker stays paused for memory (``paused_timeout`` seconds) with nothing
+    executing, instead of letting the flow wait forever. The client is the process's default client.
     """
+    from distributed import Client
+
     from eigenflow.flows.paused_workers import resolve_paused_timeout, watch_paused_workers
 
     timeout = resolve_paused_timeout(paused_timeout)  # a bad value fails before any cluster starts
@@ -155,176 +153,6 @@ def dask_client(
             with watch_paused_workers(client, timeout):
                 yield client
         return
-    with local_cluster(n_workers, threads_per_worker, warm_up) as cluster, \
+    with local_cluster(n_workers, threads_per_worker) as cluster, \
             Client(cluster, set_as_default=True) as client, watch_paused_workers(client, timeout):
         yield client
-
-
-class PendingClient:
-    """A Dask client being started in a background thread (:func:`dask_client_in_background`).
-
-    :meth:`result` waits for it; :attr:`seconds` is how long the start took (cluster + client), :attr:`waited`
-    how long callers of :meth:`result` were blocked in it; :meth:`close` closes it (once).
-    """
-
-    def __init__(self, future, started: float, key: tuple | None = None, release: Callable[[], None] | None = None,
-                 begin_release: Callable[[], None] | None = None):
-        self._future = future
-        self._started = started
-        self._release = release
-        self._begin_release = begin_release
-        self.key = key
-        self.seconds: float | None = None
-        self.waited = 0.0
-        self.adopted = False
-
-    def result(self) -> Client:
-        """The client, once started (re-raises a start failure)."""
-        t0 = time.perf_counter()
-        try:
-            return self._future.result()
-        finally:
-            self.waited += time.perf_counter() - t0
-
-    def done(self) -> bool:
-        """True once the client is started (or failed to start)."""
-        return self._future.done() and self._future.exception() is None
-
-    def start_failed(self) -> bool:
-        """True once the client's start has failed."""
-        return self._future.done() and self._future.exception() is not None
-
-    def when_ready(self, fn: Callable[[Client], None]) -> None:
-        """Call ``fn(client)`` once the client is started: at once if it is, else in the thread that started it
-        (not called if the start failed; ``fn`` handles its own errors)."""
-        def call(future) -> None:
-            if future.exception() is None:
-                fn(future.result())
-
-        self._future.add_done_callback(call)
-
-    def begin_close(self) -> None:
-        """Begin closing the client and its local cluster in the thread that holds them, and return at once (a
-        flow whose work on the cluster has ended: its own end overlaps the workers' shutdown); :meth:`close`
-        waits for it. Does nothing for a client this object does not own."""
-        begin, self._begin_release = self._begin_release, None
-        if begin is not None:
-            begin()
-
-    def close(self) -> None:
-        """Close the client and its local cluster (waits for them); later calls do nothing."""
-        release, self._release = self._release, None
-        if release is not None:
-            release()
-
-
-class ReadyClient(PendingClient):
-    """A :class:`PendingClient` for a client that is already running (start time 0)."""
-
-    def __init__(self, client: Client):
-        from concurrent.futures import Future
-
-        future: Future = Future()
-        future.set_result(client)
-        super().__init__(future, 0.0)
-        self.seconds = 0.0
-
-
-#: The client started by :func:`client_started_early` for the flow run called inside its block.
-_EARLY: ContextVar[PendingClient | None] = ContextVar("eigenflow_early_client", default=None)
-
-
-def _start_in_background(scheduler: str | None, n_workers: int, threads_per_worker: int,
-                         warm_up: tuple[str, ...] = ()) -> PendingClient:
-    """:func:`dask_client` entered in a daemon thread, which holds it open until the result's :meth:`close`."""
-    import threading
-    from concurrent.futures import Future
-
-    future: Future = Future()
-    release = threading.Event()
-
-    def hold() -> None:
-        try:
-            with dask_client(scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker,
-                             warm_up=warm_up) as client:
-                pending.seconds = time.perf_counter() - pending._started
-                future.set_result(client)
-                release.wait()
-        except BaseException as exc:  # reported to the caller by pending.result()
-            if not future.done():
-                future.set_exception(exc)
-
-    thread = threading.Thread(target=hold, name="eigenflow-dask-client", daemon=True)
-
-    def close() -> None:
-        release.set()
-        thread.join()
-
-    pending = PendingClient(future, time.perf_counter(), key=(scheduler, n_workers, threads_per_worker), release=close,
-                            begin_release=release.set)
-    thread.start()
-    return pending
-
-
-@contextmanager
-def client_started_early(
-    scheduler: str | None = None,
-    *,
-    n_workers: int = DEFAULT_N_WORKERS,
-    threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
-    warm_up: tuple[str, ...] = (),
-) -> Iterator[PendingClient]:
-    """Start a flow's Dask client now, in the background, for the flow run called inside this block (a local
-    cluster's builder worker warming up for the X dtypes ``warm_up`` as it starts: :func:`local_cluster`).
-
-    The CLI enters it before it calls a flow, so that the cluster starts while Prefect starts the flow run
-    (without ``PREFECT_API_URL``, Prefect's temporary API server: seconds). The flow's
-    :func:`dask_client_in_background` with the same arguments takes this client over (and closes it at the
-    run's end); if no flow takes it (e.g. the run fails before it needs one), it is closed at the block's exit.
-    """
-    pending = _start_in_background(scheduler, n_workers, threads_per_worker, warm_up)
-    token = _EARLY.set(pending)
-    try:
-        yield pending
-    finally:
-        _EARLY.reset(token)
-        pending.close()
-
-
-def _take_early_client(key: tuple) -> PendingClient | None:
-    pending = _EARLY.get()
-    if pending is None or pending.adopted or pending.key != key:
-        return None
-    pending.adopted = True
-    return pending
-
-
-@contextmanager
-def dask_client_in_background(
-    scheduler: str | None = None,
-    *,
-    n_workers: int = DEFAULT_N_WORKERS,
-    threads_per_worker: int = DEFAULT_THREADS_PER_WORKER,
-) -> Iterator[PendingClient]:
-    """Like :func:`dask_client`, but the start overlaps the caller's work until ``pending.result()``.
-
-    Starting a local cluster of worker processes takes 3 s on an idle 2-core machine (much more when it is
-    busy); the flows start it first and need it only at their first per-chunk stage. A client the caller
-    started earlier with the same arguments (:func:`client_started_early`) is used instead of a new one. Either
-    is closed at the block's exit.
-    """
-    key = (scheduler, n_workers, threads_per_worker)
-    pending = _take_early_client(key) or _start_in_background(*key)
-    try:
-        yield pending
-    finally:
-        pending.close()
-
-
-def scheduler_address(pending: PendingClient) -> str:
-    """Wait for the flow's cluster and return its scheduler address (for tasks that submit per-chunk work).
-
-    The ingest waits for it so that every chunk is ingested as Dask work (a local cluster starts in ~1.3 s on
-    the idle 2-core machine).
-    """
-    return pending.result().scheduler.address

@@ -75,15 +75,12 @@ def _key(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 
-def figures_on_worker(client: Any, store: Store, run: str, method: str,
-                      prefer: list[str] | None = None) -> dict[str, Any]:
+def figures_on_worker(client: Any, store: Store, run: str, method: str) -> dict[str, Any]:
     """The run's quality figures and plot (:func:`tasks.report.report_figures`) made on a worker of ``client``, so
     that the flow process reads no (n,) labels or mask and imports no plotting library; ``{"error": ...}`` if that
-    failed (the run's results are in the store already). ``prefer``: workers that have imported the plotting
-    modules (:func:`tasks._warm_up.import_point_modules`); another worker takes the task if they are gone."""
+    failed (the run's results are in the store already)."""
     try:
-        placement = {"workers": prefer, "allow_other_workers": True} if prefer else {}
-        return client.submit(report_figures, store, run, method, pure=False, **placement).result()
+        return client.submit(report_figures, store, run, method, pure=False).result()
     except Exception as exc:  # noqa: BLE001 - a report must not fail the run
         return {"error": str(exc)}
 

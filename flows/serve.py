@@ -13,16 +13,8 @@ With ``keep_cluster`` (the default) the serving process also keeps one local Das
 passes its address to every run: the runs skip the cluster start, and the workers, warmed once
 (:func:`tasks._worker.warm_nndescent`), keep the kNN search's kernels loaded. Every heavy stage (kNN build,
 weights, eigensolve, write-back) runs on those workers (:func:`tasks.dask_calls.run_on_worker`), so a scheduled run
-pays neither the kernels' load nor the cluster start. ``runner`` chooses how each run executes:
-
-- ``"prefect"`` (default): Prefect's runner (``prefect.serve``) starts each run in a fresh subprocess. It
-  claims scheduled runs up to 10 s early, so for a scheduled run the subprocess start (9-11 s at 1e6, mostly
-  imports) is hidden; a run started on demand (``prefect deployment run``) waits for it.
-- ``"in-process"``: :class:`flows._in_process_runner.InProcessRunner` executes each run inside the serving
-  process at its scheduled time: no subprocess start, so an on-demand run starts at once. In
-  ``benchmarks/bench_embed.py --served`` at 1e6 its scheduled runs were nevertheless 3-8 s slower than Prefect's
-  runner's (their stages on the workers took longer; not explained, ``benchmarks/results/served_1e6.md``),
-  hence not the default.
+pays neither the kernels' load nor the cluster start. Prefect's runner starts each run in a fresh subprocess; it
+claims scheduled runs a few seconds early, so for a scheduled run the subprocess's start is hidden.
 
 A served run whose process died (the serving process killed with SIGKILL, say) would stay *Running* in Prefect
 and hold ``embed/<name>``'s one concurrency slot forever. ``serve`` marks such runs *Crashed* when it starts and
@@ -44,14 +36,13 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from eigenflow.flows._in_process_runner import DEFAULT_POLL_SECONDS, InProcessRunner
 from eigenflow.flows._serve_recovery import ServeWatch, recover_crashed_runs, served_deployment_ids
-from eigenflow.flows.embed import check_embed_arguments, embed, extend
+from eigenflow.flows.checks import check_embed_arguments
+from eigenflow.flows.embed import embed
+from eigenflow.flows.extend import extend
 
 logger = logging.getLogger("eigenflow.serve")
 
-#: How the served runs execute (module docstring).
-RUNNERS = ("prefect", "in-process")
 #: Deployment names: ``embed/<name>`` and ``extend/<name>-extend``.
 EXTEND_SUFFIX = "-extend"
 
@@ -82,13 +73,8 @@ def deployments(source: str, store: str, *, name: str, method: str, params: dict
 
 @contextlib.contextmanager
 def warm_cluster(n_workers: int) -> Iterator[str]:
-    """A local Dask cluster kept up while serving, its workers' kNN kernels loaded once; yields its address.
-
-    The workers are plain processes that load the kernels from the compiled-code cache for themselves (in
-    parallel), not forks of a warm server (:func:`flows._local_workers.fork_warm_workers`): forked workers need numba's
-    ``workqueue`` threading layer, with which pynndescent's 1e6 build took 18.9-19.3 s against 14.6-16.9 s with
-    OpenMP (interleaved processes). A worker that its Nanny restarts loads them again from the cache when it first
-    builds an index."""
+    """A local Dask cluster kept up while serving, its workers' kNN kernels loaded once; yields its address. A
+    worker that its Nanny restarts loads them again from the compiled-code cache when it first builds an index."""
     from distributed import Client
 
     from eigenflow.storage.signals import signals_held
@@ -127,46 +113,39 @@ def stop_workers_now(cluster: Any) -> None:
 def serve(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None = None,
           holdout: float = 0.0, interval: float | None = None, cron: str | None = None,
           scheduler: str | None = None, n_workers: int = 2, keep_cluster: bool = True,
-          runner: str = "prefect", poll_seconds: float = DEFAULT_POLL_SECONDS, use_rep: str | None = None,
-          labels_obs: str | None = None) -> None:
+          use_rep: str | None = None, labels_obs: str | None = None) -> None:
     """Serve the deployments until SIGTERM / Ctrl-C (see the module docstring)."""
     options = dict(name=name, method=method, params=params, labels=labels, holdout=holdout, interval=interval,
                    cron=cron, n_workers=n_workers, use_rep=use_rep, labels_obs=labels_obs)
     deployments(source, store, scheduler=scheduler, **options)  # the arguments are checked before a cluster starts
-    from eigenflow.spectral._validation import check_choice
-
-    in_process = InProcessRunner(poll_seconds=poll_seconds) if check_choice("runner", runner, RUNNERS) == "in-process" \
-        else None
     names = served_names(name)
     recover(names)  # frees the slot a dead run holds before the first run is claimed
     try:
-        _serve(source, store, names, in_process, keep_cluster=keep_cluster, scheduler=scheduler, options=options)
+        _serve(source, store, names, keep_cluster=keep_cluster, scheduler=scheduler, options=options)
     except KeyboardInterrupt:  # SIGTERM / Ctrl-C before a runner took over the signals: stopped, not failed
         logger.info("serve stopped by a signal")
 
 
-def _serve(source: str, store: str, names: list[str], in_process: InProcessRunner | None, *, keep_cluster: bool,
-           scheduler: str | None, options: dict) -> None:
+def _serve(source: str, store: str, names: list[str], *, keep_cluster: bool, scheduler: str | None,
+           options: dict) -> None:
     """The cluster, the watch and the runner of :func:`serve`, each stopped in turn at the end."""
     with contextlib.ExitStack() as stack, interrupted_by_sigterm():
         if keep_cluster and scheduler is None:
             scheduler = stack.enter_context(warm_cluster(options["n_workers"]))
         served = deployments(source, store, scheduler=scheduler, **options)
-        watch = ServeWatch(names, record_children=in_process is None)
+        watch = ServeWatch(names, record_children=True)
         watch.start()
         stack.callback(watch.stop)
         stack.callback(recover, names, at_shutdown=True)  # a run whose process the shutdown ended
-        if in_process is None:
-            serve_with_prefect_runner(served)
-        else:
-            in_process.run(list(zip(served, (embed, extend))))
+        serve_with_prefect_runner(served)
 
 
 @contextlib.contextmanager
 def interrupted_by_sigterm() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt in the main thread during the block (the runners install their own
     handlers while they serve), so that a SIGTERM during the cluster's start still closes the cluster."""
-    from eigenflow.flows._in_process_runner import _raise_keyboard_interrupt
+    def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:

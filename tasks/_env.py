@@ -1,7 +1,7 @@
 """Environment defaults for Prefect and Dask, applied before either is imported.
 
 Only ``os.environ.setdefault`` is used: a value the user (or ``make``) already set always wins. The
-values are the measured recipes of STACK.md:
+values keep a run local, quiet and off the network:
 
 - ``PREFECT_SERVER_ANALYTICS_ENABLED=false``: the only setting that reaches the internet; with it on,
   every ephemeral run prints a "database is locked" traceback.
@@ -49,7 +49,7 @@ def apply_cli_env(verbose: bool) -> None:
     :func:`apply_env_defaults`. Only ``setdefault``: a value already set wins."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
     # Prefect's internal services (e.g. its events worker) log each failed delivery at ERROR: a lost API is
-    # reported in one line by flows._stop instead
+    # reported in one line by the CLI instead (flows.stops)
     os.environ.setdefault("PREFECT_INTERNAL_LOGGING_LEVEL", "ERROR" if verbose else "CRITICAL")
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if verbose else "error")
     apply_env_defaults()

@@ -8,28 +8,13 @@ writing whole aligned chunks of the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eigenflow.tasks._worker import call_on_worker
 
 #: Progress callback of :func:`map_row_chunks`: ``(n_done, n_total)``.
 ProgressFn = Callable[[int, int], None]
-#: The progress callback of the stage running in this context (set by the flow around each stage, see
-#: :func:`chunk_progress`); :func:`map_row_chunks` reports to it when no ``on_progress`` is given.
-_STAGE_PROGRESS: ContextVar[ProgressFn | None] = ContextVar("eigenflow_stage_progress", default=None)
-
-
-@contextmanager
-def chunk_progress(callback: ProgressFn | None) -> Iterator[None]:
-    """Report the per-chunk progress of the tasks called inside the block to ``callback(done, total)``."""
-    token = _STAGE_PROGRESS.set(callback)
-    try:
-        yield
-    finally:
-        _STAGE_PROGRESS.reset(token)
 
 
 def map_row_chunks(
@@ -71,7 +56,6 @@ def map_row_chunks(
     from distributed import as_completed, get_client
 
     client = client or get_client()
-    on_progress = on_progress or _STAGE_PROGRESS.get()
     extras = per_chunk if per_chunk is not None else [()] * len(bounds)
     futures = [
         client.submit(fn, *args, start, stop, *extra, key=f"{name}-{start}-{_token()}", pure=False)

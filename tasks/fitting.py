@@ -30,11 +30,10 @@ from eigenflow.storage.store import Store
 
 from eigenflow.tasks import laplacian_eigenmaps as le
 from eigenflow.tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, unpublish
-from eigenflow.tasks.early_fit import early_key, release_early, stage_arguments, take_early
 from eigenflow.tasks.estimator_fit import fit_discriminant, fit_estimator
 from eigenflow.tasks.registry import get_entry
 from eigenflow.tasks.stage_handoff import drop_run, handoff_workers
-from eigenflow.tasks.task_options import COMPUTE_TASK, HANDOFF_TASK
+from eigenflow.tasks.task_options import COMPUTE_TASK
 
 #: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it): 2,000 points fit in ~40 s here.
 MAX_LABELED_SUBSET = 2000
@@ -115,10 +114,22 @@ def discriminant_fit_task(store: Store, run: str, store_token: str, *, method: s
 
 
 # ---- Laplacian eigenmaps of a kNN graph at scale ---------------------------------------------------------------
+def stage_arguments(params: dict, holdout: float, random_state: int | None) -> dict[str, dict[str, Any]]:
+    """The keyword arguments of each stage body of a Laplacian eigenmaps fit with ``params`` (the method's full
+    parameters): ``{stage: kwargs}``."""
+    p = params
+    weights = {"weighting": p["weighting"], "symmetrize": p["symmetrize"]}
+    solve = {"n_components": p["n_components"], "normalization": p["normalization"],
+             "eigen_solver": p["eigen_solver"], "on_disconnected": p["on_disconnected"], "tol": p.get("tol"),
+             "random_state": random_state, **weights}
+    knn = {"n_neighbors": p["n_neighbors"], "knn_method": p["knn_method"], "metric": p.get("metric", "euclidean"),
+           "holdout": holdout, "random_state": random_state}
+    return {"knn": knn, "weights": weights, "eigensolve": solve}
+
+
 def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
     args = (req.store, req.run, req.token)
     kw = stage_arguments(req.params, req.holdout, req.random_state)
-    early = early_key(req.store, kw)  # the stages' futures begun before the flow, if any (:mod:`tasks.early_fit`)
     handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks.stage_handoff`), for the next one
 
     def handing(stage: str, info: dict) -> dict:
@@ -126,72 +137,50 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
         return info
 
     return [
-        Stage("knn", lambda: handing("knn", knn_task(*args, **kw["knn-index"], early=early)),
+        Stage("knn", lambda: handing("knn", knn_task(*args, **kw["knn"])),
               lambda: le.graph_belongs_to(req.store, req.run, "knn")),
-        Stage("weights", lambda: handing("weights", weights_task(*args, **kw["weights"], handoff=handed.get("knn"),
-                                                                 early=early)),
+        Stage("weights", lambda: handing("weights", weights_task(*args, **kw["weights"], handoff=handed.get("knn"))),
               lambda: le.graph_belongs_to(req.store, req.run, "weights")),
-        Stage("eigensolve", lambda: eigensolve_task(*args, **kw["eigensolve"], handoff=handed.get("weights"),
-                                                    early=early), lambda: _has_model(req)),
+        Stage("eigensolve", lambda: eigensolve_task(*args, **kw["eigensolve"], handoff=handed.get("weights")),
+              lambda: _has_model(req)),
     ]
-
-
-def _begun_early(future: Any) -> dict[str, Any]:
-    """The result of a stage body begun before the flow (:func:`tasks.early_fit.take_early`), marked so."""
-    return {**future.result(), "begun_before_flow": True}
 
 
 @task(name="knn-graph", **COMPUTE_TASK)
 def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
-             holdout: float, random_state: int | None, early: str | None = None) -> dict[str, Any]:
+             holdout: float, random_state: int | None) -> dict[str, Any]:
     """Build the kNN index of the fit set on a worker and write ``graph/knn`` from it
     (:func:`tasks.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.laplacian_eigenmaps.write_knn_graph`).
 
-    Both are the results of their own Dask tasks, or of the same tasks begun before the flow by the CLI (chain
-    ``early``, :mod:`tasks.early_fit`; ``"begun_before_flow": True`` in the result); with held-out points the index
-    stays published on the cluster for their out-of-sample map (:func:`release_index` drops it at the end of the
-    flow). The result's ``"handoff"`` refers to the fit graph kept in the writing worker's memory for the weights
-    stage (:mod:`tasks.stage_handoff`).
+    With held-out points the index stays published on the cluster for their out-of-sample map
+    (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"`` refers to the fit graph kept
+    in the writing worker's memory for the weights stage (:mod:`tasks.stage_handoff`).
     """
-    built, written = take_early(run, "knn-index", early), take_early(run, "knn", early)
-    if built is not None and written is not None:
-        info = _begun_early(written)
-    else:
-        if built is None:
-            built = submit_to_worker(le.build_fit_index, store, name=f"knn-index-{run}", n_neighbors=n_neighbors,
-                                     knn_method=knn_method, metric=metric, holdout=holdout, random_state=random_state)
-        info = {**run_on_worker(le.write_knn_graph, store, run, built, n_neighbors=n_neighbors,
-                                name=f"knn-graph-{run}"), "begun_before_flow": False}
+    built = submit_to_worker(le.build_fit_index, store, name=f"knn-index-{run}", n_neighbors=n_neighbors,
+                             knn_method=knn_method, metric=metric, holdout=holdout, random_state=random_state)
+    info = run_on_worker(le.write_knn_graph, store, run, built, n_neighbors=n_neighbors, name=f"knn-graph-{run}")
     if info["n_heldout"]:
         publish_future(built, le.index_dataset_name(store_token, run))
     return info
 
 
-@task(name="weights", **HANDOFF_TASK)
+@task(name="weights", **COMPUTE_TASK)
 def weights_task(store: Store, run: str, store_token: str, *, weighting: str, symmetrize: str,
-                 handoff: dict | None = None, early: str | None = None) -> dict[str, Any]:
+                 handoff: dict | None = None) -> dict[str, Any]:
     """Weights of the fit graph (:func:`tasks.laplacian_eigenmaps.compute_weights`) on the worker that kept the
-    graph (``handoff``, the kNN stage's), else on any worker (from the store); or the result of the same body
-    begun before the flow (chain ``early``, :mod:`tasks.early_fit`)."""
-    begun = take_early(run, "weights", early)
-    if begun is not None:
-        return _begun_early(begun)
+    graph (``handoff``, the kNN stage's), else on any worker (from the store)."""
     return run_on_worker(le.compute_weights, store, run, handoff, weighting=weighting, symmetrize=symmetrize,
                          name=f"weights-{run}", workers=handoff_workers(handoff))
 
 
-@task(name="eigensolve", **HANDOFF_TASK)
+@task(name="eigensolve", **COMPUTE_TASK)
 def eigensolve_task(store: Store, run: str, store_token: str, *, n_components: int, normalization: str,
                     eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None, weighting: str, symmetrize: str,
-                    handoff: dict | None = None, early: str | None = None) -> dict[str, Any]:
+                    handoff: dict | None = None) -> dict[str, Any]:
     """Laplacian eigenmap and its model (:func:`tasks.laplacian_eigenmaps.solve_eigenmaps`) on the worker that
     kept W (``handoff``, the weights stage's), else on any worker (from the store; W computed again with
-    ``weighting`` / ``symmetrize`` if the store lacks it); or the result of the same body begun before the flow
-    (chain ``early``, :mod:`tasks.early_fit`)."""
-    begun = take_early(run, "eigensolve", early)
-    if begun is not None:
-        return _begun_early(begun)
+    ``weighting`` / ``symmetrize`` if the store lacks it)."""
     return run_on_worker(le.solve_eigenmaps, store, run, handoff, n_components=n_components,
                          normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected,
                          tol=tol, random_state=random_state, weighting=weighting, symmetrize=symmetrize,
@@ -254,7 +243,6 @@ def release_index(store_token: str, run: str) -> None:
 
     unpublish(le.index_dataset_name(store_token, run))
     client = get_client()
-    release_early(run, client)  # stages begun before the flow that no stage took (the run failed first)
     # on every worker; one that cannot answer (dying, restarting) holds nothing after it: not an error here, where
     # it would hide the run's own error
     client.run(drop_run, run, on_error="ignore")

@@ -211,12 +211,6 @@ def compute_weights(store: Store, run: str, graph: dict | None = None, *, weight
             "write": "written" if handoff is None else "background", "handoff": handoff}
 
 
-def compute_weights_after(store: Store, run: str, knn: dict, *, weighting: str, symmetrize: str) -> dict[str, Any]:
-    """:func:`compute_weights` chained to the result ``knn`` of :func:`write_knn_graph` (its ``"handoff"``; the
-    fit stages begun before the flow, :mod:`tasks.early_fit`)."""
-    return compute_weights(store, run, knn.get("handoff"), weighting=weighting, symmetrize=symmetrize)
-
-
 def _weights_of_graph(store: Store, run: str, rows: np.ndarray, idx: np.ndarray, dist: np.ndarray, *,
                       weighting: str, symmetrize: str) -> tuple[Any, np.ndarray, dict]:
     """``(W (n_fit, n_fit) CSR, per-point scales and radii (n, 2), attrs of graph/weights)`` of the fit graph
@@ -241,12 +235,6 @@ def _write_weights(store: Store, run: str, W: Any, per_point: np.ndarray, attrs:
 
 
 # ---- eigensolve + model -------------------------------------------------------------------------------------
-def solve_eigenmaps_after(store: Store, run: str, weights: dict, **kwargs: Any) -> dict[str, Any]:
-    """:func:`solve_eigenmaps` chained to the result ``weights`` of :func:`compute_weights` (its ``"handoff"``;
-    :mod:`tasks.early_fit`)."""
-    return solve_eigenmaps(store, run, weights.get("handoff"), **kwargs)
-
-
 def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_components: int,
                     normalization: str, eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None, weighting: str, symmetrize: str) -> dict[str, Any]:

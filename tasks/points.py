@@ -21,15 +21,15 @@ from eigenflow.storage.embedding_io import read_output
 from eigenflow.storage.store import Store
 
 from eigenflow.tasks import laplacian_eigenmaps as le
-from eigenflow.tasks.dask_calls import map_row_chunks, published_future, run_on_worker, submit_to_worker
+from eigenflow.tasks.dask_calls import ProgressFn, map_row_chunks, published_future, run_on_worker, submit_to_worker
 from eigenflow.tasks.point_writeback import output_array, prepare_points, start_point_outputs, write_points_chunk
 from eigenflow.tasks.registry import LABELS
 from eigenflow.tasks.task_options import COMPUTE_TASK, IO_TASK
 
 
 @task(name="embed-points", **IO_TASK)
-def embed_points_task(store: Store, run: str, store_token: str, *, holdout: float,
-                      random_state: int | None) -> dict[str, Any]:
+def embed_points_task(store: Store, run: str, store_token: str, *, holdout: float, random_state: int | None,
+                      on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Write the outputs of every row of X for the model of ``run`` (fit rows: fitted results; others: mapped).
 
     Also writes ``outputs/<run>/in_fit`` (n,) bool (the rows the model was fitted on) and
@@ -39,19 +39,21 @@ def embed_points_task(store: Store, run: str, store_token: str, *, holdout: floa
     index = published_future(le.index_dataset_name(store_token, run))
     prepared = submit_to_worker(prepare_points, store, run, index=index, fitted_rows=True,
                                 name=f"load-model-{run}")
-    return write_point_outputs(store, run, prepared, {}, "embed-points", holdout_draw=(holdout, random_state))
+    return write_point_outputs(store, run, prepared, {}, "embed-points", holdout_draw=(holdout, random_state),
+                               on_progress=on_progress)
 
 
 @task(name="extend-points", **IO_TASK)
 def extend_points_task(model_store: Store, model_run: str, model_token: str, out_store: Store,
-                       out_run: str, *, stored_candidates: bool = False) -> dict[str, Any]:
+                       out_run: str, *, stored_candidates: bool = False,
+                       on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Write the outputs of every row of ``out_store`` with the model of ``model_run`` stored in ``model_store``;
     ``stored_candidates``: from the candidate fit points the extend run stored (:mod:`tasks.sharded_extend`), not
     from a rebuilt index of all fit rows."""
     prepared = submit_to_worker(prepare_points, model_store, model_run, fitted_rows=False,
                                 stored_candidates=stored_candidates, name=f"load-model-{model_run}")
     attrs = {"model_store": str(model_store), "model_run": model_run}
-    return write_point_outputs(out_store, out_run, prepared, attrs, "extend-points")
+    return write_point_outputs(out_store, out_run, prepared, attrs, "extend-points", on_progress=on_progress)
 
 
 @task(name="knn-candidates-sharded", **COMPUTE_TASK)
@@ -67,17 +69,18 @@ def extend_candidates_task(model_store: Store, model_run: str, out_store: Store,
 
 
 def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name: str, *,
-                        holdout_draw: tuple[float, int | None] | None = None) -> dict[str, Any]:
+                        holdout_draw: tuple[float, int | None] | None = None,
+                        on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Create the outputs of ``run`` and write every chunk not already written (a resumed run keeps the chunks
     with an intact checksum record), from ``prepared``: the future of a
-    :class:`tasks.point_writeback.PreparedPoints`."""
+    :class:`tasks.point_writeback.PreparedPoints`; ``on_progress(done, total)`` as chunks finish."""
     bounds = row_chunks(store)
     started = run_on_worker(start_point_outputs, store, run, prepared, attrs, holdout_draw=holdout_draw,
                             name=f"{name}-start")
     outputs = started["outputs"]
     done = completed_row_chunks(store, [output_array(run, o) for o in outputs], [b[0] for b in bounds])
     todo = [b for b in bounds if b[0] not in done]
-    infos = map_row_chunks(write_points_chunk, todo, args=(store, run, prepared), name=name)
+    infos = map_row_chunks(write_points_chunk, todo, args=(store, run, prepared), name=name, on_progress=on_progress)
     out: dict[str, Any] = {"n_chunks": len(bounds), "n_chunks_reused": len(done), "outputs": outputs}
     for key in ("n_fitted", "n_extended"):
         out[key] = int(sum(i[key] for i in infos))

@@ -37,7 +37,6 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from eigenflow.spectral.placement import this_worker
-from eigenflow.tasks._priority import SIDE_WORK_NICENESS, lower_thread_priority
 
 #: attrs key of a stored array group holding the token of the handoff it was written with
 TOKEN_ATTR = "handoff"
@@ -48,14 +47,9 @@ PLUGIN_NAME = "eigenflow-handoffs"
 logger = logging.getLogger(__name__)
 
 
-#: Nice value of a background write's thread (Linux): it takes the CPU the stages leave free (the eigensolve
-#: keeps one core busy), not CPU from a stage that keeps both busy (the weights' parallel kernels).
-WRITE_NICENESS = SIDE_WORK_NICENESS
-
-
 class BackgroundWrite:
-    """A stage's store write running in a thread of its worker, at a lower CPU priority (:data:`WRITE_NICENESS`);
-    :meth:`join` waits for it and raises its error."""
+    """A stage's store write running in a thread of its worker, beside the next stage; :meth:`join` waits for it
+    and raises its error."""
 
     def __init__(self, write: Callable[[], None], name: str) -> None:
         self.error: BaseException | None = None
@@ -66,7 +60,6 @@ class BackgroundWrite:
     def _run(self, write: Callable[[], None]) -> None:
         t0 = time.perf_counter()
         try:
-            lower_thread_priority(WRITE_NICENESS)
             write()
         except BaseException as exc:  # raised by join, in the stage that waits for the write
             self.error = exc

@@ -1,28 +1,19 @@
-"""The options of eigenflow's Prefect tasks and their cache keys.
+"""The options of eigenflow's Prefect tasks.
 
-``IO_TASK`` (ingest, write-back: retried on transient I/O errors) and ``COMPUTE_TASK`` (no retries: a
-mathematical failure does not go away by retrying) both persist their results with the cache policy
-``TASK_SOURCE + INPUTS`` (STACK.md "Resume after a crash"). A task's inputs always include the store (its
-:class:`storage.store.Store` handle, keyed by its location), the run id and the
-:func:`storage.ingest.store_token` of the store,
-so
+What a resumed run reuses is decided by the store's run manifest alone (its completed stages, whose outputs are
+checked intact), so no task result is cached by Prefect: ``cache_policy=NO_CACHE``, nothing persisted. Prefect
+records each task's state, logs and artifacts.
 
-- re-running a failed run (same ``run_name``) on the same store reuses every task that had finished and
-  recomputes only what is missing;
-- a new run, or a store that was re-ingested (new token), recomputes everything.
-
-Tasks return small JSON-able metadata, never big arrays: the cached results are small files in Prefect's local
-result storage (``$PREFECT_HOME/storage``, or ``PREFECT_RESULTS_LOCAL_STORAGE_PATH``).
+``IO_TASK`` (ingest, write-back) is retried on transient I/O errors; ``COMPUTE_TASK`` is not (a mathematical
+failure does not go away by retrying).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.cache_policies import NO_CACHE
 
-#: Cache policy of every eigenflow task (no RUN_ID: a re-run of the same run reuses finished tasks).
-CACHE_POLICY = TASK_SOURCE + INPUTS
 #: Retries of I/O tasks and the delay between them (seconds): covers transient object-store errors.
 IO_RETRIES = 2
 IO_RETRY_DELAY_SECONDS = 2
@@ -30,10 +21,7 @@ IO_RETRY_DELAY_SECONDS = 2
 IO_TASK: dict[str, Any] = {
     "retries": IO_RETRIES,
     "retry_delay_seconds": IO_RETRY_DELAY_SECONDS,
-    "persist_result": True,
-    "cache_policy": CACHE_POLICY,
+    "persist_result": False,
+    "cache_policy": NO_CACHE,
 }
-COMPUTE_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": CACHE_POLICY}
-#: A compute task with a ``handoff`` parameter (:mod:`tasks.stage_handoff`: a worker address and a random token,
-#: where its input may be in memory): not part of the cache key, which names what the task computes.
-HANDOFF_TASK: dict[str, Any] = {"persist_result": True, "cache_policy": TASK_SOURCE + (INPUTS - "handoff")}
+COMPUTE_TASK: dict[str, Any] = {"persist_result": False, "cache_policy": NO_CACHE}

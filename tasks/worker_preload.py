@@ -1,27 +1,49 @@
-"""Imported once by the server process that forks the test session's local Dask workers
-(:func:`flows._local_workers.fork_warm_workers`).
+"""Dask preload of eigenflow's local workers: the stop signals of a Ctrl-C are ignored, and the worker's note of a
+task cancelled by its close is not printed. Prefect-free.
 
-Importing it loads the kNN search's numba kernels (:func:`tasks._worker.warm_nndescent`) for the X dtypes named in
-``$EIGENFLOW_WARM_DTYPES`` (comma-separated; set by :func:`~flows._local_workers.fork_warm_workers`, default
-float32) from the compiled-code cache (compiling them on a machine's first use). Every worker forked afterwards
-starts with them loaded, and the forks skip even the imports.
+The local workers are child processes of the CLI, in its process group: a Ctrl-C in the terminal (SIGINT to the
+group) or a SIGTERM to the group would kill each of them in the middle of a task, and their Nannies would restart
+them while the run stops. They ignore both (:func:`flows.cluster.local_cluster` also starts them with both
+blocked, for the moments before this preload runs); the flow process stops them with Dask's own close.
 
-numba's threading layer is set to ``workqueue`` before any parallel kernel runs: the default on this machine,
-GNU OpenMP, aborts a forked child ("fork() called from a process already using GNU OpenMP, this is unsafe").
-``workqueue`` is fork-safe but must not be entered by two threads of one process at once, which holds for
-workers of one thread (the local clusters' default).
+Dask logs the WARNING "Async instruction for <Task ...> ended with CancelledError" when a worker is closed while
+a task runs (its comment: "this should exclusively happen in Worker.close()"), which is what a stopped run's close
+of its cluster does; the run reports its stop in one line of its own.
 """
 
 from __future__ import annotations
 
-import os
+import logging
+import signal
+import threading
+from typing import Any
 
-os.environ["NUMBA_THREADING_LAYER"] = "workqueue"  # read by numba at import and when it reloads its config;
-import numba  # noqa: E402                          # inherited by the forked workers
+#: The signals a local worker ignores.
+IGNORED = (signal.SIGINT, signal.SIGTERM)
+#: The logger of Dask's worker that writes the record :class:`CancelledOnClose` drops.
+STATE_MACHINE_LOGGER = "distributed.worker.state_machine"
 
-numba.config.THREADING_LAYER = "workqueue"  # in case numba was imported before (e.g. by a preloaded package)
 
-from eigenflow.tasks._worker import WARM_DTYPES_ENV, warm_nndescent  # noqa: E402
+def ignore_stop_signals() -> None:
+    """Ignore :data:`IGNORED` in this process (only the main thread may set handlers; elsewhere nothing)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in IGNORED:
+            signal.signal(signum, signal.SIG_IGN)
 
-#: Seconds the compile took in the server process.
-WARM_SECONDS = warm_nndescent(tuple(os.environ.get(WARM_DTYPES_ENV, "float32").split(",")))
+
+class CancelledOnClose(logging.Filter):
+    """Drops Dask's "Async instruction for ... ended with CancelledError" warning; every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not (record.levelno == logging.WARNING and text.startswith("Async instruction for")
+                    and text.endswith("ended with CancelledError"))
+
+
+def dask_setup(worker: Any) -> None:
+    """Dask's preload hook, called in the worker process when its worker starts."""
+    ignore_stop_signals()
+
+
+ignore_stop_signals()  # at import: as early as the worker process loads its preloads
+logging.getLogger(STATE_MACHINE_LOGGER).addFilter(CancelledOnClose())

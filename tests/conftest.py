@@ -47,9 +47,7 @@ def prefect_harness():
     The tests that read the server's records filter them by their own flow runs."""
     from prefect.testing.utilities import prefect_test_harness
 
-    from eigenflow.flows._prefect_start import quiet_prefect
-
-    with prefect_test_harness(server_startup_timeout=90), quiet_prefect():
+    with prefect_test_harness(server_startup_timeout=90):
         yield
 
 
@@ -81,15 +79,15 @@ def thread_cluster():
 
 
 def pytest_configure(config):
-    """The local Dask workers of this test process are forks of one server that compiled pynndescent at the
-    session's start (:func:`flows._local_workers.fork_warm_workers`), instead of fresh processes that each compile it
-    (35-80 s per worker on 2 cores; the 4-worker sharded cluster spent ~105 s of its first run compiling)."""
-    from eigenflow.flows._local_workers import fork_warm_workers
+    """The local Dask workers of this test process are forks of Dask's fork server (``distributed.worker.
+    multiprocessing-method``, which preloads Dask's own imports into it), not fresh interpreters: the suite starts
+    dozens of clusters."""
+    import dask
 
-    fork_warm_workers()
+    dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
 
 
-#: Fixtures whose tests run on local Dask worker processes (forks of the session's warm server).
+#: Fixtures whose tests run on local Dask worker processes.
 WORKER_FIXTURES = frozenset({"cluster", "client", "four_workers", "prefect_harness", "prefect_server"})
 
 
@@ -103,9 +101,7 @@ def _starts_workers(module_items) -> bool:
 
 def pytest_collection_modifyitems(session, config, items):
     """Run the modules that start local Dask workers after the others (each module's tests stay together, in their
-    order). Their workers are forks of a server that compiles pynndescent at the session's start
-    (:func:`pytest_configure`): 60-150 s of one core with an empty numba cache, which the first such test waited
-    for (165 s for the first test on a clean clone); the pure tests before them now overlap it on the other core."""
+    order): the pure tests come first, and a failure of the plain math shows before the pipeline's."""
     modules: dict = {}
     for item in items:
         modules.setdefault(item.module.__name__, []).append(item)

@@ -46,8 +46,8 @@ def local_cluster(n_workers: int = 2, processes: bool = True, spawned: bool = Fa
 
     ``processes=False``: the workers run in this process (then a test's monkeypatch reaches the stage bodies,
     which run on the workers). ``spawned=True``: worker processes started fresh (``spawn``), so that they
-    inherit this process's environment as it is now; by default they are forks of the session's warm server
-    (``pytest_configure`` of ``tests/conftest.py``), whose environment is the one of the session's start. ``preload``: scripts each
+    inherit this process's environment as it is now; by default they are forks of Dask's fork server
+    (``pytest_configure`` of ``tests/conftest.py``), whose environment is the one of its start. ``preload``: scripts each
     worker runs at its start (Dask's ``preload``).
     """
     import dask
@@ -68,8 +68,7 @@ def nice_of_thread(tid: int) -> int:
 
 def local_worker_processes(cli_pid: int) -> list:
     """The Dask worker processes of the local cluster of the CLI process ``cli_pid`` (psutil processes): spawned
-    ones (``spawn_main`` in their command line) or forks of the server the CLI launched for them
-    (:mod:`flows._local_workers`: the children of the ``multiprocessing.forkserver`` process)."""
+    ones (``spawn_main`` in their command line) or forks of a ``multiprocessing.forkserver`` process."""
     import psutil
 
     workers = []
@@ -104,7 +103,7 @@ def prefect_server_process(home: Path, *, scheduler_loop_seconds: float | None =
     import sys
     import time
 
-    from eigenflow.flows._prefect_start import api_answers
+    from eigenflow.flows.prefect_api import api_answers
 
     port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",

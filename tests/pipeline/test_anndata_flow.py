@@ -96,7 +96,8 @@ def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells
                                                                            tmp_path, monkeypatch):
     """Stores named relative to the directory of the runs; the export, from another directory, still finds the
     model store (its categories name the labels)."""
-    from eigenflow.flows.embed import embed, extend
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.extend import extend
     from eigenflow.storage.anndata_export import export_to_anndata
     from eigenflow.storage.embedding_io import read_embedding, read_output
     from eigenflow.storage.manifest import read_manifest
@@ -125,7 +126,7 @@ def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells
 
 
 def test_anndata_options_are_refused_for_other_sources(tmp_path):
-    from eigenflow.flows.embed import check_embed_arguments
+    from eigenflow.flows.checks import check_embed_arguments
     from eigenflow.spectral.errors import ParameterError
 
     np.save(tmp_path / "X.npy", np.zeros((10, 2)))

@@ -86,10 +86,10 @@ def test_embed_extend_info_chain(files):
     assert [s["name"] for s in info["runs"][0]["stages"]][-1] == "embed-points"
 
 
-def test_embed_and_extend_show_and_record_their_fixed_time(files):
-    """The CLI's summary and each run's manifest show where the fixed time went (:mod:`flows._fixed_time`): every
-    key, each a non-negative number of seconds; with NN-descent the workers' warm-up ran (``compile`` > 0)."""
-    from eigenflow.flows._fixed_time import FIXED_KEYS
+def test_embed_and_extend_record_their_stages_and_the_kernels_load(files):
+    """The CLI's summary and each run's manifest show the run's stages in order (the cluster, then the ingest, run
+    by the flow) and ``compile``, the workers' load of the kNN kernels (> 0 with NN-descent); with ``--overwrite``
+    the store is ingested again, once."""
     from eigenflow.storage.manifest import list_runs, read_manifest
 
     r = eigenflow("embed", "X.npy", "fixed.zarr", "-p", "knn_method=nndescent", "--workers", "1", "--run-name",
@@ -99,29 +99,16 @@ def test_embed_and_extend_show_and_record_their_fixed_time(files):
     assert r_extend.returncode == 0, r_extend.stderr
     [extend_run] = list_runs(str(files / "fixed-out.zarr"))
     for out, store, run in ((r.stdout, "fixed.zarr", "fixed-run"), (r_extend.stdout, "fixed-out.zarr", extend_run)):
-        fixed = read_manifest(str(files / store), run).fixed_seconds
-        assert list(fixed) == list(FIXED_KEYS), store
-        assert all(isinstance(s, float) and s >= 0 for s in fixed.values()), fixed
-        assert fixed["compile"] > 0, fixed
-        for key in FIXED_KEYS:
-            assert f"fixed: {key} " in out, key
-    ingest = read_manifest(str(files / "fixed.zarr"), "fixed-run").stages[0]
-    assert ingest.name == "ingest" and ingest.info["before_flow"] and not ingest.info["skipped"]  # ingested once,
-    assert ingest.seconds > 0  # by the CLI while Prefect's server started, recorded as the run's ingest stage
-
-
-def test_the_cli_ingests_while_prefect_starts_and_the_flow_does_not_ingest_again(files):
-    """With ``--overwrite`` the CLI's ingest replaces the store once; the flow records it (not a second ingest),
-    and a run on a remote scheduler would ingest in the flow (no ``before_flow``)."""
-    from eigenflow.storage.manifest import list_runs, read_manifest
-
-    first = eigenflow("embed", "X.npy", "twice.zarr", "--workers", "1", "--run-name", "a", cwd=files)
-    assert first.returncode == 0, first.stderr
-    again = eigenflow("embed", "X.npy", "twice.zarr", "--workers", "1", "--run-name", "b", "--overwrite", cwd=files)
+        manifest = read_manifest(str(files / store), run)
+        assert [s.name for s in manifest.stages][:2] == ["cluster", "ingest"], store
+        assert manifest.fixed_seconds["compile"] > 0, store
+        assert "fixed: compile " in out
+    ingest = read_manifest(str(files / "fixed.zarr"), "fixed-run").stages[1]
+    assert not ingest.info["skipped"] and ingest.seconds > 0
+    again = eigenflow("embed", "X.npy", "fixed.zarr", "--workers", "1", "--run-name", "b", "--overwrite", cwd=files)
     assert again.returncode == 0, again.stderr
-    assert list_runs(str(files / "twice.zarr")) == ["b"]  # overwritten once: run a's outputs went with the store
-    ingest = read_manifest(str(files / "twice.zarr"), "b").stages[0]
-    assert ingest.info["before_flow"] and not ingest.info["skipped"]
+    assert list_runs(str(files / "fixed.zarr")) == ["b"]  # overwritten once: the first run's outputs went with it
+    assert not read_manifest(str(files / "fixed.zarr"), "b").stages[1].info["skipped"]
 
 
 def test_parse_params_reads_json_values_and_strings():
@@ -238,26 +225,20 @@ def test_demo_prints_accuracy_and_writes_the_plot(tmp_path):
 
 
 def test_with_held_out_points_every_worker_loads_the_kernels(files):
-    """Held-out points are mapped through the kNN index on every worker: after the builder's warm-up (before the
-    build), the other worker's runs beside the eigensolve (two warm-ups recorded)."""
+    """Held-out points are mapped through the kNN index on every worker: each worker loaded the kernels."""
     from eigenflow.storage.manifest import read_manifest
 
     r = eigenflow("embed", "X.npy", "held.zarr", "-p", "knn_method=nndescent", "--holdout", "0.2", "--run-name",
                   "held", cwd=files)
     assert r.returncode == 0, r.stderr
     manifest = read_manifest(str(files / "held.zarr"), "held")
-    assert [s.info.get("begun_before_flow") for s in manifest.stages if s.name == "knn"] == [True]
     assert manifest.results["n_fit"] < manifest.results["n"]
-    compile_seconds = manifest.results["nndescent_compile_seconds"]
-    assert len(compile_seconds) == 2 and all(s > 0 for s in compile_seconds)
+    assert manifest.fixed_seconds["compile"] > 0
 
 
-def test_the_cli_begins_the_fit_stages_before_the_flow_which_takes_them(files):
-    """``eigenflow embed`` begins the fit stages (kNN build and graph, weights, eigensolve) on the builder worker
-    as soon as its ingest ends (before Prefect's server answers); the flow's stages take them
-    (``begun_before_flow``): the graph equals a build of the stored X with the run's seed and the embedding the
-    estimator's on that X; the other worker does not load NN-descent's kernels (every point is a fit point: none is
-    mapped through the index), only the builder's warm-up is recorded."""
+def test_the_cli_run_equals_the_estimator_on_the_stored_points(files):
+    """``eigenflow embed`` with NN-descent: the stored graph equals a build of the stored X with the run's seed and
+    the embedding the estimator's on that X."""
     from eigenflow.spectral import LaplacianEigenmaps
     from eigenflow.spectral._validation import check_random_state
     from eigenflow.storage.embedding_io import read_embedding
@@ -266,18 +247,15 @@ def test_the_cli_begins_the_fit_stages_before_the_flow_which_takes_them(files):
     from eigenflow.storage.graph_io import read_knn
     from eigenflow.storage.manifest import read_manifest
 
-    r = eigenflow("embed", "X.npy", "early.zarr", "-p", "knn_method=nndescent", "--run-name", "early", cwd=files)
+    r = eigenflow("embed", "X.npy", "same.zarr", "-p", "knn_method=nndescent", "--run-name", "same", cwd=files)
     assert r.returncode == 0, r.stderr
-    store = str(files / "early.zarr")
-    manifest = read_manifest(store, "early")
-    begun = {s.name: s.info.get("begun_before_flow") for s in manifest.stages if s.name in ("knn", "weights",
-                                                                                             "eigensolve")}
-    assert begun == {"knn": True, "weights": True, "eigensolve": True}
-    assert len(manifest.results["nndescent_compile_seconds"]) == 1  # the builder's
+    store = str(files / "same.zarr")
+    manifest = read_manifest(store, "same")
+    assert [s.name for s in manifest.stages] == ["cluster", "ingest", "knn", "weights", "eigensolve", "embed-points"]
     indices, distances = read_knn(store)
     expected = KNNIndex.build(read_X(store), manifest.parameters["n_neighbors"], method="nndescent",
                               random_state=check_random_state(0)).neighbor_graph()
     np.testing.assert_array_equal(indices, expected[0])
     np.testing.assert_array_equal(distances, expected[1])
     estimator = LaplacianEigenmaps(knn_method="nndescent", random_state=0).fit(read_X(store))
-    np.testing.assert_allclose(read_embedding(store, "early"), estimator.embedding_, atol=1e-6)
+    np.testing.assert_allclose(read_embedding(store, "same"), estimator.embedding_, atol=1e-6)

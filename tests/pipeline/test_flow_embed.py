@@ -103,7 +103,7 @@ def test_embed_equals_estimator_up_to_sign(embedded, data):
 
 
 def test_extend_equals_estimator_transform(embedded, data, cluster):
-    from eigenflow.flows.embed import extend
+    from eigenflow.flows.extend import extend
 
     store, summary = embedded
     d, X, _, X_new = data
@@ -264,7 +264,7 @@ def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster
 
 def test_extend_checks_the_feature_count_from_the_header_first(prefect_harness, embedded, tmp_path):
     """New points with the wrong number of features: refused from the .npy header, no store left behind."""
-    from eigenflow.flows.embed import extend
+    from eigenflow.flows.extend import extend
     from eigenflow.storage.errors import StoreFormatError
 
     store, _ = embedded
@@ -355,7 +355,8 @@ def test_embed_and_extend_walk_each_store_once(prefect_harness, thread_cluster, 
     import os
 
     import eigenflow.storage.store as store_module
-    from eigenflow.flows.embed import embed, extend
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.extend import extend
 
     d, *_ = data
     walked = []

@@ -1,6 +1,6 @@
 """eigenflow's local Dask cluster (:func:`flows.cluster.local_cluster`): its workers run without Dask's default
-``MALLOC_TRIM_THRESHOLD_`` (which turns off glibc's dynamic mmap threshold: the 1e6 eigensolve took 16.6-17.6 s
-on such a worker against 14.0-15.5 s without it), and keep a value the user configured."""
+``MALLOC_TRIM_THRESHOLD_`` (which turns off glibc's dynamic mmap threshold) and keep a value the user configured,
+run without Dask's sampling profiler, and are not stopped by the signals of a Ctrl-C."""
 
 from __future__ import annotations
 
@@ -33,19 +33,51 @@ def test_local_cluster_workers_start_without_the_trim_threshold(monkeypatch):
     assert seen == {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": "1"}
 
 
-def test_a_cluster_closing_in_the_background_is_closed_when_its_block_ends():
-    """A flow's client started in the background (:func:`flows.cluster.dask_client_in_background`): the flow begins
-    its close once its work on the cluster has ended (``begin_close`` returns at once); at the block's exit the
-    client and its local cluster are closed."""
+def test_local_workers_get_the_quiet_settings_unless_the_user_chose_others():
+    """Dask's shipped profiler and tick settings are replaced in the cluster's workers and scheduler; a value the
+    user set is kept."""
+    from eigenflow.flows.cluster import QUIET_WORKER_SETTINGS, worker_config
+
+    assert worker_config() == {key: ours for key, (_, ours) in QUIET_WORKER_SETTINGS.items()}
+    with dask.config.set({"distributed.worker.profile.enabled": True, "distributed.admin.tick.interval": "50ms"}):
+        assert worker_config() == {"distributed.worker.profile.enabled": False}  # the user's 50 ms stays
+    with local_cluster(n_workers=1) as cluster, Client(cluster) as client:
+        seen = client.run(lambda dask_worker: (sorted(dask_worker.periodic_callbacks),
+                                               dask_worker.periodic_callbacks["tick"].callback_time))
+        scheduler_tick = cluster.scheduler.periodic_callbacks["tick"].callback_time
+    [(callbacks, tick)] = seen.values()
+    assert "profile" not in callbacks and "tick" in callbacks  # no sampling profiler; the tick, every second
+    assert tick == scheduler_tick == 1000
+
+
+def _blocked_signals(kind: str = "SigBlk") -> tuple[int, set[int]]:
+    """``(pid, signal numbers blocked (``kind="SigBlk"``) or ignored (``"SigIgn"``) in this process's main
+    thread)`` from ``/proc/self/status``."""
+    import os
+
+    mask = next(int(line.split()[1], 16) for line in open("/proc/self/status") if line.startswith(f"{kind}:"))
+    return os.getpid(), {n for n in range(1, 65) if mask >> (n - 1) & 1}
+
+
+def test_local_workers_are_not_stopped_by_the_signals_of_a_ctrl_c():
+    """The workers ignore SIGINT and SIGTERM (a Ctrl-C reaches the CLI's whole process group; the flow process stops
+    them): both real signals sent to a worker leave it running its tasks, and this process's own mask is as it
+    was after the cluster's start."""
+    import signal
+    import sys
     import time
 
-    from eigenflow.flows.cluster import dask_client_in_background
+    import pytest
 
-    with dask_client_in_background(n_workers=1) as pending:
-        client = pending.result()
-        assert client.submit(sum, [1, 2]).result() == 3
-        t0 = time.perf_counter()
-        pending.begin_close()
-        assert time.perf_counter() - t0 < 0.5  # returns at once; the workers stop in the holding thread
-    assert client.status == "closed"
-    assert client.cluster.status.name == "closed"
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc")
+    before = _blocked_signals()[1]
+    with local_cluster(1, 1) as cluster, Client(cluster, set_as_default=False) as client:
+        [(pid, ignored)] = client.run(_blocked_signals, "SigIgn").values()
+        assert {signal.SIGINT, signal.SIGTERM} <= ignored
+        os.kill(pid, signal.SIGINT)
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(0.5)
+        assert client.submit(sum, [1, 2], pure=False).result(timeout=30) == 3
+        assert [p for p, _ in client.run(_blocked_signals).values()] == [pid]  # the same worker process
+    assert _blocked_signals()[1] == before

@@ -49,7 +49,8 @@ def digits(tmp_path_factory):
 
 @pytest.mark.parametrize("method", sorted(REGISTRY))
 def test_embed_with_holdout_then_extend_same_points(method, digits, cluster, prefect_harness):
-    from eigenflow.flows.embed import embed, extend
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.extend import extend
 
     d, X, y, hidden = digits
     store, out = str(d / f"{method}.zarr"), str(d / f"{method}-ext.zarr")

@@ -216,7 +216,7 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, d
     rows (sharded=False) and against brute-force candidates."""
     from sklearn.neighbors import NearestNeighbors
 
-    from eigenflow.flows.embed import extend
+    from eigenflow.flows.extend import extend
     from eigenflow.spectral.metrics import knn_recall
     from eigenflow.storage.embedding_io import read_output
     from eigenflow.tasks.sharded_eigenmaps import CANDIDATE_INDICES
@@ -258,7 +258,7 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, d
 
 
 def test_sharded_refuses_what_it_cannot_do(data, four_workers):
-    from eigenflow.flows.embed import check_embed_arguments
+    from eigenflow.flows.checks import check_embed_arguments
 
     d, _ = data
     for kwargs, message in [

@@ -98,7 +98,8 @@ def local(data, cluster, prefect_harness):
 
 
 def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_harness):
-    from eigenflow.flows.embed import embed, extend
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.extend import extend
 
     remote = embed(str(data / "X.npy"), f"{s3}/points.zarr", **COMMON, scheduler=cluster)
     np.testing.assert_array_equal(read_embedding(f"{s3}/points.zarr", remote["run"]), local)

@@ -1,6 +1,5 @@
-"""The checks of an ``embed`` run's arguments before any work (:func:`check_embed_arguments`), and of an AnnData
-source's options; without Prefect, Dask or the numerical packages (the estimator's own value check, which imports
-them, is :func:`check_method_values`), so that the CLI makes them before it starts its cluster and Prefect."""
+"""The checks of a run's arguments before any work: an ``embed`` run's (:func:`check_embed_arguments`, with the
+source's shape and labels from :mod:`flows.source_checks`), and an AnnData source's options."""
 
 from __future__ import annotations
 
@@ -13,24 +12,21 @@ from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.lock import check_unlocked
 from eigenflow.storage.store import Store
 from eigenflow.tasks.ingest import existing_store_attrs, first_store_attrs, open_existing, same_location
-from eigenflow.tasks.registry import check_estimator_params, check_params, get_entry
+from eigenflow.tasks.registry import check_params, get_entry
 from eigenflow.tasks.sharded_choice import check_sharded
 
 
 def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
                           holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
                           sharded: bool | None = None, use_rep: str | None = None,
-                          labels_obs: str | None = None, run: str | None = None,
-                          estimator: bool = True) -> dict[str, Any]:
+                          labels_obs: str | None = None, run: str | None = None) -> dict[str, Any]:
     """Validate the arguments of :func:`flows.embed.embed` before any work; returns the method's full parameters.
 
     ``store``: its URL (a complete store there is opened, validated, once for these checks:
     :func:`tasks.ingest.open_existing`), or the handle of the existing store (not validated again).
 
     The run's ``random_state`` is the method's seed (one seed entry point): ``params`` may not set it. ``run``:
-    the run's id when it is known (a lock this process holds for it is not another run's). ``estimator=False``
-    leaves out the estimator's own check of the values (:func:`check_method_values`: it imports the numerical
-    packages), which the CLI makes once its cluster is starting.
+    the run's id when it is known (a lock this process holds for it is not another run's).
     """
     params = dict(params or {})
     if "random_state" in params:
@@ -44,7 +40,7 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
     if not overwrite and existing_store_attrs_or_none(store) is not None:
         check_unlocked(store, run)  # another live run on this store: fail now, before any work
     has_labels = labels_obs is not None or _will_have_labels(source, store, labels, overwrite)
-    full = check_params(method, params, estimator=estimator, has_labels=has_labels)
+    full = check_params(method, params, has_labels=has_labels)
     if "random_state" in full:
         full["random_state"] = random_state
     if sharded is not None and not isinstance(sharded, bool):
@@ -63,9 +59,9 @@ def opened_or_url(store: str) -> str | Store:
 
 def _check_source_shape(source: str, store: str | Store, method: str, full: dict, *, labels: str | None, holdout: float,
                         overwrite: bool) -> None:
-    """The checks of :mod:`flows._source_checks`: rows of the source against the parameters, labels against a
+    """The checks of :mod:`flows.source_checks`: rows of the source against the parameters, labels against a
     supervised method; from the source's header and the labels alone, before the ingest."""
-    from eigenflow.flows._source_checks import check_labeled, check_rows, labels_of, source_rows
+    from eigenflow.flows.source_checks import check_labeled, check_rows, labels_of, source_rows
 
     entry = get_entry(method)
     itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
@@ -107,9 +103,3 @@ def existing_store_attrs_or_none(store: str | Store) -> dict | None:
         return existing_store_attrs(store)
     except StoreFormatError:
         return None
-
-
-def check_method_values(method: str, full: dict) -> None:
-    """The estimator's own check of the full parameters ``full`` of ``method`` (:func:`tasks.registry.check_params`
-    with ``estimator=True`` makes it too)."""
-    check_estimator_params(get_entry(method), full)
