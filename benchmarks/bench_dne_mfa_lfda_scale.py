@@ -15,7 +15,6 @@ subsample. The flow route uses the generic ``flows.embed.embed(method="lfda", pa
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time

@@ -105,10 +105,9 @@ def eigensolver_alone(W) -> float:
 
 def run_flow(x_path: Path, store: Path) -> tuple[float, dict, int]:
     """Wall seconds of one embed flow call, its summary and the peak RSS of the process tree."""
-    from eigenflow.flows._prefect_start import quiet_prefect
     from eigenflow.flows.embed import embed
 
-    with PeakMemory() as mem, quiet_prefect():
+    with PeakMemory() as mem:
         t0 = time.perf_counter()
         summary = embed(str(x_path), str(store), params={"n_components": N_COMPONENTS, "n_neighbors": N_NEIGHBORS},
                         random_state=0, overwrite=True)

@@ -86,8 +86,6 @@ def main() -> None:
         import fsspec
         import s3fs
         from prefect.testing.utilities import prefect_test_harness
-
-        from eigenflow.flows._prefect_start import quiet_prefect
         from eigenflow.flows.cluster import local_cluster
         from eigenflow.flows.embed import embed
         from eigenflow.spectral.datasets import make_swiss_roll_lifted
@@ -99,7 +97,7 @@ def main() -> None:
         common = dict(params={"knn_method": "exact", "n_neighbors": 10}, holdout=args.holdout,
                       chunk_rows=args.chunk_rows, random_state=1)
         record = {"n": args.n, "holdout": args.holdout, "chunk_rows": args.chunk_rows}
-        with prefect_test_harness(server_startup_timeout=90), quiet_prefect(), local_cluster(2) as cluster:
+        with prefect_test_harness(server_startup_timeout=90), local_cluster(2) as cluster:
             for name, store in (("local", str(work / "points.zarr")), ("s3", f"s3://{bucket}/points.zarr")):
                 before = len(log_path.read_text().splitlines())
                 t0 = time.perf_counter()

@@ -76,7 +76,6 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
     from distributed import Client, get_task_stream
 
     from benchmarks.bench_support import PeakMemory
-    from eigenflow.flows._prefect_start import quiet_prefect
     from eigenflow.flows.embed import embed
     from eigenflow.storage.manifest import read_manifest
 
@@ -95,7 +94,7 @@ def one_run(x_path: str, store: str, mode: str, n_workers: int, memory_limit: st
             for s in [*samplers.values(), scheduler]:
                 s.__enter__()
             t0 = time.perf_counter()
-            with quiet_prefect(), get_task_stream(client=client) as stream:
+            with get_task_stream(client=client) as stream:
                 summary = embed(x_path, store, params=PARAMS, random_state=0, scheduler=address,
                                 sharded=(mode == "sharded"), holdout=holdout, overwrite=True)
             wall = time.perf_counter() - t0

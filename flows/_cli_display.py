@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +20,7 @@ def with_progress(console: Console, fn: Callable[[], Any]) -> Any:
     """Run a flow (``fn()``) with a rich progress display of its stages on ``console`` (the CLI's stderr)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from eigenflow.flows.run import EVENTS
+    from eigenflow.flows.run import stage_events
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=False)
@@ -38,29 +37,8 @@ def with_progress(console: Console, fn: Callable[[], Any]) -> Any:
             progress.update(ids[stage], total=task.total or 1, completed=task.total or 1)
             progress.stop_task(ids[stage])
 
-    handler = _EventHandler(listener)
-    level = EVENTS.level
-    EVENTS.addHandler(handler)
-    EVENTS.setLevel(logging.DEBUG)
-    try:
-        with progress:
-            return fn()
-    finally:
-        EVENTS.removeHandler(handler)
-        EVENTS.setLevel(level)
-
-
-class _EventHandler(logging.Handler):
-    """Passes the stage events of :data:`flows.run.EVENTS` (records with ``eigenflow_event``) to ``listener``."""
-
-    def __init__(self, listener: Callable[[str, str, Any], None]):
-        super().__init__(logging.DEBUG)
-        self.listener = listener
-
-    def emit(self, record: logging.LogRecord) -> None:
-        event = getattr(record, "eigenflow_event", None)
-        if event is not None:
-            self.listener(*event)
+    with progress, stage_events(listener):
+        return fn()
 
 
 def summary_table(summary: dict, extra: dict | None = None) -> Table:

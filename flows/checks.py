@@ -12,7 +12,7 @@ from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.lock import check_unlocked
 from eigenflow.storage.store import Store
 from eigenflow.tasks.ingest import existing_store_attrs, first_store_attrs, open_existing, same_location
-from eigenflow.tasks.registry import check_params, get_entry
+from eigenflow.tasks.registry import check_estimator_params, check_params, get_entry
 from eigenflow.tasks.sharded_choice import check_sharded
 
 
@@ -40,7 +40,7 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
     if not overwrite and existing_store_attrs_or_none(store) is not None:
         check_unlocked(store, run)  # another live run on this store: fail now, before any work
     has_labels = labels_obs is not None or _will_have_labels(source, store, labels, overwrite)
-    full = check_params(method, params, has_labels=has_labels)
+    full = check_params(method, params, estimator=False, has_labels=has_labels)  # the estimator's own: last
     if "random_state" in full:
         full["random_state"] = random_state
     if sharded is not None and not isinstance(sharded, bool):
@@ -48,6 +48,7 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
     if sharded:
         check_sharded(method, full)
     _check_source_shape(source, store, method, full, labels=labels, holdout=holdout, overwrite=overwrite)
+    check_estimator_params(get_entry(method), full)  # after the bounds that name the source's size
     return full
 
 

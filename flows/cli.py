@@ -49,8 +49,10 @@ def main() -> None:
     from eigenflow.flows.stops import stop_on_signals
 
     with stop_on_signals() as received:
+        reported = True
         try:
             code = app(standalone_mode=False)
+            reported = False
         except Reported as done:
             code = done.exit_code
         except click.ClickException as exc:
@@ -58,7 +60,7 @@ def main() -> None:
             code = exc.exit_code
         except click.Abort:
             code = EXIT_FAILURE
-    if code == 130 and received.signum is not None:  # stopped outside a command's run (typer made it 130)
+    if not reported and code == 130 and received.signum is not None:  # a stop typer made a bare 130 of
         import signal
 
         err.print(f"[bold red]error:[/] interrupted ({signal.Signals(received.signum).name})", highlight=False)

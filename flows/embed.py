@@ -21,7 +21,6 @@ from prefect import flow
 from eigenflow.storage import layout
 from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.run_outputs import drop_run_outputs
-from eigenflow.storage.store import Store
 from eigenflow.tasks.fitting import FitRequest, Stage, fit_stages, release_index
 from eigenflow.tasks.points import embed_points_task
 from eigenflow.tasks.registry import LABELS, SCORES, get_entry

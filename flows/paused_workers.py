@@ -9,7 +9,7 @@ benchmark did exactly that (a worker paused at 4.4 GB of its 5.5 GB limit).
 :func:`watch_paused_workers` polls the scheduler from a background thread. When some worker has been paused for
 ``timeout`` seconds without a break while tasks wait for it, no worker has a task to run or runs one, no task
 changes state and the client still waits for results, it cancels the client's pending futures with a message naming
-the worker, its memory and limit, and what to do. The flow's waits then raise; :func:`flows._runtime.run_context`
+the worker, its memory and limit, and what to do. The flow's waits then raise; :func:`flows.run.open_run`
 turns that into :class:`ClusterMemoryError`, recorded in the run's manifest. A paused worker that is still executing
 (its memory may fall), or that other workers can work around (nothing pinned to it), is left alone.
 """

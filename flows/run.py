@@ -47,6 +47,32 @@ def emit(event: str, stage: str, payload: Any = None) -> None:
     EVENTS.debug("%s %s %s", stage, event, payload, extra={"eigenflow_event": (event, stage, payload)})
 
 
+class _EventHandler(logging.Handler):
+    """Passes the stage events of :data:`EVENTS` to ``listener(event, stage, payload)``."""
+
+    def __init__(self, listener: Callable[[str, str, Any], None]):
+        super().__init__(logging.DEBUG)
+        self.listener = listener
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "eigenflow_event", None)
+        if event is not None:
+            self.listener(*event)
+
+
+@contextlib.contextmanager
+def stage_events(listener: Callable[[str, str, Any], None]) -> Iterator[None]:
+    """Pass the stage events of the runs inside the block to ``listener(event, stage, payload)``."""
+    handler, level = _EventHandler(listener), EVENTS.level
+    EVENTS.addHandler(handler)
+    EVENTS.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        EVENTS.removeHandler(handler)
+        EVENTS.setLevel(level)
+
+
 @dataclass
 class RunContext:
     """One run: its store (opened once), run id, Dask client, manifest and the store's token."""

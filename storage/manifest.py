@@ -2,8 +2,8 @@
 
 A manifest records the run id, flow name, parameters, seed, package versions, python / platform / host,
 per-stage timings (start, end, seconds, status, error), the run's fixed time outside its stages
-(``fixed_seconds``: name -> seconds, e.g. the flow engine's and the cluster's start and the teardown; the
-flows define the names, :mod:`flows._fixed_time`) and the run status (``running`` -> ``completed`` or ``failed``
+(``fixed_seconds``: name -> seconds, e.g. ``compile``, the workers' load of the kNN kernels; the
+flows define the names, :mod:`flows.run`) and the run status (``running`` -> ``completed`` or ``failed``
 with the error message), plus free-form JSON ``results`` (metrics, fingerprints, checksums).
 
 Writes go through the store's filesystem: on local disks a temporary file in ``runs/`` then ``os.replace``

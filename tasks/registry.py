@@ -133,7 +133,7 @@ def check_params(name: str, params: dict | None, *, has_labels: bool | None = No
     """
     entry = get_entry(name)
     params = dict(params or {})
-    accepted = entry.parameters if estimator else entry.declared_parameters  # the same; the second imports nothing
+    accepted = entry.parameters
     for key in params:
         if key in entry.store_params:
             raise ParameterError(f"parameter {key!r} of method {name!r} is filled from the store (ingest "

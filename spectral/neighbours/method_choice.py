@@ -1,6 +1,6 @@
 """Which kNN search ``method="auto"`` picks for X of a given shape (:func:`auto_method`): the exact search or
-NN-descent, by the cost of each (``benchmarks/results/knn_exact.md``). Plain arithmetic, no numba: the CLI decides
-with it, before its cluster starts, whether a run's workers load NN-descent's kernels (:mod:`flows._warm_up`)."""
+NN-descent, by the cost of each (``benchmarks/results/knn_exact.md``). Plain arithmetic, no numba: a flow decides
+with it, before its cluster starts, whether a run's workers load NN-descent's kernels (:mod:`tasks.warm_up`)."""
 
 from __future__ import annotations
 

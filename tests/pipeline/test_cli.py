@@ -56,8 +56,8 @@ def test_csv_with_nan_fails_with_one_line_message(files):
 
 
 def test_bad_parameter_fails_before_running(files):
-    """Refused with one line and no store: by the source's size (before the cluster starts) and by the estimator's
-    own check (made while the cluster starts, which is then closed without a word)."""
+    """Refused with one line and no store, before anything starts: by the source's size, then by the estimator's
+    own check."""
     for value, message in (("0", "n_neighbors must be in [1, 1199] for a source of 1200 rows; got 0"),
                            ("2.5", "n_neighbors must be an integer in [1, inf); got 2.5")):
         r = eigenflow("embed", "X.npy", "never.zarr", "-p", f"n_neighbors={value}", cwd=files)

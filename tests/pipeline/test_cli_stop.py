@@ -137,56 +137,52 @@ def test_signal_during_knn_stops_the_run_cleanly(points, signum, to_group):
     print(f"{name} to the {'group' if to_group else 'pid'}: exit {code} after {seconds:.1f} s")
 
 
-def wait_for_fork_server(process: subprocess.Popen, err: Path, timeout: float = 60) -> psutil.Process:
-    """The CLI's child process that is multiprocessing's fork server (of the local workers), as soon as it exists."""
+def wait_for_children(process: subprocess.Popen, err: Path, count: int = 1, timeout: float = 60,
+                      workers: bool = False) -> list[psutil.Process]:
+    """The CLI's child processes (its local Dask workers only, with ``workers``), as soon as ``count`` exist."""
+    from tests.helpers import local_worker_processes
+
     deadline = time.time() + timeout
     while time.time() < deadline and process.poll() is None:
-        for child in psutil.Process(process.pid).children(recursive=True):
-            try:
-                if "multiprocessing.forkserver" in " ".join(child.cmdline()):
-                    return child
-            except psutil.Error:
-                pass
+        found = local_worker_processes(process.pid) if workers else psutil.Process(process.pid).children()
+        if len(found) >= count:
+            return found
         time.sleep(0.01)
-    raise AssertionError(f"no fork server: {err.read_text()[-3000:]}")
+    raise AssertionError(f"fewer than {count} children: {err.read_text()[-3000:]}")
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multiprocessing's fork server is POSIX's")
 def test_ctrl_c_as_the_cli_starts_ends_it_with_one_line(points):
-    """SIGINT to the group as soon as the workers' fork server exists (the CLI is importing its modules, before
-    its run guard): exit 130 with one line and no traceback, no child process left."""
+    """SIGINT to the group as soon as the CLI has launched its first child (Prefect's local server; the CLI is
+    checking its arguments, before any run): exit 130 with one line and no traceback, no child process left."""
     store_name = "sig-start.zarr"
     process = start_embed(points, store_name)
-    wait_for_fork_server(process, points / f"{store_name}.err")
-    children = psutil.Process(process.pid).children(recursive=True)
+    children = wait_for_children(process, points / f"{store_name}.err")
     os.killpg(process.pid, signal.SIGINT)
     code, seconds = wait_exit(process, EXIT_BOUND)
     stderr = (points / f"{store_name}.err").read_text()
     assert code == 130, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
     assert error_lines(stderr) == ["error: interrupted (SIGINT)"], stderr[-3000:]
-    assert alive(children, wait=15) == []  # the fork server ends once its imports are done
+    assert alive(children, wait=15) == []
     print(f"SIGINT as the CLI starts: exit {code} after {seconds:.1f} s")
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="multiprocessing's fork server is POSIX's")
-def test_the_workers_fork_server_survives_a_ctrl_c_while_it_imports(points):
-    """The fork server of the local workers imports their modules for 2-6 s after the CLI starts; a Ctrl-C meant
-    for the CLI reaches it too. SIGINT sent to the server alone, every 0.1 s during its first 2 s: it is not
-    killed, every worker starts, the run completes, nothing is printed about it."""
-    store_name = "sig-server.zarr"
+def test_the_local_workers_survive_ctrl_cs_sent_to_them_as_they_start(points):
+    """A Ctrl-C meant for the CLI reaches its workers too. SIGINT sent to both workers alone, every 0.1 s from the
+    moment they exist for 2 s: neither dies, the run completes, nothing is printed about it."""
+    store_name = "sig-workers.zarr"
     process = start_embed(points, store_name)
-    server = wait_for_fork_server(process, points / f"{store_name}.err")
+    workers = wait_for_children(process, points / f"{store_name}.err", count=2, workers=True)
     for _ in range(20):
-        try:
-            server.send_signal(signal.SIGINT)
-        except psutil.NoSuchProcess:
-            break
+        for worker in workers:
+            try:
+                worker.send_signal(signal.SIGINT)
+            except psutil.NoSuchProcess:
+                pass
         time.sleep(0.1)
-    # not killed (multiprocessing would launch another server, which imports all again, when a worker starts)
-    assert server.is_running() and server.status() != psutil.STATUS_ZOMBIE
+    assert all(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
     code, _ = wait_exit(process, 240)
     stderr = (points / f"{store_name}.err").read_text()
     assert code == 0, stderr[-3000:]
@@ -199,7 +195,7 @@ def test_prefect_server_killed_during_a_run_fails_it_within_the_bound(points, tm
     """The run's Prefect server (PREFECT_API_URL) killed during the kNN stage: with
     EIGENFLOW_PREFECT_API_TIMEOUT=10 the run ends within 10 s + a probe + the unwinding bound with one line
     naming the API, exit code 1, the run recorded as failed with its completed stages kept for the resume."""
-    from eigenflow.flows._stop import FORCED_EXIT_SECONDS, PROBE_SECONDS
+    from eigenflow.flows.prefect_api import PROBE_SECONDS
 
     with prefect_server_process(tmp_path / "prefect") as (server, url):
         process = start_embed(points, "api.zarr", env={"PREFECT_API_URL": url, "EIGENFLOW_PREFECT_API_TIMEOUT": "10"})
@@ -207,14 +203,14 @@ def test_prefect_server_killed_during_a_run_fails_it_within_the_bound(points, tm
         children = psutil.Process(process.pid).children(recursive=True)
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
-        code, seconds = wait_exit(process, 10 + 2 * PROBE_SECONDS + FORCED_EXIT_SECONDS + 10)
+        code, seconds = wait_exit(process, 10 + 2 * PROBE_SECONDS + EXIT_BOUND)
     assert code == 1
     m = assert_stopped_cleanly(points, "api.zarr", children)
     line = error_lines((points / "api.zarr.err").read_text())[0]
     assert line.startswith(f"error: Prefect API at {url} unreachable since ")
     assert line.endswith(f"; the run is recorded as failed in the store; rerun with --run-name {RUN}")
     assert m["error"].startswith("PrefectAPILost: Prefect API at")
-    assert [s["name"] for s in m["stages"] if s["status"] == "completed"][:2] == ["ingest", "cluster"]
+    assert [s["name"] for s in m["stages"] if s["status"] == "completed"][:2] == ["cluster", "ingest"]
     print(f"API lost: exit {code} after {seconds:.1f} s; completed stages "
           f"{[s['name'] for s in m['stages'] if s['status'] == 'completed']}")
 
@@ -302,47 +298,3 @@ def test_sigkill_of_the_cli_leaves_no_child_behind(points):
     process.wait(timeout=10)
     assert alive(children, wait=10) == []
     check_unlocked(str(points / "killed.zarr"))  # a stale lock does not hold the store
-
-
-def _exit_of(app) -> SystemExit:
-    """The ``SystemExit`` that running the typer ``app`` (standalone, as the console script does) ends with."""
-    with pytest.raises(SystemExit) as info:
-        app([], standalone_mode=True)
-    return info.value
-
-
-def test_an_interrupt_typer_turned_into_a_silent_exit_is_found_and_a_reported_one_is_not():
-    """typer turns a ``KeyboardInterrupt`` raised in a command (before the run guard) into exit status 130 without
-    a word: the console script finds it behind the exit and prints its line. A stop the guard has reported ends with
-    ``typer.Exit(...) from None``: not found (no second line). A real typer app each time."""
-    import typer
-
-    from eigenflow.flows._launch import _unreported_interrupt
-    from eigenflow.flows._stop import RunInterrupted
-
-    silent = typer.Typer()
-
-    @silent.command()
-    def interrupted() -> None:
-        raise KeyboardInterrupt
-
-    reported = typer.Typer()
-
-    @reported.command()
-    def guarded() -> None:
-        try:
-            raise RunInterrupted(signal.SIGINT)
-        except BaseException:
-            raise typer.Exit(130) from None  # what flows.cli._guarded does after printing the stop's line
-
-    done = typer.Typer()
-
-    @done.command()
-    def fine() -> None:
-        pass
-
-    exit_silent = _exit_of(silent)
-    assert exit_silent.code == 130 and isinstance(_unreported_interrupt(exit_silent), KeyboardInterrupt)
-    exit_reported = _exit_of(reported)
-    assert exit_reported.code == 130 and _unreported_interrupt(exit_reported) is None
-    assert _unreported_interrupt(_exit_of(done)) is None

@@ -125,7 +125,7 @@ def _set_pause_fraction(fraction: float, dask_worker) -> None:
 def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_harness, data, monkeypatch):
     from distributed import Client, LocalCluster
 
-    from eigenflow.flows._runtime import stage_listener
+    from eigenflow.flows.run import stage_events
     from eigenflow.flows.embed import embed
 
     monkeypatch.setenv(PAUSED_TIMEOUT_ENV, str(TIMEOUT))
@@ -148,7 +148,7 @@ def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_harness, data,
                 threading.Thread(target=pause_a_worker_holding_an_operator_shard, daemon=True).start()
 
         t0 = time.perf_counter()
-        with stage_listener(pause_at_the_eigensolve), pytest.raises(ClusterMemoryError) as caught:
+        with stage_events(pause_at_the_eigensolve), pytest.raises(ClusterMemoryError) as caught:
             embed(str(data / "X.npy"), store, params=PARAMS, random_state=0, scheduler=address, sharded=True)
         seconds = time.perf_counter() - t0
         (paused,) = paused

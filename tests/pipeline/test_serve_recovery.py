@@ -31,15 +31,14 @@ N_POINTS = 50000
 
 
 def _start_serve(tmp_path: Path, api_url: str, home: Path, name: str, interval: int,
-                 runner: str = "prefect") -> subprocess.Popen:
-    """``eigenflow serve --runner RUNNER`` in its own process group (stderr to a file of ``tmp_path``)."""
+                 ) -> subprocess.Popen:
+    """``eigenflow serve`` in its own process group (stderr to a file of ``tmp_path``)."""
     env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
            "PREFECT_LOGGING_LEVEL": "WARNING"}
     log_path = tmp_path / f"serve-{name}-{time.time():.0f}.log"
     log = open(log_path, "w")  # noqa: SIM115 - kept open by the child
     serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "X.npy", "served.zarr", "-p", "knn_method=exact",
-                             "--interval", str(interval), "--name", name, "--workers", "1", "--runner", runner,
-                             "--poll", "1"], cwd=tmp_path, env=env,
+                             "--interval", str(interval), "--name", name, "--workers", "1"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     serve.log_path = log_path
     return serve
@@ -103,16 +102,15 @@ def _stop(serve: subprocess.Popen) -> None:
     stop_process_group(serve)
 
 
-@pytest.mark.parametrize("runner", ["prefect", pytest.param("in-process", marks=pytest.mark.slow)])
-def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path, runner):
+def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path):
     """SIGKILL of serve's process group in a stage leaves the run *Running*; serve started again marks it
     *Crashed*, the next scheduled run completes within 120 s, the store has no live ``running`` run nor a stale
     lock."""
     api_url, home = prefect_server
     _dataset(tmp_path)
     store = tmp_path / "served.zarr"
-    deployment = f"embed/recovery-{runner}"
-    first = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15, runner=runner)
+    deployment = "embed/recovery"
+    first = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15)
     try:
         run, stage = _wait(lambda: _run_in_stage(store), 240, "run in a stage", first)
         dead = _wait(lambda: _running_flow_run(api_url, deployment), 30, "Running flow run", first)
@@ -126,7 +124,7 @@ def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path, runne
         _stop(first)
     assert _state(api_url, deployment, dead.id) == "RUNNING"  # nothing else ends it: the slot stays taken
     restarted_at = time.time()
-    second = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15, runner=runner)
+    second = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15)
     try:
         _wait(lambda: _state(api_url, deployment, dead.id) == "CRASHED", 60, "Crashed state of the dead run", second)
 
@@ -149,21 +147,20 @@ def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path, runne
     assert done
 
 
-@pytest.mark.parametrize("signum, to_group, runner", [
-    (signal.SIGTERM, False, "prefect"),
-    pytest.param(signal.SIGTERM, True, "prefect", marks=pytest.mark.slow),
-    pytest.param(signal.SIGINT, False, "prefect", marks=pytest.mark.slow),
-    pytest.param(signal.SIGTERM, False, "in-process", marks=pytest.mark.slow),
-], ids=["sigterm", "sigterm-group", "sigint", "sigterm-in-process"])
-def test_sigterm_stops_serve_within_seconds(prefect_server, tmp_path, signum, to_group, runner):
+@pytest.mark.parametrize("signum, to_group", [
+    (signal.SIGTERM, False),
+    pytest.param(signal.SIGTERM, True, marks=pytest.mark.slow),
+    pytest.param(signal.SIGINT, False, marks=pytest.mark.slow),
+], ids=["sigterm", "sigterm-group", "sigint"])
+def test_sigterm_stops_serve_within_seconds(prefect_server, tmp_path, signum, to_group):
     """A signal to the serving process (or its whole group, as a service manager sends it) while a scheduled run
     is in a stage: serve exits within 20 s, its children (run subprocess, Dask workers) are gone, the run is
     *Crashed* / *Cancelled* in Prefect and ``failed`` in the store, and the store's lock is released."""
     api_url, home = prefect_server
     _dataset(tmp_path)
     store = tmp_path / "served.zarr"
-    deployment = f"embed/stop-{signum.name.lower()}{'-group' if to_group else ''}-{runner}"
-    serve = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15, runner=runner)
+    deployment = f"embed/stop-{signum.name.lower()}{'-group' if to_group else ''}"
+    serve = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15)
     try:
         run, stage = _wait(lambda: _run_in_stage(store), 240, "run in a stage", serve)
         flow_run = _wait(lambda: _running_flow_run(api_url, deployment), 30, "Running flow run", serve)

@@ -152,36 +152,31 @@ def test_worker_killed_during_the_knn_build(data):
     np.testing.assert_array_equal(Z, reference)
 
 
-def _pid_of_worker(dtypes: tuple) -> int:
-    """Stands in for the compile task (which takes the X dtypes)."""
-    return os.getpid()
-
-
-def test_the_compile_results_survive_a_killed_worker():
-    """The per-worker warm-up tasks of the flow (``flows._warm_up.finish_on_workers``) hold their result on their
+def test_the_warm_up_results_survive_a_killed_worker():
+    """The per-worker warm-up tasks of the flow (:func:`tasks.warm_up.warm_workers`) hold their result on their
     worker. When that worker dies the scheduler computes the result again; pinned to the dead worker's address it
-    would wait forever, and the flow with it (the end of a sharded 1e6 run hung so). It runs on another worker.
-    (The placement is what is tested: the worker's pid stands in for the warm-up.)"""
+    would wait forever, and the flow with it. It runs on another worker."""
     from distributed import Client, wait
 
-    from eigenflow.flows._warm_up import finish_on_workers
+    from eigenflow.tasks.warm_up import warm_workers
 
     with _cluster() as cluster, Client(cluster) as client:  # the default client: distributed.wait uses it
-        warm = finish_on_workers(client, _pid_of_worker)
-        first = client.gather(warm)
+        warm = warm_workers(client, "float32")
+        client.gather(warm)
         holder = next(iter(client.who_has(warm[0]).values()))[0]
-        os.kill(first[0], signal.SIGKILL)
+        pid = client.run(os.getpid, workers=[holder])[holder]
+        os.kill(pid, signal.SIGKILL)
         done, pending = wait([client.submit(lambda s: s, f, pure=False) for f in warm], timeout=90)
         assert not pending, "a compile task of the killed worker was never computed again"
         assert len(set(client.gather(warm))) >= 1 and client.who_has(warm[0])[warm[0].key][0] != holder
 
 
 @pytest.mark.slow
-def test_worker_killed_during_the_knn_build_begun_by_the_cli(tmp_path):
-    """``eigenflow embed`` begins the kNN build on a worker of its own cluster before the flow starts
-    (:func:`flows._run_prologue.begin_fit_early`). SIGKILL that worker while it builds (the only worker process
-    running two threads at once, seen from its CPU time): the scheduler builds again on the other worker, the
-    flow takes that build, and the graph equals a build of the stored X with the run's seed."""
+def test_worker_killed_during_the_clis_knn_build(tmp_path):
+    """``eigenflow embed`` builds the kNN index on a worker of its local cluster. SIGKILL that worker while it builds
+    (the only worker process running two threads at once, seen from its CPU time): the scheduler builds again on
+    the other worker, the flow takes that build, and the graph equals a build of the stored X with the run's
+    seed."""
     import subprocess
     import sys
     from pathlib import Path

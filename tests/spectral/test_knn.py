@@ -115,9 +115,8 @@ def test_auto_rule_bounds_points_and_values():
 
 
 def test_nndescent_small_graph_contract(cluster):
-    """The default test of pynndescent's graph. It runs on a worker of the module's cluster, a fork of the session's
-    server that compiled pynndescent for float32 X (:func:`flows._local_workers.fork_warm_workers`): in this process the
-    compile would cost 35-55 s of the suite."""
+    """The default test of pynndescent's graph, on a worker of the module's cluster (which loads the kernels from
+    the compiled-code cache), as the flows run it."""
     from distributed import Client
 
     X = _blobs(600, d=8).astype(np.float32)
