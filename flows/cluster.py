@@ -4,10 +4,12 @@ The flow owns the client; its Prefect tasks run in the flow process and submit t
 local cluster's workers are Dask's own (``LocalCluster``, worker processes started by their Nannies) with three
 settings of eigenflow:
 
-- they ignore SIGINT and SIGTERM (:mod:`tasks.worker_preload`; and are started from a thread that blocks both,
-  for the moments before the preload runs): a Ctrl-C in the terminal reaches the CLI's whole process group, and
-  the flow process alone decides how the run stops (it closes the cluster, which stops the workers with Dask's own
-  close and, after its timeout, SIGKILL);
+- they ignore SIGINT and SIGTERM: a Ctrl-C in the terminal reaches the CLI's whole process group, and the flow
+  process alone decides how the run stops (it closes the cluster, which stops the workers with Dask's own close
+  and, after its timeout, SIGKILL). They are forks of multiprocessing's fork server (Dask's
+  ``distributed.worker.multiprocessing-method: forkserver``), which :func:`launch_fork_server` starts with both
+  signals blocked, so that a worker has them blocked from its first instruction, and its preload
+  (:mod:`tasks.worker_preload`) then ignores them;
 - :func:`worker_environ`: Dask's ``pre-spawn-environ`` without its glibc malloc threshold, which turns off glibc's
   dynamic mmap threshold and makes every large array fault its pages in again (the eigensolve's arrays above all);
 - :func:`worker_config`: the statistical profiler off and a slower event-loop tick, two threads that otherwise
@@ -70,6 +72,28 @@ def stop_signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+def launch_fork_server() -> str:
+    """Launch multiprocessing's fork server, importing Dask's worker and eigenflow's worker preload, with SIGINT and
+    SIGTERM blocked (see the module docstring); returns the start method for Dask's workers: ``"forkserver"``, or
+    Dask's configured one where there is no fork server (Windows) or one is already running (its mask is its own).
+    Multiprocessing's resource tracker is launched first: its own launch unblocks SIGINT in the calling thread."""
+    import multiprocessing
+    import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+
+    import dask
+
+    configured = dask.config.get("distributed.worker.multiprocessing-method")
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return configured
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["distributed", WORKER_PRELOAD])
+    multiprocessing.resource_tracker.ensure_running()
+    with stop_signals_blocked():
+        multiprocessing.forkserver.ensure_running()  # once per process; a second call finds it running
+    return "forkserver"
+
+
 @contextmanager
 def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
                   threads_per_worker: int = DEFAULT_THREADS_PER_WORKER, **kwargs: Any) -> Iterator[Any]:
@@ -78,8 +102,9 @@ def local_cluster(n_workers: int = DEFAULT_N_WORKERS,
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ(), **worker_config()}), \
-            stop_signals_blocked():
+    method = launch_fork_server()
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ(), **worker_config(),
+                          "distributed.worker.multiprocessing-method": method}):
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                                dashboard_address=":0", preload=[WORKER_PRELOAD], **kwargs)
     with cluster:

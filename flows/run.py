@@ -82,7 +82,13 @@ class RunContext:
     client: Any
     manifest: RunManifest
     token: str = ""
+    stop: Any = None
     started: float = field(default_factory=time.perf_counter)
+
+    def api_lost(self) -> bool:
+        """Whether the run's Prefect API has been lost (:class:`flows.prefect_api.ApiWatch`): its artifacts are
+        then not published, each call would wait for Prefect's client to give up."""
+        return getattr(self.stop, "lost", None) is not None
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[StageRecord]:
@@ -109,7 +115,8 @@ class RunContext:
 
         def report(done: int, total: int) -> None:
             emit("progress", name, (done, total))
-            artifact(done, total)
+            if not self.api_lost():
+                artifact(done, total)
 
         return report
 
@@ -137,7 +144,7 @@ def open_run(store: Store, run: str, client: Any, *, flow: str, parameters: dict
     ``lost`` attribute, once set, is the reason the run failed (:class:`flows.prefect_api.ApiWatch`): raised in place
     of whatever error its action (the client's close) caused."""
     manifest = RunManifest.start(run, flow=flow, parameters=parameters, seed=seed)
-    ctx = RunContext(store=store, run=run, client=client, manifest=manifest, token=store_token(store))
+    ctx = RunContext(store=store, run=run, client=client, manifest=manifest, token=store_token(store), stop=stop)
     for name, seconds, info in stages_before:
         ctx.record_stage(name, seconds, info)
     with store_lock(store, run), manifest_context(store, manifest), _reasons(stop):

@@ -52,4 +52,7 @@ def apply_cli_env(verbose: bool) -> None:
     # reported in one line by the CLI instead (flows.stops)
     os.environ.setdefault("PREFECT_INTERNAL_LOGGING_LEVEL", "ERROR" if verbose else "CRITICAL")
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if verbose else "error")
+    # Prefect's client retries a failed API call up to 5 times with exponential back-off (a minute): a run whose
+    # API is gone would wait that long at each call; 2 retries still ride out a brief restart of the server
+    os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "2")
     apply_env_defaults()
