@@ -14,6 +14,9 @@ Groups (targets, as medians after the warm-up process):
   3e4), and against the same fit repeated in a warm process (target: at most 1.5x at 1e5);
 - ``cli``: ``eigenflow embed X.npy STORE`` wall time at 3e4, 1e5 and 1e6 (``--cli-sizes``), against
   pynndescent + eigensolver in a warm process (targets: at most 10 s more at 3e4 and 1e5, at most 1.3x at 1e6);
+- ``flow``: the Python flow API, ``embed(X.npy, STORE)`` (``eigenflow.flows.embed``, as README's quick start
+  shows) as the first call of a fresh process, at 1e5 x 32: its wall time against the CLI's and the same warm
+  reference (target: inside the CLI's budget);
 - ``worker``: a freshly started Dask worker's first NN-descent build of 1e5 x 32 points (the task's time:
   imports and cache loads included) against the same build on the same worker afterwards (target: at most 3 s
   more);
@@ -23,8 +26,11 @@ Groups (targets, as medians after the warm-up process):
   (``benchmarks/bench_knn_exact.py`` in a fresh process; target: at least as fast as the faster one);
 - ``empty``: the API fit at 3e4 and ``eigenflow embed`` at 3e4 on an empty cache (the first-ever compile).
 
-Run: ``python benchmarks/bench_cold_start.py [--groups api cli worker light exact empty] [--repeats 3]
-[--cli-sizes 30000 100000 1000000] [--json PATH] [--cache DIR]``.
+Run: ``python benchmarks/bench_cold_start.py [--groups api cli flow worker light exact empty] [--repeats 3]
+[--cli-sizes 30000 100000 1000000] [--json PATH] [--cache DIR] [--eigenflow CMD] [--pythonpath DIR]``.
+``--eigenflow`` / ``--pythonpath``: time another eigenflow (e.g. a checkout of an earlier commit, its console
+script and its folder on ``PYTHONPATH``) in the ``cli``, ``flow`` and ``light`` groups, back to back with this one
+on the same machine; the references stay this checkout's.
 """
 
 from __future__ import annotations
@@ -90,6 +96,19 @@ laplacian_eigenmaps_from_graph(W, 2, random_state=0)
 solve = time.perf_counter() - t1
 # the weights are outside the reference's total (reported beside it)
 print(json.dumps({"knn": knn, "solve": solve, "total": knn + solve, "weights": t1 - t0 - knn}))
+"""
+
+#: The Python flow API's first call in a fresh process (the installed package's names, or an earlier checkout's).
+FLOW_CHILD = r"""
+import json, sys, time
+start = time.perf_counter()
+try:
+    from eigenflow.flows.embed import embed
+except ImportError:
+    from flows.embed import embed
+if __name__ == "__main__":
+    embed(sys.argv[1], sys.argv[2])
+    print(json.dumps({"process": time.perf_counter() - start}))
 """
 
 #: A fresh worker's first NN-descent build and the next one on the same worker.
@@ -172,7 +191,28 @@ def api_group(env: dict, repeats: int) -> list[dict]:
     return rows
 
 
-def cli_group(env: dict, repeats: int, sizes: list[int], workdir: Path) -> list[dict]:
+def flow_group(env: dict, repeats: int, workdir: Path, eigenflow: list[str], child_env: dict) -> list[dict]:
+    n, d = 100_000, 32
+    path = data(n, d)
+    script = workdir / "flow_child.py"
+    script.write_text(FLOW_CHILD)
+    print(f"flow API embed {n} x {d}: {load()}", flush=True)
+    flows, clis, refs = [], [], []
+    for i in range(repeats):
+        flows.append(run_json([sys.executable, str(script), path, str(workdir / f"flow_{i}.zarr")], child_env)["process"])
+        clis.append(run_wall([*eigenflow, "embed", path, str(workdir / f"flow_cli_{i}.zarr")], child_env))
+        refs.append(run_json([sys.executable, "-c", REFERENCE_CHILD, path], env)["total"])
+        for store in workdir.glob("flow*.zarr"):
+            shutil.rmtree(store, ignore_errors=True)
+    flow, cli, ref = median(flows), median(clis), median(refs)
+    print(f"  embed(...) fresh process {flow:.1f} s (samples {', '.join(f'{w:.1f}' for w in flows)}); CLI "
+          f"{cli:.1f} s; warm reference {ref:.1f} s: flow +{flow - ref:.1f} s, CLI +{cli - ref:.1f} s", flush=True)
+    return [{"group": "flow", "n": n, "d": d, "flow": flows, "cli": clis, "reference": refs,
+             "flow_excess_seconds": flow - ref, "cli_excess_seconds": cli - ref, "load": os.getloadavg()}]
+
+
+def cli_group(env: dict, repeats: int, sizes: list[int], workdir: Path, eigenflow: list[str],
+              child_env: dict) -> list[dict]:
     rows = []
     for n in sizes:
         d = 16 if n <= 30_000 else 32
@@ -181,7 +221,7 @@ def cli_group(env: dict, repeats: int, sizes: list[int], workdir: Path) -> list[
         walls, refs, weights = [], [], []
         for i in range(repeats):
             store = workdir / f"embed_{n}_{i}.zarr"
-            walls.append(run_wall([str(BIN / "eigenflow"), "embed", path, str(store)], env))
+            walls.append(run_wall([*eigenflow, "embed", path, str(store)], child_env))
             shutil.rmtree(store, ignore_errors=True)
             reference = run_json([sys.executable, "-c", REFERENCE_CHILD, path], env)
             refs.append(reference["total"])
@@ -207,7 +247,7 @@ def worker_group(env: dict, repeats: int) -> list[dict]:
              "excess_seconds": first - warm, "load": os.getloadavg()}]
 
 
-def light_group(env: dict, repeats: int, workdir: Path) -> list[dict]:
+def light_group(env: dict, repeats: int, workdir: Path, eigenflow: list[str], child_env: dict) -> list[dict]:
     store = workdir / "small.zarr"
     small = workdir / "small.npy"
     import numpy as np
@@ -219,7 +259,7 @@ def light_group(env: dict, repeats: int, workdir: Path) -> list[dict]:
     commands = {"--help": ["--help"], "methods": ["methods"], "info": ["info", str(store)]}
     rows = []
     for name, args in commands.items():
-        walls = [run_wall([str(BIN / "eigenflow"), *args], env) for _ in range(repeats)]
+        walls = [run_wall([*eigenflow, *args], child_env) for _ in range(repeats)]
         print(f"  eigenflow {name}: {median(walls):.2f} s ({', '.join(f'{w:.2f}' for w in walls)})", flush=True)
         rows.append({"group": "light", "command": name, "wall": walls})
     return rows
@@ -252,8 +292,11 @@ def empty_group(root: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--groups", nargs="+", default=["api", "cli", "worker", "light", "exact", "empty"],
-                        choices=["api", "cli", "worker", "light", "exact", "empty"])
+    parser.add_argument("--groups", nargs="+", default=["api", "cli", "flow", "worker", "light", "exact", "empty"],
+                        choices=["api", "cli", "flow", "worker", "light", "exact", "empty"])
+    parser.add_argument("--eigenflow", default=str(BIN / "eigenflow"),
+                        help="the eigenflow command to time (default: this environment's console script)")
+    parser.add_argument("--pythonpath", default=None, help="PYTHONPATH of the timed eigenflow's processes")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cli-sizes", type=int, nargs="+", default=[30_000, 100_000, 1_000_000])
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -266,9 +309,11 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="eigenflow-cold-", dir=REPO / ".eigenflow-home"))
     cache = args.cache.absolute() if args.cache else root / "cache"
     env = env_with_cache(cache)
+    eigenflow = args.eigenflow.split()
+    child_env = {**env, "PYTHONPATH": args.pythonpath} if args.pythonpath else env
     print(f"machine: {os.cpu_count()} cores, {platform.python_version()}, {load()}; cache {cache}", flush=True)
     t0 = time.perf_counter()
-    warm_up = run_wall([str(BIN / "eigenflow"), "warm"], env)
+    warm_up = run_wall([*eigenflow, "warm"], child_env)
     print(f"warm-up process (eigenflow warm{'' if args.cache else ', empty cache'}): {warm_up:.1f} s", flush=True)
     rows: list[dict] = [{"group": "warm-up", "seconds": warm_up}]
     try:
@@ -276,11 +321,13 @@ def main() -> None:
             if group == "api":
                 rows += api_group(env, args.repeats)
             elif group == "cli":
-                rows += cli_group(env, args.repeats, args.cli_sizes, root)
+                rows += cli_group(env, args.repeats, args.cli_sizes, root, eigenflow, child_env)
+            elif group == "flow":
+                rows += flow_group(env, args.repeats, root, eigenflow, child_env)
             elif group == "worker":
                 rows += worker_group(env, args.repeats)
             elif group == "light":
-                rows += light_group(env, args.repeats, root)
+                rows += light_group(env, args.repeats, root, eigenflow, child_env)
             elif group == "exact":
                 rows += exact_group(env, args.repeats)
             elif group == "empty":

@@ -4,18 +4,17 @@ A served run's process can die without telling the server (SIGKILL, OOM killer, 
 *Running* (or *Pending*) and keeps its deployment's one concurrency slot (``concurrency_limit=1``), so every
 later scheduled run waits in ``AwaitingConcurrencySlot``. ``eigenflow serve`` repairs that by itself:
 
-- **owner record**: the process that executes a served run is written on its flow run, as the label
-  :data:`OWNER_LABEL` (JSON of :func:`storage.lock.process_identity`: host, pid, process start time) and as
-  Prefect's ``infrastructure_pid`` (``host:pid``, shown by the UI). The in-process runner records itself when it
-  claims a run; with Prefect's runner the serving process records each run subprocess it sees among its own
-  children (the child whose environment holds ``PREFECT__FLOW_RUN_ID``), checked every second by
-  :class:`ServeWatch`.
+- **owner record**: the process that executes a served run writes itself on its flow run as it starts
+  (:func:`record_served_run`), as the label :data:`OWNER_LABEL` (JSON of :func:`storage.lock.process_identity`:
+  host, pid, process start time) and as Prefect's ``infrastructure_pid`` (``host:pid``, shown by the UI).
 - **recovery** (:func:`recover_crashed_runs`, when ``serve`` starts and every :data:`RECOVER_SECONDS` while it
   serves): every *Pending* / *Running* / *Cancelling* run of the served deployments whose owner record names a
   process of this host that no longer exists (no process with that pid, or one with another start time: the pid
   was reused) is set *Crashed* with a message naming that process; the server then frees the concurrency slot.
-  A run without an owner record (killed within its first second under Prefect's runner), or owned by a live
-  process or by another host, is left alone: it is never marked on a guess.
+  A run without an owner record (killed before its flow started), or owned by a live process or by another host,
+  is left alone: it is never marked on a guess. Prefect's own detection of dead runs (flow-run heartbeats and a
+  zombie-run automation on the server) sees such runs only after their heartbeats have been missed for minutes;
+  this check, which knows the process, frees the schedule at once.
 
 The store side needs no repair: the dead run's manifest stays ``running``, which
 :func:`storage.manifest.effective_status` reads as ``crashed`` (same owner rule), and its lock is stale, so the
@@ -40,10 +39,6 @@ logger = logging.getLogger("eigenflow.serve")
 OWNER_LABEL = "eigenflow.owner"
 #: Seconds between two recoveries while serving.
 RECOVER_SECONDS = 30.0
-#: Seconds between two looks for new run subprocesses (Prefect's runner).
-RECORD_SECONDS = 1.0
-#: The environment variable by which Prefect's runner names a subprocess's flow run.
-FLOW_RUN_ENV = "PREFECT__FLOW_RUN_ID"
 
 
 def record_owner(client: Any, flow_run_id: UUID, owner: dict[str, Any]) -> None:
@@ -120,35 +115,29 @@ def recover_crashed_runs(client: Any, deployment_ids: Sequence[UUID]) -> list[UU
     return crashed
 
 
-def run_subprocesses() -> dict[UUID, dict[str, Any]]:
-    """``{flow run id: owner record}`` of this process's children that execute a flow run (Prefect's runner
-    names the run in the child's environment)."""
-    import socket
+def record_served_run() -> None:
+    """Record this process as the owner of the served flow run it executes (called at the start of the flows; a
+    run that is not a deployment's, e.g. a CLI run, records nothing). Prefect names the run through its public
+    ``prefect.runtime``."""
+    from prefect.runtime import deployment, flow_run
 
-    import psutil
+    if deployment.id is None or flow_run.id is None:
+        return
+    from prefect.client.orchestration import get_client
 
-    found = {}
-    for child in psutil.Process().children(recursive=False):
-        try:
-            run_id = child.environ().get(FLOW_RUN_ENV)
-            started = round(child.create_time(), 3)
-        except psutil.Error:
-            continue
-        if run_id:
-            found[UUID(run_id)] = {"host": socket.gethostname(), "pid": child.pid, "process_start": started}
-    return found
+    from eigenflow.storage.lock import process_identity
+
+    with get_client(sync_client=True) as client:
+        record_owner(client, UUID(str(flow_run.id)), process_identity())
 
 
 class ServeWatch(threading.Thread):
-    """While serving: records the owners of new run subprocesses (every :data:`RECORD_SECONDS`, when
-    ``record_children``) and recovers crashed runs (every ``recover_seconds``)."""
+    """While serving: recovers crashed runs every ``recover_seconds``."""
 
-    def __init__(self, names: Sequence[str], *, record_children: bool, recover_seconds: float = RECOVER_SECONDS):
+    def __init__(self, names: Sequence[str], *, recover_seconds: float = RECOVER_SECONDS):
         super().__init__(name="eigenflow-serve-watch", daemon=True)
         self.names = tuple(names)
-        self.record_children = record_children
         self.recover_seconds = recover_seconds
-        self._recorded: set[UUID] = set()
         self._stop_event = threading.Event()
         self._context = contextvars.copy_context()  # Prefect's settings (API URL) of the serving thread
 
@@ -156,28 +145,15 @@ class ServeWatch(threading.Thread):
         self._context.run(self._loop)
 
     def stop(self) -> None:
-        """Stop the watch (returns at once; the thread ends within a second)."""
+        """Stop the watch (returns at once)."""
         self._stop_event.set()
 
     def _loop(self) -> None:
-        import time
-
         from prefect.client.orchestration import get_client
 
         with get_client(sync_client=True) as client:
-            next_recovery = time.monotonic() + self.recover_seconds
-            while not self._stop_event.wait(RECORD_SECONDS if self.record_children else self.recover_seconds):
+            while not self._stop_event.wait(self.recover_seconds):
                 try:
-                    if self.record_children:
-                        self._record_new(client)
-                    if time.monotonic() >= next_recovery:
-                        recover_crashed_runs(client, served_deployment_ids(client, self.names))
-                        next_recovery = time.monotonic() + self.recover_seconds
+                    recover_crashed_runs(client, served_deployment_ids(client, self.names))
                 except Exception:  # noqa: BLE001 - the server may be briefly unreachable: try again next time
                     logger.warning("serve watch: the Prefect server call failed; retrying", exc_info=True)
-
-    def _record_new(self, client: Any) -> None:
-        for run_id, owner in run_subprocesses().items():
-            if run_id not in self._recorded:
-                record_owner(client, run_id, owner)
-                self._recorded.add(run_id)

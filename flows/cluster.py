@@ -74,9 +74,11 @@ def stop_signals_blocked() -> Iterator[None]:
 
 def launch_fork_server() -> str:
     """Launch multiprocessing's fork server, importing Dask's worker and eigenflow's worker preload, with SIGINT and
-    SIGTERM blocked (see the module docstring); returns the start method for Dask's workers: ``"forkserver"``, or
-    Dask's configured one where there is no fork server (Windows) or one is already running (its mask is its own).
-    Multiprocessing's resource tracker is launched first: its own launch unblocks SIGINT in the calling thread."""
+    SIGTERM blocked (see the module docstring) and the workers' environment (:func:`worker_environ`: what Dask
+    sets before it spawns a worker, such as one BLAS thread, which a fork inherits from the server instead);
+    returns the start method for Dask's workers: ``"forkserver"``, or Dask's configured one where there is no fork
+    server (Windows). Once per process: a server already running keeps what it was launched with. Multiprocessing's
+    resource tracker is launched first: its own launch unblocks SIGINT in the calling thread."""
     import multiprocessing
     import multiprocessing.forkserver
     import multiprocessing.resource_tracker
@@ -89,8 +91,14 @@ def launch_fork_server() -> str:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["distributed", WORKER_PRELOAD])
     multiprocessing.resource_tracker.ensure_running()
-    with stop_signals_blocked():
-        multiprocessing.forkserver.ensure_running()  # once per process; a second call finds it running
+    saved = dict(os.environ)
+    os.environ.update({key: str(value) for key, value in worker_environ().items()})
+    try:
+        with stop_signals_blocked():
+            multiprocessing.forkserver.ensure_running()  # a second call finds it running
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     return "forkserver"
 
 

@@ -28,6 +28,7 @@ from eigenflow.tasks.sharded_choice import resolve_sharded
 from eigenflow.tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from eigenflow.tasks.warm_up import planned_dtype, warm_workers
 
+from eigenflow.flows._serve_recovery import record_served_run
 from eigenflow.flows.checks import check_embed_arguments, opened_or_url
 from eigenflow.flows.cluster import dask_client
 from eigenflow.flows.reporting import figures_on_worker, publish_run
@@ -118,6 +119,7 @@ def embed(
     parameters = {"source": str(source), "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler,
                   **identity}
 
+    record_served_run()  # a served run names its process, for the recovery of a run whose process died
     t0 = time.perf_counter()
     with dask_client(scheduler, n_workers=n_workers) as client, run_watch(client) as watch:
         cluster_seconds = time.perf_counter() - t0

@@ -3,8 +3,7 @@
 A Dask worker whose process memory passes ``distributed.worker.memory.pause`` (80 % of its memory limit by
 default) stops starting tasks until its memory falls again. When that memory is data the run still needs (the
 operator shard of a sharded eigensolve), it never falls: the tasks pinned to that worker wait (scheduler
-state ``no-worker``), the flow waits for them, and the run hangs without an error. The 1e7-point sharded
-benchmark did exactly that (a worker paused at 4.4 GB of its 5.5 GB limit).
+state ``no-worker``), the flow waits for them, and the run hangs without an error.
 
 :func:`watch_paused_workers` polls the scheduler from a background thread. When some worker has been paused for
 ``timeout`` seconds without a break while tasks wait for it, no worker has a task to run or runs one, no task

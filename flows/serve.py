@@ -40,6 +40,7 @@ from eigenflow.flows._serve_recovery import ServeWatch, recover_crashed_runs, se
 from eigenflow.flows.checks import check_embed_arguments
 from eigenflow.flows.embed import embed
 from eigenflow.flows.extend import extend
+from eigenflow.flows.stops import stop_on_signals
 
 logger = logging.getLogger("eigenflow.serve")
 
@@ -129,29 +130,15 @@ def serve(source: str, store: str, *, name: str, method: str, params: dict, labe
 def _serve(source: str, store: str, names: list[str], *, keep_cluster: bool, scheduler: str | None,
            options: dict) -> None:
     """The cluster, the watch and the runner of :func:`serve`, each stopped in turn at the end."""
-    with contextlib.ExitStack() as stack, interrupted_by_sigterm():
+    with contextlib.ExitStack() as stack, stop_on_signals():  # a stop during the cluster's start closes it
         if keep_cluster and scheduler is None:
             scheduler = stack.enter_context(warm_cluster(options["n_workers"]))
         served = deployments(source, store, scheduler=scheduler, **options)
-        watch = ServeWatch(names, record_children=True)
+        watch = ServeWatch(names)
         watch.start()
         stack.callback(watch.stop)
         stack.callback(recover, names, at_shutdown=True)  # a run whose process the shutdown ended
         serve_with_prefect_runner(served)
-
-
-@contextlib.contextmanager
-def interrupted_by_sigterm() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt in the main thread during the block (the runners install their own
-    handlers while they serve), so that a SIGTERM during the cluster's start still closes the cluster."""
-    def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def served_names(name: str) -> list[str]:

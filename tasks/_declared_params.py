@@ -1,8 +1,8 @@
 """An estimator's ``__init__`` parameters and defaults read from its source text, without importing it.
 
 ``eigenflow methods`` lists every method's parameters with their defaults. Importing the estimator classes to
-read their signatures would import scikit-learn and, through :mod:`spectral.neighbours.knn`, numba (about 1 s before the
-first line is printed); this module reads the same facts from the estimators' ``.py`` files with :mod:`ast`.
+read their signatures would import scikit-learn and, through :mod:`spectral.neighbours.knn`, numba before the
+first line is printed; this module reads the same facts from the estimators' ``.py`` files with :mod:`ast`.
 
 What it follows (enough for eigenflow's estimators; anything else raises :class:`UnreadableSignature`, and the
 registry then reads the live signature instead):

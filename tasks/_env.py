@@ -6,7 +6,7 @@ values keep a run local, quiet and off the network:
 - ``PREFECT_SERVER_ANALYTICS_ENABLED=false``: the only setting that reaches the internet; with it on,
   every ephemeral run prints a "database is locked" traceback.
 - ``PREFECT_SERVER_UI_ENABLED=false``: the ephemeral server never serves the UI.
-- ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90``: the default 20 s is tight on 2 cores.
+- ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90``: room for a busy 2-core machine.
 - ``DASK_LOGGING__DISTRIBUTED=warning``: silences distributed's INFO logs.
 - ``NUMBA_CACHE_DIR``: eigenflow's compiled-code cache (:func:`spectral.neighbours.jit_cache.numba_cache_dir`, a user cache
   directory, movable with ``EIGENFLOW_CACHE_DIR``), so that pynndescent's own cached kernels land beside

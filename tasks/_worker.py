@@ -24,7 +24,7 @@ def peak_rss_bytes() -> int:
     """Peak resident memory of this process so far, in bytes.
 
     On Linux ``VmHWM`` of ``/proc/self/status``: ``getrusage``'s ``ru_maxrss`` survives ``execve``, so a process
-    started by a big parent (a benchmark holding 3 GB, a Prefect runner) would report the parent's peak. Elsewhere
+    started by a big parent (a benchmark, a Prefect runner) would report the parent's peak. Elsewhere
     ``ru_maxrss`` (kilobytes on Linux / BSD, bytes on macOS).
     """
     if sys.platform.startswith("linux"):

@@ -35,7 +35,7 @@ from eigenflow.tasks.registry import get_entry
 from eigenflow.tasks.stage_handoff import drop_run, handoff_workers
 from eigenflow.tasks.task_options import COMPUTE_TASK
 
-#: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it): 2,000 points fit in ~40 s here.
+#: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it; benchmarks/results/nsse.md).
 MAX_LABELED_SUBSET = 2000
 
 

@@ -65,7 +65,7 @@ def quality(store: Store, run: str, method: str) -> dict[str, float]:
 
 
 def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on first use: ~0.2 s)."""
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on first use)."""
     import matplotlib
 
     matplotlib.use("Agg")

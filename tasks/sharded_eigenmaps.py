@@ -44,8 +44,7 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   rows left out of the fit (:class:`tasks.fit_set.FitRows`: none without a hold-out or copies; the model's fit
   rows are written by the workers, chunk by chunk), not the partition's labels, the degrees, the graph or the
   embedding. It is not a worker task: a driver on a worker whose memory crossed Dask's pause threshold (80 % of
-  its limit) waits forever for the tasks pinned to its own shard (measured: 4 workers x 1.5 GB at 1e6 points
-  hung in the preconditioner). It writes the same model as the single-process stages
+  its limit) waits forever for the tasks pinned to its own shard. It writes the same model as the single-process stages
   (:class:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel`),
   in row chunks (:func:`storage.models.create_model` ... :func:`~storage.models.finish_model`).
 

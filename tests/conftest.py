@@ -79,12 +79,14 @@ def thread_cluster():
 
 
 def pytest_configure(config):
-    """The local Dask workers of this test process are forks of Dask's fork server (``distributed.worker.
-    multiprocessing-method``, which preloads Dask's own imports into it), not fresh interpreters: the suite starts
-    dozens of clusters."""
+    """The local Dask workers of this test process are forks of one fork server, launched as eigenflow's local
+    clusters launch it (:func:`flows.cluster.launch_fork_server`: the workers' environment, Dask's worker imported),
+    not fresh interpreters: the suite starts dozens of clusters."""
     import dask
 
-    dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+    from eigenflow.flows.cluster import launch_fork_server
+
+    dask.config.set({"distributed.worker.multiprocessing-method": launch_fork_server()})
 
 
 #: Fixtures whose tests run on local Dask worker processes.

@@ -70,7 +70,7 @@ def test_sharded_flow_matches_the_single_process_flow(prefect_harness, data, fou
     stages = {s.name: s.info for s in manifest.stages}
     assert manifest.results["sharded"] is True and stages["knn"]["method"] == "sharded"
     assert stages["knn"]["n_shards"] == 4 and stages["eigensolve"]["eigen_solver"] == "distributed-lobpcg"
-    assert list(manifest.stage_seconds()) == ["ingest", "cluster", "knn", "eigensolve", "embed-points"]
+    assert list(manifest.stage_seconds()) == ["cluster", "ingest", "knn", "eigensolve", "embed-points"]
     # the shards are the parts of the bisection partition, the same for the kNN build and the Laplacian: most
     # edges inside a shard (measured 0.952 of the directed kNN edges, 0.950 of the symmetrized weights; contiguous
     # row ranges of this shuffled data keep about 0.25), so the block preconditioner is strong (measured: 25
@@ -234,7 +234,7 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, d
                        sharded=False)
     manifest = read_manifest(str(d / "ext_shards.zarr"), by_shards["run"])
     stages = {s.name: s.info for s in manifest.stages}
-    assert manifest.parameters["sharded"] is True and list(stages) == ["ingest", "cluster", "knn", "extend-points"]
+    assert manifest.parameters["sharded"] is True and list(stages) == ["cluster", "ingest", "knn", "extend-points"]
     assert stages["knn"]["n_shards"] == 4 and stages["knn"]["n_rows"] == 600 and stages["knn"]["n_fit"] == N_POINTS
     assert read_manifest(str(d / "ext_one.zarr"), one_index["run"]).parameters["sharded"] is False
     kc = stages["knn"]["n_candidates"]
