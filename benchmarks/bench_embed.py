@@ -90,7 +90,7 @@ def pynndescent_alone(X: np.ndarray, seed: int = 0) -> tuple[float, np.ndarray, 
 
 def warm_up() -> float:
     """Compile pynndescent's kernels in this process (tiny data); returns seconds."""
-    from eigenflow.tasks._worker import warm_nndescent
+    from eigenflow.tasks.bodies.worker import warm_nndescent
 
     return warm_nndescent()
 

@@ -59,7 +59,7 @@ def main() -> None:
     from eigenflow.spectral.embedding.out_of_sample import candidate_count
     from eigenflow.spectral.neighbours.sharded import build_shard_indexes
     from eigenflow.spectral.metrics import knn_recall
-    from eigenflow.tasks._worker import warm_nndescent
+    from eigenflow.tasks.bodies.worker import warm_nndescent
 
     X = make_swiss_roll_lifted(args.n, random_state=0)[0]  # (n, 32) float32
     held = np.random.default_rng(1).random(args.n) < args.holdout

@@ -1,6 +1,6 @@
 """Time and peak memory of each stage body of the single-process Laplacian-eigenmaps path, in one process.
 
-The stage bodies of :mod:`tasks.laplacian_eigenmaps` (what the flow's Dask workers run) are called one after the
+The stage bodies of :mod:`tasks.bodies.laplacian_eigenmaps` (what the flow's Dask workers run) are called one after the
 other on a local store of the 32-D lifted Swiss roll (:mod:`benchmarks.bench_support`), k = 15, 2 components, no
 hold-out: ingest, ``build_fit_index`` (read X, duplicate check, NN-descent, float64 re-ranking),
 ``write_knn_graph``, ``compute_weights``, ``solve_eigenmaps`` (Laplacian, RCM, AMG hierarchy, LOBPCG, model
@@ -48,8 +48,8 @@ def _reset_peak() -> None:
 def run(n: int, work: Path, stop_after: str) -> dict:
     from eigenflow.storage.ingest import ingest
     from eigenflow.storage.store import Store
-    from eigenflow.tasks import laplacian_eigenmaps as le
-    from eigenflow.tasks._worker import warm_nndescent
+    from eigenflow.tasks.bodies import laplacian_eigenmaps as le
+    from eigenflow.tasks.bodies.worker import warm_nndescent
 
     x_path, _ = manifold_npy(n)
     store = str(work / f"stages_{n}.zarr")

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     from distributed import Client
 
     from eigenflow.flows.cluster import local_cluster
-    from eigenflow.tasks._worker import warm_nndescent
+    from eigenflow.tasks.bodies.worker import warm_nndescent
 
     x_path, _ = manifold_npy(args.n)
     warm_nndescent()

@@ -399,7 +399,7 @@ def warm() -> None:
     machine, or once per node of a cluster whose nodes do not share EIGENFLOW_CACHE_DIR)."""
     from eigenflow.spectral.neighbours.jit_cache import compile_report, numba_cache_dir
     from eigenflow.spectral.neighbours.index import METRICS
-    from eigenflow.tasks._worker import warm_nndescent
+    from eigenflow.tasks.bodies.worker import warm_nndescent
 
     with compile_report("eigenflow warm") as record:
         seconds = warm_nndescent(("float32", "float64"), METRICS, ("nndescent", "exact"))

@@ -9,7 +9,7 @@ settings of eigenflow:
   and, after its timeout, SIGKILL). They are forks of multiprocessing's fork server (Dask's
   ``distributed.worker.multiprocessing-method: forkserver``), which :func:`launch_fork_server` starts with both
   signals blocked, so that a worker has them blocked from its first instruction, and its preload
-  (:mod:`tasks.worker_preload`) then ignores them;
+  (:mod:`tasks.bodies.worker_preload`) then ignores them;
 - :func:`worker_environ`: Dask's ``pre-spawn-environ`` without its glibc malloc threshold, which turns off glibc's
   dynamic mmap threshold and makes every large array fault its pages in again (the eigensolve's arrays above all);
 - :func:`worker_config`: the statistical profiler off and a slower event-loop tick, two threads that otherwise
@@ -30,7 +30,7 @@ SCHEDULER_ENV = "EIGENFLOW_SCHEDULER"
 DEFAULT_N_WORKERS = 2
 DEFAULT_THREADS_PER_WORKER = 1
 #: Preload of the local workers: stop signals ignored, the note of a task cancelled by the close not printed.
-WORKER_PRELOAD = "eigenflow.tasks.worker_preload"
+WORKER_PRELOAD = "eigenflow.tasks.bodies.worker_preload"
 #: The value of ``MALLOC_TRIM_THRESHOLD_`` that Dask's Nanny sets in its workers by default.
 DASK_DEFAULT_MALLOC_TRIM_THRESHOLD = 65536
 #: Dask's shipped values of the settings :func:`worker_config` changes, and eigenflow's.
@@ -84,6 +84,7 @@ def launch_fork_server() -> str:
     import multiprocessing.resource_tracker
 
     import dask
+    import distributed  # noqa: F401  (Dask's configuration of its workers: their start method, their environment)
 
     configured = dask.config.get("distributed.worker.multiprocessing-method")
     if "forkserver" not in multiprocessing.get_all_start_methods():
@@ -132,7 +133,7 @@ def check_worker_code(client: Any) -> str:
     """Refuse a cluster whose workers run other eigenflow code than this process; returns the code digest.
 
     A worker that cannot load a task's function (another eigenflow version) drops the task with an error in its
-    own log only, and the flow would wait for it forever; so the digests (:func:`tasks._worker.code_digest`) are
+    own log only, and the flow would wait for it forever; so the digests (:func:`tasks.bodies.worker.code_digest`) are
     compared on every worker of an existing scheduler when the flow connects.
 
     Raises
@@ -140,7 +141,7 @@ def check_worker_code(client: Any) -> str:
     WorkerCodeError
         Naming the workers whose digest differs (or that could not compute one) and both digests.
     """
-    from eigenflow.tasks._worker import code_digest
+    from eigenflow.tasks.bodies.worker import code_digest
 
     here = code_digest()
     address = client.scheduler.address

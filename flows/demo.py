@@ -17,10 +17,10 @@ import numpy as np
 from eigenflow.spectral.datasets import make_swiss_roll_lifted
 from eigenflow.storage.embedding_io import read_output
 from eigenflow.storage.store import Store
-from eigenflow.tasks.fit_set import HELD_OUT
+from eigenflow.tasks.bodies.fit_rows import HELD_OUT
 
 from eigenflow.flows.embed import embed
-from eigenflow.tasks.report import embedding_png
+from eigenflow.tasks.bodies.report import embedding_png
 
 DEFAULT_N_POINTS = 100_000
 DEFAULT_HOLDOUT = 0.1
@@ -60,5 +60,5 @@ def run_demo(
     plot = out_dir / "demo_embedding.png"
     plot.write_bytes(embedding_png(opened, summary["run"],
                                    "eigenflow demo: Laplacian eigenmap of a Swiss roll lifted to 32-D"))
-    accuracy = summary["results"]["heldout_1nn_accuracy"]  # tasks.report.quality, recorded in the manifest
+    accuracy = summary["results"]["heldout_1nn_accuracy"]  # tasks.bodies.report.quality, recorded in the manifest
     return {**summary, "accuracy": accuracy, "plot": str(plot), "n_heldout": int(held.sum())}

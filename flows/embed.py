@@ -25,7 +25,7 @@ from eigenflow.tasks.fitting import FitRequest, Stage, fit_stages, release_index
 from eigenflow.tasks.points import embed_points_task
 from eigenflow.tasks.registry import LABELS, SCORES, get_entry
 from eigenflow.tasks.sharded_choice import resolve_sharded
-from eigenflow.tasks.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
+from eigenflow.tasks.bodies.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from eigenflow.tasks.warm_up import planned_dtype, warm_workers
 
 from eigenflow.flows._serve_recovery import record_served_run
@@ -90,7 +90,7 @@ def embed(
         Replace an existing store at ``store`` by a new ingest of ``source``.
     sharded : bool or None
         Laplacian eigenmaps only: build the kNN graph, the weights and the Laplacian split by rows over the
-        workers and solve with the distributed eigensolver (:mod:`tasks.sharded_eigenmaps`; needs
+        workers and solve with the distributed eigensolver (:mod:`tasks.bodies.sharded_eigenmaps`; needs
         ``normalization="symmetric"``). None (default): sharded when the single-process kNN stage would need more
         than half of the smallest worker's memory.
     overwrite_run : bool

@@ -23,8 +23,8 @@ from eigenflow.storage.models import list_models
 from eigenflow.storage.store import Store
 from eigenflow.tasks.points import extend_candidates_task, extend_points_task
 from eigenflow.tasks.sharded_choice import SHARDED_METHOD
-from eigenflow.tasks.sharded_eigenmaps import candidates_complete
-from eigenflow.tasks.sharded_extend import sharded_fit_record
+from eigenflow.tasks.bodies.sharded_eigenmaps import candidates_complete
+from eigenflow.tasks.bodies.sharded_extend import sharded_fit_record
 from eigenflow.tasks.warm_up import model_dtype, warm_workers
 
 from eigenflow.flows._serve_recovery import record_served_run
@@ -58,7 +58,7 @@ def extend(
     with a manifest naming the model store and run.
 
     ``sharded`` (Laplacian eigenmaps models): True searches the new points in per-shard indexes of the fit rows
-    on the workers and maps them from their stored candidates (:mod:`tasks.sharded_extend`: no process holds an
+    on the workers and maps them from their stored candidates (:mod:`tasks.bodies.sharded_extend`: no process holds an
     index of all fit rows; a ``knn`` stage before ``extend-points``); False rebuilds one index of the fit rows
     (in the worker that restores the model); None (default): as the model's run was fitted.
 

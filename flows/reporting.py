@@ -19,8 +19,8 @@ import json
 from typing import Any
 
 from eigenflow.storage.store import Store
-from eigenflow.tasks._worker import peak_rss_bytes
-from eigenflow.tasks.report import report_figures
+from eigenflow.tasks.bodies.worker import peak_rss_bytes
+from eigenflow.tasks.bodies.report import report_figures
 
 
 
@@ -76,7 +76,7 @@ def _key(text: str) -> str:
 
 
 def figures_on_worker(client: Any, store: Store, run: str, method: str) -> dict[str, Any]:
-    """The run's quality figures and plot (:func:`tasks.report.report_figures`) made on a worker of ``client``, so
+    """The run's quality figures and plot (:func:`tasks.bodies.report.report_figures`) made on a worker of ``client``, so
     that the flow process reads no (n,) labels or mask and imports no plotting library; ``{"error": ...}`` if that
     failed (the run's results are in the store already)."""
     try:

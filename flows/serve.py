@@ -11,7 +11,7 @@ run until the new one completes.
 
 With ``keep_cluster`` (the default) the serving process also keeps one local Dask cluster up between runs and
 passes its address to every run: the runs skip the cluster start, and the workers, warmed once
-(:func:`tasks._worker.warm_nndescent`), keep the kNN search's kernels loaded. Every heavy stage (kNN build,
+(:func:`tasks.bodies.worker.warm_nndescent`), keep the kNN search's kernels loaded. Every heavy stage (kNN build,
 weights, eigensolve, write-back) runs on those workers (:func:`tasks.dask_calls.run_on_worker`), so a scheduled run
 pays neither the kernels' load nor the cluster start. Prefect's runner starts each run in a fresh subprocess; it
 claims scheduled runs a few seconds early, so for a scheduled run the subprocess's start is hidden.
@@ -79,7 +79,7 @@ def warm_cluster(n_workers: int) -> Iterator[str]:
     from distributed import Client
 
     from eigenflow.storage.signals import signals_held
-    from eigenflow.tasks._worker import warm_nndescent
+    from eigenflow.tasks.bodies.worker import warm_nndescent
 
     from eigenflow.flows.cluster import local_cluster
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eigenflow.tasks._worker import call_on_worker
+from eigenflow.tasks.bodies.worker import call_on_worker
 
 #: Progress callback of :func:`map_row_chunks`: ``(n_done, n_total)``.
 ProgressFn = Callable[[int, int], None]
@@ -78,7 +78,7 @@ def submit_to_worker(fn: Callable[..., Any], *args: Any, name: str, client: Any 
 
     ``fn`` is a module-level function of a Prefect-free module (the workers import it). The scheduler picks the
     worker (among ``workers`` if it can: a preference, not a restriction) and reruns the task elsewhere if that
-    worker dies (:mod:`tasks._worker`).
+    worker dies (:mod:`tasks.bodies.worker`).
     """
     from distributed import get_client
 
@@ -91,7 +91,7 @@ def run_on_worker(fn: Callable[..., Any], *args: Any, name: str, client: Any = N
                   workers: list[str] | None = None, **kwargs: Any) -> Any:
     """Run one stage body on a Dask worker and wait for its (small) result: :func:`submit_to_worker` + result.
 
-    A dict result carries the worker's address, seconds and peak memory (:func:`tasks._worker.call_on_worker`).
+    A dict result carries the worker's address, seconds and peak memory (:func:`tasks.bodies.worker.call_on_worker`).
     """
     return submit_to_worker(fn, *args, name=name, client=client, workers=workers, **kwargs).result()
 

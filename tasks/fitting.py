@@ -6,15 +6,15 @@ returns small JSON metadata; the last one writes ``models/<run>``:
 
 - ``in_memory``: the estimator's own ``fit`` on the fit rows read into memory (``y`` with -1 = unlabeled
   when the store has labels; must-link / cannot-link pairs of the store re-indexed to fit positions;
-  :func:`tasks.estimator_fit.fit_estimator`);
+  :func:`tasks.bodies.estimator_fit.fit_estimator`);
 - ``labeled_subset``: the same on a stratified subset of at most :data:`MAX_LABELED_SUBSET` labeled fit rows
   (NSSE / SUPLAP train in O(N^3); every other point is embedded by their RBF interpolator);
 - ``discriminant``: DNE / MFA / LFDA linear or with Nystrom kernel features, d0 x d0 sums accumulated over
-  the row blocks of the store's Dask array (:func:`tasks.estimator_fit.fit_discriminant`);
+  the row blocks of the store's Dask array (:func:`tasks.bodies.estimator_fit.fit_discriminant`);
 - ``laplacian_eigenmaps``: kNN graph -> weights -> sparse eigensolve (three stages, see
-  :mod:`tasks.laplacian_eigenmaps`), for ``affinity="knn"``; otherwise ``in_memory``.
+  :mod:`tasks.bodies.laplacian_eigenmaps`), for ``affinity="knn"``; otherwise ``in_memory``.
 
-Models are restored by :func:`tasks.fitted_model.load_fitted`.
+Models are restored by :func:`tasks.bodies.stored_model.load_fitted`.
 """
 
 
@@ -28,11 +28,11 @@ from prefect import task
 
 from eigenflow.storage.store import Store
 
-from eigenflow.tasks import laplacian_eigenmaps as le
+from eigenflow.tasks.bodies import laplacian_eigenmaps as le
 from eigenflow.tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, unpublish
-from eigenflow.tasks.estimator_fit import fit_discriminant, fit_estimator
+from eigenflow.tasks.bodies.estimator_fit import fit_discriminant, fit_estimator
 from eigenflow.tasks.registry import get_entry
-from eigenflow.tasks.stage_handoff import drop_run, handoff_workers
+from eigenflow.tasks.bodies.stage_handoff import drop_run, handoff_workers
 from eigenflow.tasks.task_options import COMPUTE_TASK
 
 #: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it; benchmarks/results/nsse.md).
@@ -94,7 +94,7 @@ def _has_model(req: FitRequest) -> bool:
 def fit_task(store: Store, run: str, store_token: str, *, method: str, params: dict, holdout: float,
              random_state: int | None, labeled_subset: int | None = None) -> dict[str, Any]:
     """Fit ``method`` on the fit rows of the store on a worker and write ``models/<run>``
-    (:func:`tasks.estimator_fit.fit_estimator`)."""
+    (:func:`tasks.bodies.estimator_fit.fit_estimator`)."""
     return run_on_worker(fit_estimator, store, run, method=method, params=params, holdout=holdout,
                          random_state=random_state, labeled_subset=labeled_subset, name=f"fit-{run}")
 
@@ -108,7 +108,7 @@ def _discriminant_at_scale(params: dict) -> bool:
 def discriminant_fit_task(store: Store, run: str, store_token: str, *, method: str, params: dict,
                           holdout: float, random_state: int | None) -> dict[str, Any]:
     """Fit DNE / MFA / LFDA by chunked sums on a worker and write the model
-    (:func:`tasks.estimator_fit.fit_discriminant`)."""
+    (:func:`tasks.bodies.estimator_fit.fit_discriminant`)."""
     return run_on_worker(fit_discriminant, store, run, method=method, params=params, holdout=holdout,
                          random_state=random_state, name=f"discriminant-fit-{run}")
 
@@ -130,7 +130,7 @@ def stage_arguments(params: dict, holdout: float, random_state: int | None) -> d
 def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
     args = (req.store, req.run, req.token)
     kw = stage_arguments(req.params, req.holdout, req.random_state)
-    handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks.stage_handoff`), for the next one
+    handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks.bodies.stage_handoff`), for the next one
 
     def handing(stage: str, info: dict) -> dict:
         handed[stage] = info.pop("handoff", None)  # a worker address and a token: not part of the stage's record
@@ -150,11 +150,11 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
 def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
              holdout: float, random_state: int | None) -> dict[str, Any]:
     """Build the kNN index of the fit set on a worker and write ``graph/knn`` from it
-    (:func:`tasks.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.laplacian_eigenmaps.write_knn_graph`).
+    (:func:`tasks.bodies.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.bodies.laplacian_eigenmaps.write_knn_graph`).
 
     With held-out points the index stays published on the cluster for their out-of-sample map
     (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"`` refers to the fit graph kept
-    in the writing worker's memory for the weights stage (:mod:`tasks.stage_handoff`).
+    in the writing worker's memory for the weights stage (:mod:`tasks.bodies.stage_handoff`).
     """
     built = submit_to_worker(le.build_fit_index, store, name=f"knn-index-{run}", n_neighbors=n_neighbors,
                              knn_method=knn_method, metric=metric, holdout=holdout, random_state=random_state)
@@ -167,7 +167,7 @@ def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_
 @task(name="weights", **COMPUTE_TASK)
 def weights_task(store: Store, run: str, store_token: str, *, weighting: str, symmetrize: str,
                  handoff: dict | None = None) -> dict[str, Any]:
-    """Weights of the fit graph (:func:`tasks.laplacian_eigenmaps.compute_weights`) on the worker that kept the
+    """Weights of the fit graph (:func:`tasks.bodies.laplacian_eigenmaps.compute_weights`) on the worker that kept the
     graph (``handoff``, the kNN stage's), else on any worker (from the store)."""
     return run_on_worker(le.compute_weights, store, run, handoff, weighting=weighting, symmetrize=symmetrize,
                          name=f"weights-{run}", workers=handoff_workers(handoff))
@@ -178,7 +178,7 @@ def eigensolve_task(store: Store, run: str, store_token: str, *, n_components: i
                     eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None, weighting: str, symmetrize: str,
                     handoff: dict | None = None) -> dict[str, Any]:
-    """Laplacian eigenmap and its model (:func:`tasks.laplacian_eigenmaps.solve_eigenmaps`) on the worker that
+    """Laplacian eigenmap and its model (:func:`tasks.bodies.laplacian_eigenmaps.solve_eigenmaps`) on the worker that
     kept W (``handoff``, the weights stage's), else on any worker (from the store; W computed again with
     ``weighting`` / ``symmetrize`` if the store lacks it)."""
     return run_on_worker(le.solve_eigenmaps, store, run, handoff, n_components=n_components,
@@ -188,7 +188,7 @@ def eigensolve_task(store: Store, run: str, store_token: str, *, n_components: i
 
 
 def _sharded_stages(req: FitRequest) -> list[Stage]:
-    """The stages of the sharded path (:mod:`tasks.sharded_eigenmaps`): kNN, then eigensolve with the weights."""
+    """The stages of the sharded path (:mod:`tasks.bodies.sharded_eigenmaps`): kNN, then eigensolve with the weights."""
     p = req.params
     args = (req.store, req.run, req.token)
     return [
@@ -205,17 +205,17 @@ def _sharded_stages(req: FitRequest) -> list[Stage]:
 def sharded_knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, metric: str, holdout: float,
                      random_state: int | None) -> dict[str, Any]:
     """The sharded kNN graph of the fit rows and the held-out rows' candidates, built and written by the workers
-    (:func:`tasks.sharded_eigenmaps.sharded_knn`)."""
+    (:func:`tasks.bodies.sharded_eigenmaps.sharded_knn`)."""
     from distributed import get_client
 
-    from eigenflow.tasks.sharded_eigenmaps import sharded_knn
+    from eigenflow.tasks.bodies.sharded_eigenmaps import sharded_knn
 
     return sharded_knn(store, run, get_client(), n_neighbors=n_neighbors, metric=metric, n_shards=None,
                        holdout=holdout, random_state=random_state)
 
 
 def _candidates_intact(req: FitRequest) -> bool:
-    from eigenflow.tasks.sharded_eigenmaps import candidates_intact
+    from eigenflow.tasks.bodies.sharded_eigenmaps import candidates_intact
 
     return candidates_intact(req.store, req.run)
 
@@ -224,12 +224,12 @@ def _candidates_intact(req: FitRequest) -> bool:
 def sharded_eigensolve_task(store: Store, run: str, store_token: str, *, n_components: int, weighting: str,
                             symmetrize: str, tol: float | None, random_state: int | None) -> dict[str, Any]:
     """Weights, Laplacian and eigensolve per shard on the workers, driven from this process (LOBPCG's blocks stay on
-    the workers as row parts; :func:`tasks.sharded_eigenmaps.solve_sharded_eigenmaps`); the shards are those of
+    the workers as row parts; :func:`tasks.bodies.sharded_eigenmaps.solve_sharded_eigenmaps`); the shards are those of
     the kNN stage."""
     from distributed import get_client
 
     from eigenflow.storage.graph_io import read_knn_attrs
-    from eigenflow.tasks.sharded_eigenmaps import solve_sharded_eigenmaps
+    from eigenflow.tasks.bodies.sharded_eigenmaps import solve_sharded_eigenmaps
 
     n_shards = int(read_knn_attrs(store)["n_shards"])
     return solve_sharded_eigenmaps(store, run, get_client(), n_components=n_components, weighting=weighting,

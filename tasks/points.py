@@ -5,7 +5,7 @@ has them, every other row the model's out-of-sample map; :func:`extend_points_ta
 row of another store with a stored model. The outputs are the entry's (:mod:`tasks.registry`):
 ``embeddings/<run>`` (n, k) and, for classifiers, ``outputs/<run>/labels`` (n,) and ``outputs/<run>/scores``
 (n, c). These tasks only orchestrate: the model is restored on a worker and every chunk is written by a Dask
-task (:mod:`tasks.point_writeback`), so the flow process never holds the model or X.
+task (:mod:`tasks.bodies.point_writeback`), so the flow process never holds the model or X.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from eigenflow.storage.checksums import completed_row_chunks
 from eigenflow.storage.embedding_io import read_output
 from eigenflow.storage.store import Store
 
-from eigenflow.tasks import laplacian_eigenmaps as le
+from eigenflow.tasks.bodies import laplacian_eigenmaps as le
 from eigenflow.tasks.dask_calls import ProgressFn, map_row_chunks, published_future, run_on_worker, submit_to_worker
-from eigenflow.tasks.point_writeback import output_array, prepare_points, start_point_outputs, write_points_chunk
+from eigenflow.tasks.bodies.point_writeback import output_array, prepare_points, start_point_outputs, write_points_chunk
 from eigenflow.tasks.registry import LABELS
 from eigenflow.tasks.task_options import COMPUTE_TASK, IO_TASK
 
@@ -33,7 +33,7 @@ def embed_points_task(store: Store, run: str, store_token: str, *, holdout: floa
     """Write the outputs of every row of X for the model of ``run`` (fit rows: fitted results; others: mapped).
 
     Also writes ``outputs/<run>/in_fit`` (n,) bool (the rows the model was fitted on) and
-    ``outputs/<run>/held_out`` (n,) bool (the run's hold-out draw, :func:`tasks.fit_set.held_out_rows`, made on
+    ``outputs/<run>/held_out`` (n,) bool (the run's hold-out draw, :func:`tasks.bodies.fit_rows.held_out_rows`, made on
     the worker that writes them: the flow process holds no (n,) array).
     """
     index = published_future(le.index_dataset_name(store_token, run))
@@ -48,7 +48,7 @@ def extend_points_task(model_store: Store, model_run: str, model_token: str, out
                        out_run: str, *, stored_candidates: bool = False,
                        on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Write the outputs of every row of ``out_store`` with the model of ``model_run`` stored in ``model_store``;
-    ``stored_candidates``: from the candidate fit points the extend run stored (:mod:`tasks.sharded_extend`), not
+    ``stored_candidates``: from the candidate fit points the extend run stored (:mod:`tasks.bodies.sharded_extend`), not
     from a rebuilt index of all fit rows."""
     prepared = submit_to_worker(prepare_points, model_store, model_run, fitted_rows=False,
                                 stored_candidates=stored_candidates, name=f"load-model-{model_run}")
@@ -60,10 +60,10 @@ def extend_points_task(model_store: Store, model_run: str, model_token: str, out
 def extend_candidates_task(model_store: Store, model_run: str, out_store: Store, out_run: str, *,
                            n_shards: int | None) -> dict[str, Any]:
     """The candidate fit points of every row of ``out_store``, searched in per-shard indexes of the model's fit rows
-    on the workers and written by them (:func:`tasks.sharded_extend.write_extend_candidates`)."""
+    on the workers and written by them (:func:`tasks.bodies.sharded_extend.write_extend_candidates`)."""
     from distributed import get_client
 
-    from eigenflow.tasks.sharded_extend import write_extend_candidates
+    from eigenflow.tasks.bodies.sharded_extend import write_extend_candidates
 
     return write_extend_candidates(model_store, model_run, out_store, out_run, get_client(), n_shards=n_shards)
 
@@ -73,7 +73,7 @@ def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name
                         on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Create the outputs of ``run`` and write every chunk not already written (a resumed run keeps the chunks
     with an intact checksum record), from ``prepared``: the future of a
-    :class:`tasks.point_writeback.PreparedPoints`; ``on_progress(done, total)`` as chunks finish."""
+    :class:`tasks.bodies.point_writeback.PreparedPoints`; ``on_progress(done, total)`` as chunks finish."""
     bounds = row_chunks(store)
     started = run_on_worker(start_point_outputs, store, run, prepared, attrs, holdout_draw=holdout_draw,
                             name=f"{name}-start")

@@ -1,4 +1,4 @@
-"""Whether a run takes the sharded path (:mod:`tasks.sharded_eigenmaps`): what that path supports, and the choice
+"""Whether a run takes the sharded path (:mod:`tasks.bodies.sharded_eigenmaps`): what that path supports, and the choice
 made for ``sharded=None`` from the run's size and the workers' memory (Prefect-free; imported by the flow's
 argument checks and by the CLI before any work).
 """
@@ -10,7 +10,7 @@ from typing import Any
 from eigenflow.spectral.errors import ParameterError
 from eigenflow.spectral.placement import smallest_memory_limit
 
-from eigenflow.tasks.laplacian_eigenmaps import METHOD
+from eigenflow.tasks.bodies.laplacian_eigenmaps import METHOD
 
 #: What the sharded path supports (:func:`check_sharded`): Laplacian eigenmaps of a kNN graph, symmetric
 #: normalization (any ``holdout``).
@@ -38,7 +38,7 @@ def single_process_knn_bytes(n: int, d: int, k: int, itemsize: int = 4) -> int:
 
 
 def resolve_sharded(sharded: bool | None, method: str, params: dict, n: int, d: int, client: Any) -> bool:
-    """Whether the run takes the sharded path (:mod:`tasks.sharded_eigenmaps`): as asked, or with ``None``
+    """Whether the run takes the sharded path (:mod:`tasks.bodies.sharded_eigenmaps`): as asked, or with ``None``
     (auto) when it can and the single-process kNN stage would need more than half the memory of the smallest
     worker (:func:`single_process_knn_bytes`)."""
     if sharded is not None:

@@ -1,6 +1,6 @@
 """Whether a run builds or queries NN-descent indexes, and the workers' load of its compiled kernels.
 
-A worker loads the kNN search's numba kernels from eigenflow's compiled-code cache (:func:`tasks._worker.
+A worker loads the kNN search's numba kernels from eigenflow's compiled-code cache (:func:`tasks.bodies.worker.
 warm_nndescent`; compiled on a machine's first use) the first time it needs them. A flow that will need them submits
 :func:`warm_workers` as soon as its cluster is up: one task per worker, queued before the run's first stage on
 the workers, so that the kNN build does not pay the load and a run's ``compile`` seconds are known.
@@ -13,7 +13,7 @@ from typing import Any
 from eigenflow.spectral.placement import worker_list
 from eigenflow.storage import layout
 from eigenflow.storage.store import Store
-from eigenflow.tasks._worker import warm_nndescent
+from eigenflow.tasks.bodies.worker import warm_nndescent
 
 
 def uses_nndescent(params: dict, n_fit: int, n_features: int) -> bool:
@@ -62,7 +62,7 @@ def model_dtype(store: Store, model: Any, use_shards: bool) -> str | None:
 
 
 def warm_workers(client: Any, dtype: str | None) -> list:
-    """One :func:`tasks._worker.warm_nndescent` task per worker of ``client`` for X of ``dtype`` (none for None);
+    """One :func:`tasks.bodies.worker.warm_nndescent` task per worker of ``client`` for X of ``dtype`` (none for None);
     each future's result is that worker's seconds. A worker that dies loses its task: the scheduler runs it again
     on another worker (``allow_other_workers``) rather than wait for the dead one."""
     if dtype is None:

@@ -33,9 +33,10 @@ FOLDERS = ("spectral", "storage", "tasks", "flows")
 
 #: layer -> top-level packages it must never import
 FORBIDDEN = {
-    "spectral": {"prefect", "prefect_dask", "zarr", "storage", "tasks", "flows"},
-    "storage": {"spectral", "prefect", "prefect_dask", "tasks", "flows"},
+    "spectral": {"prefect", "zarr", "storage", "tasks", "flows"},
+    "storage": {"spectral", "prefect", "tasks", "flows"},
     "tasks": {"flows"},
+    "tasks/bodies": {"prefect", "flows"},  # the stage bodies run on the workers, which import no Prefect
 }
 
 
@@ -87,6 +88,16 @@ def violations(layer: str) -> list[str]:
 def test_layer_imports_only_downward(layer):
     assert (REPO_ROOT / layer / "__init__.py").exists()
     assert violations(layer) == []
+
+
+def test_the_bodies_import_no_prefect_module_of_tasks():
+    """A stage body imports no module of :mod:`tasks` that imports Prefect (its worker would import Prefect)."""
+    with_prefect = {f"eigenflow.tasks.{p.stem}" for p in (REPO_ROOT / "tasks").glob("*.py")
+                    if "prefect" in {top for _, top in imported_top_levels(p)}}
+    assert with_prefect >= {"eigenflow.tasks.fitting", "eigenflow.tasks.points"}
+    graph = import_graph(REPO_ROOT, ["tasks"], prefix=f"{PACKAGE}.")
+    bad = {m: sorted(graph[m] & with_prefect) for m in graph if m.startswith("eigenflow.tasks.bodies")}
+    assert {m: b for m, b in bad.items() if b} == {}
 
 
 def bare_imports(path: Path) -> list[int]:

@@ -189,8 +189,8 @@ def test_the_flow_process_imports_no_numerical_library():
     code = ("import sys\n"
             "import eigenflow.flows.cli, eigenflow.flows.embed, eigenflow.flows.extend, eigenflow.flows.run\n"
             "import eigenflow.flows.cluster, eigenflow.flows.serve\n"
-            "import eigenflow.tasks.fitting, eigenflow.tasks.points, eigenflow.tasks.laplacian_eigenmaps\n"
-            "import eigenflow.tasks.sharded_eigenmaps, eigenflow.tasks.warm_up\n"
+            "import eigenflow.tasks.fitting, eigenflow.tasks.points, eigenflow.tasks.bodies.laplacian_eigenmaps\n"
+            "import eigenflow.tasks.bodies.sharded_eigenmaps, eigenflow.tasks.warm_up\n"
             f"print(sorted({{m.partition('.')[0] for m in sys.modules}} & set({WORKER_ONLY!r})))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

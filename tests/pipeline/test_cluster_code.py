@@ -15,7 +15,7 @@ def test_workers_running_other_code_are_refused_and_the_same_code_is_accepted(tm
     from distributed import Client
 
     from eigenflow.flows.cluster import WorkerCodeError, dask_client
-    from eigenflow.tasks._worker import code_digest
+    from eigenflow.tasks.bodies.worker import code_digest
 
     other = tmp_path / "other"
     for package in ("spectral", "storage", "tasks"):

@@ -1,5 +1,5 @@
 """The fit set: which rows the fit stages fit on. Exact-duplicate collapse, the stratified labeled subset, and the
-fit rows of :mod:`tasks.fit_set` (positions of fit rows, the rows left out of the fit)."""
+fit rows of :mod:`tasks.bodies.fit_rows` (positions of fit rows, the rows left out of the fit)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_fit_positions_by_table_and_by_search_agree_and_refuse_non_fit_rows(n_ro
     """Rows -> positions in the sorted fit rows, by a position table (one process) or a binary search (a shard's
     worker): the same positions, and a neighbour that is not a fit row is a store error, not a wrong position."""
     from eigenflow.storage.errors import StoreFormatError
-    from eigenflow.tasks.fit_set import fit_positions
+    from eigenflow.tasks.bodies.fit_rows import fit_positions
 
     fit_rows = np.array([0, 2, 3, 7, 11])
     neighbours = np.array([[2, 11, 0], [7, 3, 2]])
@@ -115,10 +115,10 @@ def test_fit_positions_by_table_and_by_search_agree_and_refuse_non_fit_rows(n_ro
 
 @pytest.mark.parametrize("fraction", [0.0, 0.1, 0.9])
 def test_fit_rows_from_the_left_out_rows_equal_the_row_array(fraction):
-    """:class:`tasks.fit_set.FitRows` (the rows left out of the fit, no (n_fit,) array) against the sorted fit-row
+    """:class:`tasks.bodies.fit_rows.FitRows` (the rows left out of the fit, no (n_fit,) array) against the sorted fit-row
     array: positions -> rows and back, per-chunk masks, removing fit positions; a left-out row is refused."""
     from eigenflow.storage.errors import StoreFormatError
-    from eigenflow.tasks.fit_set import FitRows, fit_rows_for, held_out_rows
+    from eigenflow.tasks.bodies.fit_rows import FitRows, fit_rows_for, held_out_rows
 
     n = 1000
     fit = FitRows(n, held_out_rows(n, fraction, random_state=4))

@@ -298,7 +298,7 @@ def test_a_failed_background_graph_write_fails_the_run_and_its_resume_builds_the
     """The kNN stage's graph is written in a thread of its worker while the weights stage computes W from memory:
     a failure of that write is raised by the eigensolve (which joins W's write, which waits for the graph's), the
     run is recorded as failed, and the resumed run, whose stored graph is incomplete, builds it again."""
-    import eigenflow.tasks.laplacian_eigenmaps as le
+    import eigenflow.tasks.bodies.laplacian_eigenmaps as le
     from eigenflow.flows.embed import embed
 
     d, X, _, _ = data
@@ -339,7 +339,7 @@ def _assert_embedding_is_the_estimators(store: str, run: str, X: np.ndarray) -> 
 
 
 def _held_handoffs(dask_worker) -> int:
-    from eigenflow.tasks.stage_handoff import PLUGIN_NAME
+    from eigenflow.tasks.bodies.stage_handoff import PLUGIN_NAME
 
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     return 0 if plugin is None else len(plugin.held)

@@ -1,4 +1,4 @@
-"""The stage handoff (:mod:`tasks.stage_handoff`) on a real in-process Dask cluster: arrays kept in a worker's plugin,
+"""The stage handoff (:mod:`tasks.bodies.stage_handoff`) on a real in-process Dask cluster: arrays kept in a worker's plugin,
 taken once, only with the token the store holds, only on that worker; a run's leftovers dropped."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from distributed import Client
 
 from tests.helpers import local_cluster
-from eigenflow.tasks.stage_handoff import (PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, check_written, drop_run, handoff_workers, keep,
+from eigenflow.tasks.bodies.stage_handoff import (PLUGIN_NAME, TOKEN_ATTR, HandoffPlugin, check_written, drop_run, handoff_workers, keep,
                             new_token, take, take_pending)
 
 
@@ -140,7 +140,7 @@ def test_the_eigensolve_computes_w_again_when_its_write_never_landed(tmp_path):
     from eigenflow.storage.graph_io import read_csr
     from eigenflow.storage.ingest import ingest
     from eigenflow.storage.store import Store, delete_node
-    import eigenflow.tasks.laplacian_eigenmaps as le
+    import eigenflow.tasks.bodies.laplacian_eigenmaps as le
 
     X = make_swiss_roll_lifted(600, n_features=5, random_state=0)[0]
     np.save(tmp_path / "X.npy", X)

@@ -1,4 +1,4 @@
-"""The embedding plot of a run (:mod:`eigenflow.tasks.report`) has tick labels that do not overlap, whatever the
+"""The embedding plot of a run (:mod:`eigenflow.tasks.bodies.report`) has tick labels that do not overlap, whatever the
 scale of the coordinates: spectral embeddings of many points have coordinates of about 1e-3, whose default
 matplotlib labels (``-0.0015``, ``-0.0010``, ...) ran into each other."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eigenflow.tasks.report import embedding_figure, plot_embedding, pyplot
+from eigenflow.tasks.bodies.report import embedding_figure, plot_embedding, pyplot
 
 
 def tick_labels(fig, axis: str) -> list:

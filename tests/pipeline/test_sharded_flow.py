@@ -116,7 +116,7 @@ def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefe
     from eigenflow.flows.embed import embed
     from eigenflow.spectral.metrics import knn_recall
     from eigenflow.storage.embedding_io import read_output
-    from eigenflow.tasks.sharded_eigenmaps import read_candidates
+    from eigenflow.tasks.bodies.sharded_eigenmaps import read_candidates
 
     d, y = data
     single = embed(str(d / "X.npy"), str(d / "single_h.zarr"), params={**PARAMS, "knn_method": "exact"},
@@ -219,7 +219,7 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, d
     from eigenflow.flows.extend import extend
     from eigenflow.spectral.metrics import knn_recall
     from eigenflow.storage.embedding_io import read_output
-    from eigenflow.tasks.sharded_eigenmaps import CANDIDATE_INDICES
+    from eigenflow.tasks.bodies.sharded_eigenmaps import CANDIDATE_INDICES
 
     d, y = data
     X = np.load(d / "X.npy")

@@ -1,5 +1,5 @@
 """A local worker closed while its task runs (what a stopped run's close of its cluster does) does not print Dask's
-note "Async instruction ... ended with CancelledError" (:class:`tasks.worker_preload.CancelledOnClose`); a worker
+note "Async instruction ... ended with CancelledError" (:class:`tasks.bodies.worker_preload.CancelledOnClose`); a worker
 without eigenflow's preloads does. Real clusters in fresh processes, their workers' stderr read."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_a_worker_closed_mid_task_prints_no_cancellation_note(cluster, printed):
 def test_the_filter_drops_only_that_note():
     import logging
 
-    from eigenflow.tasks.worker_preload import CancelledOnClose
+    from eigenflow.tasks.bodies.worker_preload import CancelledOnClose
 
     def record(level, text):
         return logging.LogRecord("distributed.worker.state_machine", level, __file__, 1, text, None, None)

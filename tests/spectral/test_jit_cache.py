@@ -275,7 +275,7 @@ def test_a_fit_after_the_warm_up_compiles_nothing():
     ``LaplacianEigenmaps`` fit: a fresh process fitting with NN-descent and with the exact search compiles no kernel
     (e.g. no variant for read-only graph arrays). Runs on the session's compiled-code cache."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    warm = ("from eigenflow.tasks._worker import warm_nndescent; "
+    warm = ("from eigenflow.tasks.bodies.worker import warm_nndescent; "
             "warm_nndescent(('float32',), ('euclidean',), ('nndescent', 'exact'))")
     subprocess.run([sys.executable, "-c", warm], env=env, check=True, timeout=900, cwd=REPO, capture_output=True)
     done = subprocess.run([sys.executable, "-c", FIT_SCRIPT], env=env, capture_output=True, text=True, timeout=600,

@@ -8,7 +8,7 @@ The write-back of a run is three kinds of Dask task (:func:`tasks.points.write_p
 
 1. :func:`prepare_points` (one task): restore the model, attach its kNN index if some rows are mapped
    out-of-sample (not for a sharded run's held-out rows: their candidate fit points are in the store,
-   :mod:`tasks.sharded_eigenmaps`); its result (:class:`PreparedPoints`) stays on the cluster and is sent to the
+   :mod:`tasks.bodies.sharded_eigenmaps`); its result (:class:`PreparedPoints`) stays on the cluster and is sent to the
    workers that need it (and computed again by the scheduler if the worker holding it dies);
 2. :func:`start_point_outputs` (one task): create the output arrays (and the fit masks of an ``embed`` run);
 3. :func:`write_points_chunk` (one task per row chunk): write every output of that chunk.
@@ -33,7 +33,7 @@ class PreparedPoints:
     ...}``), or an empty array and None when every row is mapped by ``model`` (``extend``, or a model without
     fitted results). ``fit_rows``: the rows of the model's store it was fitted on. ``stored_candidates``: the
     other rows are mapped from their candidate fit points stored by the run's kNN stage (a sharded run,
-    :func:`tasks.sharded_eigenmaps.read_candidates`), not by ``model.transform`` (the model has no index).
+    :func:`tasks.bodies.sharded_eigenmaps.read_candidates`), not by ``model.transform`` (the model has no index).
     """
 
     method: str
@@ -50,16 +50,16 @@ def prepare_points(store: Store, run: str, *, index: Any = None, fitted_rows: bo
 
     ``fitted_rows`` (``embed``): the fit rows get the model's fitted (transductive) results when it has them,
     and the index is attached only if some rows are mapped; otherwise (``extend``) every row is mapped.
-    ``index``: the run's :class:`tasks.laplacian_eigenmaps.FitIndex` left on the cluster, or None (rebuilt). A
+    ``index``: the run's :class:`tasks.bodies.laplacian_eigenmaps.FitIndex` left on the cluster, or None (rebuilt). A
     sharded run's held-out rows are mapped from their stored candidates instead (no index is built), and so are
     all rows of an ``extend`` with ``stored_candidates`` (the extend run's own candidate arrays,
-    :mod:`tasks.sharded_extend`).
+    :mod:`tasks.bodies.sharded_extend`).
     """
     from eigenflow.storage.arrays import x_shape
     from eigenflow.storage.errors import StoreFormatError
-    from eigenflow.tasks.fitted_model import attach_index, load_fitted
+    from eigenflow.tasks.bodies.stored_model import attach_index, load_fitted
     from eigenflow.tasks.registry import fitted_outputs
-    from eigenflow.tasks.sharded_eigenmaps import has_candidates
+    from eigenflow.tasks.bodies.sharded_eigenmaps import has_candidates
 
     entry, model, rows = load_fitted(store, run, with_index=False)
     fitted = None
@@ -83,12 +83,12 @@ def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs:
                         holdout_draw: tuple[float, int | None] | None = None) -> dict[str, Any]:
     """Create the per-point arrays of ``run`` (shaped from one probe row of each output); with ``holdout_draw``
     ``(holdout, random_state)`` (an ``embed`` run) also write ``outputs/<run>/in_fit`` and ``outputs/<run>/held_out``
-    (n,) bool, the draw made here (:func:`tasks.fit_set.held_out_rows`, on the worker). Returns the method and
+    (n,) bool, the draw made here (:func:`tasks.bodies.fit_rows.held_out_rows`, on the worker). Returns the method and
     its outputs."""
     from eigenflow.storage import layout
     from eigenflow.storage.arrays import read_X, x_shape
     from eigenflow.storage.embedding_io import create_embedding, create_output, write_point_array
-    from eigenflow.tasks.fit_set import HELD_OUT, IN_FIT, held_out_rows
+    from eigenflow.tasks.bodies.fit_rows import HELD_OUT, IN_FIT, held_out_rows
     from eigenflow.tasks.registry import EMBEDDING, LABELS, SCORES, get_entry, point_outputs
 
     entry = get_entry(prepared.method)
@@ -97,7 +97,7 @@ def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs:
     if fitted is not None and all(name in fitted for name in entry.outputs):
         probe = {name: values[:1] for name, values in fitted.items()}
     elif prepared.stored_candidates:  # an extend from stored candidates: the model has no index
-        from eigenflow.tasks.sharded_eigenmaps import read_candidates
+        from eigenflow.tasks.bodies.sharded_eigenmaps import read_candidates
 
         probe = {EMBEDDING: prepared.model.transform_candidates(*read_candidates(store, run, 0, 1))}
     else:
@@ -140,7 +140,7 @@ def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: 
     if in_fit.all():
         mapped = {}
     elif prepared.stored_candidates:
-        from eigenflow.tasks.sharded_eigenmaps import read_candidates
+        from eigenflow.tasks.bodies.sharded_eigenmaps import read_candidates
 
         indices, distances = read_candidates(store, run, start, stop)
         mapped = {EMBEDDING: prepared.model.transform_candidates(indices[~in_fit], distances[~in_fit])}

@@ -9,10 +9,10 @@ embedding equals the estimator's on the same data and parameters.
 The kNN index of the fit set is the result of its own Dask task (:func:`build_fit_index`), kept on the
 cluster for the out-of-sample queries of the held-out points (published under :func:`index_dataset_name`);
 if its worker dies, the scheduler builds it again. If it is gone (a resumed run on a new cluster) it is
-rebuilt from the stored X with the stored index parameters (:func:`tasks.fitted_model.attach_index`).
+rebuilt from the stored X with the stored index parameters (:func:`tasks.bodies.stored_model.attach_index`).
 
 The fit graph and the weight matrix also stay in their worker's memory for the next stage
-(:mod:`tasks.stage_handoff`): :func:`write_knn_graph` and :func:`compute_weights` return a reference to them, and
+(:mod:`tasks.bodies.stage_handoff`): :func:`write_knn_graph` and :func:`compute_weights` return a reference to them, and
 the next stage, sent to that worker, takes them when the store holds what was written from them (else it reads
 the store, e.g. in a resumed run).
 """
@@ -36,8 +36,8 @@ from eigenflow.storage.graph_io import read_csr, read_csr_attrs, read_knn, read_
 from eigenflow.storage.models import write_model
 from eigenflow.storage.store import Store
 
-from eigenflow.tasks.fit_set import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
-from eigenflow.tasks.stage_handoff import TOKEN_ATTR, check_written, keep, new_token, take, take_pending
+from eigenflow.tasks.bodies.fit_rows import FIT_ROWS, IN_FIT, fit_positions, fit_rows_for
+from eigenflow.tasks.bodies.stage_handoff import TOKEN_ATTR, check_written, keep, new_token, take, take_pending
 
 if TYPE_CHECKING:
     from eigenflow.spectral.neighbours.index import KNNIndex

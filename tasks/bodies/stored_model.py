@@ -3,7 +3,7 @@
 A model is ``models/<run>`` of a store: the arrays and attributes of its ``to_state`` plus ``fit_rows`` (the
 rows of X it was fitted on), with the attributes ``method`` (registry name) and ``state``, which says how to
 restore it: :data:`ESTIMATOR_STATE` (the estimator's ``from_state``) or the Laplacian eigenmaps model of the
-at-scale stages (:data:`tasks.laplacian_eigenmaps.MODEL_STATE`).
+at-scale stages (:data:`tasks.bodies.laplacian_eigenmaps.MODEL_STATE`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.models import read_model
 from eigenflow.storage.store import Store
 
-from eigenflow.tasks.fit_set import FIT_ROWS
+from eigenflow.tasks.bodies.fit_rows import FIT_ROWS
 from eigenflow.tasks.registry import MethodEntry, get_entry
 
 #: ``attrs["state"]`` of a model written from the estimator's ``to_state``.
@@ -31,7 +31,7 @@ def load_fitted(store: Store, run: str, *, index: Any = None, with_index: bool =
     With ``with_index``, a model that needs the kNN index of its training points gets it
     (:func:`attach_index`: ``index`` when given, else rebuilt from the store's X).
     """
-    from eigenflow.tasks import laplacian_eigenmaps as le
+    from eigenflow.tasks.bodies import laplacian_eigenmaps as le
 
     arrays, attrs = read_model(store, run)
     method = attrs.get("method")
@@ -59,7 +59,7 @@ def load_fitted(store: Store, run: str, *, index: Any = None, with_index: bool =
 def attach_index(model: Any, store: Store, rows: np.ndarray, index: Any = None) -> None:
     """Give a restored model the kNN index of its training points (rows ``rows`` of the store's X).
 
-    ``index``: the :class:`tasks.laplacian_eigenmaps.FitIndex` the run's kNN stage left on the cluster (Laplacian
+    ``index``: the :class:`tasks.bodies.laplacian_eigenmaps.FitIndex` the run's kNN stage left on the cluster (Laplacian
     eigenmaps with a hold-out), or None: then the index is rebuilt from X with the stored parameters. Models
     without a kNN-based out-of-sample map are left as they are.
     """

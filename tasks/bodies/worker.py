@@ -69,7 +69,7 @@ def code_digest(packages: tuple[str, ...] = WORKER_PACKAGES) -> str:
     import hashlib
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]  # the directory holding spectral/, storage/, tasks/
+    root = Path(__file__).resolve().parents[2]  # the directory holding spectral/, storage/, tasks/
     digest = hashlib.sha256()
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
@@ -78,7 +78,7 @@ def code_digest(packages: tuple[str, ...] = WORKER_PACKAGES) -> str:
     return digest.hexdigest()[:16]
 
 
-#: Environment variable naming the X dtypes (comma-separated) that :mod:`tasks.worker_preload` compiles for.
+#: Environment variable naming the X dtypes (comma-separated) that :mod:`tasks.bodies.worker_preload` compiles for.
 WARM_DTYPES_ENV = "EIGENFLOW_WARM_DTYPES"
 
 

@@ -4,7 +4,7 @@ strategies) and of DNE / MFA / LFDA at scale (``discriminant``). See :mod:`tasks
 The bodies here run on a Dask worker (:func:`tasks.dask_calls.run_on_worker`; this module imports no Prefect): they
 read the fit rows from the store, fit, and write ``models/<run>`` with the estimator's ``to_state`` plus the fit
 rows (``fit_rows``), with the attributes ``method`` and ``state`` (restored by
-:func:`tasks.fitted_model.load_fitted`).
+:func:`tasks.bodies.stored_model.load_fitted`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from eigenflow.storage.graph_io import read_constraints
 from eigenflow.storage.models import write_model
 from eigenflow.storage.store import Store
 
-from eigenflow.tasks.fit_set import FIT_ROWS, fit_rows_for
-from eigenflow.tasks.fitted_model import ESTIMATOR_STATE
+from eigenflow.tasks.bodies.fit_rows import FIT_ROWS, fit_rows_for
+from eigenflow.tasks.bodies.stored_model import ESTIMATOR_STATE
 from eigenflow.tasks.registry import get_entry, make_estimator
 
 

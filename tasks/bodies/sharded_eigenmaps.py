@@ -8,8 +8,8 @@ histograms and counts, never a row of X nor one number per row; each part's rows
 :func:`spectral.neighbours.part_assembly.assemble_parts`), the same parts for the kNN build and for the Laplacian, so
 that most edges lie inside a shard and the per-shard preconditioner is strong. The partition draws nothing from
 ``random_state``.
-The fit rows are those of the single-process stages (the hold-out draw of :func:`tasks.fit_set.held_out_rows`
-and exact copies left out; all rows with ``holdout=0`` and no copies), held as :class:`tasks.fit_set.FitRows`;
+The fit rows are those of the single-process stages (the hold-out draw of :func:`tasks.bodies.fit_rows.held_out_rows`
+and exact copies left out; all rows with ``holdout=0`` and no copies), held as :class:`tasks.bodies.fit_rows.FitRows`;
 the partition numbers them by their position in the fit set.
 
 Two stages (:func:`tasks.fitting.fit_stages`), with the random sequence of the single-process stages (the kNN
@@ -41,14 +41,14 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   (:mod:`spectral.eigen._row_lobpcg`), and so does the embedding (``gather=False``): the workers write the
   model's row chunks (:func:`write_model_from_shards`). The degrees and weight scales are exchanged between the
   workers and the neighbour lists renumbered there (:mod:`spectral.placement`). The driver holds the
-  rows left out of the fit (:class:`tasks.fit_set.FitRows`: none without a hold-out or copies; the model's fit
+  rows left out of the fit (:class:`tasks.bodies.fit_rows.FitRows`: none without a hold-out or copies; the model's fit
   rows are written by the workers, chunk by chunk), not the partition's labels, the degrees, the graph or the
   embedding. It is not a worker task: a driver on a worker whose memory crossed Dask's pause threshold (80 % of
   its limit) waits forever for the tasks pinned to its own shard. It writes the same model as the single-process stages
   (:class:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel`),
   in row chunks (:func:`storage.models.create_model` ... :func:`~storage.models.finish_model`).
 
-``embed-points`` (:mod:`tasks.point_writeback`) gives the fit rows their fitted values and maps the held-out rows from
+``embed-points`` (:mod:`tasks.bodies.point_writeback`) gives the fit rows their fitted values and maps the held-out rows from
 their stored candidates (:meth:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel.transform_candidates`, the
 Nystrom map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
 
@@ -67,7 +67,7 @@ rows are collapsed as in the single-process stages (found on the workers,
 :mod:`spectral.neighbours.sharded_duplicates`; a copy is searched like a held-out row and gets its original's value
 through the distance-0 rule); the graph must be connected (several components are refused, naming the remedy);
 ``knn_method`` is not used (NN-descent per shard). ``extend`` of a sharded model searches the new points in
-per-shard indexes on the workers (:mod:`tasks.sharded_extend`); with ``sharded=False`` it rebuilds one index of the
+per-shard indexes on the workers (:mod:`tasks.bodies.sharded_extend`); with ``sharded=False`` it rebuilds one index of the
 fit rows instead.
 """
 
@@ -90,8 +90,8 @@ from eigenflow.storage.graph_io import create_knn, read_knn_attrs, read_knn_rows
 from eigenflow.storage.models import create_model, finish_model, write_model_rows
 from eigenflow.storage.store import Store
 
-from eigenflow.tasks.fit_set import FIT_ROWS, IN_FIT, FitRows, fit_X, held_out_rows, read_fit_rows, write_in_fit
-from eigenflow.tasks.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
+from eigenflow.tasks.bodies.fit_rows import FIT_ROWS, IN_FIT, FitRows, fit_X, held_out_rows, read_fit_rows, write_in_fit
+from eigenflow.tasks.bodies.laplacian_eigenmaps import KNN_ARRAYS, METHOD, MODEL_STATE
 
 
 #: The row partition of the sharded path (:data:`spectral.neighbours.sharded.SHARD_PARTITIONS`): the kNN shards and the
@@ -110,7 +110,7 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
                 holdout: float, random_state: int | None) -> dict[str, Any]:
     """The ``knn`` stage: the sharded kNN graph of every row of X, written chunk by chunk by the workers.
 
-    The shard indexes cover the fit rows (:func:`tasks.fit_set.fit_rows_for`, exact copies of an earlier fit row
+    The shard indexes cover the fit rows (:func:`tasks.bodies.fit_rows.fit_rows_for`, exact copies of an earlier fit row
     left out as in the single-process stage: found on the workers by :func:`spectral.neighbours.sharded_duplicates.
     repeated_positions`, and mapped like held-out rows); the shards are the parts of
     their row partition (:data:`PARTITION`). Held-out rows are searched in the shard indexes, pruned by the cuts
@@ -118,7 +118,7 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
     fit points, and their :func:`~spectral.embedding.eigenmaps.candidate_count` nearest go to the candidate arrays
     (:data:`CANDIDATE_OUTPUTS`) for the out-of-sample map. The graph is written in the original row order.
     Runs in the flow process and holds futures, the partition's (P,) sizes and cuts, and the rows left out of the
-    fit (:class:`tasks.fit_set.FitRows`: the hold-out draw and the copies, no (n_fit,) array; ``outputs/<run>/
+    fit (:class:`tasks.bodies.fit_rows.FitRows`: the hold-out draw and the copies, no (n_fit,) array; ``outputs/<run>/
     in_fit`` is written by a worker); the partition's labels and the shards' row lists stay on the workers.
     Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
     the fit rows inside a shard.
@@ -299,7 +299,7 @@ def candidates_intact(store: Store, run: str) -> bool:
 
 def candidates_complete(out_store: Store, out_run: str) -> bool:
     """Whether every row chunk of the candidate arrays of ``out_run`` was written and matches its checksum (an
-    ``extend`` run, :mod:`tasks.sharded_extend`, where every row has candidates; :func:`candidates_intact` is the
+    ``extend`` run, :mod:`tasks.bodies.sharded_extend`, where every row has candidates; :func:`candidates_intact` is the
     embed run's check, where only held-out rows have them)."""
     if not has_output(out_store, out_run, CANDIDATE_OUTPUTS[0]):
         return False
