@@ -1,4 +1,4 @@
-"""Distributed eigensolver benchmark: ``spectral.eigen.distributed`` on a 2-worker LocalCluster
+"""Distributed eigensolver benchmark: ``spectral.eigen.sharded`` on a 2-worker LocalCluster
 vs the single-process LOBPCG + AMG solver, on the kNN graph (k = 15, local scaling) of the lifted Swiss roll of
 ``benchmarks/bench_support.py``; the ``--pairs`` smallest eigenpairs of the symmetric normalized Laplacian.
 
@@ -63,8 +63,8 @@ def single_process(L, pairs: int, tol, seed: int):
 
 def distributed_run(W, X, L, ref, n_blocks: int, partition: str, precond: str, pairs: int, tol, seed: int, client,
                     dense_work: str = "row_blocks"):
-    from eigenflow.spectral.eigen.distributed import FLOAT_BYTES, DistributedLaplacian
-    from eigenflow.spectral.eigen.distributed_solve import distributed_eigensolve
+    from eigenflow.spectral.eigen.sharded import FLOAT_BYTES, DistributedLaplacian
+    from eigenflow.spectral.eigen.sharded_solve import distributed_eigensolve
 
     t = time.perf_counter()
     op = DistributedLaplacian.from_weights(W, n_blocks, partition=partition,

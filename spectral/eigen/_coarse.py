@@ -1,6 +1,6 @@
 """The coarse problem of the two-level pieces (:mod:`._two_level`) as tasks on one Dask worker, the coarse
 worker: the Galerkin pencil ``(A_c, B_c)`` (about ``coarse_size`` nodes, up to ~50 times that: see
-:func:`._shard_ops.shard_coarse_basis`), its smallest eigenvectors, its sparse LU and the coarse solves of the
+:func:`._sharded_ops.shard_coarse_basis`), its smallest eigenvectors, its sparse LU and the coarse solves of the
 two-level preconditioner stay there. The driver holds futures and the ``(P + 1,)`` coarse offsets only, so the
 coarse pencil and its LU, a large share of the driver's memory if they lived there, stay off the flow process.
 """
@@ -16,7 +16,7 @@ from eigenflow.spectral.eigen.dispatch import eigensolve
 
 def coarse_pencil(*pieces: tuple[sp.csr_matrix, sp.csr_matrix]) -> tuple[sp.csr_matrix, sp.csr_matrix, int]:
     """``(A_c (N_c, N_c), B_c (N_c, N_c), bytes received)`` from the shards' Galerkin rows
-    (:func:`._shard_ops.shard_galerkin_rows`, shard order): ``A_c`` stacked and symmetrized (it is symmetric up to
+    (:func:`._sharded_ops.shard_galerkin_rows`, shard order): ``A_c`` stacked and symmetrized (it is symmetric up to
     round-off), ``B_c`` block diagonal."""
     A_c = sp.csr_matrix(sp.vstack([p[0] for p in pieces]))
     A_c = sp.csr_matrix((A_c + A_c.T) * 0.5)

@@ -115,7 +115,7 @@ def pair_order(values: np.ndarray, which: str) -> np.ndarray:
 def conclude(values: np.ndarray, vectors: Any, residuals: np.ndarray, raw: RawPairs, problem, solver: str):
     """Steps (5) of :func:`finalize` for pairs already normalized, sorted and sign-fixed: the tolerance per pair,
     the convergence flag, the info and the failure (``ConvergenceError`` when asked). ``vectors`` is the
-    ``(n, k)`` array, or what the caller holds instead (row parts on workers, :mod:`._row_parts`)."""
+    ``(n, k)`` array, or what the caller holds instead (row parts on workers, :mod:`._sharded_vectors`)."""
     norm_A = problem.norm_A if problem.norm_A is not None else max(1.0, float(np.nanmax(np.abs(values))))
     norm_B = 1.0 if problem.B is None else problem.norm_B
     denom = norm_A + np.abs(values) * norm_B

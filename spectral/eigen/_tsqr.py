@@ -1,11 +1,11 @@
 """Tall-skinny QR over the row parts of a distributed block (the start blocks and the fallback of
-:mod:`._row_lobpcg`), and the gather of such a block into the driver."""
+:mod:`._sharded_lobpcg`), and the gather of such a block into the driver."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from eigenflow.spectral.eigen import _shard_ops
+from eigenflow.spectral.eigen import _sharded_ops
 from eigenflow.spectral.placement import item
 
 
@@ -25,7 +25,7 @@ def orthonormal(client, parts: list, workers: list, *, columns=None, select=None
     (n_i, q) on the same workers), R (b, b))``.
     """
     stacks = [parts] if parts and not isinstance(parts[0], list) else list(parts)
-    pairs = [client.submit(_shard_ops.local_qr, list(blocks), columns, workers=[w], pure=False)
+    pairs = [client.submit(_sharded_ops.local_qr, list(blocks), columns, workers=[w], pure=False)
              for w, *blocks in zip(workers, *stacks)]
     factors = client.gather([client.submit(item, q, 1, workers=[w], pure=False)
                              for q, w in zip(pairs, workers)])
@@ -33,7 +33,7 @@ def orthonormal(client, parts: list, workers: list, *, columns=None, select=None
     if select is not None:
         Q2 = Q2[:, select(R)]
     cuts = np.cumsum([f.shape[0] for f in factors])[:-1]
-    return [client.submit(_shard_ops.combine_qr, q, piece, workers=[w], pure=False)
+    return [client.submit(_sharded_ops.combine_qr, q, piece, workers=[w], pure=False)
             for q, piece, w in zip(pairs, np.split(Q2, cuts), workers)], R
 
 

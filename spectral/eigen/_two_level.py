@@ -1,10 +1,10 @@
-"""Two-level pieces of :mod:`.distributed`: the start blocks and the coarse-space correction.
+"""Two-level pieces of :mod:`.sharded`: the start blocks and the coarse-space correction.
 
 The coarse space is ``T = blockdiag(T_i)``, ``T_i`` the ``D^1/2``-weighted aggregates of shard ``i``'s AMG
-hierarchy (:func:`._shard_ops.shard_coarse_basis`); the Galerkin pencil ``(T^T L T, T^T T)`` is assembled from
+hierarchy (:func:`._sharded_ops.shard_coarse_basis`); the Galerkin pencil ``(T^T L T, T^T T)`` is assembled from
 per-shard rows, solved, factorized and kept on one worker, the coarse worker (the first shard's,
 :mod:`._coarse`); the driver holds futures only. Every function takes the
-:class:`.distributed.DistributedLaplacian` ``op`` and records its traffic in ``op.traffic``.
+:class:`.sharded.DistributedLaplacian` ``op`` and records its traffic in ``op.traffic``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from eigenflow.spectral._validation import check_random_state, seed_int
-from eigenflow.spectral.eigen import _coarse, _shard_ops
-from eigenflow.spectral.eigen._shard_ops import FLOAT_BYTES
+from eigenflow.spectral.eigen import _coarse, _sharded_ops
+from eigenflow.spectral.eigen._sharded_ops import FLOAT_BYTES
 from eigenflow.spectral.eigen._tsqr import orthonormal
 from eigenflow.spectral.errors import ParameterError
 from eigenflow.spectral.placement import item
@@ -41,12 +41,12 @@ def precondition_two_level_parts(op, parts: list, width: int) -> list:
     futures of the ``(n_i, width)`` rows of ``M R`` on the same workers; the driver waits for none of them."""
     c = op.client
     lu, offsets, coarse_worker = op._coarse_lu
-    pairs = [c.submit(_shard_ops.shard_precondition_two_level, shard, part, workers=[worker], pure=False)
+    pairs = [c.submit(_sharded_ops.shard_precondition_two_level, shard, part, workers=[worker], pure=False)
              for shard, worker, part in zip(op.shards, op.workers, parts)]
     restricted = [c.submit(item, p, 1, workers=[w], pure=False) for p, w in zip(pairs, op.workers)]
     Z = c.submit(_coarse.coarse_solve, lu, *restricted, workers=[coarse_worker], pure=False)
     op.traffic["coarse_bytes"] += 2 * int(offsets[-1]) * width * FLOAT_BYTES
-    return [c.submit(_shard_ops.shard_add_coarse, p, shard,
+    return [c.submit(_sharded_ops.shard_add_coarse, p, shard,
                      c.submit(_coarse.coarse_rows, Z, int(lo), int(hi), workers=[coarse_worker], pure=False),
                      workers=[worker], pure=False)
             for p, shard, worker, lo, hi in zip(pairs, op.shards, op.workers, offsets[:-1], offsets[1:])]
@@ -58,7 +58,7 @@ def random_start(op, b: int, random_state=None) -> list:
     orthonormalized by tall-skinny QR over the row blocks (:func:`orthonormal`)."""
     rng = check_random_state(random_state)
     seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(op.n_blocks)
-    parts = [op.client.submit(_shard_ops.shard_random_block, int(m), b, s, workers=[w], pure=False)
+    parts = [op.client.submit(_sharded_ops.shard_random_block, int(m), b, s, workers=[w], pure=False)
              for m, s, w in zip(np.diff(op.bounds), seeds, op.workers)]
     return orthonormal(op.client, parts, op.workers)[0]
 
@@ -66,7 +66,7 @@ def random_start(op, b: int, random_state=None) -> list:
 def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -> tuple[list, dict]:
     """A two-level start block ``(n, b)`` as row parts (futures of (n_i, b) on the shards' workers): the
     smallest eigenvectors of the Galerkin pencil ``(T^T L T, T^T T)`` on the block-diagonal coarse space
-    ``T = blockdiag(T_i)`` of the aggregates of the shards' AMG hierarchies (:func:`._shard_ops.shard_coarse_basis`,
+    ``T = blockdiag(T_i)`` of the aggregates of the shards' AMG hierarchies (:func:`._sharded_ops.shard_coarse_basis`,
     each ``T_i`` at the deepest level with at least ``coarse_size / P`` nodes), prolongated on the workers and
     orthonormalized by TSQR (:func:`orthonormal`). The single-process solver's multilevel start
     (:mod:`._multilevel`) with one coarse level instead of a cascade; the coarse pencil (about ``coarse_size``
@@ -77,12 +77,12 @@ def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -
         raise ParameterError("start='coarse' needs the block AMG preconditioner (preconditioner='block_amg')")
     c = op.client
     per_shard = max(1, coarse_size // op.n_blocks)
-    op.shards = [c.submit(_shard_ops.shard_coarse_basis, s, per_shard, workers=[w], pure=False)
+    op.shards = [c.submit(_sharded_ops.shard_coarse_basis, s, per_shard, workers=[w], pure=False)
                    for s, w in zip(op.shards, op.workers)]
-    bases = [c.submit(_shard_ops.shard_basis, s, workers=[w], pure=False) for s, w in zip(op.shards, op.workers)]
+    bases = [c.submit(_sharded_ops.shard_basis, s, workers=[w], pure=False) for s, w in zip(op.shards, op.workers)]
     sizes = c.gather([c.submit(shape_of, t, pure=False) for t in bases])
     offsets = np.concatenate([[0], np.cumsum([s[1] for s in sizes])]).astype(np.int64)
-    pieces = [c.submit(_shard_ops.shard_galerkin_rows, s, bases, op.bounds, offsets, workers=[w], pure=False)
+    pieces = [c.submit(_sharded_ops.shard_galerkin_rows, s, bases, op.bounds, offsets, workers=[w], pure=False)
               for s, w in zip(op.shards, op.workers)]
     coarse_worker = least_loaded_worker(c, op.workers, np.diff(op.bounds))
     if coarse_worker is None:
@@ -91,7 +91,7 @@ def coarse_start(op, b: int, coarse_size: int, *, tol=None, random_state=None) -
     seed = seed_int(check_random_state(random_state))
     solved = c.submit(_coarse.coarse_eigenvectors, pencil, b, tol, seed, workers=[coarse_worker], pure=False)
     op._coarse = (pencil, offsets, coarse_worker)
-    parts = [c.submit(_shard_ops.shard_prolongate, s,
+    parts = [c.submit(_sharded_ops.shard_prolongate, s,
                       c.submit(_coarse.coarse_rows, solved, int(lo), int(hi), workers=[coarse_worker], pure=False),
                       workers=[w], pure=False)
              for s, w, lo, hi in zip(op.shards, op.workers, offsets[:-1], offsets[1:])]

@@ -146,7 +146,7 @@ def laplacian_rows(W_rows: Any, degrees: np.ndarray, row_offset: int,
     """Rows ``[row_offset, row_offset + m)`` of a normalized Laplacian, from the same rows of ``W``.
 
     The row-block form of :func:`laplacian` (same formula, same isolated-node convention) for a graph held
-    as row blocks on several workers (:mod:`spectral.eigen.distributed`): each block needs its own rows of
+    as row blocks on several workers (:mod:`spectral.eigen.sharded`): each block needs its own rows of
     ``W`` and the degrees of every node it links to.
 
     Parameters

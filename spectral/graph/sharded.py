@@ -1,5 +1,5 @@
 """The graph's rows on the Dask workers: the sharded variant of :mod:`spectral.graph.weights` and
-:mod:`spectral.graph.laplacian`, for the distributed eigensolver (:mod:`spectral.eigen.distributed`).
+:mod:`spectral.graph.laplacian`, for the distributed eigensolver (:mod:`spectral.eigen.sharded`).
 
 Each function of the worker side runs on the worker that holds a shard (its rows of W or kNN lists, then its
 :class:`Shard`) and receives / returns only that shard's objects, its columns' degrees or scales. From the kNN

@@ -105,7 +105,7 @@ def resolve_weight_params(k: int, *, weighting: str, symmetrize: str, sigma: flo
                           min_positive: float | None, mean_distance: float) -> WeightParams:
     """:class:`WeightParams` from two summaries of the (n, k) kNN distances: the smallest positive one (None if
     all are 0) and their mean. :func:`fit_weight_params` passes those of the whole array; a graph held as row
-    blocks on several workers reduces them over its blocks (:mod:`spectral.eigen.distributed`)."""
+    blocks on several workers reduces them over its blocks (:mod:`spectral.eigen.sharded`)."""
     weighting = check_choice("weighting", weighting, WEIGHTINGS)
     symmetrize = check_choice("symmetrize", symmetrize, SYMMETRIZATIONS)
     scale_k = k if scale_k is None else check_int("scale_k", scale_k, low=1, high=k)

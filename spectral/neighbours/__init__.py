@@ -6,6 +6,6 @@
   :mod:`.nndescent_kernels` + :mod:`.jit_cache`: NN-descent in eigenflow's compiled-code cache;
 - sharded: :mod:`.sharded` (one index per shard on the workers), :mod:`.merge` (per-point merge of the shards'
   candidates), :mod:`.sharded_query` (new points against the shards); the shards are the parts of
-  :mod:`.partition` (its per-block tasks in :mod:`.bisection_tasks`), assembled on the workers by
-  :mod:`.part_assembly`; :mod:`.sharded_duplicates`: exact copies among rows held by the workers.
+  :mod:`.partition` (its per-block tasks in :mod:`.partition_tasks`), assembled on the workers by
+  :mod:`.sharded_assembly`; :mod:`.sharded_duplicates`: exact copies among rows held by the workers.
 """

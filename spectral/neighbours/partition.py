@@ -46,7 +46,7 @@ import numpy as np
 from eigenflow.spectral._arrays import row_chunk_futures
 from eigenflow.spectral._validation import check_int
 from eigenflow.spectral.errors import InputDataError, ParameterError
-from eigenflow.spectral.neighbours.bisection_tasks import (SLICE_ROWS, _labels_of, block_assign, block_histograms,
+from eigenflow.spectral.neighbours.partition_tasks import (SLICE_ROWS, _labels_of, block_assign, block_histograms,
                                                  block_interval_rows, block_moments, block_part_counts,
                                                  block_part_ranges, block_projections, block_right_min,
                                                  block_scatter_products, block_sums, block_tie_rows, combine_moments)

@@ -72,7 +72,7 @@ from eigenflow.spectral._validation import check_array_2d, check_choice, check_i
 from eigenflow.spectral.errors import InputDataError, ParameterError
 from eigenflow.spectral.neighbours.index import METRICS, KNNIndex
 from eigenflow.spectral.neighbours.merge import ShardAnswer, add_candidates, merge_candidates, reverse_candidates
-from eigenflow.spectral.neighbours.part_assembly import assemble_parts
+from eigenflow.spectral.neighbours.sharded_assembly import assemble_parts
 from eigenflow.spectral.neighbours.partition import (BlockPartition, RowPartition, bisection_partition_array,
                                            bisection_partition_blocks, part_distance_bounds)
 from eigenflow.spectral.placement import smallest_memory_limit
@@ -337,8 +337,8 @@ def _put_shards_lazy(client, X: Any, P: int, partition: str) -> tuple[BlockParti
     """``(partition, shards, rows)`` of a dask ``X``: its row chunks are computed on the workers; the partition's
     labels stay there (:func:`~spectral.neighbours.partition.bisection_partition_blocks`; the contiguous one's labels
     are made here, per chunk), and each shard's rows of X and row numbers are assembled there
-    (:func:`spectral.neighbours.part_assembly.assemble_parts`: every row moves once). The chunk futures are released as
-    soon as the assembly is submitted."""
+    (:func:`spectral.neighbours.sharded_assembly.assemble_parts`: every row moves once). The chunk futures are
+    released as soon as the assembly is submitted."""
     chunks, block_bounds = row_chunk_futures(X, client)  # the partition's blocks are the same keys
     if partition == "bisection":
         parts = bisection_partition_blocks(X, P, client)

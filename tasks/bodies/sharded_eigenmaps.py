@@ -5,7 +5,7 @@ The shards are the ``P`` parts of a locality partition of the fit rows (:data:`P
 :func:`spectral.neighbours.partition.bisection_partition_blocks`: recursive bisection along principal directions,
 computed from the store's row chunks on the workers, where the labels stay; the flow process receives moments,
 histograms and counts, never a row of X nor one number per row; each part's rows are assembled on the workers,
-:func:`spectral.neighbours.part_assembly.assemble_parts`), the same parts for the kNN build and for the Laplacian, so
+:func:`spectral.neighbours.sharded_assembly.assemble_parts`), the same parts for the kNN build and for the Laplacian, so
 that most edges lie inside a shard and the per-shard preconditioner is strong. The partition draws nothing from
 ``random_state``.
 The fit rows are those of the single-process stages (the hold-out draw of :func:`tasks.bodies.fit_rows.held_out_rows`
@@ -34,11 +34,11 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   if its digest differs from the kNN stage's), each part's kNN rows are read from the store by a task on a
   worker (neighbours renumbered as fit positions), the weights, their symmetrization and the normalized
   Laplacian are built per shard on the workers
-  (:meth:`spectral.eigen.distributed.DistributedLaplacian.from_knn_blocks` with the parts' rows), and LOBPCG with
+  (:meth:`spectral.eigen.sharded.DistributedLaplacian.from_knn_blocks` with the parts' rows), and LOBPCG with
   the per-shard two-level AMG preconditioner finds the eigenvectors
-  (:func:`spectral.eigen.distributed_solve.laplacian_eigenmaps_distributed`), returned in the fit rows' order.
+  (:func:`spectral.eigen.sharded_solve.laplacian_eigenmaps_distributed`), returned in the fit rows' order.
   LOBPCG's (n_fit, k + 1) blocks stay on the workers as row parts of the shards
-  (:mod:`spectral.eigen._row_lobpcg`), and so does the embedding (``gather=False``): the workers write the
+  (:mod:`spectral.eigen._sharded_lobpcg`), and so does the embedding (``gather=False``): the workers write the
   model's row chunks (:func:`write_model_from_shards`). The degrees and weight scales are exchanged between the
   workers and the neighbour lists renumbered there (:mod:`spectral.placement`). The driver holds the
   rows left out of the fit (:class:`tasks.bodies.fit_rows.FitRows`: none without a hold-out or copies; the model's fit
@@ -101,7 +101,7 @@ PARTITION = "bisection"
 
 def partition_record(digest: str, bounds: np.ndarray) -> dict[str, Any]:
     """What ``graph/knn`` records of the row partition (its attribute ``partition``): method, part sizes and the
-    digest of the parts' rows (:func:`spectral.neighbours.part_assembly.parts_digest`, made on the workers; the
+    digest of the parts' rows (:func:`spectral.neighbours.sharded_assembly.parts_digest`, made on the workers; the
     eigensolve stage recomputes the partition and refuses one that differs)."""
     return {"method": PARTITION, "sizes": [int(s) for s in np.diff(bounds)], "parts_digest": digest}
 
@@ -123,7 +123,7 @@ def sharded_knn(store: Store, run: str, client: Any, *, n_neighbors: int, metric
     Returns the number of shards, sizes, the partition record and the fraction of the directed kNN edges of
     the fit rows inside a shard.
     """
-    from eigenflow.spectral.neighbours.part_assembly import parts_digest
+    from eigenflow.spectral.neighbours.sharded_assembly import parts_digest
     from eigenflow.spectral.neighbours.sharded_duplicates import repeated_positions
     from eigenflow.spectral.neighbours.sharded import build_shard_indexes, shard_graph_futures
 
@@ -416,11 +416,11 @@ def solve_sharded_eigenmaps(store: Store, run: str, client: Any, *, n_components
                             random_state: int | None) -> dict[str, Any]:
     """The ``eigensolve`` stage of the sharded path (weights included), driven from the calling process with
     ``client`` (see the module docstring). Writes ``models/<run>``."""
-    from eigenflow.spectral.eigen.distributed import DistributedLaplacian
-    from eigenflow.spectral.eigen.distributed_solve import laplacian_eigenmaps_distributed
+    from eigenflow.spectral.eigen.sharded import DistributedLaplacian
+    from eigenflow.spectral.eigen.sharded_solve import laplacian_eigenmaps_distributed
     from eigenflow.spectral.embedding.out_of_sample import LaplacianEigenmapsModel
     from eigenflow.spectral.graph.weights import WeightParams
-    from eigenflow.spectral.neighbours.part_assembly import assemble_parts, parts_digest
+    from eigenflow.spectral.neighbours.sharded_assembly import assemble_parts, parts_digest
 
     from eigenflow.spectral.neighbours.partition import bisection_partition_blocks
 

@@ -1,4 +1,4 @@
-"""The row-sharded normalized Laplacian and its LOBPCG (spectral.eigen.distributed) on a 2-worker LocalCluster.
+"""The row-sharded normalized Laplacian and its LOBPCG (spectral.eigen.sharded) on a 2-worker LocalCluster.
 
 Oracles: the single-process Laplacian (spectral.graph.laplacian.laplacian), dense scipy.linalg.eigh of it, and
 the single-process LOBPCG + AMG solver (spectral.eigen.eigensolve), on the kNN graph of a lifted Swiss roll.
@@ -13,8 +13,8 @@ import scipy.sparse as sp
 
 from eigenflow.spectral.datasets import make_swiss_roll_lifted
 from eigenflow.spectral.eigen import eigensolve
-from eigenflow.spectral.eigen.distributed import MIN_SHARD_ROWS, DistributedLaplacian
-from eigenflow.spectral.eigen.distributed_solve import distributed_eigensolve, laplacian_eigenmaps_distributed
+from eigenflow.spectral.eigen.sharded import MIN_SHARD_ROWS, DistributedLaplacian
+from eigenflow.spectral.eigen.sharded_solve import distributed_eigensolve, laplacian_eigenmaps_distributed
 from eigenflow.spectral.errors import InputDataError, ParameterError
 from eigenflow.spectral.graph.laplacian import laplacian, laplacian_rows
 from eigenflow.spectral.neighbours.knn import knn_graph
@@ -163,7 +163,7 @@ def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, gra
     assert np.all(np.abs(emb).max(axis=0) == emb.max(axis=0))  # sign rule: largest-|.| entry positive
     # gather=False: the embedding stays as row parts on the shards' workers; put back in the original order it
     # is the gathered one bit for bit (same solve)
-    from eigenflow.spectral.eigen._row_parts import gather_original_order
+    from eigenflow.spectral.eigen._sharded_vectors import gather_original_order
 
     parts, values_kept, res_kept = laplacian_eigenmaps_distributed(op, 3, random_state=1, gather=False)
     assert res_kept.vectors is None and len(parts) == 2
@@ -177,7 +177,7 @@ def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, gra
 
 def test_sign_rule_on_row_parts_is_sign_flip_in_the_original_order(client, graph):
     """Ties of |.| across shards go to the smallest original row, as np.argmax on the gathered columns."""
-    from eigenflow.spectral.eigen._row_parts import gather_original_order, signed_parts
+    from eigenflow.spectral.eigen._sharded_vectors import gather_original_order, signed_parts
     from eigenflow.spectral.eigen.signs import sign_flip
 
     op = DistributedLaplacian.from_weights(graph[2], 3, partition="rcm")
@@ -330,7 +330,7 @@ def test_row_block_orthonormalization_falls_back_to_tsqr_and_drops_dependent_col
     """[X, W] with a column of W inside span(X): Cholesky-QR refuses it, Householder TSQR runs and drops that
     column; the rest of W comes back orthonormal and orthogonal to X. Independent columns: Cholesky-QR2, no drop."""
     from eigenflow.spectral.placement import scatter_to
-    from eigenflow.spectral.eigen._row_lobpcg import _Blocks, _orthonormal_complement
+    from eigenflow.spectral.eigen._sharded_lobpcg import _Blocks, _orthonormal_complement
 
     rng = np.random.default_rng(0)
     workers = sorted(client.scheduler_info()["workers"])
@@ -364,7 +364,7 @@ def test_renumbering_by_parts_asks_only_for_foreign_ids_and_refuses_unknown_ones
     on the workers: each shard looks up only the ids it does not hold, in the other shards; an id no shard holds
     is refused, named."""
     from eigenflow.spectral.graph.sharded import foreign_ids, lookup_ids, renumbered
-    from eigenflow.spectral.placement import split_by_owner
+    from eigenflow.spectral.graph.halo import split_by_owner
 
     rows = [np.array([2, 5, 7]), np.array([0, 1, 9]), np.array([3, 4, 6, 8])]  # shard q: operator rows bounds[q]..
     bounds = np.array([0, 3, 6, 10])

@@ -1,7 +1,7 @@
 """Vectors that stay on the workers: the finalize of the row-block LOBPCG and the eigenmap's scaling, per shard.
 
-The row-block solver (:mod:`._row_lobpcg`) leaves its Ritz vectors as row parts, futures of ``(n_i, b)`` in
-shard order on the shards' workers. :func:`finalize_row_parts` does to them what :func:`._result.finalize`
+The row-block solver (:mod:`._sharded_lobpcg`) leaves its Ritz vectors as row parts, futures of ``(n_i, b)`` in
+shard order on the shards' workers. :func:`finalize_sharded_vectors` does to them what :func:`._result.finalize`
 does to an ``(n, b)`` array, with reductions of ``(b,)`` per-shard results only:
 
 1. unit 2-norm columns (per-shard sums of squares);
@@ -23,10 +23,10 @@ import numpy as np
 
 from eigenflow.spectral.eigen import _tsqr
 from eigenflow.spectral.eigen._result import RawPairs, conclude, pair_order
-from eigenflow.spectral.eigen._row_lobpcg import _Blocks, _residual_squares
+from eigenflow.spectral.eigen._sharded_lobpcg import _Blocks, _residual_squares
 
 
-def finalize_row_parts(op, raw: RawPairs, problem, solver: str = "lobpcg"):
+def finalize_sharded_vectors(op, raw: RawPairs, problem, solver: str = "lobpcg"):
     """Steps 1-5 of the module docstring on ``raw`` (values ``(b,)``, vectors: row parts of ``(n_i, b)``).
     Returns ``(EigenResult with vectors=None, row parts of the k final vectors (n_i, k))``."""
     blocks = _Blocks(op.client, op.workers)

@@ -1,4 +1,4 @@
-"""The per-shard steps of the distributed eigensolve (:mod:`spectral.eigen.distributed`), and its row partitions.
+"""The per-shard steps of the distributed eigensolve (:mod:`spectral.eigen.sharded`), and its row partitions.
 
 Partitions (driver side, on a symmetric ``W`` or on point coordinates):
 
@@ -31,10 +31,10 @@ from eigenflow.spectral._sparse import row_of_entries
 from eigenflow.spectral.eigen import _reorder
 from eigenflow.spectral.graph.sharded import Shard
 from eigenflow.spectral.neighbours.partition import bisection_partition_array
-from eigenflow.spectral.placement import split_by_owner
+from eigenflow.spectral.graph.halo import split_by_owner
 
 
-#: Bytes per float64 entry (the traffic counters of :mod:`.distributed`).
+#: Bytes per float64 entry (the traffic counters of :mod:`.sharded`).
 FLOAT_BYTES = 8
 
 

@@ -6,7 +6,7 @@ every shard builds its rows of ``L_sym = I - D^-1/2 W D^-1/2`` (the formula of
 them there. :class:`DistributedLaplacian` is a ``LinearOperator`` whose product ``L @ V`` (n, b) sends each
 shard only ``V[cols_i]`` (the rows its columns touch) and receives its ``(n_i, b)`` rows back.
 
-:func:`.distributed_solve.distributed_eigensolve` runs LOBPCG on that operator (same tolerance
+:func:`.sharded_solve.distributed_eigensolve` runs LOBPCG on that operator (same tolerance
 ``1e-6 ||L||_inf`` as the single-process solver, iteration cap, convergence check, residuals and sign rule) with
 
 - a **block-diagonal preconditioner** (``"block_amg"``: block Jacobi / additive Schwarz without overlap):
@@ -22,7 +22,7 @@ shard only ``V[cols_i]`` (the rows its columns touch) and receives its ``(n_i, b
   (drawn per shard); either is prolongated / drawn on the workers and orthonormalized by
   tall-skinny QR over the row blocks (:func:`._tsqr.orthonormal`), and stays there as row parts.
 
-Where the dense work happens (``dense_work``): ``"row_blocks"`` (default, :mod:`._row_lobpcg`) keeps every
+Where the dense work happens (``dense_work``): ``"row_blocks"`` (default, :mod:`._sharded_lobpcg`) keeps every
 ``(n, b)`` block of LOBPCG as row parts on the shards' workers: products by halo exchange between workers,
 orthonormalization by Cholesky-QR2 with a TSQR fallback, Gram matrices as sums of per-shard pieces; only the
 converged ``(n, k)`` vectors are gathered at the end. ``"driver"`` runs scipy's LOBPCG in the driver, which keeps
@@ -32,7 +32,7 @@ converged ``(n, k)`` vectors are gathered at the end. ``"driver"`` runs scipy's 
 The shards should keep most edges inside a shard (block Jacobi then approximates ``L^-1`` well): build
 with ``partition="rcm"`` (graph only) or ``"coordinates"`` (principal-direction bisection of ``X`` or of an
 initial embedding); ``op.stats["inside_fraction"]`` reports the fraction of edges inside shards.
-The operator works in the partition order; :func:`.distributed_solve.distributed_eigensolve` returns vectors in
+The operator works in the partition order; :func:`.sharded_solve.distributed_eigensolve` returns vectors in
 the caller's original node order.
 """
 
@@ -43,18 +43,18 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from eigenflow.spectral import placement
 from eigenflow.spectral._validation import check_choice, check_float, check_int, check_workers
-from eigenflow.spectral.eigen import _shard_ops, _two_level
-from eigenflow.spectral.eigen._shard_ops import FLOAT_BYTES
+from eigenflow.spectral.eigen import _sharded_ops, _two_level
+from eigenflow.spectral.eigen._sharded_ops import FLOAT_BYTES
 from eigenflow.spectral.eigen.lobpcg import AMG_SHIFT
 from eigenflow.spectral.errors import InputDataError, ParameterError
 from eigenflow.spectral.graph import sharded as graph_shards
+from eigenflow.spectral.graph.halo import sizes_of, values_at_columns
 from eigenflow.spectral.graph.laplacian import check_affinity
 from eigenflow.spectral.graph.sharded import transpose_exchange
 from eigenflow.spectral.placement import is_future, item, scatter_to, shape_of, worker_list, worker_of
 
-PARTITIONS = _shard_ops.PARTITIONS
+PARTITIONS = _sharded_ops.PARTITIONS
 NORMALIZATIONS = ("symmetric", "random_walk")
 SYMMETRIZE = ("or", "and", "mean")
 #: A shard needs at least this many rows: enough for a useful AMG hierarchy of its diagonal block and for
@@ -80,7 +80,7 @@ class DistributedLaplacian(LinearOperator):
     Build with :meth:`from_weights` (a scipy ``W`` in the driver, partitioned and scattered),
     :meth:`from_blocks` (row blocks of W, e.g. futures already on the workers) or :meth:`from_knn_blocks`
     (per-shard kNN lists: weights built on the workers). The degrees and weight scales are exchanged between
-    the workers (:func:`spectral.placement.values_at_columns`): each shard receives those of its own columns,
+    the workers (:func:`spectral.graph.halo.values_at_columns`): each shard receives those of its own columns,
     and nothing of size n passes through the driver. Attributes: ``n_blocks``, ``bounds`` (P + 1,) shard boundaries in
     the operator's order, ``stats`` (sizes, ``inside_fraction``), ``traffic`` (bytes and calls so far); gathered into
     the driver only when asked for: ``perm`` (n,) original node of each operator row, ``degrees`` (n,) in the operator's
@@ -133,7 +133,7 @@ class DistributedLaplacian(LinearOperator):
         """Partition a symmetric ``W`` (n, n) into ``n_blocks`` row shards, scatter them and build the operator.
 
         ``partition``: "rcm", "coordinates" (needs ``coordinates`` (n, d): the data or an initial
-        embedding) or "none" (see :mod:`._shard_ops`).
+        embedding) or "none" (see :mod:`._sharded_ops`).
         """
         W = check_affinity(W)
         n = W.shape[0]
@@ -144,8 +144,8 @@ class DistributedLaplacian(LinearOperator):
         elif coordinates is not None:
             raise ParameterError(f"coordinates are used only by partition='coordinates'; got partition={partition!r}")
         client = active_client(client)
-        perm, bounds = _shard_ops.row_partition(W, n_blocks, partition, coordinates)
-        inside = _shard_ops.inside_fraction(W, perm, bounds)
+        perm, bounds = _sharded_ops.row_partition(W, n_blocks, partition, coordinates)
+        inside = _sharded_ops.inside_fraction(W, perm, bounds)
         Wp = sp.csr_matrix(W[perm][:, perm])
         Wp.sort_indices()
         addresses = check_workers(worker_list(client))
@@ -202,7 +202,7 @@ class DistributedLaplacian(LinearOperator):
         and sorted distances of the rows of shard ``i``, shards in row order. The weighting is
         :func:`spectral.graph.weights.knn_weights`'s (same parameters, resolved from the reduced summaries of all
         blocks: smallest positive and mean distance); each shard receives the per-point scales of its columns
-        from the other shards' workers (like the degrees, :func:`spectral.placement.values_at_columns`); the directed
+        from the other shards' workers (like the degrees, :func:`spectral.graph.halo.values_at_columns`); the directed
         weight rows are symmetrized by the shard-pair transpose exchange of :meth:`from_blocks`. Same result as
         ``from_blocks`` on the row blocks of ``knn_weights``.
 
@@ -251,7 +251,7 @@ class DistributedLaplacian(LinearOperator):
                   for d, w in zip(dist, workers)]
         cols = [client.submit(graph_shards.knn_columns, a, int(s), workers=[w], pure=False)
                 for a, s, w in zip(idx, starts, workers)]
-        col_scales = placement.values_at_columns(client, scales, cols, starts, workers)
+        col_scales = values_at_columns(client, scales, cols, starts, workers)
         directed = [client.submit(graph_shards.knn_directed_rows, a, d, int(s), params, cc, sc, n, workers=[w],
                                   pure=False) for a, d, s, cc, sc, w in zip(idx, dist, starts, cols, col_scales, workers)]
         W = transpose_exchange(client, directed, starts, params.symmetrize)
@@ -272,7 +272,7 @@ class DistributedLaplacian(LinearOperator):
                    for f, s, w in zip(blocks, starts, workers)]
         cols = [client.submit(graph_shards.block_columns, f, s, workers=[w], pure=False)
                 for f, s, w in zip(blocks, starts, workers)]
-        col_degrees = placement.values_at_columns(client, degrees, cols, bounds, workers)
+        col_degrees = values_at_columns(client, degrees, cols, bounds, workers)
         shards = [client.submit(graph_shards.shard_build, f, s, cc, dc, normalization, workers=[w], pure=False)
                   for f, s, cc, dc, w in zip(blocks, starts, cols, col_degrees, workers)]
         per = client.gather([client.submit(graph_shards.shard_stats, s, workers=[w], pure=False)
@@ -303,7 +303,7 @@ class DistributedLaplacian(LinearOperator):
         futures = []
         for shard, worker, cols in zip(self.shards, self.workers, self.cols):
             piece = scatter_to(c, V[cols], worker)
-            futures.append(c.submit(_shard_ops.shard_product, shard, piece, workers=[worker], pure=False))
+            futures.append(c.submit(_sharded_ops.shard_product, shard, piece, workers=[worker], pure=False))
             self.traffic["product_bytes_out"] += cols.size * V.shape[1] * FLOAT_BYTES
         out = np.vstack(c.gather(futures))
         self.traffic["products"] += 1
@@ -315,7 +315,7 @@ class DistributedLaplacian(LinearOperator):
         block, built and applied on the shard's worker (see module docstring)."""
         amg_shift = check_float("amg_shift", amg_shift, low=0.0)
         c = self.client
-        self.shards = [c.submit(_shard_ops.shard_with_preconditioner, s, amg_shift, amg_options, workers=[w],
+        self.shards = [c.submit(_sharded_ops.shard_with_preconditioner, s, amg_shift, amg_options, workers=[w],
                                 pure=False) for s, w in zip(self.shards, self.workers)]
         for shard in self.shards:  # wait, and raise setup errors here (the shards stay on their workers)
             worker_of(c, shard)
@@ -355,7 +355,7 @@ class DistributedLaplacian(LinearOperator):
         if self._coarse_lu is not None:
             return _two_level.precondition_two_level_parts(self, parts, width)
         c = self.client
-        return [c.submit(_shard_ops.shard_precondition, shard, part, workers=[worker], pure=False)
+        return [c.submit(_sharded_ops.shard_precondition, shard, part, workers=[worker], pure=False)
                 for shard, worker, part in zip(self.shards, self.workers, parts)]
 
     def product_parts(self, parts: list, width: int) -> list:
@@ -366,21 +366,21 @@ class DistributedLaplacian(LinearOperator):
         out = []
         for i, (shard, worker) in enumerate(zip(self.shards, self.workers)):
             pieces = [parts[j] if j == i else
-                      c.submit(_shard_ops.take_rows, parts[j], rows, workers=[self.workers[j]], pure=False)
+                      c.submit(_sharded_ops.take_rows, parts[j], rows, workers=[self.workers[j]], pure=False)
                       for j, rows in self._halo()[i]]
-            out.append(c.submit(_shard_ops.shard_product_pieces, shard, pieces, workers=[worker], pure=False))
+            out.append(c.submit(_sharded_ops.shard_product_pieces, shard, pieces, workers=[worker], pure=False))
         self.traffic["products"] += 1
         self.traffic["halo_bytes"] += self.stats["halo_rows"] * width * FLOAT_BYTES
         return out
 
     def _halo(self) -> list:
         """Per shard ``i``: ``[(j, rows of shard j at shard i's columns (future on j's worker, or None for i))]``
-        in shard order, cut on the workers once (:func:`spectral.placement.split_by_owner`)."""
+        in shard order, cut on the workers once (:func:`spectral.graph.halo.split_by_owner`)."""
         if self._halo_rows is None:
             c = self.client
-            requests = [c.submit(_shard_ops.shard_requests, s, self.bounds, workers=[w], pure=False)
+            requests = [c.submit(_sharded_ops.shard_requests, s, self.bounds, workers=[w], pure=False)
                         for s, w in zip(self.shards, self.workers)]
-            sizes = np.array(c.gather([c.submit(placement.sizes_of, r, pure=False) for r in requests]))
+            sizes = np.array(c.gather([c.submit(sizes_of, r, pure=False) for r in requests]))
             halo = []
             for i, req in enumerate(requests):
                 halo.append([(j, None if j == i else

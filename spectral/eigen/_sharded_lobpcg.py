@@ -1,17 +1,17 @@
 """LOBPCG whose (n, b) blocks stay on the workers, as row parts of the shards.
 
 The same iteration as scipy's ``lobpcg`` (Knyazev 2001; the basis ``[X, W, P]`` of Hetmaniuk & Lehoucq 2006)
-for the ``b`` smallest eigenpairs of a :class:`.distributed.DistributedLaplacian` ``L`` with a preconditioner
+for the ``b`` smallest eigenpairs of a :class:`.sharded.DistributedLaplacian` ``L`` with a preconditioner
 ``M``, but every block ``X, AX, R, W, AW, P, AP`` is a list of futures, one ``(n_i, b)`` part per shard, on
 the shard's worker. Per iteration:
 
 1. ``R = AX - X diag(theta)`` and its column norms (``(b,)`` per shard to the driver); converged columns are
    locked (soft locking, as scipy);
-2. ``W = M R_active`` (:meth:`~.distributed.DistributedLaplacian.precondition_parts`), projected off ``X``
+2. ``W = M R_active`` (:meth:`~.sharded.DistributedLaplacian.precondition_parts`), projected off ``X``
    and orthonormalized together as the QR of ``[X, W]`` (``W <- Q[:, b:]``): CholeskyQR2 from the Gram pieces
    of the row parts, Householder TSQR (:func:`._tsqr.orthonormal`) with rank-deficient columns dropped when
    Cholesky is not accurate (:func:`_orthonormal_complement`); then ``AW = L W``
-   (:meth:`~.distributed.DistributedLaplacian.product_parts`, a halo exchange between workers);
+   (:meth:`~.sharded.DistributedLaplacian.product_parts`, a halo exchange between workers);
 3. ``P`` (the previous update direction) orthonormalized by Cholesky-QR from the same reduction (as scipy),
    ``AP <- AP R^-1`` without a product; ``P`` is dropped when its Gram matrix is not accurately factorable;
 4. Rayleigh-Ritz on ``S = [X, W, P]``: the Gram matrices ``S^T L S`` and ``S^T S`` are sums of per-shard

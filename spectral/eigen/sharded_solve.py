@@ -1,9 +1,9 @@
-"""LOBPCG on a :class:`.distributed.DistributedLaplacian`: :func:`distributed_eigensolve` and
+"""LOBPCG on a :class:`.sharded.DistributedLaplacian`: :func:`distributed_eigensolve` and
 the Laplacian eigenmap :func:`laplacian_eigenmaps_distributed`.
 
-The operator (its shards, products, preconditioners and start blocks) is :mod:`.distributed`; where LOBPCG's
-dense (n, b) work happens is ``dense_work``: ``"row_blocks"`` (:mod:`._row_lobpcg`, blocks as row parts on the
-workers) or ``"driver"`` (scipy's lobpcg in the driver). See :mod:`.distributed` for the preconditioner and start.
+The operator (its shards, products, preconditioners and start blocks) is :mod:`.sharded`; where LOBPCG's
+dense (n, b) work happens is ``dense_work``: ``"row_blocks"`` (:mod:`._sharded_lobpcg`, blocks as row parts on the
+workers) or ``"driver"`` (scipy's lobpcg in the driver). See :mod:`.sharded` for the preconditioner and start.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 
 from eigenflow.spectral._validation import check_choice, check_float, check_int, check_random_state
 from eigenflow.spectral.eigen import _tsqr
-from eigenflow.spectral.eigen._row_parts import embedding_parts, finalize_row_parts, gather_original_order
+from eigenflow.spectral.eigen._sharded_vectors import embedding_parts, finalize_sharded_vectors, gather_original_order
 from eigenflow.spectral.eigen.dispatch import eigensolve
-from eigenflow.spectral.eigen.distributed import DistributedLaplacian
+from eigenflow.spectral.eigen.sharded import DistributedLaplacian
 from eigenflow.spectral.eigen.lobpcg import AMG_SHIFT
 from eigenflow.spectral.eigen.signs import sign_flip
 from eigenflow.spectral.errors import DisconnectedGraphError, ParameterError
@@ -40,7 +40,7 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
     """The ``n_components`` smallest eigenpairs of a :class:`DistributedLaplacian` by LOBPCG.
 
     ``dense_work="row_blocks"`` (default): LOBPCG's blocks stay on the workers as row parts of the shards
-    (:func:`._row_lobpcg.row_block_lobpcg`: tsqr orthogonalizations, per-shard Gram pieces, halo products); the
+    (:func:`._sharded_lobpcg.row_block_lobpcg`: tsqr orthogonalizations, per-shard Gram pieces, halo products); the
     driver holds ``(3b, 3b)`` matrices only, until the converged ``(n, k)`` vectors are gathered at the end.
     ``"driver"``: scipy's ``lobpcg`` in the driver (:func:`spectral.eigen.eigensolve` with ``solver="lobpcg"``)
     on the distributed operator; its ``(n, 3b)`` blocks live in the driver. Both use the same tolerance
@@ -126,12 +126,12 @@ def distributed_eigensolve(op: DistributedLaplacian, n_components: int, *, tol=N
 
 
 def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: bool, raise_on_failure: bool):
-    """:func:`._row_lobpcg.row_block_lobpcg` on ``op`` from the row parts ``X0``, its ``k`` pairs finalized on the
-    workers (normalized, sorted, sign-fixed, residuals, convergence: :func:`._row_parts.finalize_row_parts`, the
-    steps of ``_result.finalize``). Returns ``(EigenResult with vectors=None, row parts (n_i, k))``."""
+    """:func:`._sharded_lobpcg.row_block_lobpcg` on ``op`` from the row parts ``X0``, its ``k`` pairs finalized on
+    the workers (normalized, sorted, sign-fixed, residuals, convergence:
+    :func:`._sharded_vectors.finalize_sharded_vectors`, the steps of ``_result.finalize``). Returns ``(EigenResult with vectors=None, row parts (n_i, k))``."""
     from eigenflow.spectral.eigen._problem import Problem
     from eigenflow.spectral.eigen._result import DEFAULT_RTOL, RawPairs
-    from eigenflow.spectral.eigen._row_lobpcg import row_block_lobpcg
+    from eigenflow.spectral.eigen._sharded_lobpcg import row_block_lobpcg
     from eigenflow.spectral.eigen.lobpcg import DEFAULT_MAX_ITER
 
     norm = op.norm_bound()
@@ -146,7 +146,7 @@ def _row_block_solve(op, k: int, X0: list, *, tol, max_iter, preconditioned: boo
     raw = RawPairs(pairs.values, pairs.parts, n_iter=pairs.n_iter,
                    solver_converged=bool(np.all(final <= lobpcg_tol)), info=info)
     problem = Problem(op, None, op.shape[0], k, "smallest", tol, max_iter, None, bool(raise_on_failure), norm, None)
-    return finalize_row_parts(op, raw, problem, "lobpcg")
+    return finalize_sharded_vectors(op, raw, problem, "lobpcg")
 
 
 def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int, *, gather: bool = True,
@@ -155,7 +155,7 @@ def laplacian_eigenmaps_distributed(op: DistributedLaplacian, n_components: int,
     :func:`spectral.embedding.eigenmaps.laplacian_eigenmaps_from_graph` (``normalization="symmetric"``): the ``k + 1``
     smallest pairs, ``f_j = D^-1/2 u_j`` sign-fixed, the trivial pair 0 dropped. Returns ``(embedding (n, k),
     eigenvalues (k,), EigenResult)`` in the original node order; with ``gather=False`` (row blocks) the embedding stays
-    on the workers: row parts, futures of ``(n_i, k)`` in shard order (:func:`._row_parts.embedding_parts`), and the EigenResult has ``vectors=None``."""
+    on the workers: row parts, futures of ``(n_i, k)`` in shard order (:func:`._sharded_vectors.embedding_parts`), and the EigenResult has ``vectors=None``."""
     if op.stats.get("normalization") != "symmetric":
         raise ParameterError(f"the embedding needs normalization='symmetric'; got {op.stats.get('normalization')!r}")
     if op.stats.get("isolated_nodes"):
