@@ -5,9 +5,9 @@ parameters, bad input data, a missing or damaged store) ``error: <message>`` and
 (:mod:`flows.stops`: SIGINT / SIGTERM, status 130 / 143; a lost Prefect API, status 1) a line that says what the
 store records of the run and how to resume it. ``--verbose`` shows Prefect's and Dask's logs.
 
-A command that runs a flow starts what the flow needs at once, side by side: Prefect's local server (without
-``PREFECT_API_URL``, :class:`flows.prefect_api.LocalServer`) and, without a scheduler, the local Dask cluster,
-whose address the flow receives as its ``scheduler``.
+A command that runs a flow starts what the flow needs at once, side by side, while it checks its arguments:
+Prefect's local server (without ``PREFECT_API_URL``, :class:`flows.prefect_api.LocalServer`) and, without a
+scheduler, the local Dask cluster, whose address the flow receives as its ``scheduler`` (:class:`Infrastructure`).
 """
 
 from __future__ import annotations
@@ -149,27 +149,78 @@ def stop_line(stop: BaseException, store: str, run: str) -> str:
     return f"{stop}; {where}"
 
 
+class Infrastructure:
+    """What a flow command starts at once, side by side, and stops at its end: Prefect's local server (launched by
+    :func:`options` as the command is chosen, ``ctx.obj``, when no API is configured) and the local Dask cluster
+    (unless ``scheduler``), started in a thread while the command checks its arguments, its workers then loading
+    the kNN kernels from the compiled-code cache (:func:`tasks.bodies.worker.warm_nndescent`) while Prefect
+    starts. :meth:`ready` waits for both and gives the scheduler address the flow receives."""
+
+    def __init__(self, ctx: typer.Context, scheduler: str | None, n_workers: int, dtype: str):
+        import threading
+        from concurrent.futures import Future
+
+        from eigenflow.flows.cluster import resolve_scheduler
+
+        self.server, self.stack = ctx.obj, contextlib.ExitStack()
+        self.address: Future = Future()
+        self._release = threading.Event()
+        self._thread = None
+        address = resolve_scheduler(scheduler)
+        if address is not None:
+            self.address.set_result(address)
+        else:
+            self._thread = threading.Thread(target=self._hold, args=(n_workers, dtype), daemon=True,
+                                            name="eigenflow-local-cluster")
+            self._thread.start()
+
+    def _hold(self, n_workers: int, dtype: str) -> None:
+        from distributed import Client
+
+        from eigenflow.flows.cluster import local_cluster
+        from eigenflow.tasks.bodies.worker import warm_nndescent
+
+        try:
+            with local_cluster(n_workers) as cluster:
+                self.address.set_result(cluster.scheduler_address)
+                self._release.wait()
+        except BaseException as exc:  # reported by ready()
+            if not self.address.done():
+                self.address.set_exception(exc)
+
+    def ready(self) -> str:
+        """The scheduler address, once the cluster and Prefect's server are up; the server's URL is then the run's
+        Prefect API (without flow-run heartbeats: the server ends with the command)."""
+        from eigenflow.flows.prefect_api import configured_api_url
+
+        address = _run(self.address.result)
+        if self.server is not None and configured_api_url() is None:
+            from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+            url = _run(lambda: self.server.ready(timeout=SERVER_START_SECONDS))  # one that cannot start: one line
+            self.stack.enter_context(temporary_settings(updates={PREFECT_API_URL: url,
+                                                                 PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
+        elif self.server is not None:  # an API configured in the active profile
+            self.server.stop()
+        return address
+
+    def close(self) -> None:
+        """Stop the cluster (waits for it) and leave the run's Prefect settings."""
+        self.stack.close()
+        self._release.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
 @contextlib.contextmanager
-def flow_infrastructure(ctx: typer.Context, scheduler: str | None, n_workers: int) -> Iterator[str | None]:
-    """The local Dask cluster (unless ``scheduler``), started while Prefect's local server starts (launched by
-    :func:`options`, ``ctx.obj``, when no API is configured); yields the scheduler address the flow receives once
-    both are up, with the server's URL as the run's Prefect API. The cluster ends with the block."""
-    from eigenflow.flows.cluster import local_cluster, resolve_scheduler
-    from eigenflow.flows.prefect_api import configured_api_url
-
-    address = resolve_scheduler(scheduler)
-    with contextlib.ExitStack() as stack:
-        if address is None:
-            address = stack.enter_context(local_cluster(n_workers)).scheduler_address
-        server = ctx.obj
-        if server is not None and configured_api_url() is None:
-            from prefect.settings import PREFECT_API_URL, temporary_settings
-
-            url = _run(lambda: server.ready(timeout=SERVER_START_SECONDS))  # a server that cannot start: one line
-            stack.enter_context(temporary_settings(updates={PREFECT_API_URL: url}))
-        elif server is not None:  # an API configured in the active profile
-            server.stop()
-        yield address
+def flow_infrastructure(ctx: typer.Context, scheduler: str | None, n_workers: int,
+                        dtype: str = "float32") -> Iterator[Infrastructure]:
+    """:class:`Infrastructure` for the block (``dtype``: the X dtype whose kernels the workers load)."""
+    infrastructure = Infrastructure(ctx, scheduler, n_workers, dtype)
+    try:
+        yield infrastructure
+    finally:
+        infrastructure.close()
 
 
 # AnnData sources (`ingest` and `embed`): X's representation and the labels' obs column.
@@ -260,10 +311,11 @@ def embed(
 
     params = _run(lambda: parse_params(param, n_components))
     run = _run(lambda: new_run_id("embed", run_name))  # named here: the stop line says how to resume it
-    _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
-                                       n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
-                                       use_rep=use_rep, labels_obs=labels_obs, run=run))  # before anything starts
-    with flow_infrastructure(ctx, scheduler, workers) as address:
+    with flow_infrastructure(ctx, scheduler, workers) as infrastructure:  # starts while the arguments are checked
+        _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+                                           n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
+                                           use_rep=use_rep, labels_obs=labels_obs, run=run))  # before any write
+        address = infrastructure.ready()
         from eigenflow.flows.embed import embed as embed_flow
 
         summary = _run_flow(store, run, lambda: embed_flow(
@@ -367,7 +419,8 @@ def extend(
     from eigenflow.flows.run import new_run_id
 
     run_id = _run(lambda: new_run_id("extend", run_name))  # named here: the stop line says how to resume it
-    with flow_infrastructure(ctx, scheduler, workers) as address:
+    with flow_infrastructure(ctx, scheduler, workers) as infrastructure:
+        address = infrastructure.ready()
         from eigenflow.flows.extend import extend as extend_flow
 
         summary = _run_flow(out_store, run_id, lambda: extend_flow(
@@ -437,7 +490,8 @@ def demo(
                                                "nndescent"),
 ) -> None:
     """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
-    with flow_infrastructure(ctx, scheduler, workers) as address:
+    with flow_infrastructure(ctx, scheduler, workers) as infrastructure:
+        address = infrastructure.ready()
         from eigenflow.flows.demo import run_demo
 
         result = _run(lambda: with_progress(err, lambda: run_demo(

@@ -135,16 +135,10 @@ class LocalServer:
         raise RuntimeError(f"Prefect's local server (prefect server start) {state}; it printed: {said[0]}")
 
     def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 5 s); later calls do nothing."""
-        import subprocess
-
+        """Ask the server to stop (SIGTERM: it shuts down on its own, with nothing left to serve); later calls do
+        nothing."""
         if self.process.poll() is None:
             self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def _end_with_parent() -> None:

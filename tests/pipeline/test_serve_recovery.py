@@ -102,6 +102,7 @@ def _stop(serve: subprocess.Popen) -> None:
     stop_process_group(serve)
 
 
+@pytest.mark.slow  # 90 s: two served processes and three scheduled runs
 def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path):
     """SIGKILL of serve's process group in a stage leaves the run *Running*; serve started again marks it
     *Crashed*, the next scheduled run completes within 120 s, the store has no live ``running`` run nor a stale
@@ -147,6 +148,7 @@ def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path):
     assert done
 
 
+@pytest.mark.slow  # 30 s each: a served process and a scheduled run
 @pytest.mark.parametrize("signum, to_group", [
     (signal.SIGTERM, False),
     pytest.param(signal.SIGTERM, True, marks=pytest.mark.slow),
