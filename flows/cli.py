@@ -181,9 +181,12 @@ class Infrastructure:
         from eigenflow.tasks.bodies.worker import warm_nndescent
 
         try:
-            with local_cluster(n_workers) as cluster:
+            with local_cluster(n_workers) as cluster, Client(cluster, set_as_default=False) as client:
+                warm = [client.submit(warm_nndescent, (dtype,), ("euclidean",), ("exact", "nndescent"), pure=False,
+                                      workers=[w]) for w in cluster.scheduler_info["workers"]]
                 self.address.set_result(cluster.scheduler_address)
                 self._release.wait()
+                del warm
         except BaseException as exc:  # reported by ready()
             if not self.address.done():
                 self.address.set_exception(exc)
