@@ -102,10 +102,10 @@ print(json.dumps({"knn": knn, "solve": solve, "total": knn + solve, "weights": t
 FLOW_CHILD = r"""
 import json, sys, time
 start = time.perf_counter()
-try:
-    from eigenflow.flows.embed import embed
-except ImportError:
+try:  # an earlier checkout on PYTHONPATH (--pythonpath), whose flows were a top-level package
     from flows.embed import embed
+except ImportError:
+    from eigenflow.flows.embed import embed
 if __name__ == "__main__":
     embed(sys.argv[1], sys.argv[2])
     print(json.dumps({"process": time.perf_counter() - start}))

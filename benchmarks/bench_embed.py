@@ -19,10 +19,9 @@ also writes the figures. Run: ``python benchmarks/bench_embed.py [--n 10000 1000
 
 ``--served`` replaces step 4 by the way the flow runs in production:
 
-- **served**: a real ``prefect server`` on loopback and ``eigenflow serve X.npy STORE --interval I --poll 1`` in
-  its own process (a warm Dask cluster kept up between runs), once per ``--serve-modes``: ``in-process`` (``--runner
-  in-process``: flow runs execute in the serving process) and ``isolated`` (``--runner prefect``, the default:
-  Prefect's runner starts a flow subprocess per run). The first ``--runs`` scheduled runs are timed from the Prefect
+- **served**: a real ``prefect server`` on loopback and ``eigenflow serve X.npy STORE --interval I`` in its own
+  process (a warm Dask cluster kept up between runs; Prefect's runner starts a flow subprocess per run). The first
+  ``--runs`` scheduled runs are timed from the Prefect
   state history: from *Pending* (the serving process claimed the run) to *Completed*, from *Running* (the flow body
   starts) to *Completed*, and from the run's scheduled start time to *Completed* (adds the poll latency), with
   the stages of each run's manifest. Target: the 2nd and 3rd runs <= 1.3 x (pynndescent + eigensolver).
@@ -152,23 +151,22 @@ def _flow_run_times(api_url: str, deployment: str) -> list[dict]:
     return asyncio.run(read())
 
 
-def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: str = "in-process",
+def served_runs(x_path: Path, work: Path, n_runs: int, interval: float, mode: str = "isolated",
                 between_runs=None) -> dict:
-    """Time the first ``n_runs`` scheduled runs of ``eigenflow serve`` against a real Prefect server; ``mode``
-    "in-process" (``--runner in-process``) or "isolated" (``--runner prefect``, the default).
+    """Time the first ``n_runs`` scheduled runs of ``eigenflow serve`` against a real Prefect server (``mode``:
+    "isolated", Prefect's runner, a flow subprocess per run).
 
     ``between_runs()``, if given, is called as soon as each run has completed (while the serving process waits
     for the next scheduled start) and its result is kept with that run (the interleaved reference timing)."""
     import signal
 
     store, home = work / f"served-{mode}.zarr", work / f"prefect-served-{mode}"
-    isolate = ["--runner", "prefect" if mode == "isolated" else "in-process"]
     with prefect_server(home) as api_url:
         env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home),
                "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
         with open(work / "serve.log", "w") as log:
             serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", str(x_path), str(store), *FLOW_PARAMS,
-                                      "--interval", str(interval), "--name", "bench", "--poll", "1", *isolate],
+                                      "--interval", str(interval), "--name", "bench"],
                                      env=env,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
@@ -378,8 +376,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--served", action="store_true", help="served mode: scheduled runs + a cold CLI run")
     parser.add_argument("--runs", type=int, default=3, help="served mode: scheduled runs to time")
     parser.add_argument("--interval", type=float, default=120.0, help="served mode: schedule interval, seconds")
-    parser.add_argument("--serve-modes", nargs="+", choices=["in-process", "isolated"],
-                        default=["in-process", "isolated"], help="served mode: the runners to time")
+    parser.add_argument("--serve-modes", nargs="+", choices=["isolated"], default=["isolated"],
+                        help="served mode: the runners to time (Prefect's: a flow subprocess per run)")
     parser.add_argument("--no-interleave", action="store_true",
                         help="served mode: do not time pynndescent + eigensolver again after each served run")
     parser.add_argument("--flow-only", action="store_true",

@@ -143,7 +143,8 @@ def embed(
                     run_stage(ctx, stage, finished)
                 with ctx.stage("embed-points") as rec:
                     rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token, holdout=holdout,
-                                                      random_state=random_state, on_progress=ctx.progress("embed-points")))
+                                                      random_state=random_state,
+                                                      on_progress=ctx.progress("embed-points")))
                 ctx.manifest.results.update(output_paths(method, run, rec.info))
             finally:
                 release_index(ctx.token, ctx.run)

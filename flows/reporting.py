@@ -76,7 +76,8 @@ def _key(text: str) -> str:
 
 
 def figures_on_worker(client: Any, store: Store, run: str, method: str) -> dict[str, Any]:
-    """The run's quality figures and plot (:func:`tasks.bodies.report.report_figures`) made on a worker of ``client``, so
+    """The run's quality figures and plot (:func:`tasks.bodies.report.report_figures`) made on a worker of
+    ``client``, so
     that the flow process reads no (n,) labels or mask and imports no plotting library; ``{"error": ...}`` if that
     failed (the run's results are in the store already)."""
     try:

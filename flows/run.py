@@ -263,14 +263,3 @@ def write_manifest_results(store: Store, run: str, results: dict) -> None:
     manifest = read_manifest(store, run)
     manifest.results.update(results)
     write_manifest(store, manifest)
-
-
-@contextlib.contextmanager
-def timed() -> Iterator[dict]:
-    """``with timed() as t: ...`` then ``t["seconds"]``."""
-    out: dict = {}
-    t0 = time.perf_counter()
-    try:
-        yield out
-    finally:
-        out["seconds"] = time.perf_counter() - t0

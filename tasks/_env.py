@@ -8,8 +8,8 @@ values keep a run local, quiet and off the network:
 - ``PREFECT_SERVER_UI_ENABLED=false``: the ephemeral server never serves the UI.
 - ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90``: room for a busy 2-core machine.
 - ``DASK_LOGGING__DISTRIBUTED=warning``: silences distributed's INFO logs.
-- ``NUMBA_CACHE_DIR``: eigenflow's compiled-code cache (:func:`spectral.neighbours.jit_cache.numba_cache_dir`, a user cache
-  directory, movable with ``EIGENFLOW_CACHE_DIR``), so that pynndescent's own cached kernels land beside
+- ``NUMBA_CACHE_DIR``: eigenflow's compiled-code cache (:func:`spectral.neighbours.jit_cache.numba_cache_dir`, a
+  user cache directory, movable with ``EIGENFLOW_CACHE_DIR``), so that pynndescent's own cached kernels land beside
   eigenflow's; read by numba when it is first imported, so set before that.
 
 Without ``PREFECT_API_URL``, Prefect runs in ephemeral mode (a temporary local server with a sqlite

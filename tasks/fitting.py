@@ -150,7 +150,8 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
 def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
              holdout: float, random_state: int | None) -> dict[str, Any]:
     """Build the kNN index of the fit set on a worker and write ``graph/knn`` from it
-    (:func:`tasks.bodies.laplacian_eigenmaps.build_fit_index`, :func:`~tasks.bodies.laplacian_eigenmaps.write_knn_graph`).
+    (:func:`tasks.bodies.laplacian_eigenmaps.build_fit_index`,
+    :func:`~tasks.bodies.laplacian_eigenmaps.write_knn_graph`).
 
     With held-out points the index stays published on the cluster for their out-of-sample map
     (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"`` refers to the fit graph kept

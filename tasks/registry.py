@@ -89,28 +89,38 @@ _ENTRIES = (
     MethodEntry("laplacian_eigenmaps", "eigenflow.spectral.embedding:LaplacianEigenmaps",
                 "Laplacian eigenmaps of a kNN graph, Nystrom out-of-sample (Belkin & Niyogi 2003; Bengio et al. 2004)",
                 fit="laplacian_eigenmaps"),
-    MethodEntry("dne", "eigenflow.spectral.methods.discriminant:DNE", "discriminant neighborhood embedding, (semi-)supervised "
+    MethodEntry("dne", "eigenflow.spectral.methods.discriminant:DNE",
+                "discriminant neighborhood embedding, (semi-)supervised "
                 "(Chatpatanasiri & Kijsirikul 2008)", needs_labels=True, fit="discriminant"),
-    MethodEntry("mfa", "eigenflow.spectral.methods.discriminant:MFA", "marginal Fisher analysis, (semi-)supervised "
+    MethodEntry("mfa", "eigenflow.spectral.methods.discriminant:MFA",
+                "marginal Fisher analysis, (semi-)supervised "
                 "(Chatpatanasiri & Kijsirikul 2008)", needs_labels=True, fit="discriminant"),
-    MethodEntry("lfda", "eigenflow.spectral.methods.discriminant:LFDA", "local Fisher discriminant analysis, (semi-)supervised "
+    MethodEntry("lfda", "eigenflow.spectral.methods.discriminant:LFDA",
+                "local Fisher discriminant analysis, (semi-)supervised "
                 "(Chatpatanasiri & Kijsirikul 2008)", needs_labels=True, fit="discriminant"),
-    MethodEntry("nsse", "eigenflow.spectral.methods.nsse:NSSE", "nonlinear supervised smooth embedding with an RBF interpolator "
+    MethodEntry("nsse", "eigenflow.spectral.methods.nsse:NSSE",
+                "nonlinear supervised smooth embedding with an RBF interpolator "
                 "(Ornek & Vural 2019)", needs_labels=True, fit="labeled_subset"),
-    MethodEntry("suplap", "eigenflow.spectral.methods.nsse:SupervisedLaplacianEigenmaps", "supervised Laplacian eigenmaps with "
+    MethodEntry("suplap", "eigenflow.spectral.methods.nsse:SupervisedLaplacianEigenmaps",
+                "supervised Laplacian eigenmaps with "
                 "the RBF interpolator (SUPLAP of Ornek & Vural 2019)", needs_labels=True, fit="labeled_subset"),
-    MethodEntry("tsk", "eigenflow.spectral.methods.spectral_kernels:TSK", "transductive spectral kernel learned by an LP; labels "
+    MethodEntry("tsk", "eigenflow.spectral.methods.spectral_kernels:TSK",
+                "transductive spectral kernel learned by an LP; labels "
                 "and scores of every point (Liu et al. 2009)", needs_labels=True, fit="spectral_kernel",
                 outputs=(EMBEDDING, LABELS, SCORES)),
-    MethodEntry("rsk", "eigenflow.spectral.methods.spectral_kernels:RSK", "regularized spectral kernel (Zhou et al.'s consistency "
+    MethodEntry("rsk", "eigenflow.spectral.methods.spectral_kernels:RSK",
+                "regularized spectral kernel (Zhou et al.'s consistency "
                 "method as a kernel; Liu et al. 2009)", needs_labels=True, fit="spectral_kernel",
                 outputs=(EMBEDDING, LABELS, SCORES)),
-    MethodEntry("graph_kpca", "eigenflow.spectral.methods.graph_kpca:GraphKPCA", "graph-regularized kernel PCA, optionally "
+    MethodEntry("graph_kpca", "eigenflow.spectral.methods.graph_kpca:GraphKPCA",
+                "graph-regularized kernel PCA, optionally "
                 "constrained by labels or must/cannot-link pairs (Shen et al. 2018)",
                 store_params=("must_link", "cannot_link", "precomputed_knn")),
-    MethodEntry("multi_graph_kpca", "eigenflow.spectral.methods.graph_kpca:MultiGraphKPCA", "multi-kernel, multi-graph kernel PCA "
+    MethodEntry("multi_graph_kpca", "eigenflow.spectral.methods.graph_kpca:MultiGraphKPCA",
+                "multi-kernel, multi-graph kernel PCA "
                 "with learned weights (Shen et al. 2018)"),
-    MethodEntry("lneg", "eigenflow.spectral.methods.graph_kpca:LNEG", "local nonlinear embedding on graphs (Shen et al. 2018)"),
+    MethodEntry("lneg", "eigenflow.spectral.methods.graph_kpca:LNEG",
+                "local nonlinear embedding on graphs (Shen et al. 2018)"),
 )
 REGISTRY: dict[str, MethodEntry] = {e.name: e for e in _ENTRIES}
 

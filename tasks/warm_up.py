@@ -67,4 +67,5 @@ def warm_workers(client: Any, dtype: str | None) -> list:
     on another worker (``allow_other_workers``) rather than wait for the dead one."""
     if dtype is None:
         return []
-    return [client.submit(warm_nndescent, (dtype,), workers=[w], allow_other_workers=True, pure=False) for w in worker_list(client)]
+    return [client.submit(warm_nndescent, (dtype,), workers=[w], allow_other_workers=True, pure=False)
+            for w in worker_list(client)]

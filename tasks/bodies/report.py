@@ -54,7 +54,8 @@ def quality(store: Store, run: str, method: str) -> dict[str, float]:
     queries = np.sort(rng.choice(queries, min(queries.size, QUALITY_QUERIES), replace=False))
     references = np.sort(rng.choice(references, min(references.size, QUALITY_REFERENCES), replace=False))
     Z_ref, Z_query = (read_rows_at(store, layout.embedding_path(run), rows) for rows in (references, queries))
-    from eigenflow.spectral.metrics import one_nn_accuracy  # scikit-learn: imported only for a run that has these figures
+    # scikit-learn: imported only for a run that has these figures
+    from eigenflow.spectral.metrics import one_nn_accuracy
 
     out = {"heldout_1nn_accuracy": one_nn_accuracy(Z_ref, y[references], Z_query, y[queries]),
            "n_heldout_labeled": int(queries.size)}

@@ -48,7 +48,8 @@ build draws one seed from ``random_state`` first, the eigensolver uses what foll
   (:class:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel`),
   in row chunks (:func:`storage.models.create_model` ... :func:`~storage.models.finish_model`).
 
-``embed-points`` (:mod:`tasks.bodies.point_writeback`) gives the fit rows their fitted values and maps the held-out rows from
+``embed-points`` (:mod:`tasks.bodies.point_writeback`) gives the fit rows their fitted values and maps the held-out
+rows from
 their stored candidates (:meth:`spectral.embedding.out_of_sample.LaplacianEigenmapsModel.transform_candidates`, the
 Nystrom map that ``transform`` applies to an index's candidates), so no index of all fit rows is built.
 
@@ -67,7 +68,8 @@ rows are collapsed as in the single-process stages (found on the workers,
 :mod:`spectral.neighbours.sharded_duplicates`; a copy is searched like a held-out row and gets its original's value
 through the distance-0 rule); the graph must be connected (several components are refused, naming the remedy);
 ``knn_method`` is not used (NN-descent per shard). ``extend`` of a sharded model searches the new points in
-per-shard indexes on the workers (:mod:`tasks.bodies.sharded_extend`); with ``sharded=False`` it rebuilds one index of the
+per-shard indexes on the workers (:mod:`tasks.bodies.sharded_extend`); with ``sharded=False`` it rebuilds one index
+of the
 fit rows instead.
 """
 

@@ -2,13 +2,15 @@
 
 The fit rows of the model's store are indexed per shard on the workers
 (:func:`spectral.neighbours.sharded.build_shard_indexes` with the partition of the sharded path,
-:data:`tasks.bodies.sharded_eigenmaps.PARTITION`, and the embed run's number of shards); every row of the new store is searched
+:data:`tasks.bodies.sharded_eigenmaps.PARTITION`, and the embed run's number of shards); every row of the new store
+is searched
 in every shard's index by tasks on the workers (:func:`spectral.neighbours.sharded_query.query_shard_indexes`, the
 search of the embed run's held-out rows), and its
 :attr:`~spectral.embedding.out_of_sample.LaplacianEigenmapsModel.n_candidates` nearest fit points are written to the new
 store's candidate arrays (:func:`tasks.bodies.sharded_eigenmaps.write_candidates_chunk`, one task per row chunk). The
 ``extend-points`` stage then maps every row by the model's Nystrom map of its stored candidates
-(:meth:`~spectral.embedding.out_of_sample.LaplacianEigenmapsModel.transform_candidates`), as the embed run maps its held-out rows: no process holds the fit rows' X or an index of all of them, only its shard.
+(:meth:`~spectral.embedding.out_of_sample.LaplacianEigenmapsModel.transform_candidates`), as the embed run maps its
+held-out rows: no process holds the fit rows' X or an index of all of them, only its shard.
 
 Like the embed run's held-out rows, each new point is searched in all P shard indexes (no pruning).
 :func:`write_extend_candidates` runs in the flow process and holds futures and the model's fit rows ((n_fit,) int64).
@@ -41,7 +43,8 @@ def sharded_fit_record(store: Store, run: str) -> dict | None:
 
 
 def extend_plan(model_store: Store, model_run: str) -> dict[str, Any]:
-    """Task (on a worker): what the shard indexes of the model need: its fit rows (as :class:`tasks.bodies.fit_rows.FitRows`:
+    """Task (on a worker): what the shard indexes of the model need: its fit rows (as
+    :class:`tasks.bodies.fit_rows.FitRows`:
     the rows left out, no (n_fit,) array for the driver), the kNN parameters it was fitted with and its number of
     candidates. Refuses a model without a candidates map."""
     from eigenflow.storage.arrays import x_shape
