@@ -7,16 +7,15 @@ store records of the run and how to resume it. ``--verbose`` shows Prefect's and
 
 A command that runs a flow starts what the flow needs at once, side by side, while it checks its arguments:
 Prefect's local server (without ``PREFECT_API_URL``, :class:`flows.prefect_api.LocalServer`) and, without a
-scheduler, the local Dask cluster, whose address the flow receives as its ``scheduler`` (:class:`Infrastructure`).
+scheduler, the local Dask cluster, whose address the flow receives as its ``scheduler`` (:class:`flows._cli_infrastructure.Infrastructure`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Optional
 
 import typer
@@ -24,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eigenflow.flows._cli_display import info_renderables, result_rows, summary_table, with_progress
+from eigenflow.flows._cli_infrastructure import flow_infrastructure
 
 app = typer.Typer(name="eigenflow", add_completion=False, no_args_is_help=True,
                   help="Spectral embeddings of large datasets: Prefect flows on Dask over zarr stores.")
@@ -70,8 +70,6 @@ def main() -> None:
 
 #: The commands that run a flow: Prefect's local server is launched as soon as one of them is chosen.
 FLOW_COMMANDS = ("embed", "extend", "demo")
-#: Seconds Prefect's local server gets to answer.
-SERVER_START_SECONDS = 120.0
 
 
 @app.callback()
@@ -147,83 +145,6 @@ def stop_line(stop: BaseException, store: str, run: str) -> str:
     else:
         where = f"nothing was recorded in {store} (stopped before the run started)"
     return f"{stop}; {where}"
-
-
-class Infrastructure:
-    """What a flow command starts at once, side by side, and stops at its end: Prefect's local server (launched by
-    :func:`options` as the command is chosen, ``ctx.obj``, when no API is configured) and the local Dask cluster
-    (unless ``scheduler``), started in a thread while the command checks its arguments, its workers then loading
-    the kNN kernels from the compiled-code cache (:func:`tasks.bodies.worker.warm_nndescent`) while Prefect
-    starts. :meth:`ready` waits for both and gives the scheduler address the flow receives."""
-
-    def __init__(self, ctx: typer.Context, scheduler: str | None, n_workers: int, dtype: str):
-        import threading
-        from concurrent.futures import Future
-
-        from eigenflow.flows.cluster import resolve_scheduler
-
-        self.server, self.stack = ctx.obj, contextlib.ExitStack()
-        self.address: Future = Future()
-        self._release = threading.Event()
-        self._thread = None
-        address = resolve_scheduler(scheduler)
-        if address is not None:
-            self.address.set_result(address)
-        else:
-            self._thread = threading.Thread(target=self._hold, args=(n_workers, dtype), daemon=True,
-                                            name="eigenflow-local-cluster")
-            self._thread.start()
-
-    def _hold(self, n_workers: int, dtype: str) -> None:
-        from distributed import Client
-
-        from eigenflow.flows.cluster import local_cluster
-        from eigenflow.tasks.bodies.worker import warm_nndescent
-
-        try:
-            with local_cluster(n_workers) as cluster, Client(cluster, set_as_default=False) as client:
-                warm = [client.submit(warm_nndescent, (dtype,), ("euclidean",), ("exact", "nndescent"), pure=False,
-                                      workers=[w]) for w in cluster.scheduler_info["workers"]]
-                self.address.set_result(cluster.scheduler_address)
-                self._release.wait()
-                del warm
-        except BaseException as exc:  # reported by ready()
-            if not self.address.done():
-                self.address.set_exception(exc)
-
-    def ready(self) -> str:
-        """The scheduler address, once the cluster and Prefect's server are up; the server's URL is then the run's
-        Prefect API (without flow-run heartbeats: the server ends with the command)."""
-        from eigenflow.flows.prefect_api import configured_api_url
-
-        address = _run(self.address.result)
-        if self.server is not None and configured_api_url() is None:
-            from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-            url = _run(lambda: self.server.ready(timeout=SERVER_START_SECONDS))  # one that cannot start: one line
-            self.stack.enter_context(temporary_settings(updates={PREFECT_API_URL: url,
-                                                                 PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
-        elif self.server is not None:  # an API configured in the active profile
-            self.server.stop()
-        return address
-
-    def close(self) -> None:
-        """Stop the cluster (waits for it) and leave the run's Prefect settings."""
-        self.stack.close()
-        self._release.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-@contextlib.contextmanager
-def flow_infrastructure(ctx: typer.Context, scheduler: str | None, n_workers: int,
-                        dtype: str = "float32") -> Iterator[Infrastructure]:
-    """:class:`Infrastructure` for the block (``dtype``: the X dtype whose kernels the workers load)."""
-    infrastructure = Infrastructure(ctx, scheduler, n_workers, dtype)
-    try:
-        yield infrastructure
-    finally:
-        infrastructure.close()
 
 
 # AnnData sources (`ingest` and `embed`): X's representation and the labels' obs column.
@@ -318,7 +239,7 @@ def embed(
         _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                            n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
                                            use_rep=use_rep, labels_obs=labels_obs, run=run))  # before any write
-        address = infrastructure.ready()
+        address = _run(infrastructure.ready)
         from eigenflow.flows.embed import embed as embed_flow
 
         summary = _run_flow(store, run, lambda: embed_flow(
@@ -423,7 +344,7 @@ def extend(
 
     run_id = _run(lambda: new_run_id("extend", run_name))  # named here: the stop line says how to resume it
     with flow_infrastructure(ctx, scheduler, workers) as infrastructure:
-        address = infrastructure.ready()
+        address = _run(infrastructure.ready)
         from eigenflow.flows.extend import extend as extend_flow
 
         summary = _run_flow(out_store, run_id, lambda: extend_flow(
@@ -494,7 +415,7 @@ def demo(
 ) -> None:
     """Generate a labeled 32-D Swiss roll, embed it with the flow, report held-out 1-NN accuracy and a plot."""
     with flow_infrastructure(ctx, scheduler, workers) as infrastructure:
-        address = infrastructure.ready()
+        address = _run(infrastructure.ready)
         from eigenflow.flows.demo import run_demo
 
         result = _run(lambda: with_progress(err, lambda: run_demo(
