@@ -235,10 +235,10 @@ def embed(
 
     params = _run(lambda: parse_params(param, n_components))
     run = _run(lambda: new_run_id("embed", run_name))  # named here: the stop line says how to resume it
-    with flow_infrastructure(ctx, scheduler, workers) as infrastructure:  # starts while the arguments are checked
-        _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
-                                           n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
-                                           use_rep=use_rep, labels_obs=labels_obs, run=run))  # before any write
+    _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+                                       n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
+                                       use_rep=use_rep, labels_obs=labels_obs, run=run))  # before any start-up
+    with flow_infrastructure(ctx, scheduler, workers) as infrastructure:
         address = _run(infrastructure.ready)
         from eigenflow.flows.embed import embed as embed_flow
 

@@ -23,21 +23,12 @@ MIN_FIT_ROWS = 2
 
 
 def source_rows(source: str) -> int | None:
-    """Number of rows of ``source`` read from its header only; None when unknown before reading (CSV) or when
-    the source cannot be opened (the ingest reports what is wrong with it)."""
-    from eigenflow.storage.errors import StorageError
+    """Number of rows of ``source`` read from its header only (None for a CSV, whose rows are known only once
+    read); a source that does not exist or cannot be opened is refused here, before any start-up
+    (:class:`storage.errors.IngestError` naming it)."""
     from eigenflow.storage.readers import open_source
 
-    try:
-        return open_source(source).n_rows
-    except (StorageError, OSError, ValueError):
-        return None
-
-
-def has_rows(source: str, rows: int) -> bool:
-    """Whether the header of ``source`` says it has at least ``rows`` rows (False when it cannot tell)."""
-    n = source_rows(source)
-    return n is not None and n >= rows
+    return open_source(source).n_rows
 
 
 def fit_rows(n: int, holdout: float) -> int:
