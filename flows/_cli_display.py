@@ -17,13 +17,14 @@ _BOX = re.compile("[\u2502\u2503]")
 
 
 def with_progress(console: Console, fn: Callable[[], Any]) -> Any:
-    """Run a flow (``fn()``) with a rich progress display of its stages on ``console`` (the CLI's stderr)."""
+    """Run a flow (``fn()``) with a rich progress display of its stages on ``console`` (the CLI's stderr), live on a
+    terminal and gone at the end: the summary table gives the stages' seconds, and a failure stays one line."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from eigenflow.flows.run import stage_events
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=False)
+                        TimeElapsedColumn(), console=console, transient=True)
     ids: dict[str, Any] = {}
 
     def listener(event: str, stage: str, payload: Any) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import layout
 from .errors import StoreFormatError, writing
-from .store import StoreRef, _read_json, file_location, filesystem
+from .store import StoreRef, _read_json, file_location, filesystem, validate_store
 
 #: Folder of the checksum records (one JSON file per array: ``{chunk key: digest or null}``).
 CHECKSUMS = "checksums"
@@ -205,7 +205,16 @@ def _report_strays(fs: Any, root: str, array: str, meta: dict, report: dict) -> 
 
 
 def verify(store: StoreRef, arrays: tuple[str, ...] | None = None, strays: bool = True) -> dict[str, Any]:
-    """Check every recorded chunk (of ``arrays`` only, when given):
+    """Check the store's metadata as every command that opens it does (:func:`storage.store.validate_store`: root
+    ``zarr.json``, schema, finished ingest, data types and codecs, shapes; raises :class:`StoreFormatError`), then
+    every recorded chunk (of ``arrays`` only, when given), see :func:`recorded_chunk_problems`."""
+    validate_store(store)
+    return recorded_chunk_problems(store, arrays, strays)
+
+
+def recorded_chunk_problems(store: StoreRef, arrays: tuple[str, ...] | None = None,
+                            strays: bool = True) -> dict[str, Any]:
+    """Compare every recorded chunk (of ``arrays`` only, when given) with its record:
     ``{"arrays": {array: n_chunks}, "bad": [{"array", "chunk", "problem"}]}``.
 
     Problems: ``"changed"`` (bytes differ), ``"missing"`` (recorded, now absent: reads as fill value),
@@ -280,8 +289,8 @@ def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict, strays:
 
 def check_intact(store: StoreRef, arrays: tuple[str, ...] = POINT_ARRAYS) -> None:
     """Raise :class:`StoreFormatError` naming the damaged chunks of ``arrays`` (see :func:`verify`; stray keys,
-    which zarr never reads, are left to ``eigenflow verify``)."""
-    bad = verify(store, arrays=tuple(arrays), strays=False)["bad"]
+    which zarr never reads, are left to ``eigenflow verify``; the metadata was checked when the store was opened)."""
+    bad = recorded_chunk_problems(store, arrays=tuple(arrays), strays=False)["bad"]
     if bad:
         listed = ", ".join(f"{b['array']}/{b['chunk']} ({b['problem']})" if b["chunk"] else
                            f"{b['array']} ({b['problem']})" for b in bad[:5])

@@ -51,7 +51,11 @@ def apply_cli_env(verbose: bool) -> None:
     # Prefect's internal services (e.g. its events worker) log each failed delivery at ERROR: a lost API is
     # reported in one line by the CLI instead (flows.stops)
     os.environ.setdefault("PREFECT_INTERNAL_LOGGING_LEVEL", "ERROR" if verbose else "CRITICAL")
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if verbose else "error")
+    # a task's failure reaches the user as the command's one line; without -v the workers do not also log it
+    # (distributed logs "Compute Failed" with its traceback at ERROR). Replaces the package's own default (set when
+    # eigenflow.tasks was imported), not a value of the user's
+    if os.environ.get("DASK_LOGGING__DISTRIBUTED") in (None, ENV_DEFAULTS["DASK_LOGGING__DISTRIBUTED"]):
+        os.environ["DASK_LOGGING__DISTRIBUTED"] = "warning" if verbose else "critical"
     # Prefect's client retries a failed API call up to 5 times with exponential back-off (a minute): a run whose
     # API is gone would wait that long at each call; 2 retries still ride out a brief restart of the server
     os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "2")

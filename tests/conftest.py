@@ -41,17 +41,6 @@ def dataset():
 
 
 @pytest.fixture(scope="session")
-def prefect_harness():
-    """Prefect's temporary test server for the flows of the session (logging quieted): started when a test first
-    asks for it (12-16 s on this machine), shared by every module after that instead of one server per module.
-    The tests that read the server's records filter them by their own flow runs."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
-@pytest.fixture(scope="session")
 def prefect_server(tmp_path_factory):
     """A real Prefect server (``prefect server start`` on a free loopback port, its own home), shared by the tests
     that run eigenflow's CLI or a served process against a server: ``(api_url, home)``. Its scheduler loop runs
@@ -61,6 +50,22 @@ def prefect_server(tmp_path_factory):
     home = tmp_path_factory.mktemp("prefect-server")
     with prefect_server_process(home, scheduler_loop_seconds=1) as (_, url):  # schedules runs within a second
         yield url, home
+
+
+@pytest.fixture(scope="session")
+def prefect_api(prefect_server):
+    """The session's Prefect server as the Prefect API of the test process and of the CLI commands its tests start
+    (``PREFECT_API_URL``, as a user's profile sets it): one real server for the whole session instead of a temporary
+    server per process or per command. Tests of a CLI's own server remove the variable from the command's
+    environment. The tests that read the server's records filter them by their own flow runs."""
+    from prefect.logging.handlers import APILogHandler
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    url, _ = prefect_server
+    with pytest.MonkeyPatch.context() as patch, temporary_settings(updates={PREFECT_API_URL: url}):
+        patch.setenv("PREFECT_API_URL", url)
+        yield url
+        APILogHandler().flush()  # the session's last logs reach the server before it stops
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +95,7 @@ def pytest_configure(config):
 
 
 #: Fixtures whose tests run on local Dask worker processes.
-WORKER_FIXTURES = frozenset({"cluster", "client", "four_workers", "prefect_harness", "prefect_server"})
+WORKER_FIXTURES = frozenset({"cluster", "client", "four_workers", "prefect_api", "prefect_server"})
 
 
 def _starts_workers(module_items) -> bool:

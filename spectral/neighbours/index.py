@@ -36,6 +36,11 @@ METRICS = ("euclidean", "manhattan", "cosine")
 #: first k: a wider search front, the same contract.
 NNDESCENT_QUERY_EPSILON = 0.2
 
+#: Largest absolute coordinate the search accepts. Both methods compare squared distances in float32, whose range
+#: ends at 3.4e38: beyond this bound the squares overflow for any realistic number of columns (up to 8e7), and the
+#: graph would be corrupt (inf distances, self-neighbours). Data that large is refused, naming its magnitude.
+MAX_ABS_COORDINATE = 1e15
+
 #: dtypes :class:`KNNIndex` indexes as given (others are converted to the first)
 TRAINING_DTYPES = (np.float64, np.float32)
 
@@ -88,7 +93,7 @@ class KNNIndex:
         float64 from the float32 coordinates): a conversion to float64 would cost a pass over X and leave a copy
         of twice its size in the index. Any other dtype is converted to float64.
         """
-        X = check_array_2d(X, "X", min_rows=2, dtype=TRAINING_DTYPES)
+        X = check_search_range(check_array_2d(X, "X", min_rows=2, dtype=TRAINING_DTYPES), "X")
         n = X.shape[0]
         n_neighbors = check_int("n_neighbors", n_neighbors, low=1, high=n - 1)
         method = check_choice("method", method, METHODS)
@@ -230,7 +235,8 @@ class KNNIndex:
         Returns ``(indices int64 (m, k), distances float32 (m, k))`` sorted by distance, ``k`` in [1, n].
         A query equal to a training point finds it at distance 0 (first column).
         """
-        X_new = check_array_2d(X_new, "X_new", min_rows=1, dtype=(np.float64, np.float32))  # float32: no copy
+        X_new = check_search_range(check_array_2d(X_new, "X_new", min_rows=1, dtype=(np.float64, np.float32)),
+                                   "X_new")  # float32: no copy
         if X_new.shape[1] != self._shape[1]:
             raise InputDataError(
                 f"X_new must have {self._shape[1]} columns like the training data; got {X_new.shape[1]}"
@@ -252,6 +258,19 @@ class KNNIndex:
             found, dist = self._refined(block.astype(np.float64), found)
             indices[start:start + block.shape[0]], distances[start:start + block.shape[0]] = found[:, :k], dist[:, :k]
         return indices, distances
+
+
+def check_search_range(X: np.ndarray, name: str) -> np.ndarray:
+    """``X`` (n, d) when every coordinate lies within :data:`MAX_ABS_COORDINATE`; else :class:`InputDataError`
+    naming the largest magnitude and what to do (the heat-kernel graph, hence a Laplacian-eigenmaps embedding, does
+    not change when every coordinate is divided by one constant)."""
+    largest = max(float(X.max()), -float(X.min())) if X.size else 0.0
+    if largest > MAX_ABS_COORDINATE:
+        raise InputDataError(
+            f"{name} has coordinates up to {largest:.3g} in absolute value; the kNN search accepts at most "
+            f"{MAX_ABS_COORDINATE:.0e} (its float32 squared distances would overflow): divide {name} by a constant, "
+            f"e.g. {largest:.0e}")
+    return X
 
 
 def _array_bytes(obj: Any, seen: set, depth: int) -> int:

@@ -83,6 +83,13 @@ def build_fit_index(store: Store, *, n_neighbors: int, knn_method: str, metric: 
     X = read_X(store)  # (n, d)
     fit_set = fit_rows_for(n, holdout, random_state)
     rows, n_duplicates = distinct_rows(_take_rows(X, fit_set), None, fit_set)
+    if rows.size <= n_neighbors:
+        from eigenflow.spectral.errors import InputDataError
+
+        raise InputDataError(
+            f"the fit set has {rows.size} distinct point(s): {n_duplicates} of its {fit_set.size} rows are exact "
+            f"copies of other rows; a kNN graph with n_neighbors={n_neighbors} needs at least {n_neighbors + 1} "
+            "distinct points")
     t0 = time.perf_counter()
     index = KNNIndex.build(_take_rows(X, rows), n_neighbors, method=knn_method, metric=metric,
                            random_state=check_random_state(random_state))

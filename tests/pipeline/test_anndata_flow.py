@@ -49,7 +49,7 @@ def _knn_accuracy(Z: np.ndarray, hidden: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(knn.predict(Z[~labeled]) == y[~labeled]))
 
 
-def test_h5ad_round_trip_with_label_transfer(cells, cluster, prefect_harness, tmp_path):
+def test_h5ad_round_trip_with_label_transfer(cells, cluster, prefect_api, tmp_path):
     from typer.testing import CliRunner
 
     from eigenflow.flows.cli import app
@@ -92,7 +92,7 @@ def test_h5ad_round_trip_with_label_transfer(cells, cluster, prefect_harness, tm
         assert accuracy >= FLOORS[method], accuracy
 
 
-def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells, cluster, prefect_harness,
+def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells, cluster, prefect_api,
                                                                            tmp_path, monkeypatch):
     """Stores named relative to the directory of the runs; the export, from another directory, still finds the
     model store (its categories name the labels)."""

@@ -22,7 +22,7 @@ def _artifacts(flow_run_id):
     return asyncio.run(read())
 
 
-def test_embed_publishes_summary_stages_progress_and_plot(prefect_harness, tmp_path):
+def test_embed_publishes_summary_stages_progress_and_plot(prefect_api, tmp_path):
     from eigenflow.flows.embed import embed
 
     X, y, _ = make_swiss_roll_lifted(3000, random_state=0)

@@ -1,4 +1,5 @@
-"""The ``eigenflow`` command line, run as a subprocess on small data (the installed console script)."""
+"""The ``eigenflow`` command line, run as a subprocess on small data (the installed console script); the commands that
+run a flow report to the test session's Prefect server (``prefect_api``)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ SCRIPT = Path(sys.executable).with_name("eigenflow")
 
 
 def eigenflow(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run ``eigenflow ARGS`` and return the completed process (stdout / stderr as text)."""
+    """Run ``eigenflow ARGS`` and return the completed process (stdout / stderr as text); the environment is the test
+    session's without its log levels (the CLI's own apply, as for a user)."""
     command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "eigenflow.flows.cli"]
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PREFECT_LOGGING_LEVEL", "DASK_LOGGING__DISTRIBUTED")}
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200"})
+                          env={**env, "COLUMNS": "200"})
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +90,7 @@ def test_embed_extend_info_chain(files):
     assert [s["name"] for s in info["runs"][0]["stages"]][-1] == "embed-points"
 
 
-def test_embed_and_extend_record_their_stages_and_the_kernels_load(files):
+def test_embed_and_extend_record_their_stages_and_the_kernels_load(files, prefect_api):
     """The CLI's summary and each run's manifest show the run's stages in order (the cluster, then the ingest, run
     by the flow) and ``compile``, the workers' load of the kNN kernels (> 0 with NN-descent); with ``--overwrite``
     the store is ingested again, once."""
@@ -172,7 +176,7 @@ def test_methods_json_lists_every_estimator_parameter_with_its_default():
 
 
 @pytest.mark.slow
-def test_two_concurrent_runs_on_one_store_second_fails_fast(files):
+def test_two_concurrent_runs_on_one_store_second_fails_fast(files, prefect_api):
     """Two real `eigenflow embed` processes on one store: the second stops at once, naming the first's run.
 
     The first fits NSSE on 1,200 labeled points (about 45 s here), so it still holds the store when the second
@@ -197,20 +201,33 @@ def test_two_concurrent_runs_on_one_store_second_fails_fast(files):
 
 
 @pytest.mark.slow
-def test_disconnected_graph_advice_is_followable_from_the_cli(tmp_path):
+def test_disconnected_graph_advice_is_followable_from_the_cli(tmp_path, prefect_api):
     """The error names the CLI form of its advice, and following it embeds component by component."""
     rng = np.random.default_rng(0)
     np.save(tmp_path / "two.npy", np.vstack([rng.normal(size=(150, 5)), 1000.0 + rng.normal(size=(150, 5))]))
     common = ("-p", "knn_method=exact", "-p", "n_neighbors=5", "--workers", "1")
     r = eigenflow("embed", "two.npy", "two.zarr", *common, "--run-name", "a", cwd=tmp_path)
-    assert r.returncode == 1 and "-p on_disconnected=per_component" in r.stderr
+    [line] = r.stderr.strip().splitlines()  # the workers' failed task in one line, no worker log before it
+    assert r.returncode == 1 and line.startswith("error: the graph has 2 connected components") and \
+        "-p on_disconnected=per_component" in line
     r = eigenflow("embed", "two.zarr", "two.zarr", *common, "-p", "on_disconnected=per_component", "--run-name", "b",
                   cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0 and r.stderr.strip() == "", r.stderr  # the store as its own source: no zarr warnings
     assert np.isfinite(read_embedding(str(tmp_path / "two.zarr"), "b")).all()
 
 
-def test_demo_prints_accuracy_and_writes_the_plot(tmp_path):
+def test_data_too_large_for_the_search_is_refused_in_one_line(tmp_path, prefect_api):
+    """Finite coordinates around 1e30 would overflow the kNN search's float32 distances: the run fails in one line
+    naming the magnitude and what to do, instead of building a corrupt graph."""
+    np.save(tmp_path / "big.npy", np.random.default_rng(0).normal(size=(300, 5)).astype(np.float32) * 1e30)
+    r = eigenflow("embed", "big.npy", "big.zarr", "-p", "knn_method=exact", "--workers", "1", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        "error: X has coordinates up to 3.9e+30 in absolute value; the kNN search accepts at most 1e+15 (its float32 "
+        "squared distances would overflow): divide X by a constant, e.g. 4e+30"], r.stderr
+
+
+def test_demo_prints_accuracy_and_writes_the_plot(tmp_path, prefect_api):
     """``eigenflow demo`` (the first command of a new user): held-out 1-NN accuracy printed, store and plot
     written."""
     from eigenflow.storage.manifest import list_runs
@@ -224,7 +241,7 @@ def test_demo_prints_accuracy_and_writes_the_plot(tmp_path):
     assert len(list_runs(store)) == 1
 
 
-def test_with_held_out_points_every_worker_loads_the_kernels(files):
+def test_with_held_out_points_every_worker_loads_the_kernels(files, prefect_api):
     """Held-out points are mapped through the kNN index on every worker: each worker loaded the kernels."""
     from eigenflow.storage.manifest import read_manifest
 
@@ -236,7 +253,7 @@ def test_with_held_out_points_every_worker_loads_the_kernels(files):
     assert manifest.fixed_seconds["compile"] > 0
 
 
-def test_the_cli_run_equals_the_estimator_on_the_stored_points(files):
+def test_the_cli_run_equals_the_estimator_on_the_stored_points(files, prefect_api):
     """``eigenflow embed`` with NN-descent: the stored graph equals a build of the stored X with the run's seed and
     the embedding the estimator's on that X."""
     from eigenflow.spectral import LaplacianEigenmaps

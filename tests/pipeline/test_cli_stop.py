@@ -41,9 +41,10 @@ def start_embed(cwd: Path, store: str, env: dict | None = None) -> subprocess.Po
 
 
 def cli_environ() -> dict:
-    """The environment of a user's CLI: the test session's, without its log levels (the CLI's own apply)."""
+    """The environment of a user's CLI: the test session's, without its log levels (the CLI's own apply) and without a
+    Prefect API (the CLI starts its own server, as on a machine with no Prefect profile)."""
     env = {**os.environ, "COLUMNS": "200"}
-    for name in ("PREFECT_LOGGING_LEVEL", "DASK_LOGGING__DISTRIBUTED"):
+    for name in ("PREFECT_LOGGING_LEVEL", "DASK_LOGGING__DISTRIBUTED", "PREFECT_API_URL"):
         env.pop(name, None)
     return env
 

@@ -36,7 +36,7 @@ def data(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def embedded(prefect_harness, cluster, data):
+def embedded(prefect_api, cluster, data):
     """One embed run (no hold-out) of the module's data: ``(store, summary)``."""
     from eigenflow.flows.embed import embed
 
@@ -113,7 +113,7 @@ def test_extend_equals_estimator_transform(embedded, data, cluster):
     assert read_manifest(out, result["run"]).status == "completed"
 
 
-def test_holdout_rows_are_extended_out_of_sample(prefect_harness, cluster, data):
+def test_holdout_rows_are_extended_out_of_sample(prefect_api, cluster, data):
     from eigenflow.flows.embed import embed
 
     d, X, _, _ = data
@@ -129,7 +129,7 @@ def test_holdout_rows_are_extended_out_of_sample(prefect_harness, cluster, data)
     assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted]), atol=1e-5 * scale)
 
 
-def test_same_embedding_whatever_chunks_and_workers(prefect_harness, cluster, data):
+def test_same_embedding_whatever_chunks_and_workers(prefect_api, cluster, data):
     """2 worker processes x 256-row chunks vs 1 in-process worker x 1500-row chunks: identical embeddings."""
     from distributed import LocalCluster
 
@@ -149,7 +149,7 @@ def test_same_embedding_whatever_chunks_and_workers(prefect_harness, cluster, da
     np.testing.assert_allclose(runs[0], runs[1], rtol=0, atol=1e-5 * np.abs(runs[0]).max())
 
 
-def test_failed_stage_marks_manifest_failed(prefect_harness, cluster, tmp_path):
+def test_failed_stage_marks_manifest_failed(prefect_api, cluster, tmp_path):
     from eigenflow.flows.embed import embed
 
     rng = np.random.default_rng(0)
@@ -164,7 +164,7 @@ def test_failed_stage_marks_manifest_failed(prefect_harness, cluster, tmp_path):
     assert [(s.name, s.status) for s in manifest.stages][-1] == ("eigensolve", "failed")
 
 
-def test_bad_parameter_is_refused_before_any_work(prefect_harness, tmp_path, data):
+def test_bad_parameter_is_refused_before_any_work(prefect_api, tmp_path, data):
     from eigenflow.flows.embed import embed
 
     d, *_ = data
@@ -176,7 +176,7 @@ def test_bad_parameter_is_refused_before_any_work(prefect_harness, tmp_path, dat
 
 
 @pytest.mark.slow
-def test_flow_with_nndescent(prefect_harness, cluster, tmp_path):
+def test_flow_with_nndescent(prefect_api, cluster, tmp_path):
     """NN-descent graph + out-of-sample queries on the workers (pays numba's compile in every process)."""
     from eigenflow.flows.embed import embed
 
@@ -193,7 +193,7 @@ def test_flow_with_nndescent(prefect_harness, cluster, tmp_path):
     assert_equal_up_to_sign(Z[~fitted], est.transform(X[~fitted].astype(np.float64)), atol=1e-4 * scale)
 
 
-def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, thread_cluster, data, monkeypatch):
+def test_rerun_with_same_run_name_resumes_from_cache(prefect_api, thread_cluster, data, monkeypatch):
     """A run that failed at the eigensolver, re-run under the same name, reuses its finished kNN / weights tasks.
 
     The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach them."""
@@ -218,7 +218,7 @@ def test_rerun_with_same_run_name_resumes_from_cache(prefect_harness, thread_clu
     _assert_embedding_is_the_estimators(store, "resume-me", X)
 
 
-def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cluster, data, monkeypatch):
+def test_resumed_weights_stage_reads_the_stored_graph(prefect_api, thread_cluster, data, monkeypatch):
     """A run that failed in the weights stage, re-run under the same name: the kNN stage is reused from the store,
     so the weights stage reads the stored graph (a failed run leaves nothing in the workers), and the
     eigensolve takes W from the weights stage's memory; the embedding equals the estimator's."""
@@ -243,7 +243,7 @@ def test_resumed_weights_stage_reads_the_stored_graph(prefect_harness, thread_cl
     _assert_embedding_is_the_estimators(store, summary["run"], X)
 
 
-def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster, embedded, data):
+def test_same_run_name_with_other_parameters_is_refused(prefect_api, cluster, embedded, data):
     """Re-using a run's name with other parameters names the differences and changes nothing in the store."""
     from eigenflow.flows.embed import embed
 
@@ -259,7 +259,7 @@ def test_same_run_name_with_other_parameters_is_refused(prefect_harness, cluster
     assert read_manifest(store, summary["run"]).status == "completed"
 
 
-def test_extend_checks_the_feature_count_from_the_header_first(prefect_harness, embedded, tmp_path):
+def test_extend_checks_the_feature_count_from_the_header_first(prefect_api, embedded, tmp_path):
     """New points with the wrong number of features: refused from the .npy header, no store left behind."""
     from eigenflow.flows.extend import extend
     from eigenflow.storage.errors import StoreFormatError
@@ -271,7 +271,7 @@ def test_extend_checks_the_feature_count_from_the_header_first(prefect_harness, 
     assert not (tmp_path / "out.zarr").exists()
 
 
-def test_exact_copies_are_collapsed_before_the_graph(prefect_harness, cluster, tmp_path):
+def test_exact_copies_are_collapsed_before_the_graph(prefect_api, cluster, tmp_path):
     """10 points x 2,000 exact copies plus a manifold: one graph component (no cliques of copies), every copy
     written with its original's embedding, the number of copies recorded in the manifest."""
     from eigenflow.flows.embed import embed
@@ -294,7 +294,7 @@ def test_exact_copies_are_collapsed_before_the_graph(prefect_harness, cluster, t
 
 
 def test_a_failed_background_graph_write_fails_the_run_and_its_resume_builds_the_graph_again(
-        prefect_harness, thread_cluster, data, monkeypatch):
+        prefect_api, thread_cluster, data, monkeypatch):
     """The kNN stage's graph is written in a thread of its worker while the weights stage computes W from memory:
     a failure of that write is raised by the eigensolve (which joins W's write, which waits for the graph's), the
     run is recorded as failed, and the resumed run, whose stored graph is incomplete, builds it again."""
@@ -345,7 +345,7 @@ def _held_handoffs(dask_worker) -> int:
     return 0 if plugin is None else len(plugin.held)
 
 
-def test_embed_and_extend_walk_each_store_once(prefect_harness, thread_cluster, data, monkeypatch):
+def test_embed_and_extend_walk_each_store_once(prefect_api, thread_cluster, data, monkeypatch):
     """A run validates its store once (the walk of every node's metadata: after the ingest, or before the checks of a
     store that exists); its stages, worker bodies and chunk tasks (here on workers in this process) receive the
     opened handle and never walk the tree again. An extend walks the model store and its output store once each."""

@@ -122,7 +122,7 @@ def _set_pause_fraction(fraction: float, dask_worker) -> None:
     dask_worker.memory_manager.memory_pause_fraction = fraction
 
 
-def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_harness, data, monkeypatch):
+def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_api, data, monkeypatch):
     from distributed import Client, LocalCluster
 
     from eigenflow.flows.run import stage_events
@@ -166,7 +166,7 @@ def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_harness, data,
 
 
 @pytest.mark.parametrize("sharded", [pytest.param(True, marks=pytest.mark.slow), False])  # sharded: 11 s, slow
-def test_a_paused_worker_that_others_work_around_does_not_fail_the_run(prefect_harness, data, sharded,
+def test_a_paused_worker_that_others_work_around_does_not_fail_the_run(prefect_api, data, sharded,
                                                                       cluster_with_a_paused_worker, monkeypatch):
     from eigenflow.flows.embed import embed
 

@@ -48,7 +48,7 @@ def digits(tmp_path_factory):
 
 
 @pytest.mark.parametrize("method", sorted(REGISTRY))
-def test_embed_with_holdout_then_extend_same_points(method, digits, cluster, prefect_harness):
+def test_embed_with_holdout_then_extend_same_points(method, digits, cluster, prefect_api):
     from eigenflow.flows.embed import embed
     from eigenflow.flows.extend import extend
 

@@ -44,7 +44,7 @@ def four_workers():
 
 
 @pytest.fixture(scope="module")
-def sharded_run(prefect_harness, data, four_workers):
+def sharded_run(prefect_api, data, four_workers):
     """The sharded embed of the module's data (4 shards), shared by the tests that read it: ``(store, result)``."""
     from eigenflow.flows.embed import embed
 
@@ -59,7 +59,7 @@ def _split_accuracy(Z: np.ndarray, y: np.ndarray) -> float:
     return one_nn_accuracy(Z[~test], y[~test], Z[test], y[test])
 
 
-def test_sharded_flow_matches_the_single_process_flow(prefect_harness, data, four_workers, sharded_run):
+def test_sharded_flow_matches_the_single_process_flow(prefect_api, data, four_workers, sharded_run):
     from eigenflow.flows.embed import embed
 
     d, y = data
@@ -107,7 +107,7 @@ def test_sharded_flow_matches_the_single_process_flow(prefect_harness, data, fou
 HOLDOUT = 0.2
 
 
-def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefect_harness, data, four_workers):
+def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefect_api, data, four_workers):
     """holdout=0.2: the shard indexes cover the fit rows, the held-out rows are searched in every one of them and
     mapped from their stored candidates by the model's out-of-sample map; compared with the single-process flow
     (exact kNN, one index of the fit rows) on the same hold-out draw."""
@@ -172,7 +172,7 @@ def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefe
 
 
 @pytest.mark.slow  # 25 s: two more embeds; exact copies on the single-process path: test_flow_embed
-def test_sharded_flow_collapses_exact_copies_as_the_single_process_flow(prefect_harness, data, four_workers):
+def test_sharded_flow_collapses_exact_copies_as_the_single_process_flow(prefect_api, data, four_workers):
     """10 rows of the data x 40 exact copies (more than k + 1 each: uncollapsed, each group would be a graph
     component of its own): the copies are found on the workers, left out of the fit and mapped to their original's
     embedding, as the single-process flow does; the fit rows, the eigenvalues and the embedding agree."""
@@ -210,7 +210,7 @@ def test_sharded_flow_collapses_exact_copies_as_the_single_process_flow(prefect_
     np.testing.assert_allclose(values_sharded, values_single, rtol=0.005)
     assert angles.max() < 1.0
 
-def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_harness, data, four_workers, sharded_run):
+def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_api, data, four_workers, sharded_run):
     """extend of a sharded model (default: as fitted) searches the new points in per-shard indexes of the fit rows
     on the workers and maps them from their stored candidates; against extend with one rebuilt index of the fit
     rows (sharded=False) and against brute-force candidates."""

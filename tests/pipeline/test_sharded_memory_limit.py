@@ -46,7 +46,7 @@ def _peak_rss(pid: int) -> int:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
 
-def test_workers_that_cannot_hold_x_complete_the_sharded_run_as_the_single_process_one(prefect_harness,
+def test_workers_that_cannot_hold_x_complete_the_sharded_run_as_the_single_process_one(prefect_api,
                                                                                       tmp_path):
     import dask
     from distributed import Client, LocalCluster

@@ -411,3 +411,23 @@ def test_neighbor_graph_without_copies_gives_the_index_arrays_and_loads_cached_k
         assert array.flags.writeable
     W = knn_weights(*arrays)
     assert (W != knn_weights(*copies)).nnz == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_coordinates_too_large_for_the_search_are_refused_in_one_line(dtype):
+    """Coordinates around 1e30 (finite, even in float32) would overflow the float32 squared distances of the search
+    and corrupt the graph: refused before any search, naming the magnitude; 1e14 gives the graph of the unscaled
+    data."""
+    from eigenflow.spectral.errors import InputDataError
+    from eigenflow.spectral.neighbours.index import KNNIndex
+
+    X = np.random.default_rng(0).normal(size=(300, 5)).astype(dtype)
+    for method in ("exact", "nndescent"):
+        with pytest.raises(InputDataError, match=r"X has coordinates up to 3\.\d+e\+30 in absolute value; the kNN "
+                                                 r"search accepts at most 1e\+15"):
+            KNNIndex.build(X * dtype(1e30), 10, method=method, random_state=0)
+    index = KNNIndex.build(X, 10, method="exact")
+    with pytest.raises(InputDataError, match="X_new has coordinates up to"):
+        index.query(X[:3] * dtype(1e30), 5)
+    scaled = KNNIndex.build(X * dtype(2.0 ** 46), 10, method="exact").neighbor_graph()[0]  # 7e13, exact in floats
+    np.testing.assert_array_equal(scaled, index.neighbor_graph()[0])

@@ -139,7 +139,7 @@ def test_drop_run_outputs_removes_what_the_run_wrote_and_nothing_else(store):
     assert drop_run_outputs(store, "a") == []
 
 
-def test_embed_over_an_unreadable_manifest_refuses_then_starts_again(tmp_path, prefect_harness, thread_cluster):
+def test_embed_over_an_unreadable_manifest_refuses_then_starts_again(tmp_path, prefect_api, thread_cluster):
     from typer.testing import CliRunner
 
     from eigenflow.flows.cli import app

@@ -89,7 +89,7 @@ COMMON = dict(params=PARAMS, holdout=0.2, chunk_rows=512, random_state=1)
 
 
 @pytest.fixture(scope="module")
-def local(data, cluster, prefect_harness):
+def local(data, cluster, prefect_api):
     """The same run on the local disk: the reference."""
     from eigenflow.flows.embed import embed
 
@@ -97,7 +97,7 @@ def local(data, cluster, prefect_harness):
     return read_embedding(str(data / "points.zarr"), summary["run"])
 
 
-def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_harness):
+def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_api):
     from eigenflow.flows.embed import embed
     from eigenflow.flows.extend import extend
 
@@ -113,7 +113,7 @@ def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_h
 
 
 @pytest.mark.slow  # 32-37 s; the default suite keeps S3 ingest, embed with hold-out and extend
-def test_resume_on_s3_reuses_the_finished_stages(s3, thread_cluster, data, local, prefect_harness, monkeypatch):
+def test_resume_on_s3_reuses_the_finished_stages(s3, thread_cluster, data, local, prefect_api, monkeypatch):
     """The stage bodies run on the workers: an in-process cluster lets the monkeypatch reach the eigensolver."""
     import eigenflow.spectral.embedding.eigenmaps as le  # the eigensolver the eigensolve stage calls
     from eigenflow.flows.embed import embed

@@ -244,7 +244,7 @@ def test_store_write_fault_names_what_was_being_written(tmp_path, unwritable, fa
     assert not [p for p in (store / folder).rglob("*.tmp")]  # no temporary file left behind
 
 
-def test_embed_into_an_unwritable_folder_fails_in_one_line_naming_it(tmp_path, unwritable, prefect_harness,
+def test_embed_into_an_unwritable_folder_fails_in_one_line_naming_it(tmp_path, unwritable, prefect_api,
                                                                        thread_cluster):
     """The embed CLI on a cluster whose workers run in this process (the blocked writes reach them)."""
     from typer.testing import CliRunner

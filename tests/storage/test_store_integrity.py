@@ -62,6 +62,35 @@ def test_verify_cli_lists_bad_chunks_and_exits_1(store):
     assert result.exit_code == 1 and "bad y/c/1: changed" in result.output and "Traceback" not in result.output
 
 
+def _declare_pickle_codec(store):
+    import json
+
+    meta_path = store / "X" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["codecs"].append({"name": "numcodecs.pickle", "configuration": {"protocol": 5}})
+    meta_path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda s: os.remove(s / "zarr.json"), "zarr.json not found"),
+    (_declare_pickle_codec, "pickle/object codecs are refused"),
+])
+def test_verify_refuses_what_every_other_command_refuses(store, damage, message):
+    """A store without its root metadata, or with a pickle codec declared: every chunk still matches its record,
+    but ``verify`` fails in one line, as ``info`` does, instead of reporting ok."""
+    from typer.testing import CliRunner
+
+    from eigenflow.flows.cli import app
+
+    damage(store)
+    for command in ("verify", "info"):
+        result = CliRunner().invoke(app, [command, str(store)])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 1 and len(lines) == 1 and message in lines[0], (command, result.output)
+    with pytest.raises(StoreFormatError, match=message):
+        verify(store)
+
+
 @pytest.fixture(params=["local", "memory"])
 def any_store(request, tmp_path):
     """The ``store`` fixture's data on a local disk or in fsspec's in-memory filesystem (removed afterwards)."""
@@ -116,7 +145,7 @@ def test_verify_lists_stray_keys_of_arrays_recorded_chunk_by_chunk(any_store):
     assert verify(any_store)["bad"] == [{"array": "embeddings/r", "chunk": "c/4/0", "problem": "stray key"}]
 
 
-def test_embed_refuses_a_damaged_store_before_any_stage(store, prefect_harness):
+def test_embed_refuses_a_damaged_store_before_any_stage(store, prefect_api):
     from eigenflow.flows.embed import embed
 
     os.remove(store / "X" / "c" / "1" / "0")  # would read as zeros
