@@ -332,3 +332,19 @@ def test_one_component_graph_is_freed_before_the_eigensolve(roll, monkeypatch):
     monkeypatch.setattr(emb, "eigensolve", watching)
     Z, values, info = laplacian_eigenmaps_from_graph(make_graph(), 2, eigen_solver="lobpcg", random_state=0)
     assert alive_at_solve == [False] and info["converged"] and Z.shape == (N, 2)
+
+
+@pytest.mark.parametrize("as_frame", [False, True])
+def test_float32_in_float32_out_embedding_and_transform(as_frame):
+    """As scikit-learn's dtype-preserving transformers: float32 input (an array or a DataFrame of float32 columns)
+    gives a float32 ``embedding_``, ``fit_transform`` and ``transform``; float64 input float64."""
+    import pandas as pd
+
+    from eigenflow.spectral import LaplacianEigenmaps
+
+    X = np.random.default_rng(0).normal(size=(400, 5)).astype(np.float32)
+    data = pd.DataFrame(X) if as_frame else X
+    model = LaplacianEigenmaps(2, random_state=0)
+    Z = model.fit_transform(data)
+    assert (Z.dtype, model.embedding_.dtype, model.transform(data[:5]).dtype) == (np.float32,) * 3
+    assert LaplacianEigenmaps(2, random_state=0).fit(X.astype(np.float64)).embedding_.dtype == np.float64

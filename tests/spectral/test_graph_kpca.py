@@ -352,3 +352,19 @@ def test_multigraph_defaults_build_one_knn_graph(blobs):
     explicit = MultiGraphKPCA(2, modes=[(np.arange(X.shape[1]), "euclidean")]).fit(X)
     assert len(default.graphs_) == 1
     assert max_angle(default.embedding_, explicit.embedding_) < 1e-8
+
+
+@pytest.mark.parametrize("n_components", [10, 16])
+def test_nystrom_randomized_with_many_components_is_kernel_pca(n_components):
+    """gamma=0 is kernel PCA: with every point a landmark (an exact Nystrom factor) the randomized eigensolver
+    converges for 10 and more components on 1,000 points on circles (RBF kernel) and gives scikit-learn's
+    ``KernelPCA`` projections (up to sign)."""
+    from sklearn.datasets import make_circles
+    from sklearn.decomposition import KernelPCA
+
+    X, _ = make_circles(1000, factor=0.3, noise=0.05, random_state=0)
+    ours = GraphKPCA(n_components, kernel_params={"gamma": 2.0}, gamma=0.0, solver="nystrom", n_landmarks=1000,
+                     eigen_solver="randomized", scaling="sqrt_eigenvalue", random_state=0).fit_transform(X)
+    theirs = KernelPCA(n_components, kernel="rbf", gamma=2.0, eigen_solver="dense").fit_transform(X)
+    signs = np.sign(np.sum(ours * theirs, axis=0))
+    np.testing.assert_allclose(ours * signs, theirs, atol=1e-5 * np.abs(theirs).max())  # the solver's tolerance
