@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from . import layout
-from .anndata_io import _attr_str, _closing, _obs_columns, _strings, is_anndata_zarr, read_obs_names
+from .anndata_io import (_attr_str, _closing, _is_structured, _obs_columns, _strings, is_anndata_zarr,
+                         read_obs_names)
 from .checksums import check_intact
 from .errors import StorageError, writing
 from .export import latest_run_with, output_path, replaced_atomically
@@ -68,6 +69,12 @@ def export_to_anndata(store: Any, target: str, *, run: str | None = None, key: s
     if kind is None:
         raise StorageError(f"{target} must be an existing .h5ad file (AnnData's HDF5 format) or AnnData zarr "
                            "directory (written by AnnData.write_zarr)")
+    with _opened(source, kind) as f:
+        if any(name in f and _is_structured(f[name]) for name in ("obs", "obsm")):
+            raise StorageError(
+                f"{target} was written by anndata before 0.7 (obs / obsm are structured datasets): eigenflow adds "
+                f"results to the current format only; rewrite it with anndata (anndata.read_h5ad('{target}')"
+                ".write_h5ad('new.h5ad')) and export into the new file")
     run = run if run is not None else latest_run_with(store, "embedding")
     elements = _elements(store, run, key)
     with _opened(source, kind) as f:

@@ -11,6 +11,11 @@ column, its distinct values.
 A sparse ``X`` (``csr_matrix``) is densified chunk by chunk when it has at most :data:`MAX_DENSIFIED_COLUMNS`
 columns, and refused otherwise with an error that lists the dense representations the file has.
 
+Files written by anndata before 0.7 keep ``obs`` and ``obsm`` as one structured HDF5 dataset each instead of a group:
+they are read as anndata reads them (:class:`_Field`): the fields of ``obsm`` are its representations, the first
+field of ``obs`` is the obs names and the others its columns, a column with ``uns/<column>_categories`` being
+categorical (its values the codes).
+
 A plain HDF5 dataset ``file.h5:/group/dataset`` (``.h5`` / ``.hdf5`` / ``.he5``) is a 2-D array source; labels
 may come from another 1-D dataset of the file (``labels_key="/group/labels"``).
 """
@@ -92,7 +97,39 @@ def _strings(node: Any, start: int, stop: int) -> np.ndarray:
         return np.array([str(v) for v in np.asarray(node[start:stop]).tolist()], dtype=str)
     if hasattr(node, "asstr"):  # h5py
         return np.asarray(node.asstr()[start:stop], dtype=str)
-    return np.array([str(s) for s in np.asarray(node[start:stop]).tolist()], dtype=str)
+    return np.array([s.decode("utf-8") if isinstance(s, bytes) else str(s)
+                     for s in np.asarray(node[start:stop]).tolist()], dtype=str)
+
+
+class _Field:
+    """One field of a structured HDF5 dataset (anndata < 0.7's ``obs`` / ``obsm``) read as a dataset of its own:
+    ``shape`` (n,) or (n, width), ``dtype`` the field's base dtype, row slices read through h5py's field access."""
+
+    def __init__(self, dataset: Any, name: str) -> None:
+        self.dataset, self.name = dataset, name
+        sub = dataset.dtype.fields[name][0]
+        self.dtype, self.shape = sub.base, (int(dataset.shape[0]), *sub.shape)
+        self.attrs: dict = {}
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        return np.asarray(self.dataset.fields(self.name)[rows])
+
+
+def _is_structured(node: Any) -> bool:
+    """Whether ``node`` is a structured dataset (anndata < 0.7's ``obs`` and ``obsm``)."""
+    return _is_array(node) and getattr(node.dtype, "names", None) is not None
+
+
+def _obsm_keys(root: Any) -> list[str]:
+    if "obsm" not in root:
+        return []
+    obsm = root["obsm"]
+    return list(obsm.dtype.names) if _is_structured(obsm) else list(obsm.keys())
+
+
+def _obsm_node(root: Any, key: str) -> Any:
+    obsm = root["obsm"]
+    return _Field(obsm, key) if _is_structured(obsm) else obsm[key]
 
 
 # ---- the cells: names and labels ----------------------------------------------------------------------------
@@ -124,7 +161,7 @@ class Cells:
         """The obs names, ``rows`` at a time (str arrays)."""
         with _closing(_open_container(self.file)) as root:
             obs = root["obs"]
-            index = obs[_attr_str(obs, "_index", "_index")]
+            index = _Field(obs, obs.dtype.names[0]) if _is_structured(obs) else obs[_attr_str(obs, "_index", "_index")]
             for start in range(0, self.n, rows):
                 yield _strings(index, start, min(start + rows, self.n))
 
@@ -149,6 +186,8 @@ def _attr_str(node: Any, name: str, default: str) -> str:
 
 
 def _obs_columns(obs: Any) -> list[str]:
+    if _is_structured(obs):
+        return list(obs.dtype.names[1:])  # the first field is the obs names
     order = obs.attrs.get("column-order", [])
     return [c.decode() if isinstance(c, bytes) else str(c) for c in np.atleast_1d(np.asarray(order, dtype=object))]
 
@@ -156,8 +195,11 @@ def _obs_columns(obs: Any) -> list[str]:
 def _label_node(path: str, obs: Any, column: str) -> tuple[Any, str]:
     """The node of the ``obs`` column ``column`` and its encoding (one of :data:`LABEL_ENCODINGS`)."""
     columns = _obs_columns(obs)
-    if column not in columns or column not in obs:
+    if column not in columns or not (_is_structured(obs) or column in obs):
         raise IngestError(f"{path}: labels_obs (--labels-obs) {column!r} is not a column of obs; columns are {columns}")
+    if _is_structured(obs):
+        node = _Field(obs, column)
+        return node, "categorical" if f"uns/{column}_categories" in obs.file else "string-array"
     node = obs[column]
     encoding = _encoding(node)
     if encoding not in LABEL_ENCODINGS:
@@ -183,6 +225,10 @@ def check_anndata_keys(path: str, x_key: str = "X", labels_key: str | None = Non
 def _label_reader(path: str, obs: Any, column: str) -> tuple[tuple[str, ...], Any]:
     """``(category names, codes(node, start, stop))`` for the ``obs`` column ``column``."""
     node, encoding = _label_node(path, obs, column)
+    if encoding == "categorical" and isinstance(node, _Field):  # anndata < 0.7: the codes, categories in uns
+        names = obs.file[f"uns/{column}_categories"]
+        categories = tuple(str(c) for c in _strings(names, 0, names.shape[0]))
+        return categories, lambda start, stop: np.asarray(node[start:stop], dtype=np.int64)
     if encoding == "categorical":
         categories = tuple(str(c) for c in _strings(node["categories"], 0, node["categories"].shape[0]))
         return categories, lambda start, stop: np.asarray(node["codes"][start:stop], dtype=np.int64)
@@ -206,20 +252,19 @@ def _label_reader(path: str, obs: Any, column: str) -> tuple[tuple[str, ...], An
 def _representations(root: Any) -> list[str]:
     """The dense 2-D representations of the file: ``X`` (when dense) and the ``obsm`` keys."""
     reps = ["X"] if "X" in root and _is_array(root["X"]) else []
-    if "obsm" in root:
-        reps += [k for k in root["obsm"].keys() if _is_array(root["obsm"][k]) and len(root["obsm"][k].shape) == 2]
-    return reps
+    nodes = [(k, _obsm_node(root, k)) for k in _obsm_keys(root)]
+    return reps + [k for k, node in nodes if _is_array(node) and len(node.shape) == 2]
 
 
 def _x_node(path: str, root: Any, x_key: str) -> tuple[Any, int, int]:
     """The node of X (``X`` or ``obsm/<x_key>``) and its shape; refuses a wide sparse or unknown encoding."""
-    obsm = list(root["obsm"].keys()) if "obsm" in root else []
+    obsm = _obsm_keys(root)
     if x_key == "X":
         if "X" not in root:
             raise IngestError(f"{path}: use_rep (--use-rep) 'X' is not in the file (it has no X); obsm keys are {obsm}")
         node = root["X"]
     elif x_key in obsm:
-        node = root["obsm"][x_key]
+        node = _obsm_node(root, x_key)
     else:
         raise IngestError(f"{path}: use_rep (--use-rep) {x_key!r} is neither 'X' nor a key of obsm; obsm keys are "
                           f"{obsm}")

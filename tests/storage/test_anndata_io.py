@@ -201,3 +201,58 @@ def test_the_kept_obs_names_are_covered_by_the_checksums(h5ad, tmp_path, array):
     assert r.exit_code == 1 and f"{array}" in r.output
     with pytest.raises(StoreFormatError, match=rf"is damaged: {array}/c/0 \(changed\)"):
         export_to_anndata(store, str(path), run="embed-x")
+
+
+def _write_pre_07_h5ad(path, seed: int = 0) -> None:
+    """An .h5ad laid out as anndata < 0.7 wrote it (scanpy's bundled pbmc68k_reduced.h5ad is one): obs, var and
+    obsm one structured dataset each; a categorical obs column as integer codes with its categories in
+    ``uns/<column>_categories``."""
+    rng = np.random.default_rng(seed)
+    obs = np.zeros(N, dtype=[("index", "S10"), ("cell_type", "i1"), ("batch", "S3")])
+    obs["index"] = [f"cell-{i:03d}".encode() for i in range(N)]
+    obs["cell_type"] = rng.integers(-1, 3, N)
+    obs["batch"] = [b"b" + str(i % 2).encode() for i in range(N)]
+    obsm = np.zeros(N, dtype=[("X_pca", "<f4", (4,)), ("X_umap", "<f4", (2,))])
+    obsm["X_pca"] = rng.standard_normal((N, 4))
+    obsm["X_umap"] = rng.standard_normal((N, 2))
+    var = np.zeros(7, dtype=[("index", "S6")])
+    var["index"] = [f"gene{j}".encode() for j in range(7)]
+    with h5py.File(path, "w") as f:
+        f["X"] = rng.standard_normal((N, 7)).astype(np.float32)
+        f["obs"], f["obsm"], f["var"] = obs, obsm, var
+        f["uns/cell_type_categories"] = np.array([c.encode() for c in CATEGORIES])
+
+
+def test_pre_07_h5ad_with_structured_obs_and_obsm_reads_as_anndata_reads_it(tmp_path):
+    """Representations from the fields of the structured obsm, labels from a legacy categorical column, obs names
+    from the first obs field: the same values as anndata's own reader gives, read in row chunks."""
+    path = tmp_path / "old.h5ad"
+    _write_pre_07_h5ad(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # anndata's OldFormatWarning
+        reference = anndata.read_h5ad(path)
+    info = ingest(str(path), tmp_path / "s.zarr", x_key="X_pca", labels_key="cell_type", chunk_rows=8)
+    assert (info.n, info.d, info.has_labels) == (N, 4, True)
+    np.testing.assert_array_equal(read_X(tmp_path / "s.zarr"), reference.obsm["X_pca"])
+    np.testing.assert_array_equal(read_labels(tmp_path / "s.zarr"), _expected_codes(reference, "cell_type"))
+    assert read_attrs(tmp_path / "s.zarr")[layout.ATTR_LABEL_CATEGORIES] == list(reference.obs["cell_type"].cat.categories)
+    assert read_obs_names(open_store(tmp_path / "s.zarr"), 0, N).tolist() == reference.obs_names.tolist()
+    ingest(str(path), tmp_path / "b.zarr", x_key="X_umap", labels_key="batch")  # a string column
+    np.testing.assert_array_equal(read_X(tmp_path / "b.zarr"), reference.obsm["X_umap"])
+    np.testing.assert_array_equal(read_labels(tmp_path / "b.zarr"), (reference.obs["batch"] == "b1").astype(int))
+    with pytest.raises(IngestError, match=r"'X_tsne' is neither 'X' nor a key of obsm; obsm keys are \['X_pca', "
+                                          r"'X_umap'\]"):
+        ingest(str(path), tmp_path / "c.zarr", x_key="X_tsne")
+
+
+def test_export_into_a_pre_07_h5ad_is_refused_in_one_line(tmp_path):
+    from eigenflow.storage.anndata_export import export_to_anndata
+    from eigenflow.storage.errors import StorageError
+
+    path = tmp_path / "old.h5ad"
+    _write_pre_07_h5ad(path)
+    ingest(str(path), tmp_path / "s.zarr", x_key="X_pca")
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match=r"written by anndata before 0\.7 .* rewrite it with anndata"):
+        export_to_anndata(tmp_path / "s.zarr", str(path), run="any")
+    assert path.read_bytes() == before
