@@ -269,13 +269,23 @@ def _write_parallel(group: Any, tmp_url: str, src: Any, ext_labels: Any, chunk_r
     return _root_attrs(n, d, dtype, chunk_rows, has_labels, x_digest.digest(), y_digest.digest())
 
 
-def _swap_into_place(fs: Any, tmp: str, root: str) -> None:
-    """Move the finished store ``tmp`` to ``root``, replacing an existing store only now."""
+def _swap_into_place(fs: Any, tmp: str, root: str, url: str, replace: bool) -> None:
+    """Move the finished store ``tmp`` to ``root``, replacing an existing store only now and only when ``replace``:
+    a store another run created at ``root`` while this one ingested is refused, never replaced (on a local disk
+    the rename itself refuses a non-empty target)."""
     old = None
     if fs.exists(root):
+        if not replace:
+            raise StoreFormatError(f"store {url} was created by another run during this ingest; nothing was replaced")
         old = f"{root}.old-{secrets.token_hex(4)}"
         _move(fs, root, old)
-    _move(fs, tmp, root)
+    try:
+        _move(fs, tmp, root)
+    except OSError as exc:
+        if not fs.exists(root):
+            raise
+        raise StoreFormatError(f"store {url} was created by another run during this ingest; nothing was "
+                               "replaced") from exc
     if old is not None:
         fs.rm(old, recursive=True)
 
@@ -426,7 +436,7 @@ def ingest(
             attrs.update(write_cells(group, src.cells, rows))
         record_checksums(Store(tmp_url, storage_options if is_url(url) else None))
         group.attrs.update({**attrs, layout.ATTR_STATUS: layout.STATUS_COMPLETE})  # written LAST
-        _swap_into_place(fs, tmp_root, root)
+        _swap_into_place(fs, tmp_root, root, url, replace=overwrite)
     except BaseException as exc:
         if fs.exists(tmp_root):
             fs.rm(tmp_root, recursive=True)

@@ -462,3 +462,27 @@ def test_block_digest_is_the_digest_of_the_bytes():
     X = np.random.default_rng(0).normal(size=(50, 7)).astype(np.float32)
     for block in (X, np.asfortranarray(X), X[::2], np.arange(9, dtype=np.int32)):
         assert block_digest(block) == hashlib.blake2b(block.tobytes(), digest_size=16).digest()
+
+
+def test_a_store_created_by_another_run_during_the_ingest_is_not_replaced(tmp_path, monkeypatch):
+    """Two ingests into one new store: the one that finishes second is refused and the first one's store stays whole
+    (the other run's ingest is started from inside this one's chunk writes, after this one's check for the store)."""
+    ingest_module = importlib.import_module("eigenflow.storage.ingest")
+    from eigenflow.storage.arrays import read_X
+    from eigenflow.storage.errors import StoreFormatError
+
+    rng = np.random.default_rng(0)
+    ours, theirs = rng.normal(size=(40, 3)), rng.normal(size=(50, 3))
+    target = tmp_path / "new.zarr"
+    write_chunks = ingest_module._write_chunks
+
+    def with_another_run(*args, **kwargs):
+        monkeypatch.setattr(ingest_module, "_write_chunks", write_chunks)
+        ingest_module.ingest(theirs, target)  # the other run finishes first
+        return write_chunks(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_module, "_write_chunks", with_another_run)
+    with pytest.raises(StoreFormatError, match="was created by another run during this ingest; nothing was replaced"):
+        ingest_module.ingest(ours, target)
+    np.testing.assert_array_equal(read_X(target), theirs.astype(np.float32))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.zarr"]  # no temporary left behind
