@@ -12,6 +12,7 @@ scheduler, the local Dask cluster, whose address the flow receives as its ``sche
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -232,13 +233,16 @@ def embed(
     """Embed the points of SOURCE into STORE with any method (ingest, fit, every point written back)."""
     from eigenflow.flows.checks import check_embed_arguments
     from eigenflow.flows.run import new_run_id
+    from eigenflow.storage.lock import store_lock
 
     params = _run(lambda: parse_params(param, n_components))
     run = _run(lambda: new_run_id("embed", run_name))  # named here: the stop line says how to resume it
     _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
                                        n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
                                        use_rep=use_rep, labels_obs=labels_obs, run=run))  # before any start-up
-    with flow_infrastructure(ctx, scheduler, workers) as infrastructure:
+    with contextlib.ExitStack() as held:
+        _run(lambda: held.enter_context(store_lock(store, run)))  # a second run on the store is refused at once
+        infrastructure = held.enter_context(flow_infrastructure(ctx, scheduler, workers))
         address = _run(infrastructure.ready)
         from eigenflow.flows.embed import embed as embed_flow
 

@@ -1,6 +1,7 @@
 """The ``embed`` flow: any registered method, from a source file or store to every point's outputs in the store.
 
-The body reads as the run's stages, in order: check the arguments (before anything is touched) -> cluster ->
+The body reads as the run's stages, in order: check the arguments (before anything is touched) -> the store's lock
+(a new store is claimed before its ingest) -> cluster ->
 ingest -> the method's fit stages (:func:`tasks.fitting.fit_stages`; Laplacian eigenmaps: kNN graph -> weights ->
 eigensolve) -> the outputs of every point, chunk by chunk on the workers (``embed-points``: fit rows get their
 fitted results, held-out rows the out-of-sample map) -> the report (quality figures, plot, Prefect artifacts).
@@ -20,6 +21,7 @@ from prefect import flow
 
 from eigenflow.storage import layout
 from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.lock import store_lock
 from eigenflow.storage.run_outputs import drop_run_outputs
 from eigenflow.tasks.fitting import FitRequest, Stage, fit_stages, release_index
 from eigenflow.tasks.points import embed_points_task
@@ -121,7 +123,7 @@ def embed(
 
     record_served_run()  # a served run names its process, for the recovery of a run whose process died
     t0 = time.perf_counter()
-    with dask_client(scheduler, n_workers=n_workers) as client, run_watch(client) as watch:
+    with store_lock(target, run), dask_client(scheduler, n_workers=n_workers) as client, run_watch(client) as watch:
         cluster_seconds = time.perf_counter() - t0
         warm = warm_workers(client, planned_dtype(source, target, full, holdout, sharded, overwrite))
         client.register_plugin(HandoffPlugin(), name=HANDOFF_PLUGIN)  # stage outputs kept for the next stage

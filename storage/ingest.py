@@ -33,6 +33,7 @@ import numpy as np
 
 from . import layout
 from .checksums import record_checksums
+from .lock import carry_lock, claimed_here
 from .errors import IngestError, StoreFormatError, StorageError
 from .readers import open_labels, open_source, read_rows_from_spec, source_kind
 from .source import check_label_count
@@ -269,12 +270,17 @@ def _write_parallel(group: Any, tmp_url: str, src: Any, ext_labels: Any, chunk_r
     return _root_attrs(n, d, dtype, chunk_rows, has_labels, x_digest.digest(), y_digest.digest())
 
 
-def _swap_into_place(fs: Any, tmp: str, root: str, url: str, replace: bool) -> None:
+def _swap_into_place(fs: Any, tmp: str, root: str, url: str, replace: bool, claimed: bool = False) -> None:
     """Move the finished store ``tmp`` to ``root``, replacing an existing store only now and only when ``replace``:
     a store another run created at ``root`` while this one ingested is refused, never replaced (on a local disk
-    the rename itself refuses a non-empty target)."""
+    the rename itself refuses a non-empty target). ``claimed``: ``root`` holds only this process's lock, which
+    ``tmp`` carries (:func:`storage.lock.carry_lock`): on a local disk it is removed just before the rename, on an
+    object store the copy writes over it."""
     old = None
-    if fs.exists(root):
+    if claimed:
+        if _is_local(fs):
+            fs.rm(root, recursive=True)
+    elif fs.exists(root):
         if not replace:
             raise StoreFormatError(f"store {url} was created by another run during this ingest; nothing was replaced")
         old = f"{root}.old-{secrets.token_hex(4)}"
@@ -290,8 +296,12 @@ def _swap_into_place(fs: Any, tmp: str, root: str, url: str, replace: bool) -> N
         fs.rm(old, recursive=True)
 
 
+def _is_local(fs: Any) -> bool:
+    return getattr(fs, "protocol", None) in ("file", ("file", "local")) or fs.__class__.__name__ == "LocalFileSystem"
+
+
 def _move(fs: Any, src: str, dst: str) -> None:
-    if getattr(fs, "protocol", None) in ("file", ("file", "local")) or fs.__class__.__name__ == "LocalFileSystem":
+    if _is_local(fs):
         os.rename(src, dst)  # atomic on one filesystem
     else:  # object stores: no rename; copy every key, the root metadata (status "complete") last, then delete
         fs.invalidate_cache()  # listings cached before the chunks were written (by zarr's own fs) are stale
@@ -414,7 +424,8 @@ def ingest(
     rows = _check_options(dtype, chunk_rows, src.n_columns)
     fs, root = filesystem(store_url, storage_options)
     url = os.fspath(store_url).rstrip("/")
-    if fs.exists(root):
+    claimed = fs.exists(root) and claimed_here(fs, root)  # a new store this process locked before its ingest
+    if fs.exists(root) and not claimed:
         if not overwrite:
             raise StoreFormatError(f"store {url} already exists; pass overwrite=True to replace it")
         _check_replaceable(fs, root, url)
@@ -436,7 +447,8 @@ def ingest(
             attrs.update(write_cells(group, src.cells, rows))
         record_checksums(Store(tmp_url, storage_options if is_url(url) else None))
         group.attrs.update({**attrs, layout.ATTR_STATUS: layout.STATUS_COMPLETE})  # written LAST
-        _swap_into_place(fs, tmp_root, root, url, replace=overwrite)
+        carry_lock(fs, root, tmp_root)  # the replacing store is locked from its first moment
+        _swap_into_place(fs, tmp_root, root, url, replace=overwrite, claimed=claimed)
     except BaseException as exc:
         if fs.exists(tmp_root):
             fs.rm(tmp_root, recursive=True)

@@ -9,6 +9,10 @@ lock is *stale* and is taken over:
 - owner on this host: stale when no process with that pid and start time exists (pid reuse is detected);
 - owner on another host: stale :data:`STALE_LOCK_SECONDS` after it was taken (it cannot be probed from here).
 
+A run may take the lock of a store that does not exist yet, before its ingest: the store's path then holds nothing
+but the lock (:func:`claimed_here`), which the ingest treats as a new store and carries into the store it writes
+(:func:`carry_lock`); a claim released without an ingest leaves nothing behind.
+
 The same liveness rule tells whether a ``running`` manifest belongs to a live process (:func:`owner_alive`),
 so ``info`` shows a killed run as ``crashed``. On object stores the create is not exclusive (no
 compare-and-swap through fsspec): there the lock detects a concurrent run but two runs started within the
@@ -93,8 +97,38 @@ def check_unlocked(store: StoreRef, run: str | None = None) -> None:
 
 def held_here(holder: dict[str, Any] | None, run: str | None) -> bool:
     """Whether the lock record ``holder`` is this process's, for ``run``."""
-    return bool(holder) and run is not None and holder.get("run") == run and all(
-        holder.get(key) == value for key, value in process_identity().items())
+    return bool(holder) and run is not None and holder.get("run") == run and _this_process(holder)
+
+
+def _this_process(holder: dict[str, Any]) -> bool:
+    return all(holder.get(key) == value for key, value in process_identity().items())
+
+
+def claimed_here(fs: Any, root: str) -> bool:
+    """Whether the store at ``root`` of ``fs`` holds nothing but a lock this process took: a new store claimed
+    before its ingest."""
+    path = posixpath.join(root, LOCK_KEY)
+    if [posixpath.normpath(f) for f in fs.find(root)] != [posixpath.normpath(path)]:
+        return False
+    try:
+        return _this_process(json.loads(fs.cat_file(path)))
+    except (OSError, ValueError):
+        return False
+
+
+def carry_lock(fs: Any, root: str, new_root: str) -> None:
+    """Copy the lock of the store at ``root`` into the store being written at ``new_root`` when this process holds
+    it, so that the store that replaces ``root`` is locked from its first moment."""
+    path = posixpath.join(root, LOCK_KEY)
+    try:
+        payload = fs.cat_file(path)
+    except FileNotFoundError:
+        return
+    with contextlib.suppress(ValueError):
+        if _this_process(json.loads(payload)):
+            target = posixpath.join(new_root, LOCK_KEY)
+            fs.makedirs(posixpath.dirname(target), exist_ok=True)
+            fs.pipe_file(target, payload)
 
 
 def _locked_message(store: StoreRef, holder: dict) -> str:
@@ -115,14 +149,21 @@ def store_lock(store: StoreRef, run: str) -> Iterator[dict[str, Any]]:
               "taken_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     fs, root = filesystem(store)
     path = posixpath.join(root, LOCK_KEY)
+    claim = not fs.exists(root)  # a new store: its path holds only the lock until the ingest writes it
+    runs = posixpath.dirname(path)
+    made_runs = claim or not fs.exists(runs)
     _acquire(fs, path, record, store)
     try:
         yield record
     finally:
-        with signals_held(), contextlib.suppress(FileNotFoundError):  # a second Ctrl-C cannot keep the lock
-            current = json.loads(fs.cat_file(path))
-            if current.get("run") == run and current.get("pid") == record["pid"]:
-                fs.rm_file(path)
+        with signals_held():  # a second Ctrl-C cannot keep the lock
+            with contextlib.suppress(FileNotFoundError):
+                current = json.loads(fs.cat_file(path))
+                if current.get("run") == run and current.get("pid") == record["pid"]:
+                    fs.rm_file(path)
+            for made, folder in ((made_runs, runs), (claim, root)):  # folders the lock made, left empty: removed
+                if made and fs.exists(folder) and not fs.find(folder):
+                    fs.rm(folder, recursive=True)
 
 
 def _acquire(fs: Any, path: str, record: dict, store: StoreRef) -> None:

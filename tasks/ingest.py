@@ -10,6 +10,7 @@ from typing import Any
 from eigenflow.storage import layout
 from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.ingest import ingest
+from eigenflow.storage.lock import claimed_here
 from eigenflow.storage.store import Store, filesystem, is_url, read_attrs
 
 
@@ -30,7 +31,7 @@ def existing_store_attrs(store: str | Store) -> dict | None:
     if isinstance(store, Store):
         return read_attrs(store)
     fs, root = filesystem(store)
-    if not fs.exists(root):
+    if not fs.exists(root) or claimed_here(fs, root):  # nothing, or a new store this process locked before its ingest
         return None
     attrs = read_attrs(store)  # validates: complete, known schema, no pickle codecs
     return attrs

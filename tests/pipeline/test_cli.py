@@ -276,3 +276,37 @@ def test_the_cli_run_equals_the_estimator_on_the_stored_points(files, prefect_ap
     np.testing.assert_array_equal(distances, expected[1])
     estimator = LaplacianEigenmaps(knn_method="nndescent", random_state=0).fit(read_X(store))
     np.testing.assert_allclose(read_embedding(store, "same"), estimator.embedding_, atol=1e-6)
+
+
+def test_two_embeds_into_one_new_store_the_second_is_refused_before_any_work(files, prefect_api):
+    """Two real ``eigenflow embed`` processes into one store that does not exist, started 0.3 s apart: the store's
+    lock is taken before the server and the cluster start, so one run is refused in one line naming the other (its
+    seconds are printed, a figure rather than an assertion) and the other completes."""
+    import time
+
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "eigenflow.flows.cli"]
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_LOGGING_LEVEL"}
+    started, processes = [], []
+    for name in ("first", "second"):
+        started.append(time.monotonic())
+        processes.append(subprocess.Popen([*command, "embed", "X.npy", "race.zarr", "-p", "knn_method=exact",
+                                           "--workers", "1", "--run-name", name], cwd=files, env=env,
+                                          stdout=open(files / f"race-{name}.out", "w"),
+                                          stderr=open(files / f"race-{name}.err", "w")))
+        time.sleep(0.3)
+    ended: dict[int, float] = {}
+    deadline = time.monotonic() + 600
+    while len(ended) < 2 and time.monotonic() < deadline:
+        ended.update({i: time.monotonic() for i, p in enumerate(processes) if i not in ended and p.poll() is not None})
+        time.sleep(0.05)
+    codes = [p.wait(timeout=60) for p in processes]
+    errors = [(files / f"race-{name}.err").read_text() for name in ("first", "second")]
+    assert sorted(codes) == [0, 1], errors
+    loser, winner = (1, 0) if codes[1] == 1 else (0, 1)
+    [line] = errors[loser].strip().splitlines()
+    assert f"in use by run '{('first', 'second')[winner]}'" in line, line
+    assert ended[loser] < ended[winner]  # refused while the other run still worked
+    runs = json.loads(eigenflow("info", "race.zarr", "--json", cwd=files).stdout)["runs"]
+    assert [(r["run_id"], r["status"]) for r in runs] == [(("first", "second")[winner], "completed")]
+    print(f"the refused run ended {ended[loser] - started[loser]:.2f} s after its start; the other ran "
+          f"{ended[winner] - started[winner]:.2f} s")

@@ -113,3 +113,33 @@ def test_killed_run_shows_as_crashed_not_running(store):
     [run] = storage.info(store)["runs"]
     assert (run["run_id"], run["status"]) == ("killed-run", "crashed")
     assert storage.read_manifest(store, "killed-run").status == "running"  # the file is unchanged: a view
+
+
+def test_a_new_store_is_claimed_by_its_lock_before_the_ingest(tmp_path):
+    """A run locks a store that does not exist yet: its path holds only the lock (a child process is refused,
+    naming the run), the ingest writes the store into it with the lock carried over, and the release leaves the
+    store without a lock; a claim released before any ingest leaves no folder behind."""
+    from eigenflow.storage.lock import check_unlocked, claimed_here
+    from eigenflow.storage.store import filesystem
+
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    new = tmp_path / "new.zarr"
+    with store_lock(new, "claiming-run"):
+        assert claimed_here(*filesystem(new))
+        refused = subprocess.run([sys.executable, "-c", "import sys; from eigenflow.storage.lock import check_unlocked;"
+                                  " check_unlocked(sys.argv[1])", str(new)], capture_output=True, text=True)
+        assert refused.returncode == 1 and "in use by run 'claiming-run'" in refused.stderr
+        storage.ingest(X, new)
+        assert read_lock(new)["run"] == "claiming-run" and not claimed_here(*filesystem(new))
+        np.testing.assert_array_equal(storage.read_X(new), X.astype(np.float32))
+    assert read_lock(new) is None
+    check_unlocked(new)
+    with store_lock(tmp_path / "never.zarr", "failed-run"):
+        pass
+    assert not (tmp_path / "never.zarr").exists()
+    folder = tmp_path / "user-folder"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with store_lock(folder, "refused-run"), pytest.raises(storage.StoreFormatError, match="non-empty directory"):
+        storage.ingest(X, folder, overwrite=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]  # nothing of the lock left in it
