@@ -8,7 +8,6 @@ from typing import Any
 from eigenflow.spectral._validation import check_float, check_int
 from eigenflow.spectral.errors import ParameterError
 from eigenflow.storage import layout
-from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.lock import check_unlocked
 from eigenflow.storage.store import Store
 from eigenflow.tasks.ingest import existing_store_attrs, first_store_attrs, open_existing, same_location
@@ -34,11 +33,10 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
                              "parameter")
     check_float("holdout", holdout, low=0.0, high=1.0, high_inclusive=False)
     check_int("n_workers", n_workers, low=1)
+    check_unlocked(store, run)  # another live run on this store (or claiming it, new): fail now, before any work
     check_anndata_options(source, use_rep, labels_obs, labels)
     if not overwrite and not isinstance(store, Store):
         store = opened_or_url(store)
-    if not overwrite and existing_store_attrs_or_none(store) is not None:
-        check_unlocked(store, run)  # another live run on this store: fail now, before any work
     has_labels = labels_obs is not None or _will_have_labels(source, store, labels, overwrite)
     full = check_params(method, params, estimator=False, has_labels=has_labels)  # the estimator's own: last
     if "random_state" in full:
@@ -96,11 +94,3 @@ def _will_have_labels(source: str, store: str | Store, labels: str | None, overw
         return True
     attrs = first_store_attrs((source,) if overwrite else (source, store))
     return bool(attrs.get(layout.ATTR_HAS_LABELS)) if attrs is not None else False
-
-
-def existing_store_attrs_or_none(store: str | Store) -> dict | None:
-    """Root attributes of a complete store at ``store``; None if there is none (or something else is there)."""
-    try:
-        return existing_store_attrs(store)
-    except StoreFormatError:
-        return None
