@@ -37,6 +37,7 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
     check_anndata_options(source, use_rep, labels_obs, labels)
     if not overwrite and not isinstance(store, Store):
         store = opened_or_url(store)
+    n = _source_rows(source, store)  # first: a missing or unreadable source is refused before the estimators load
     has_labels = labels_obs is not None or _will_have_labels(source, store, labels, overwrite)
     full = check_params(method, params, estimator=False, has_labels=has_labels)  # the estimator's own: last
     if "random_state" in full:
@@ -45,7 +46,7 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
         raise ParameterError(f"sharded must be True, False or None (auto); got {sharded!r}")
     if sharded:
         check_sharded(method, full)
-    _check_source_shape(source, store, method, full, labels=labels, holdout=holdout, overwrite=overwrite)
+    _check_source_shape(source, store, n, method, full, labels=labels, holdout=holdout, overwrite=overwrite)
     check_estimator_params(get_entry(method), full)  # after the bounds that name the source's size
     return full
 
@@ -56,15 +57,22 @@ def opened_or_url(store: str) -> str | Store:
     return store if opened is None else opened
 
 
-def _check_source_shape(source: str, store: str | Store, method: str, full: dict, *, labels: str | None, holdout: float,
-                        overwrite: bool) -> None:
-    """The checks of :mod:`flows.source_checks`: rows of the source against the parameters, labels against a
-    supervised method; from the source's header and the labels alone, before the ingest."""
-    from eigenflow.flows.source_checks import check_labeled, check_rows, labels_of, source_rows
+def _source_rows(source: str, store: str | Store) -> int | None:
+    """Rows of the source from its header (:func:`flows.source_checks.source_rows`, which refuses a source that does
+    not exist or cannot be opened), or of the opened store when the source is the store itself."""
+    from eigenflow.flows.source_checks import source_rows
+
+    itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
+    return existing_store_attrs(store).get(layout.ATTR_N) if itself else source_rows(source)
+
+
+def _check_source_shape(source: str, store: str | Store, n: int | None, method: str, full: dict, *,
+                        labels: str | None, holdout: float, overwrite: bool) -> None:
+    """The checks of :mod:`flows.source_checks`: the ``n`` rows of the source against the parameters, labels against
+    a supervised method; from the source's header and the labels alone, before the ingest."""
+    from eigenflow.flows.source_checks import check_labeled, check_rows, labels_of
 
     entry = get_entry(method)
-    itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
-    n = existing_store_attrs(store).get(layout.ATTR_N) if itself else source_rows(source)
     if n is not None:
         check_rows(method, entry.fit, full, n, holdout)
     if entry.needs_labels:
