@@ -237,11 +237,11 @@ def embed(
 
     params = _run(lambda: parse_params(param, n_components))
     run = _run(lambda: new_run_id("embed", run_name))  # named here: the stop line says how to resume it
-    _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
-                                       n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
-                                       use_rep=use_rep, labels_obs=labels_obs, run=run))  # before any start-up
     with contextlib.ExitStack() as held:
-        _run(lambda: held.enter_context(store_lock(store, run)))  # a second run on the store is refused at once
+        _run(lambda: held.enter_context(store_lock(store, run)))  # first: a second run on the store is refused at once
+        _run(lambda: check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout,
+                                           n_workers=workers, random_state=seed, overwrite=overwrite, sharded=sharded,
+                                           use_rep=use_rep, labels_obs=labels_obs, run=run))  # before any start-up
         infrastructure = held.enter_context(flow_infrastructure(ctx, scheduler, workers))
         address = _run(infrastructure.ready)
         from eigenflow.flows.embed import embed as embed_flow
