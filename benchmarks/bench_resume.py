@@ -48,10 +48,13 @@ def _stages(store: Path, run: str) -> dict[str, float]:
 
 def _run(x: Path, store: Path, run: str, kill_after: float | None = None) -> tuple[float, int]:
     t0 = time.perf_counter()
-    process = subprocess.Popen(_command(x, store, run), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen(_command(x, store, run), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
     if kill_after is None:
-        return time.perf_counter() - t0 if process.wait() == 0 else float("nan"), process.returncode
+        _, err = process.communicate()
+        if process.returncode != 0:
+            print(err, file=sys.stderr)
+        return time.perf_counter() - t0, process.returncode
     try:
         process.wait(timeout=kill_after)
     except subprocess.TimeoutExpired:
