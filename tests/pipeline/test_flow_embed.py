@@ -81,6 +81,8 @@ def test_embed_store_contents_and_manifest(embedded, data):
     # each stage took its input from the previous stage's memory, not from the store it had just written
     assert infos["weights"]["graph_source"] == "memory" and infos["eigensolve"]["weights_source"] == "memory"
     assert infos["knn"]["write"] == "background"  # the graph's write ran beside the weights stage
+    # a stage's seconds span the work it ran (the index build, the solve), not only the collection of a result
+    assert stages["knn"] >= infos["knn"]["build_seconds"] and stages["eigensolve"] >= infos["eigensolve"]["solve_seconds"]
     assert manifest.parameters["n_neighbors"] == PARAMS["n_neighbors"] and manifest.seed == 0
     assert manifest.versions["prefect"] and manifest.versions["zarr"]
     # fixed time outside the stages: the workers' load of the kNN kernels (none: exact kNN)
