@@ -31,6 +31,10 @@ DEFAULT_N_WORKERS = 2
 DEFAULT_THREADS_PER_WORKER = 1
 #: Preload of the local workers: stop signals ignored, the note of a task cancelled by the close not printed.
 WORKER_PRELOAD = "eigenflow.tasks.bodies.worker_preload"
+#: The resource tracker's warning filter (``PYTHONWARNINGS`` of its process): after a stopped run it unlinks the
+#: semaphores of the workers' queues that the stop did not close, and would print two lines of warning for them
+#: after the run's one line.
+TRACKER_WARNINGS = "ignore:resource_tracker:UserWarning"
 #: The value of ``MALLOC_TRIM_THRESHOLD_`` that Dask's Nanny sets in its workers by default.
 DASK_DEFAULT_MALLOC_TRIM_THRESHOLD = 65536
 #: Dask's shipped values of the settings :func:`worker_config` changes, and eigenflow's.
@@ -78,7 +82,8 @@ def launch_fork_server() -> str:
     sets before it spawns a worker, such as one BLAS thread, which a fork inherits from the server instead);
     returns the start method for Dask's workers: ``"forkserver"``, or Dask's configured one where there is no fork
     server (Windows). Once per process: a server already running keeps what it was launched with. Multiprocessing's
-    resource tracker is launched first: its own launch unblocks SIGINT in the calling thread."""
+    resource tracker is launched first (its own launch unblocks SIGINT in the calling thread), with
+    :data:`TRACKER_WARNINGS`."""
     import multiprocessing
     import multiprocessing.forkserver
     import multiprocessing.resource_tracker
@@ -91,10 +96,13 @@ def launch_fork_server() -> str:
         return configured
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["distributed", WORKER_PRELOAD])
-    multiprocessing.resource_tracker.ensure_running()
     saved = dict(os.environ)
-    os.environ.update({key: str(value) for key, value in worker_environ().items()})
     try:
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (saved.get("PYTHONWARNINGS"), TRACKER_WARNINGS)))
+        multiprocessing.resource_tracker.ensure_running()
+        os.environ.clear()
+        os.environ.update(saved)
+        os.environ.update({key: str(value) for key, value in worker_environ().items()})
         with stop_signals_blocked():
             multiprocessing.forkserver.ensure_running()  # a second call finds it running
     finally:
