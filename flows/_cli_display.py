@@ -18,7 +18,10 @@ _BOX = re.compile("[\u2502\u2503]")
 
 def with_progress(console: Console, fn: Callable[[], Any]) -> Any:
     """Run a flow (``fn()``) with a rich progress display of its stages on ``console`` (the CLI's stderr), live on a
-    terminal and gone at the end: the summary table gives the stages' seconds, and a failure stays one line."""
+    terminal and gone at the end (none elsewhere): the summary table gives the stages' seconds, and a failure stays one
+    line."""
+    if not console.is_terminal:  # a log file or a pipe: nothing live to show, and no blank line left behind
+        return fn()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from eigenflow.flows.run import stage_events

@@ -26,6 +26,7 @@ class Infrastructure:
 
         from eigenflow.flows.cluster import resolve_scheduler
 
+        align_client_logs()
         self.server, self.stack = ctx.obj, contextlib.ExitStack()
         self.address: Future = Future()
         self._release = threading.Event()
@@ -77,6 +78,17 @@ class Infrastructure:
         self._release.set()
         if self._thread is not None:
             self._thread.join()
+
+
+def align_client_logs() -> None:
+    """Dask's client logger at the level the CLI gave distributed's loggers (``DASK_LOGGING__DISTRIBUTED``): Dask's
+    defaults set it to ``warning`` on its own, so a lost scheduler's ERROR line would print before the command's one
+    line without ``-v``."""
+    import logging
+
+    import distributed  # noqa: F401  (configures its loggers from Dask's settings)
+
+    logging.getLogger("distributed.client").setLevel(logging.getLogger("distributed").level)
 
 
 @contextlib.contextmanager

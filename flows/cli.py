@@ -119,7 +119,7 @@ def _run_flow(store: str, run: str, fn: Callable[[], Any]) -> Any:
     from eigenflow.flows.stops import RunStopped, stop_of
 
     try:
-        return _run(lambda: with_progress(err, fn))
+        return _run(lambda: _with_resume_hint(store, run, lambda: with_progress(err, fn)))
     except BaseException as exc:
         stop = exc if isinstance(exc, RunStopped) else None if isinstance(exc, Reported) else stop_of(exc)
         if stop is None:
@@ -127,16 +127,34 @@ def _run_flow(store: str, run: str, fn: Callable[[], Any]) -> Any:
         raise _fail(stop_line(stop, store, run), stop.exit_code) from None
 
 
-def stop_line(stop: BaseException, store: str, run: str) -> str:
-    """The one line of a stopped run, saying what the store's manifest of the run records."""
-    from eigenflow.flows.stops import RunInterrupted
+def _with_resume_hint(store: str, run: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``; an OSError (a lost scheduler or cluster, a full or read-only disk: the environment, not the input)
+    of a run the store records as failed says how to resume it once the cause is gone."""
+    try:
+        return fn()
+    except OSError as exc:
+        if _recorded_status(store, run) != "failed":
+            raise
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OSError(f"{message}; run {run} recorded as failed; rerun with --run-name {run} to resume") from exc
+
+
+def _recorded_status(store: str, run: str) -> str | None:
+    """The status the store's manifest of ``run`` records (None when there is none or it cannot be read)."""
     from eigenflow.storage.errors import StorageError
     from eigenflow.storage.manifest import read_manifest
 
     try:
-        status = read_manifest(store, run).status
+        return read_manifest(store, run).status
     except (StorageError, OSError):
-        status = None
+        return None
+
+
+def stop_line(stop: BaseException, store: str, run: str) -> str:
+    """The one line of a stopped run, saying what the store's manifest of the run records."""
+    from eigenflow.flows.stops import RunInterrupted
+
+    status = _recorded_status(store, run)
     if status == "failed":
         where = f"run {run} recorded as failed; rerun with --run-name {run} to resume" \
             if isinstance(stop, RunInterrupted) else \

@@ -312,3 +312,36 @@ def test_sigkill_of_the_cli_leaves_no_child_behind(points):
     process.wait(timeout=10)
     assert alive(children, wait=10) == []
     check_unlocked(str(points / "killed.zarr"))  # a stale lock does not hold the store
+
+
+@pytest.mark.slow
+def test_a_killed_scheduler_fails_the_run_in_one_line_that_says_how_to_resume(points, tmp_path, prefect_api):
+    """A real ``dask scheduler`` and ``dask worker`` on loopback; the scheduler is killed (SIGKILL) during the run:
+    the CLI ends with one line, the connection failure and how to resume the run the store records as failed."""
+    from tests.helpers import free_port, stop_process_group
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    bin_dir = Path(sys.executable).parent
+    env = {**cli_environ(), "PREFECT_API_URL": prefect_api, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
+    scheduler = subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                  "--dashboard-address", ":0"], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    worker = subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nthreads", "1", "--nworkers", "2",
+                               "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        process = subprocess.Popen([str(SCRIPT), "embed", "X.npy", "lost.zarr", "-p", "knn_method=nndescent",
+                                    "--scheduler", address, "--run-name", RUN], cwd=points, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        wait_for_stage(process, points / "lost.zarr", "knn")
+        os.killpg(scheduler.pid, signal.SIGKILL)
+        _, err = process.communicate(timeout=180)
+    finally:
+        for server in (worker, scheduler):
+            stop_process_group(server, timeout=20)
+    [line] = err.strip().splitlines()
+    assert process.returncode == 1
+    assert line.startswith("error: ") and line.endswith(f"run {RUN} recorded as failed; rerun with --run-name {RUN} "
+                                                        "to resume"), line
+    assert manifest(points / "lost.zarr")["status"] == "failed"
