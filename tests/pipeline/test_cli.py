@@ -90,6 +90,7 @@ def test_embed_extend_info_chain(files):
     assert [s["name"] for s in info["runs"][0]["stages"]][-1] == "embed-points"
 
 
+@pytest.mark.slow
 def test_embed_and_extend_record_their_stages_and_the_kernels_load(files, prefect_api):
     """The CLI's summary and each run's manifest show the run's stages in order (the cluster, then the ingest, run
     by the flow) and ``compile``, the workers' load of the kNN kernels (> 0 with NN-descent); with ``--overwrite``

@@ -107,6 +107,7 @@ def test_sharded_flow_matches_the_single_process_flow(prefect_api, data, four_wo
 HOLDOUT = 0.2
 
 
+@pytest.mark.slow
 def test_sharded_flow_with_held_out_points_matches_the_single_process_flow(prefect_api, data, four_workers):
     """holdout=0.2: the shard indexes cover the fit rows, the held-out rows are searched in every one of them and
     mapped from their stored candidates by the model's out-of-sample map; compared with the single-process flow

@@ -87,7 +87,7 @@ def test_distributed_product_equals_the_single_process_product(client, graph, n_
 
 
 @pytest.mark.parametrize("n_blocks, partition, preconditioner, start, dense_work", [
-    (3, "rcm", "two_level", "coarse", "row_blocks"),
+    pytest.param(3, "rcm", "two_level", "coarse", "row_blocks", marks=pytest.mark.slow),
     (2, "coordinates", "block_amg", "random", "row_blocks")])
 def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, single, n_blocks, partition,
                                                              preconditioner, start, dense_work):
@@ -123,6 +123,7 @@ def test_distributed_lobpcg_matches_dense_and_single_process(client, graph, sing
         assert (traffic["coarse_bytes"] > 0) == (preconditioner == "two_level")
 
 
+@pytest.mark.slow
 def test_row_block_lobpcg_takes_the_iterations_of_scipys_lobpcg(client, graph):
     """Same start, preconditioner and tolerance: the row-block iteration is scipy's (+-2 iterations), and the
     converged subspaces agree to round-off of the tolerance (the driver path's own check against dense eigh is
@@ -136,6 +137,7 @@ def test_row_block_lobpcg_takes_the_iterations_of_scipys_lobpcg(client, graph):
     np.testing.assert_allclose(rows.values, driver.values, atol=1e-6 * 2)
 
 
+@pytest.mark.slow
 def test_the_operator_can_be_solved_again_with_another_preconditioner(client, graph):
     op = DistributedLaplacian.from_weights(graph[2], 2)
     first = distributed_eigensolve(op, 3, random_state=0)

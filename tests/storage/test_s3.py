@@ -97,6 +97,7 @@ def local(data, cluster, prefect_api):
     return read_embedding(str(data / "points.zarr"), summary["run"])
 
 
+@pytest.mark.slow
 def test_embed_extend_on_s3_equal_local_disk(s3, cluster, data, local, prefect_api):
     from eigenflow.flows.embed import embed
     from eigenflow.flows.extend import extend
