@@ -61,12 +61,29 @@ def main() -> None:
             code = exc.exit_code
         except click.Abort:
             code = EXIT_FAILURE
-    if not reported and code == 130 and received.signum is not None:  # a stop typer made a bare 130 of
-        import signal
+    import signal
 
+    if not reported and code == 130 and received.signum is not None:  # a stop typer made a bare 130 of
         err.print(f"[bold red]error:[/] interrupted ({signal.Signals(received.signum).name})", highlight=False)
         code = 128 + received.signum
+    finishing()
     sys.exit(code or 0)
+
+
+def finishing() -> None:
+    """The command is over (its summary or its one line printed): a first stop signal during the interpreter's exit
+    (Prefect's local server stopped, threads joined) lets that exit finish instead of interrupting it with a
+    traceback; a second one ends the process at once (the default action)."""
+    import signal
+
+    from eigenflow.flows.stops import STOP_SIGNALS
+
+    def second_ends(signum: int, frame: Any) -> None:
+        for stop in STOP_SIGNALS:
+            signal.signal(stop, signal.SIG_DFL)
+
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, second_ends)
 
 
 #: The commands that run a flow: Prefect's local server is launched as soon as one of them is chosen.

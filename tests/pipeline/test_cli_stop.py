@@ -3,6 +3,7 @@ Prefect server killed under a run, and bad inputs refused before any store exist
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -345,3 +346,32 @@ def test_a_killed_scheduler_fails_the_run_in_one_line_that_says_how_to_resume(po
     assert line.startswith("error: ") and line.endswith(f"run {RUN} recorded as failed; rerun with --run-name {RUN} "
                                                         "to resume"), line
     assert manifest(points / "lost.zarr")["status"] == "failed"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("moment", ["half a second in", "as the summary prints"])
+def test_ctrl_c_at_the_first_and_the_last_moment_ends_in_at_most_two_lines(points, moment):
+    """SIGINT to the CLI's process group half a second after it started (the signal is never lost: the command
+    stops with 130) or as soon as its summary table appears (the run is complete): at most two lines on stderr, no
+    traceback, no process of the group left."""
+    store_name = "moment-first.zarr" if moment.startswith("half") else "moment-last.zarr"
+    process = start_embed(points, store_name)
+    if moment.startswith("half"):
+        time.sleep(0.5)
+    else:
+        out = points / f"{store_name}.out"
+        deadline = time.time() + 240
+        while "completed" not in out.read_text() and process.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+    group = psutil.Process(process.pid).children(recursive=True) if process.poll() is None else []
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    code, _ = wait_exit(process, EXIT_BOUND)
+    stderr = (points / f"{store_name}.err").read_text()
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) <= 2 and "Traceback" not in stderr, stderr[-3000:]
+    # at the summary the run is complete: it exits 0, 130, or by the signal itself (-2: a shell shows 130) when the
+    # signal comes during the interpreter's exit
+    assert code == 130 if moment.startswith("half") else code in (0, 130, -signal.SIGINT), (code, stderr)
+    assert alive(group) == []

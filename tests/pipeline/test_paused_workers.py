@@ -122,6 +122,7 @@ def _set_pause_fraction(fraction: float, dask_worker) -> None:
     dask_worker.memory_manager.memory_pause_fraction = fraction
 
 
+@pytest.mark.slow
 def test_a_run_stalled_on_a_paused_worker_fails_naming_it(prefect_api, data, monkeypatch):
     from distributed import Client, LocalCluster
 

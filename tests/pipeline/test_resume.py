@@ -107,6 +107,7 @@ def _stages(store: Path) -> dict:
     return {s.name: s.info for s in read_manifest(store, RUN).stages}
 
 
+@pytest.mark.slow
 def test_killed_during_write_back_resumes_only_missing_chunks_even_without_prefect_cache(work, reference,
                                                                                         prefect_server):
     api_url, _ = prefect_server

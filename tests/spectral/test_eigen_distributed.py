@@ -154,6 +154,7 @@ def test_without_preconditioner(client, graph):
     assert res.info["traffic"]["preconditioner_calls"] == 0 and res.info["traffic"]["products"] >= res.n_iter
 
 
+@pytest.mark.slow
 def test_distributed_eigenmap_matches_laplacian_eigenmaps_from_graph(client, graph):
     _, _, W, _, degrees, (ref_values, ref_vectors) = graph
     op = DistributedLaplacian.from_weights(W, 2)

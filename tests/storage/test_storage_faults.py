@@ -260,6 +260,7 @@ def test_embed_into_an_unwritable_folder_fails_in_one_line_naming_it(tmp_path, u
     # in this process Prefect's own log of the failed task comes out too; the CLI's message is one line
     errors = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
     assert result.exit_code == 1, result.output
-    assert errors == [f"error: cannot write {store}/embeddings/r1: {reason}"], result.output
+    assert errors == [f"error: cannot write {store}/embeddings/r1: {reason}; run r1 recorded as failed; rerun with "
+                      "--run-name r1 to resume"], result.output  # the disk, not the input: resumable
     manifest = storage.read_manifest(store, "r1")
     assert manifest.status == "failed" and f"{store}/embeddings/r1" in manifest.error
