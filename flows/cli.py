@@ -153,7 +153,12 @@ def _with_resume_hint(store: str, run: str, fn: Callable[[], Any]) -> Any:
         if _recorded_status(store, run) != "failed":
             raise
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise OSError(f"{message}; run {run} recorded as failed; rerun with --run-name {run} to resume") from exc
+        raise OSError(f"{message}; {resumable(run)}") from exc
+
+
+def resumable(run: str) -> str:
+    """What the line of a failed run that can be resumed says of it."""
+    return f"run {run} recorded as failed; rerun with --run-name {run} to resume"
 
 
 def _recorded_status(store: str, run: str) -> str | None:
@@ -173,7 +178,7 @@ def stop_line(stop: BaseException, store: str, run: str) -> str:
 
     status = _recorded_status(store, run)
     if status == "failed":
-        where = f"run {run} recorded as failed; rerun with --run-name {run} to resume" \
+        where = resumable(run) \
             if isinstance(stop, RunInterrupted) else \
             f"the run is recorded as failed in the store; rerun with --run-name {run}"
     elif status == "completed":
