@@ -271,7 +271,7 @@ def embed(
                                            "when one worker's memory is too small for the single-process kNN)"),
 ) -> None:
     """Embed the points of SOURCE into STORE with any method (ingest, fit, every point written back)."""
-    from eigenflow.flows.checks import check_embed_arguments
+    from eigenflow.tasks.checks import check_embed_arguments
     from eigenflow.flows.run import new_run_id
     from eigenflow.storage.lock import store_lock
 

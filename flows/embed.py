@@ -9,7 +9,7 @@ fitted results, held-out rows the out-of-sample map) -> the report (quality figu
 Each stage is a Prefect task whose work runs on the Dask workers of the client the flow owns. Without
 ``PREFECT_API_URL`` Prefect runs ephemerally; with it, runs are reported to that server. A re-run with the same
 ``run_name`` on the same store resumes that run: the stages its manifest records as completed, whose outputs
-are intact in the store, are reused (:func:`flows.run.finished_stages`).
+are intact in the store, are reused (:func:`tasks.resume.finished_stages`).
 """
 
 from __future__ import annotations
@@ -22,20 +22,21 @@ from prefect import flow
 from eigenflow.storage import layout
 from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.lock import store_lock
+from eigenflow.storage.manifest import add_results
 from eigenflow.storage.run_outputs import drop_run_outputs
+from eigenflow.tasks.checks import check_embed_arguments, opened_or_url
 from eigenflow.tasks.fitting import FitRequest, Stage, fit_stages, release_index
 from eigenflow.tasks.points import embed_points_task
 from eigenflow.tasks.registry import LABELS, SCORES, get_entry
+from eigenflow.tasks.resume import check_run_identity, finished_stages
 from eigenflow.tasks.sharded_choice import resolve_sharded
 from eigenflow.tasks.bodies.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from eigenflow.tasks.warm_up import planned_dtype, warm_workers
 
 from eigenflow.flows._serve_recovery import record_served_run
-from eigenflow.flows.checks import check_embed_arguments, opened_or_url
 from eigenflow.flows.cluster import dask_client
 from eigenflow.flows.reporting import figures_on_worker, publish_run
-from eigenflow.flows.run import (RunContext, check_run_identity, finished_stages, ingest, new_run_id, open_run,
-                                 run_watch, write_manifest_results)
+from eigenflow.flows.run import RunContext, ingest, new_run_id, open_run, run_watch
 
 DEFAULT_METHOD = "laplacian_eigenmaps"
 
@@ -155,7 +156,7 @@ def embed(
     summary = ctx.summary()
     sizes = {"points": ingested["n"], "fitted": ctx.manifest.results["n_fit"], "features": ingested["d"]}
     summary["results"].update(publish_run(summary, ctx.store, method, full, sizes, figures))
-    write_manifest_results(ctx.store, run, summary["results"])
+    add_results(ctx.store, run, summary["results"])
     return summary
 
 

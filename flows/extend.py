@@ -18,9 +18,10 @@ from eigenflow.storage.arrays import x_shape
 from eigenflow.storage.checksums import check_intact
 from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.ingest import store_token
-from eigenflow.storage.manifest import read_manifest, readable_manifests, recorded_location
+from eigenflow.storage.manifest import add_results, read_manifest, readable_manifests, recorded_location
 from eigenflow.storage.models import list_models
 from eigenflow.storage.store import Store
+from eigenflow.tasks.checks import check_anndata_options
 from eigenflow.tasks.points import extend_candidates_task, extend_points_task
 from eigenflow.tasks.sharded_choice import SHARDED_METHOD
 from eigenflow.tasks.bodies.sharded_eigenmaps import candidates_complete
@@ -28,11 +29,10 @@ from eigenflow.tasks.bodies.sharded_extend import sharded_fit_record
 from eigenflow.tasks.warm_up import model_dtype, warm_workers
 
 from eigenflow.flows._serve_recovery import record_served_run
-from eigenflow.flows.checks import check_anndata_options
 from eigenflow.flows.cluster import dask_client
 from eigenflow.flows.embed import DEFAULT_METHOD, output_paths
 from eigenflow.flows.reporting import figures_on_worker, publish_run
-from eigenflow.flows.run import ingest, new_run_id, open_run, run_watch, write_manifest_results
+from eigenflow.flows.run import ingest, new_run_id, open_run, run_watch
 
 
 @flow(name="extend", validate_parameters=True)
@@ -118,7 +118,7 @@ def extend(
             figures = figures_on_worker(client, ctx.store, ctx.run, method)
     summary = ctx.summary()
     summary["results"].update(publish_run(summary, out, method, parameters, {"points": ingested["n"]}, figures))
-    write_manifest_results(out, out_run, summary["results"])
+    add_results(out, out_run, summary["results"])
     return summary
 
 

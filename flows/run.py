@@ -7,7 +7,7 @@ A flow opens it with :func:`open_run` once its store is ingested and its cluster
             record.info.update(knn_task(ctx.store, ctx.run, ctx.token, on_progress=ctx.progress("knn")))
 
 Each stage is timed into the store's run manifest (``runs/<run>.json``, :mod:`storage.manifest`); the manifest is
-the one record a resumed run reads (:func:`finished_stages`). The run ends ``completed``, or ``failed`` with the
+the one record a resumed run reads (:func:`tasks.resume.finished_stages`). The run ends ``completed``, or ``failed`` with the
 error (a stop from outside, :mod:`flows.stops`, is recorded by its reason), and the exception is re-raised.
 
 Stage events go to the ``eigenflow.progress`` logger (records whose ``eigenflow_event`` attribute is ``(event,
@@ -17,7 +17,6 @@ stage, payload)``, event in ``start`` / ``progress`` / ``end``); the CLI draws i
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -25,21 +24,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from eigenflow.spectral.errors import ParameterError
 from eigenflow.storage import layout
-from eigenflow.storage.errors import DamagedManifestError, StoreFormatError
 from eigenflow.storage.ingest import store_token
 from eigenflow.storage.lock import store_lock
-from eigenflow.storage.manifest import (RunManifest, StageRecord, effective_status, list_runs, read_manifest,
-                                         run_context as manifest_context, stage as manifest_stage, write_manifest)
+from eigenflow.storage.manifest import RunManifest, StageRecord, run_context as manifest_context, stage as manifest_stage
 from eigenflow.storage.store import Store
-from eigenflow.tasks.ingest import existing_store_attrs
 
 #: The logger of stage events (see the module docstring).
 EVENTS = logging.getLogger("eigenflow.progress")
 EVENTS.propagate = False  # events, not messages: only a handler attached for them (the CLI's) reads them
-#: Manifest parameters that do not change a run's result (how it was executed), left out of its identity.
-EXECUTION_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler")
 
 
 def emit(event: str, stage: str, payload: Any = None) -> None:
@@ -214,52 +207,3 @@ def new_run_id(flow: str, run_name: str | None) -> str:
     if run_name is None:
         return layout.new_run_id(flow)
     return layout.check_name("run_name", run_name)
-
-
-def check_run_identity(store: str | Store, run: str, identity: dict[str, Any], *, overwrite_run: bool = False) -> None:
-    """Refuse to reuse the name of a run of ``store`` that was started with other parameters, or whose manifest
-    cannot be read (its parameters are unknown), unless ``overwrite_run``.
-
-    A re-run under the same name resumes that run (finished stages are reused), so it must be the same run:
-    the method, labels, hold-out and every method parameter must be equal. The error names the differences.
-    """
-    if overwrite_run:
-        return
-    try:
-        if existing_store_attrs(store) is None or run not in list_runs(store):
-            return
-        before = read_manifest(store, run).parameters
-    except DamagedManifestError as exc:
-        raise StoreFormatError(f"run {run!r} of store {store} cannot be resumed: its manifest {exc.path} cannot be "
-                               f"read ({exc.reason}); pass overwrite_run=True (CLI --overwrite-run) to start it "
-                               "again from nothing, or choose a new run name") from exc
-    except StoreFormatError:
-        return  # not a store yet (or not one of ours): the ingest decides
-    now = json.loads(json.dumps(identity, default=str))
-    keys = (set(before) | set(now)) - set(EXECUTION_PARAMETERS)
-    differing = sorted(k for k in keys if before.get(k) != now.get(k))
-    if differing:
-        changes = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in differing)
-        raise ParameterError(f"run_name {run!r} of store {store} was started with other parameters ({changes}); "
-                             "choose a new run name")
-
-
-def finished_stages(store: str | Store, run: str) -> dict[str, dict]:
-    """``{stage: info}`` of the stages that a previous attempt of ``run`` (failed, or crashed: killed) completed,
-    read from its manifest in the store; empty for a new run or one that is still running."""
-    try:
-        if existing_store_attrs(store) is None or run not in list_runs(store):
-            return {}
-        previous = read_manifest(store, run)
-    except StoreFormatError:
-        return {}
-    if effective_status(previous) == "running":
-        return {}  # a live run: the lock refuses this one
-    return {s.name: dict(s.info) for s in previous.stages if s.status == "completed"}
-
-
-def write_manifest_results(store: Store, run: str, results: dict) -> None:
-    """Add the report figures (quality, plot, peak memory) to the completed run's manifest."""
-    manifest = read_manifest(store, run)
-    manifest.results.update(results)
-    write_manifest(store, manifest)

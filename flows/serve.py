@@ -36,8 +36,9 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+from eigenflow.tasks.checks import check_embed_arguments
+
 from eigenflow.flows._serve_recovery import ServeWatch, recover_crashed_runs, served_deployment_ids
-from eigenflow.flows.checks import check_embed_arguments
 from eigenflow.flows.embed import embed
 from eigenflow.flows.extend import extend
 from eigenflow.flows.stops import stop_on_signals

@@ -228,6 +228,13 @@ def readable_manifests(store: StoreRef) -> list[RunManifest]:
     return manifests
 
 
+def add_results(store: StoreRef, run: str, results: dict) -> None:
+    """Add ``results`` (the report's figures: quality, plot, peak memory) to the finished run's manifest."""
+    manifest = read_manifest(store, run)
+    manifest.results.update(results)
+    write_manifest(store, manifest)
+
+
 def list_runs(store: StoreRef) -> list[str]:
     """Run ids with a manifest in the store, sorted by name."""
     fs, root = filesystem(store)

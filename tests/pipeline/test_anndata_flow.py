@@ -126,7 +126,7 @@ def test_new_cells_mapped_with_a_stored_model_and_exported_into_their_file(cells
 
 
 def test_anndata_options_are_refused_for_other_sources(tmp_path):
-    from eigenflow.flows.checks import check_embed_arguments
+    from eigenflow.tasks.checks import check_embed_arguments
     from eigenflow.spectral.errors import ParameterError
 
     np.save(tmp_path / "X.npy", np.zeros((10, 2)))

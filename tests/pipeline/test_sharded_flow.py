@@ -259,7 +259,7 @@ def test_extend_of_a_sharded_model_searches_the_shard_indexes(prefect_api, data,
 
 
 def test_sharded_refuses_what_it_cannot_do(data, four_workers):
-    from eigenflow.flows.checks import check_embed_arguments
+    from eigenflow.tasks.checks import check_embed_arguments
 
     d, _ = data
     for kwargs, message in [

@@ -106,7 +106,7 @@ def test_extend_model_lookup_skips_a_damaged_manifest(three_runs):
 
 
 def test_run_identity_refuses_an_unreadable_manifest_unless_overwritten(three_runs):
-    from eigenflow.flows.run import check_run_identity
+    from eigenflow.tasks.resume import check_run_identity
 
     store, _ = three_runs
     path = _damage(store, "newest", "cut in half")

@@ -1,19 +1,29 @@
-"""The checks of a run's arguments before any work: an ``embed`` run's (:func:`check_embed_arguments`, with the
-source's shape and labels from :mod:`flows.source_checks`), and an AnnData source's options."""
+"""The checks of a run's arguments, made before any work: an ``embed`` run's (:func:`check_embed_arguments`) and an
+AnnData source's options.
+
+The parameters are checked against the source's shape and labels before the ingest. The number of rows of a source
+is known from its header (``.npy`` / ``.npz`` / ``.parquet`` / zarr: see :class:`storage.source.Source`; a CSV is
+only known once read, and is left to the fit), the labels from a ``.npy`` file read as a memory map or the labels of
+a store. The bounds are those the fit stages would enforce later, behind a store already written: every refusal
+names the parameter, the allowed range and the value received (``"n_neighbors must be in [1, 19] for 20 rows to
+fit; got 50"``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from eigenflow.spectral._validation import check_float, check_int
 from eigenflow.spectral.errors import ParameterError
 from eigenflow.storage import layout
 from eigenflow.storage.lock import check_unlocked
 from eigenflow.storage.store import Store
-from eigenflow.tasks.ingest import existing_store_attrs, first_store_attrs, open_existing, same_location
+from eigenflow.tasks.ingest import (existing_store_attrs, first_store_attrs, open_existing, same_location,
+                                    with_opened)
 from eigenflow.tasks.registry import check_estimator_params, check_params, get_entry
 from eigenflow.tasks.sharded_choice import check_sharded
-
 
 def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
                           holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
@@ -58,20 +68,16 @@ def opened_or_url(store: str) -> str | Store:
 
 
 def _source_rows(source: str, store: str | Store) -> int | None:
-    """Rows of the source from its header (:func:`flows.source_checks.source_rows`, which refuses a source that does
+    """Rows of the source from its header (:func:`source_rows`, which refuses a source that does
     not exist or cannot be opened), or of the opened store when the source is the store itself."""
-    from eigenflow.flows.source_checks import source_rows
-
     itself = isinstance(store, Store) and same_location(source, store.url)  # the source is the opened store
     return existing_store_attrs(store).get(layout.ATTR_N) if itself else source_rows(source)
 
 
 def _check_source_shape(source: str, store: str | Store, n: int | None, method: str, full: dict, *,
                         labels: str | None, holdout: float, overwrite: bool) -> None:
-    """The checks of :mod:`flows.source_checks`: the ``n`` rows of the source against the parameters, labels against
+    """The ``n`` rows of the source against the parameters, labels against
     a supervised method; from the source's header and the labels alone, before the ingest."""
-    from eigenflow.flows.source_checks import check_labeled, check_rows, labels_of
-
     entry = get_entry(method)
     if n is not None:
         check_rows(method, entry.fit, full, n, holdout)
@@ -102,3 +108,84 @@ def _will_have_labels(source: str, store: str | Store, labels: str | None, overw
         return True
     attrs = first_store_attrs((source,) if overwrite else (source, store))
     return bool(attrs.get(layout.ATTR_HAS_LABELS)) if attrs is not None else False
+
+
+#: The fit strategy whose kNN graph and eigensolve stages need ``n_neighbors <= n_fit - 1`` and
+#: ``n_components <= n_fit - 2`` (the estimators of the other strategies clip them with a warning).
+GRAPH_STRATEGY = "laplacian_eigenmaps"
+#: Fewest rows any method fits (scikit-learn's minimum of two samples).
+MIN_FIT_ROWS = 2
+
+
+def source_rows(source: str) -> int | None:
+    """Number of rows of ``source`` read from its header only (None for a CSV, whose rows are known only once
+    read); a source that does not exist or cannot be opened is refused here, before any start-up
+    (:class:`storage.errors.IngestError` naming it)."""
+    from eigenflow.storage.readers import open_source
+
+    return open_source(source).n_rows
+
+
+def fit_rows(n: int, holdout: float) -> int:
+    """Rows of a source of ``n`` rows left to the fit after the hold-out (as the flow draws it)."""
+    return n - round(holdout * n)
+
+
+def check_rows(method: str, fit: str, params: dict[str, Any], n: int, holdout: float) -> None:
+    """Refuse parameters that the fit of ``n - round(holdout * n)`` rows cannot honour (see the module docstring).
+
+    Raises
+    ------
+    ParameterError
+        Too few rows to fit, or ``n_neighbors`` / ``n_components`` outside the range the rows allow.
+    """
+    n_fit = fit_rows(n, holdout)
+    where = f"{n_fit} rows to fit (a source of {n} rows, holdout={holdout})" if n_fit != n else \
+        f"a source of {n} rows"
+    if n_fit < MIN_FIT_ROWS:
+        after = f" ({where})" if n_fit != n else ""
+        raise ParameterError(f"method {method!r} needs at least {MIN_FIT_ROWS} rows to fit; got {n_fit}{after}")
+    if fit != GRAPH_STRATEGY:
+        return
+    _check_bounded("n_neighbors", params.get("n_neighbors"), n_fit - 1, where)
+    _check_bounded("n_components", params.get("n_components"), n_fit - 2, where)
+
+
+def _check_bounded(name: str, value: Any, high: int, where: str) -> None:
+    """``value`` (an integer, or None: not set) must be in ``[1, high]``."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and not 1 <= value <= high:
+        raise ParameterError(f"{name} must be in [1, {high}] for {where}; got {value}")
+
+
+def labels_of(source: str, store: Any, labels: str | None, overwrite: bool) -> tuple[np.ndarray, str] | None:
+    """The run's labels and where they come from: the ``labels`` ``.npy`` file (memory-mapped), else those of
+    ``source`` or of the existing ``store`` (a URL or an opened :class:`storage.store.Store`) when either is a store
+    with labels; None when unknown here."""
+    if labels is not None:
+        if not str(labels).endswith(".npy"):
+            return None  # the ingest refuses it, naming the file
+        try:
+            return np.load(labels, mmap_mode="r", allow_pickle=False), str(labels)
+        except (OSError, ValueError):
+            return None
+    for candidate in with_opened((source,) if overwrite else (source, store)):
+        try:
+            if existing_store_attrs(candidate) is None:
+                continue
+        except Exception:  # noqa: BLE001 - not a store
+            continue
+        from eigenflow.storage.arrays import read_labels
+
+        y = read_labels(candidate)
+        return (None if y is None else (y, f"the labels of store {candidate}"))
+    return None
+
+
+def check_labeled(method: str, found: tuple[np.ndarray, str] | None) -> None:
+    """A supervised method needs at least one labeled row (numeric label other than -1)."""
+    if found is None:
+        return
+    y, origin = found
+    if y.dtype.kind in "iuf" and y.size and not np.any(np.asarray(y) != -1):
+        raise ParameterError(f"method {method!r} needs labeled rows; every one of the {y.size} labels in {origin} "
+                             "is -1 (unlabeled)")
