@@ -441,6 +441,8 @@ def ingest(
         else:
             attrs = _write_chunks(group, src, ext_labels, rows, dtype)
         attrs[layout.ATTR_SOURCE] = src.description
+        if src.partitions is not None:  # a folder of partitions: what an update compares (storage.partitions)
+            attrs[layout.ATTR_PARTITIONS] = src.partitions.records()
         if src.cells is not None:  # AnnData: the obs names and the label categories, for the exports
             from .anndata_io import write_cells
 

@@ -4,7 +4,8 @@ Layout::
 
     <name>.zarr/
       zarr.json            root attrs: schema_version, n, d, dtype, source, fingerprint, chunk_rows,
-                           has_labels, status ("incomplete" while an ingest runs, "complete" written LAST)
+                           has_labels, status ("incomplete" while an ingest runs, "complete" written LAST);
+                           partitions (a folder source's records), appending (while an update appends rows)
       X                    (n, d) float32 (float64 on request), row chunks of ``chunk_rows`` rows, C order
       y                    (n,) int32, -1 = unlabeled (optional), same row chunks as X
       constraints/         must_link (p, 2) int64, cannot_link (q, 2) int64 (optional, STG18)
@@ -89,6 +90,11 @@ ATTR_SOURCE = "source"
 ATTR_FINGERPRINT = "fingerprint"
 ATTR_CHUNK_ROWS = "chunk_rows"
 ATTR_HAS_LABELS = "has_labels"
+#: Root attribute of a store ingested from a folder of partitions: one record per partition
+#: (:mod:`storage.partitions`).
+ATTR_PARTITIONS = "partitions"
+#: Root attribute present while an update appends rows (:mod:`storage.append`): ``{"n", "n_new"}``.
+ATTR_APPENDING = "appending"
 #: Root attributes of a store ingested from AnnData: the source file, the representation X was read from, the
 #: ``obs`` column of the labels and the category names (label code ``i`` is ``label_categories[i]``).
 ATTR_CELLS_FILE = "cells_file"

@@ -357,6 +357,20 @@ def open_source(source: Any, *, x_key: str = "X", labels_key: str | None = "auto
         return zarr_source(source, x_key, labels_key)
     if not isinstance(source, (str, os.PathLike)):
         return array_source(source)
+    from .partitions import chained_source, is_partitioned, partition_paths
+
+    if is_partitioned(source):  # a folder or glob of partitions: one source, rows in partition order
+        paths = partition_paths(source)
+        parts = []
+        for path in paths:
+            try:
+                source_kind(path)
+            except IngestError:
+                raise IngestError(f"partition {path} of source {os.fspath(source)} has an unknown format; expected "
+                                  ".npy / .npz / .csv / .parquet / .h5ad files or zarr stores") from None
+            parts.append(open_source(path, x_key=x_key, labels_key=labels_key, label_column=label_column,
+                                     read_options=read_options))
+        return chained_source(source, paths, parts)
     kind = source_kind(source)
     path = os.fspath(source)
     if kind in ("anndata", "hdf5"):

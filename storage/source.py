@@ -36,6 +36,9 @@ class Source:
         :func:`read_rows_from_spec` re-opens in another process (parallel ingest); None otherwise.
     cells : storage.anndata_io.Cells or None
         For an AnnData source: the obs names and label categories the ingest keeps in the store.
+    partitions : object or None
+        For a folder or glob of partitions (:mod:`storage.partitions`): ``partitions.records()`` gives the records
+        the ingest keeps in the store, once the rows were read.
     """
 
     kind: str
@@ -46,6 +49,7 @@ class Source:
     blocks: Callable[[int], Iterator[Block]] = field(repr=False)
     spec: tuple | None = None
     cells: Any = None
+    partitions: Any = None
 
 
 def check_shape_2d(shape: tuple, what: str) -> None:

@@ -253,10 +253,15 @@ def check_shapes(attrs: dict, nodes: dict[str, dict], where: str) -> list[str]:
     """Problems of the array shapes against the root attributes (empty when consistent).
 
     X must be ``(n, d)`` of the root attributes with row chunks of at least one row and whole rows per chunk;
-    y ``(n,)``; every array at most :data:`MAX_ARRAY_ELEMENTS` elements.
+    y ``(n,)``; every array at most :data:`MAX_ARRAY_ELEMENTS` elements; no append may be pending
+    (:mod:`storage.append`).
     """
     problems = []
     n, d = attrs.get(layout.ATTR_N), attrs.get(layout.ATTR_D)
+    appending = attrs.get(layout.ATTR_APPENDING)
+    if appending:
+        return [f"an update appending rows {n}..{appending.get('n_new')} to it was interrupted; run `eigenflow "
+                "update` again to finish it"]
     for path, meta in nodes.items():
         if meta.get("node_type") != "array":
             continue
@@ -284,7 +289,8 @@ def validate_store(url: Any, storage_options: dict | None = None, *, allow_incom
     attrs = check_root(_read_json(fs, posixpath.join(root, "zarr.json")), describe(url),
                        allow_incomplete=allow_incomplete)
     nodes = node_metadata(fs, root)
-    problems = [] if attrs.get(layout.ATTR_STATUS) != layout.STATUS_COMPLETE else check_shapes(attrs, nodes, url)
+    unfinished = attrs.get(layout.ATTR_STATUS) != layout.STATUS_COMPLETE or attrs.get(layout.ATTR_APPENDING)
+    problems = [] if unfinished and allow_incomplete else check_shapes(attrs, nodes, url)
     if problems:
         raise StoreFormatError(f"store {describe(url)} has inconsistent metadata: {problems[0]}")
     return nodes
