@@ -91,6 +91,10 @@ def info_renderables(data: dict) -> list[Any]:
                            for s in r["stages"])
         seconds = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
         status = r["status"] + (f" ({r['error']})" if r["error"] else "")
+        if r.get("drift"):  # an update: the rows it placed and its drift figures
+            d = r["drift"]
+            stages += (f"; rows {r['rows'][0]}..{r['rows'][1]}; drift: {d['share_beyond']:.3f} beyond the fit's "
+                       f"q{d['quantile']:g} ({'DRIFTED' if d['drifted'] else 'ok'}), kNN kept {d['preservation']:.2f}")
         runs.append((r["run_id"], ["-" if r["flow"] is None else str(r["flow"]), status, seconds, stages]))
     out.append(WholeNames("runs", ("run", "flow", "status", "seconds", "stages"), runs))
     return out

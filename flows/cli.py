@@ -87,7 +87,7 @@ def finishing() -> None:
 
 
 #: The commands that run a flow: Prefect's local server is launched as soon as one of them is chosen.
-FLOW_COMMANDS = ("embed", "extend", "demo")
+FLOW_COMMANDS = ("embed", "extend", "update", "demo")
 
 
 @app.callback()
@@ -314,6 +314,40 @@ def serve(
     _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
                              interval=interval, cron=cron, scheduler=scheduler, n_workers=workers,
                              keep_cluster=keep_cluster, use_rep=use_rep, labels_obs=labels_obs))
+
+
+@app.command()
+def update(
+    ctx: typer.Context,
+    source: str = typer.Argument(..., help="the growing source STORE was ingested from: a folder or glob of "
+                                           "partitions, or an array whose rows are appended"),
+    store: str = typer.Argument(..., help="eigenflow store with a model written by `eigenflow embed`"),
+    seed: int = typer.Option(0, help="random seed of the drift samples"),
+    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
+    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+    run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
+    max_share: float = typer.Option(0.05, help="drift flag: share of new rows beyond the fit's 99th-percentile "
+                                               "k-th-neighbour distance"),
+    use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
+) -> None:
+    """Append the new rows of SOURCE to STORE and place them with its current model; report their drift."""
+    from eigenflow.flows.run import new_run_id
+
+    run = _run(lambda: new_run_id("update", run_name))  # named here: the stop line says how to resume it
+    with flow_infrastructure(ctx, scheduler, workers) as infrastructure:
+        address = _run(infrastructure.ready)
+        from eigenflow.flows.update import update as update_flow
+
+        summary = _run_flow(store, run, lambda: update_flow(
+            source, store, scheduler=address, n_workers=workers, run_name=run, use_rep=use_rep,
+            labels_obs=labels_obs, random_state=seed, max_share=max_share))
+    results = summary["results"]
+    drift = results.get("drift") or {}
+    out.print(summary_table(summary, {"model": results.get("model_run"), "new rows": results.get("n_new"),
+                                      "points": results.get("n"),
+                                      "drift": f"{drift['share_beyond']:.3f} beyond q{drift['quantile']:g}, kNN kept "
+                                               f"{drift['preservation']:.2f} ({'DRIFTED' if drift['drifted'] else 'ok'})"
+                                      if drift else "-"}))
 
 
 @app.command()

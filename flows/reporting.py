@@ -117,6 +117,21 @@ def publish_run(summary: dict[str, Any], store: Store, method: str, params: dict
     return out
 
 
+def publish_drift(store: Store, last: int = 10) -> None:
+    """A table artifact of the drift figures of the store's last ``last`` updates (the trend, oldest first)."""
+    if not _in_run():
+        return
+    from prefect.artifacts import create_table_artifact
+
+    from eigenflow.storage.results_table import update_history
+
+    try:
+        create_table_artifact(update_history(store, last), key="eigenflow-update-drift",
+                              description=f"drift of the last {last} updates of {store}")
+    except Exception as exc:  # noqa: BLE001 - the results are in the store; a report must not fail the run
+        logger().warning("drift artifact of %s not published: %s", store, exc)
+
+
 def _markdown(summary: dict, store: Store, method: str, params: dict, sizes: dict, figures: dict) -> str:
     lines = [f"# eigenflow {summary['flow']} run `{summary['run']}`", "",
              f"- store: `{store}`", f"- method: `{method}`", f"- status: {summary['status']}",

@@ -51,27 +51,53 @@ def latest_run_with(store: Any, output: str) -> str:
 
 def export_output(store: Any, out_file: str, *, run: str | None = None, output: str = "embedding",
                   overwrite: bool = False) -> dict[str, Any]:
-    """Write ``output`` of ``run`` (default: the latest completed run that has it) to ``out_file``.
+    """Write ``output`` of ``run`` to ``out_file``; without ``run``, the store's table of results
+    (:mod:`storage.results_table`: every row once, from the latest fit and the updates that followed it).
 
     ``.npy``: the array as stored ((n,) or (n, c)); ``.parquet``: one column per component (``c0``, ``c1``,
-    ...) or one column named after the output. Returns ``{"path", "run", "output", "shape"}``.
+    ...) or one column named after the output, and for the table the columns ``run`` and ``placement`` (``fitted``,
+    ``held_out``, ``mapped``). Returns ``{"path", "run", "output", "shape"}`` (the table: also ``updates``).
     """
+    from .results_table import table_info, table_segments
+
     path = Path(out_file)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise StorageError(f"OUT must end in one of {list(FORMATS)}; got {str(out_file)!r}")
+    if output not in OUTPUTS:
+        raise StorageError(f"output must be one of {list(OUTPUTS)}; got {output!r}")
     with replaced_atomically(path, overwrite) as tmp:
         store = as_store(store)  # a path is opened (validated) once for the calls below
-        run = run if run is not None else latest_run_with(store, output)
-        node_path = output_path(run, output)
-        arr = get_node(as_group(store, "r"), node_path)
+        table = output in TABLE_OUTPUTS and run is None
+        segments = table_segments(store, output) if table else None
+        run = segments[0].run if table else run if run is not None else latest_run_with(store, output)
+        arr = get_node(as_group(store, "r"), output_path(run, output))
+        shape = [segments[-1].stop, *arr.shape[1:]] if table else list(arr.shape)
+        blocks = _table_blocks(store, segments, output) if table else _run_blocks(store, output_path(run, output))
         with writing(path), _open_output(tmp) as fh:
             if suffix == ".npy":
-                _write_npy(store, node_path, arr, fh)
+                _write_npy(arr.dtype, shape, blocks, fh)
             else:
-                _write_parquet(store, node_path, arr, output, fh)
+                _write_parquet(arr.dtype, shape, blocks, output, fh, [s.run for s in segments] if table else None)
             _sync(fh)
-    return {"path": str(path), "run": run, "output": output, "shape": list(arr.shape)}
+    return {"path": str(path), "run": run, "output": output, "shape": shape,
+            **(table_info(segments) if table else {})}
+
+
+#: Outputs exported from the table of results when no run is named (the per-point results of a model).
+TABLE_OUTPUTS = ("embedding", "labels", "scores")
+
+
+def _run_blocks(store: Any, node_path: str) -> Iterator[tuple[np.ndarray, Any, Any]]:
+    for _, _, block in iter_row_chunks(store, node_path):
+        yield block, None, None
+
+
+def _table_blocks(store: Any, segments: list, output: str) -> Iterator[tuple[np.ndarray, Any, Any]]:
+    from .results_table import iter_table
+
+    for _, _, values, runs, placement in iter_table(store, segments, output):
+        yield values, runs, placement
 
 
 @contextmanager
@@ -103,24 +129,32 @@ def _sync(fh: BinaryIO) -> None:
     os.fsync(fh.fileno())
 
 
-def _write_npy(store: Any, node_path: str, arr: Any, fh: BinaryIO) -> None:
-    """The ``.npy`` header of ``arr``'s dtype and shape, then its rows chunk by chunk (C order)."""
-    dtype = np.dtype(arr.dtype)
+def _write_npy(dtype: Any, shape: list[int], blocks: Iterator, fh: BinaryIO) -> None:
+    """The ``.npy`` header of ``dtype`` and ``shape``, then the rows block by block (C order)."""
+    dtype = np.dtype(dtype)
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-              "shape": tuple(int(s) for s in arr.shape)}
+              "shape": tuple(int(s) for s in shape)}
     np.lib.format.write_array_header_1_0(fh, header)
-    for _, _, block in iter_row_chunks(store, node_path):
+    for block, _, _ in blocks:
         fh.write(memoryview(np.ascontiguousarray(block, dtype=dtype)).cast("B"))
 
 
-def _write_parquet(store: Any, node_path: str, arr: Any, output: str, fh: BinaryIO) -> None:
-    """One row group per chunk: a column per component (``c0``, ``c1``, ...) or one named ``output``."""
+def _write_parquet(dtype: Any, shape: list[int], blocks: Iterator, output: str, fh: BinaryIO,
+                   runs: list[str] | None) -> None:
+    """One row group per block: a column per component (``c0``, ``c1``, ...) or one named ``output``; with ``runs``
+    (the table) also ``run`` (dictionary-encoded) and ``placement``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    names = [f"c{i}" for i in range(arr.shape[1])] if len(arr.shape) == 2 else [output]
-    schema = pa.schema([(name, pa.from_numpy_dtype(arr.dtype)) for name in names])
+    names = [f"c{i}" for i in range(shape[1])] if len(shape) == 2 else [output]
+    fields = [(name, pa.from_numpy_dtype(np.dtype(dtype))) for name in names]
+    if runs is not None:
+        fields += [("run", pa.dictionary(pa.int32(), pa.string())), ("placement", pa.string())]
+    schema = pa.schema(fields)
     with pq.ParquetWriter(fh, schema) as writer:
-        for _, _, block in iter_row_chunks(store, node_path):
+        for block, run_index, placement in blocks:
             columns = [block[:, i] for i in range(block.shape[1])] if block.ndim == 2 else [block]
-            writer.write_table(pa.table(dict(zip(names, columns)), schema=schema))
+            if runs is not None:
+                columns += [pa.DictionaryArray.from_arrays(pa.array(run_index, pa.int32()), pa.array(runs)),
+                            pa.array(placement, pa.string())]
+            writer.write_table(pa.table(dict(zip([f[0] for f in fields], columns)), schema=schema))

@@ -23,7 +23,8 @@ def info(store_url: StoreRef) -> dict[str, Any]:
         ``{"store", <root attrs: schema_version, status, n, d, dtype, chunk_rows, has_labels, source,
         fingerprint>, "arrays": [{"path", "shape", "dtype", "chunks"}], "groups": [{"path", "attrs"}],
         "runs": [{"run_id", "flow", "status", "error", "started", "ended", "seconds",
-        "stages": [{"name", "status", "seconds", "error"}]}]}``; a run whose manifest cannot be read has status
+        "stages": [{"name", "status", "seconds", "error"}], and for an update "rows" and "drift"}], "partitions"}``
+        (the number of a folder source's partitions, else None); a run whose manifest cannot be read has status
         ``damaged`` and the reason as its error.
 
     Raises
@@ -50,6 +51,7 @@ def info(store_url: StoreRef) -> dict[str, Any]:
     if out["problems"]:
         out[layout.ATTR_STATUS] = "damaged"
     out["runs"] = [_run_summary(store_url, run) for run in list_runs(store_url)]
+    out["partitions"] = len(attrs.get(layout.ATTR_PARTITIONS) or []) or None
     return out
 
 
@@ -64,4 +66,5 @@ def _run_summary(store: StoreRef, run: str) -> dict[str, Any]:
     return {"run_id": m.run_id, "flow": m.flow, "status": effective_status(m), "error": m.error, "started": m.started,
             "ended": m.ended, "seconds": m.seconds,
             "stages": [{"name": s.name, "status": s.status, "seconds": s.seconds, "error": s.error}
-                       for s in m.stages]}
+                       for s in m.stages],
+            **{key: m.results[key] for key in ("rows", "drift") if key in m.results}}

@@ -45,15 +45,16 @@ def embed_points_task(store: Store, run: str, store_token: str, *, holdout: floa
 
 @task(name="extend-points", **IO_TASK)
 def extend_points_task(model_store: Store, model_run: str, model_token: str, out_store: Store,
-                       out_run: str, *, stored_candidates: bool = False,
+                       out_run: str, *, stored_candidates: bool = False, rows: tuple[int, int] | None = None,
                        on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Write the outputs of every row of ``out_store`` with the model of ``model_run`` stored in ``model_store``;
     ``stored_candidates``: from the candidate fit points the extend run stored (:mod:`tasks.bodies.sharded_extend`), not
-    from a rebuilt index of all fit rows."""
+    from a rebuilt index of all fit rows. ``rows`` ``(start, stop)``: only the row chunks that hold these rows (an
+    update of the model's own store maps its new rows)."""
     prepared = submit_to_worker(prepare_points, model_store, model_run, fitted_rows=False,
                                 stored_candidates=stored_candidates, name=f"load-model-{model_run}")
     attrs = {"model_store": str(model_store), "model_run": model_run}
-    return write_point_outputs(out_store, out_run, prepared, attrs, "extend-points", on_progress=on_progress)
+    return write_point_outputs(out_store, out_run, prepared, attrs, "extend-points", rows=rows, on_progress=on_progress)
 
 
 @task(name="knn-candidates-sharded", **COMPUTE_TASK)
@@ -69,12 +70,15 @@ def extend_candidates_task(model_store: Store, model_run: str, out_store: Store,
 
 
 def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name: str, *,
-                        holdout_draw: tuple[float, int | None] | None = None,
+                        holdout_draw: tuple[float, int | None] | None = None, rows: tuple[int, int] | None = None,
                         on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Create the outputs of ``run`` and write every chunk not already written (a resumed run keeps the chunks
     with an intact checksum record), from ``prepared``: the future of a
-    :class:`tasks.bodies.point_writeback.PreparedPoints`; ``on_progress(done, total)`` as chunks finish."""
-    bounds = row_chunks(store)
+    :class:`tasks.bodies.point_writeback.PreparedPoints`; ``on_progress(done, total)`` as chunks finish. ``rows``
+    ``(start, stop)``: only the chunks that hold these rows (whole chunks: the rows before ``start`` in the first
+    one are written too, and belong to the run's record only from ``start``)."""
+    start, stop = rows if rows is not None else (0, None)
+    bounds = [b for b in row_chunks(store) if b[1] > start and (stop is None or b[0] < stop)]
     started = run_on_worker(start_point_outputs, store, run, prepared, attrs, holdout_draw=holdout_draw,
                             name=f"{name}-start")
     outputs = started["outputs"]
@@ -85,6 +89,6 @@ def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name
     for key in ("n_fitted", "n_extended"):
         out[key] = int(sum(i[key] for i in infos))
     if LABELS in outputs:  # from the whole array: chunks reused from a previous attempt count too
-        values, counts = np.unique(read_output(store, run, LABELS), return_counts=True)
+        values, counts = np.unique(read_output(store, run, LABELS)[start:stop], return_counts=True)
         out["label_counts"] = {str(int(v)): int(c) for v, c in zip(values, counts)}
     return out

@@ -1,0 +1,104 @@
+"""The ``update`` flow: a growing source's new rows appended to its store and placed with the store's current model.
+
+The body reads as its stages: check the store, its current model and the source's new rows, found by content
+(:func:`storage.append.new_rows`: a changed or vanished part is refused before anything is touched) -> the store's
+lock -> cluster -> ``append`` (the new rows, with their checksums) -> ``map-points`` (the model's out-of-sample map
+of the rows no run has placed yet, into ``embeddings/<run>`` of the same store) -> ``drift`` (does the model still
+describe them: :mod:`tasks.bodies.drift`) -> the report. The store's table of results
+(:mod:`storage.results_table`) then gives every row once: ``export`` and the AnnData export read it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow
+
+from eigenflow.spectral._validation import check_float, check_int
+from eigenflow.storage.append import new_rows, pending_append
+from eigenflow.storage.arrays import x_shape
+from eigenflow.storage.errors import StoreFormatError
+from eigenflow.storage.lock import store_lock
+from eigenflow.storage.manifest import add_results, read_manifest
+from eigenflow.storage.models import list_models
+from eigenflow.storage.results_table import placed_segments
+from eigenflow.storage.store import Store
+from eigenflow.tasks.bodies.drift import DEFAULT_MAX_SHARE
+from eigenflow.tasks.checks import check_anndata_options
+from eigenflow.tasks.points import extend_points_task
+from eigenflow.tasks.update import append_task, drift_task
+
+from eigenflow.flows._serve_recovery import record_served_run
+from eigenflow.flows.cluster import dask_client
+from eigenflow.flows.embed import DEFAULT_METHOD, output_paths
+from eigenflow.flows.reporting import publish_drift, publish_run
+from eigenflow.flows.run import new_run_id, open_run, run_watch
+
+
+@flow(name="update", validate_parameters=True)
+def update(
+    source: str,
+    store: str,
+    *,
+    scheduler: str | None = None,
+    n_workers: int = 2,
+    run_name: str | None = None,
+    use_rep: str | None = None,
+    labels_obs: str | None = None,
+    random_state: int = 0,
+    max_share: float = DEFAULT_MAX_SHARE,
+) -> dict[str, Any]:
+    """Append the rows of ``source`` that ``store`` does not hold yet and place them with the store's current model.
+
+    ``source``: the growing source the store was ingested from (a folder or glob of partitions, or an array whose
+    rows are appended: :mod:`storage.partitions`). The current model is the one of the store's latest completed
+    ``embed`` run; rows appended since it are mapped by its out-of-sample map. ``random_state`` draws the drift
+    samples; ``max_share``: the share of new rows beyond the fitted rows' 99th-percentile k-th-neighbour distance
+    above which the batch is flagged as drifted (in (0, 1]).
+
+    Returns the run's summary; ``results`` holds ``rows`` (``[start, stop)`` placed by this run), ``model_run`` and
+    ``drift`` (the figures of :mod:`tasks.bodies.drift`).
+    """
+    n_workers = check_int("n_workers", n_workers, low=1)
+    max_share = check_float("max_share", max_share, low=0.0, high=1.0, low_inclusive=False)
+    check_anndata_options(source, use_rep, labels_obs, None)
+    opened = Store.open(store, "r+", allow_incomplete=pending_append(store) is not None)
+    model_run = placed_segments(opened)[0].run
+    if model_run not in list_models(opened):
+        raise StoreFormatError(f"the latest run of store {store}, {model_run!r}, has no model to place new rows with; "
+                               "run `eigenflow embed` on it first")
+    method = read_manifest(opened, model_run).parameters.get("method", DEFAULT_METHOD)
+    options = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
+    new = new_rows(opened, source, **options)  # refuses a changed or vanished part, before any start-up
+    run = new_run_id("update", run_name)
+    parameters = {"source": str(source), "store": str(opened), "model_run": model_run, "method": method,
+                  "n_workers": n_workers, "scheduler": scheduler, "use_rep": use_rep, "labels_obs": labels_obs,
+                  "max_share": max_share}
+
+    record_served_run()  # a served run names its process, for the recovery of a run whose process died
+    t0 = time.perf_counter()
+    with store_lock(opened, run), dask_client(scheduler, n_workers=n_workers) as client, run_watch(client) as watch:
+        before = [("cluster", time.perf_counter() - t0, {})]
+        with open_run(opened, run, client, flow="update", parameters=parameters, seed=random_state,
+                      stages_before=before, stop=watch) as ctx:
+            with ctx.stage("append") as rec:
+                rec.info.update(append_task(ctx.store, source, new, **options))
+            rows = (placed_segments(ctx.store)[-1].stop, x_shape(ctx.store)[0])
+            ctx.manifest.results.update(model_run=model_run, method=method, rows=list(rows), n=rows[1],
+                                        n_new=rows[1] - rows[0])
+            if rows[1] > rows[0]:
+                with ctx.stage("map-points") as rec:
+                    rec.info.update(extend_points_task(ctx.store, model_run, ctx.token, ctx.store, ctx.run, rows=rows,
+                                                       on_progress=ctx.progress("map-points")))
+                ctx.manifest.results.update(output_paths(method, run, rec.info))
+                with ctx.stage("drift") as rec:
+                    rec.info.update(drift_task(ctx.store, model_run, ctx.run, rows, seed=random_state,
+                                               max_share=max_share))
+                ctx.manifest.results["drift"] = {k: v for k, v in rec.info.items() if not k.startswith("worker")}
+    summary = ctx.summary()
+    sizes = {"points": rows[1], "new": rows[1] - rows[0], "model": model_run, **summary["results"].get("drift", {})}
+    summary["results"].update(publish_run(summary, ctx.store, method, parameters, sizes, figures={}))
+    publish_drift(ctx.store)
+    add_results(ctx.store, run, summary["results"])
+    return summary
