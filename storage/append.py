@@ -142,5 +142,9 @@ def _rows_of(src: Any) -> int:
 
 
 def pending_append(store: Any) -> dict | None:
-    """The ``appending`` record of a store whose last append did not finish (None when there is none)."""
-    return read_attrs(store).get(layout.ATTR_APPENDING)
+    """The ``appending`` record of a store whose last append did not finish (None when there is none, or when
+    ``store`` is no store: opening it says what is wrong). Read without validating the store, which refuses it."""
+    try:
+        return dict(Store(store, mode="r").group.attrs).get(layout.ATTR_APPENDING)
+    except Exception:  # noqa: BLE001 - not a readable store: Store.open names the problem
+        return None

@@ -90,8 +90,8 @@ def iter_table(store: Any, segments: list[Segment], output: str = "embedding"
         step = int(node.chunks[0])
         in_fit_path = layout.output_path(seg.run, "in_fit")
         masked = seg.flow == "embed" and has_node(group, in_fit_path)  # every embed run writes it
-        for start in range(seg.start, seg.stop, step):
-            stop = min(seg.stop, (start // step + 1) * step)
+        bounds = [seg.start, *range((seg.start // step + 1) * step, seg.stop, step), seg.stop]
+        for start, stop in zip(bounds[:-1], bounds[1:]):  # the segment cut at the row chunks
             values = read_rows(store, _node(seg.run, output), start, stop)
             placement = np.full(stop - start, FITTED if seg.flow == "embed" else MAPPED, dtype=object)
             if masked:

@@ -1,0 +1,161 @@
+"""Growing sources end to end: real partition files and a real zarr array appended between runs of the ``embed`` and
+``update`` flows on a LocalCluster.
+
+References: :class:`spectral.embedding.eigenmaps.LaplacianEigenmaps` fitted on the first partition, its
+``transform`` for the rows appended later; the store's X against the partitions' rows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from eigenflow.spectral.datasets import make_swiss_roll_lifted
+from eigenflow.spectral.embedding.eigenmaps import LaplacianEigenmaps
+from eigenflow.storage.arrays import read_X
+from eigenflow.storage.checksums import verify
+from eigenflow.storage.embedding_io import read_embedding
+from eigenflow.storage.errors import IngestError, StoreFormatError
+from eigenflow.storage.manifest import list_runs
+from eigenflow.storage.partitions import ChangedSourceError
+from eigenflow.storage.store import Store
+
+PARAMS = dict(n_components=2, n_neighbors=12, knn_method="exact")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    X, _, _ = make_swiss_roll_lifted(3600, random_state=5)
+    return X.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def grown(prefect_api, cluster, rows, tmp_path_factory):
+    """A folder of partitions: p0 (2500 rows) embedded, then p1 (500 rows, same roll) and p2 (600 rows moved far
+    from the roll) each placed by an update. ``(folder, store, embed summary, [update summaries])``."""
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.update import update
+
+    d = tmp_path_factory.mktemp("growing")
+    parts = d / "parts"
+    parts.mkdir()
+    np.save(parts / "p0.npy", rows[:2500])
+    store = str(d / "store.zarr")
+    fitted = embed(str(parts), store, params=PARAMS, chunk_rows=512, random_state=0, scheduler=cluster)
+    updates = []
+    np.save(parts / "p1.npy", rows[2500:3000])
+    updates.append(update(str(parts), store, scheduler=cluster))
+    np.save(parts / "p2.npy", rows[3000:] + np.float32(50.0))
+    updates.append(update(str(parts), store, scheduler=cluster))
+    return parts, store, fitted, updates
+
+
+def test_updates_append_only_the_new_partitions_and_map_them_with_the_model(grown, rows):
+    parts, store, fitted, (first, second) = grown
+    np.testing.assert_array_equal(read_X(store), np.vstack([rows[:3000], rows[3000:] + np.float32(50.0)]))
+    assert first["results"]["rows"] == [2500, 3000] and second["results"]["rows"] == [3000, 3600]
+    assert first["results"]["model_run"] == second["results"]["model_run"] == fitted["run"]
+    assert [s for s in first["stages"]] == ["cluster", "append", "map-points", "drift"]
+    reference = LaplacianEigenmaps(random_state=0, **PARAMS).fit(rows[:2500].astype(np.float64))
+    expected = reference.transform(rows[2500:3000].astype(np.float64))
+    got = read_embedding(store, first["run"], 2500, 3000)
+    for j in range(expected.shape[1]):  # each column up to its sign
+        sign = np.sign(got[:, j] @ expected[:, j])
+        np.testing.assert_allclose(got[:, j], sign * expected[:, j], atol=2e-4 * np.abs(expected[:, j]).max())
+
+
+def test_drift_flags_a_batch_from_outside_the_fit_and_not_one_from_it(grown):
+    _, store, _, (same, moved) = grown
+    a, b = same["results"]["drift"], moved["results"]["drift"]
+    assert not a["drifted"] and a["share_beyond"] < 0.05 and 0.8 < a["median_ratio"] < 1.25
+    assert b["drifted"] and b["share_beyond"] > 0.9 and b["median_ratio"] > 3
+    assert b["preservation"] < a["preservation"]  # the map keeps the neighbourhoods of the moved rows less well
+    from eigenflow.storage.info import info
+
+    shown = {r["run_id"]: r for r in info(store)["runs"]}
+    assert shown[moved["run"]]["drift"]["drifted"] and shown[moved["run"]]["rows"] == [3000, 3600]
+
+
+def test_export_gives_every_row_once_with_the_run_that_placed_it(grown, tmp_path):
+    from eigenflow.storage.export import export_output
+
+    _, store, fitted, (first, second) = grown
+    done = export_output(store, tmp_path / "all.parquet")
+    assert done["shape"] == [3600, 2] and [u["rows"] for u in done["updates"]] == [[2500, 3000], [3000, 3600]]
+    table = pq.read_table(tmp_path / "all.parquet").to_pandas()
+    assert table["run"].astype(str).tolist() == [fitted["run"]] * 2500 + [first["run"]] * 500 + [second["run"]] * 600
+    assert table["placement"].tolist() == ["fitted"] * 2500 + ["mapped"] * 1100
+    np.testing.assert_array_equal(table[["c0", "c1"]].to_numpy()[2500:3000],
+                                  read_embedding(store, first["run"], 2500, 3000))
+    export_output(store, tmp_path / "all.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "all.npy"), table[["c0", "c1"]].to_numpy())
+    assert verify(store)["bad"] == []
+
+
+def test_a_changed_or_vanished_partition_is_refused_before_any_work(grown, tmp_path):
+    from eigenflow.flows.update import update
+
+    parts, store, *_ = grown
+    runs = list_runs(store)
+    original = np.load(parts / "p1.npy")
+    np.save(parts / "p1.npy", original[:-1])
+    with pytest.raises(ChangedSourceError, match=r"partition p1\.npy of .* changed after it was ingested"):
+        update(str(parts), store)
+    (parts / "p1.npy").unlink()
+    with pytest.raises(ChangedSourceError, match=r"partition p1\.npy of .* was ingested and has disappeared"):
+        update(str(parts), store)
+    np.save(parts / "p1.npy", original)
+    assert list_runs(store) == runs and Store.open(store).group.attrs["n"] == 3600  # nothing was touched
+
+
+def test_an_interrupted_append_is_refused_elsewhere_and_finished_by_the_next_update(prefect_api, cluster, rows,
+                                                                                      tmp_path):
+    """A partition whose rows turn bad halfway fails the append after some rows were written: every other command
+    refuses the store with one line, and the next update (the partition repaired) places every row once."""
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.update import update
+    from eigenflow.storage.info import info
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.save(parts / "a.npy", rows[:2500])
+    store = str(tmp_path / "s.zarr")
+    embed(str(parts), store, params=PARAMS, chunk_rows=512, random_state=0, scheduler=cluster)
+    bad = rows[2500:3600].copy()
+    bad[900] = np.nan
+    np.save(parts / "b.npy", bad)
+    with pytest.raises(IngestError, match=r"row 3400"):
+        update(str(parts), store, scheduler=cluster)
+    with pytest.raises(StoreFormatError, match=r"an update appending rows 2500\.\.3600 to it was interrupted"):
+        Store.open(store)
+    assert info(store)["problems"]
+    np.save(parts / "b.npy", rows[2500:3600])
+    done = update(str(parts), store, scheduler=cluster)
+    assert done["results"]["rows"] == [2500, 3600]
+    np.testing.assert_array_equal(read_X(store), rows[:3600])
+    assert verify(store)["bad"] == []
+    partitions = json.loads(json.dumps(Store.open(store).group.attrs["partitions"]))
+    assert [p["name"] for p in partitions] == ["a.npy", "b.npy"] and [p["rows"] for p in partitions] == [2500, 1100]
+
+
+def test_a_growing_zarr_array_gains_rows_and_may_not_change_them(prefect_api, cluster, rows, tmp_path):
+    import zarr
+
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.update import update
+
+    source = str(tmp_path / "grows.zarr")
+    z = zarr.open_array(source, mode="w", shape=(2500, rows.shape[1]), chunks=(700, rows.shape[1]), dtype="f4")
+    z[:] = rows[:2500]
+    store = str(tmp_path / "s.zarr")
+    embed(source, store, params=PARAMS, chunk_rows=512, random_state=0, scheduler=cluster)
+    z.resize((3000, rows.shape[1]))
+    z[2500:] = rows[2500:3000]
+    assert update(source, store, scheduler=cluster)["results"]["rows"] == [2500, 3000]
+    np.testing.assert_array_equal(read_X(store), rows[:3000])
+    z[7] = 0.0
+    with pytest.raises(ChangedSourceError, match=r"the first 3000 rows of source .* are not the rows"):
+        update(source, store, scheduler=cluster)
