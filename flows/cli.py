@@ -306,14 +306,18 @@ def serve(
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
+    flow: str = typer.Option("update", help="scheduled flow: update (the new rows of a growing source placed, "
+                                            "refits by --refit) or embed (a full fit every run)"),
+    refit: str = typer.Option("auto", help="update: refit every row when the policy says so (auto), never, or always"),
 ) -> None:
-    """Serve the embed (on a schedule) and extend (on demand) flows as Prefect deployments (PREFECT_API_URL)."""
+    """Serve the update (or embed) flow on a schedule and extend on demand as Prefect deployments (PREFECT_API_URL)."""
     from eigenflow.flows.serve import serve as serve_flows
 
     params = _run(lambda: parse_params(param, n_components))
     _run(lambda: serve_flows(source, store, name=name, method=method, params=params, labels=labels, holdout=holdout,
                              interval=interval, cron=cron, scheduler=scheduler, n_workers=workers,
-                             keep_cluster=keep_cluster, use_rep=use_rep, labels_obs=labels_obs))
+                             keep_cluster=keep_cluster, use_rep=use_rep, labels_obs=labels_obs, flow=flow,
+                             refit=refit))
 
 
 @app.command()

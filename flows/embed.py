@@ -30,6 +30,7 @@ from eigenflow.tasks.points import embed_points_task
 from eigenflow.tasks.registry import LABELS, SCORES, get_entry
 from eigenflow.tasks.resume import check_run_identity, finished_stages
 from eigenflow.tasks.sharded_choice import resolve_sharded
+from eigenflow.tasks.update import align_task
 from eigenflow.tasks.bodies.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from eigenflow.tasks.warm_up import planned_dtype, warm_workers
 
@@ -60,6 +61,7 @@ def embed(
     overwrite_run: bool = False,
     use_rep: str | None = None,
     labels_obs: str | None = None,
+    align: bool = False,
 ) -> dict[str, Any]:
     """Embed the points of ``source`` into ``store`` with ``method`` and return a summary of the run.
 
@@ -103,6 +105,9 @@ def embed(
         AnnData source: X is ``"X"`` (default) or this key of ``obsm`` (e.g. ``"X_pca"``).
     labels_obs : str, optional
         AnnData source: the ``obs`` column of the labels (categorical or string; missing values are unlabeled).
+    align : bool
+        A refit: align the run's coordinates to the store's previous results on the rows both hold (an ``align``
+        stage after the fit: :mod:`tasks.bodies.alignment`), so that points whose data did not change keep their place.
 
     Returns
     -------
@@ -116,7 +121,7 @@ def embed(
                                  labels_obs=labels_obs, run=run_name)
     run = new_run_id("embed", run_name)
     identity = {"method": method, "labels": labels, "holdout": holdout, "sharded": sharded, "use_rep": use_rep,
-                "labels_obs": labels_obs, **full}
+                "labels_obs": labels_obs, **({"align": True} if align else {}), **full}
     check_run_identity(target, run, identity, overwrite_run=overwrite_run)
     finished = {} if overwrite_run or run_name is None else finished_stages(target, run)
     parameters = {"source": str(source), "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler,
@@ -144,6 +149,10 @@ def embed(
             try:
                 for stage in fit_stages(request):
                     run_stage(ctx, stage, finished)
+                if align:
+                    with ctx.stage("align") as rec:
+                        rec.info.update(align_task(ctx.store, ctx.run))
+                    ctx.manifest.results["alignment"] = dict(rec.info)
                 with ctx.stage("embed-points") as rec:
                     rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token, holdout=holdout,
                                                       random_state=random_state,

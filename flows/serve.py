@@ -1,13 +1,16 @@
-"""Scheduled runs: the ``embed`` flow (any method) and the ``extend`` flow served as Prefect deployments.
+"""Scheduled runs: the ``update`` flow (or the ``embed`` flow) and the ``extend`` flow served as Prefect deployments.
 
 ``eigenflow serve SOURCE STORE --method M -p ... --interval 86400`` (or ``--cron "0 2 * * *"``) registers two
 deployments with the Prefect server of ``PREFECT_API_URL`` and serves them from one long-lived process
-(``prefect.serve``): ``embed/<name>`` on the schedule, with the given source, store and method parameters (for an
-AnnData source also ``use_rep`` and ``labels_obs``, as ``eigenflow embed --use-rep --labels-obs``), and
-``extend/<name>-extend`` on demand (``prefect deployment run extend/<name>-extend --param store=...
---param new_source=... --param out_store=...``). Each scheduled run writes a new run into the same store (the
-ingest is skipped while the source is unchanged); ``extend`` and ``export`` keep using the previous completed
-run until the new one completes.
+(``prefect.serve``): the scheduled one, and ``extend/<name>-extend`` on demand (``prefect deployment run
+extend/<name>-extend --param store=... --param new_source=... --param out_store=...``).
+
+The scheduled deployment is ``update/<name>`` by default (``flow="update"``): each run appends the rows the growing
+source gained, places them with the store's model and refits by its policy (:mod:`flows.update`); the store is
+embedded once with the given method and parameters when ``serve`` starts, if it holds no fit yet. With
+``flow="embed"`` it is ``embed/<name>``: a full fit of the source on every run (for an AnnData source with
+``use_rep`` and ``labels_obs``, as ``eigenflow embed --use-rep --labels-obs``), the ingest skipped while the source is
+unchanged. ``extend`` and ``export`` keep using the previous completed run until the new one completes.
 
 With ``keep_cluster`` (the default) the serving process also keeps one local Dask cluster up between runs and
 passes its address to every run: the runs skip the cluster start, and the workers, warmed once
@@ -36,37 +39,54 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+from eigenflow.spectral._validation import check_choice
 from eigenflow.tasks.checks import check_embed_arguments
+from eigenflow.tasks.update import REFIT_CHOICES
 
 from eigenflow.flows._serve_recovery import ServeWatch, recover_crashed_runs, served_deployment_ids
 from eigenflow.flows.embed import embed
 from eigenflow.flows.extend import extend
 from eigenflow.flows.stops import stop_on_signals
+from eigenflow.flows.update import update
 
 logger = logging.getLogger("eigenflow.serve")
 
-#: Deployment names: ``embed/<name>`` and ``extend/<name>-extend``.
+#: Deployment names: ``update/<name>`` (or ``embed/<name>``) and ``extend/<name>-extend``.
 EXTEND_SUFFIX = "-extend"
+#: The flows a schedule may run.
+SCHEDULED_FLOWS = ("update", "embed")
 
 
 def deployments(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None,
                 holdout: float, interval: float | None, cron: str | None, scheduler: str | None,
-                n_workers: int, use_rep: str | None = None, labels_obs: str | None = None) -> list[Any]:
-    """The two :class:`prefect.deployments.runner.RunnerDeployment` objects (parameters checked first).
+                n_workers: int, use_rep: str | None = None, labels_obs: str | None = None, flow: str = "update",
+                refit: str = "auto") -> list[Any]:
+    """The two :class:`prefect.deployments.runner.RunnerDeployment` objects (parameters checked first): the
+    scheduled ``flow`` (``"update"`` or ``"embed"``) and ``extend`` on demand.
 
     ``use_rep`` / ``labels_obs`` (an AnnData source: X from ``obsm[use_rep]``, the labels from the ``obs`` column
-    ``labels_obs``) are parameters of every scheduled embed run, as for ``eigenflow embed``."""
+    ``labels_obs``) are parameters of every scheduled run, as for ``eigenflow embed``."""
     check_embed_arguments(source, store, method, params, labels=labels, holdout=holdout, n_workers=n_workers,
                           random_state=0, use_rep=use_rep, labels_obs=labels_obs)
+    check_choice("flow", flow, SCHEDULED_FLOWS)
+    check_choice("refit", refit, REFIT_CHOICES)
     if (interval is None) == (cron is None):
         raise ValueError("give exactly one schedule: --interval SECONDS or --cron EXPR")
     schedule = {"interval": interval} if interval is not None else {"cron": cron}
-    embed_parameters = {"source": source, "store": store, "method": method, "params": params, "labels": labels,
-                        "holdout": holdout, "scheduler": scheduler, "n_workers": n_workers}
-    embed_parameters.update({k: v for k, v in (("use_rep", use_rep), ("labels_obs", labels_obs)) if v is not None})
+    selection = {k: v for k, v in (("use_rep", use_rep), ("labels_obs", labels_obs)) if v is not None}
+    if flow == "update":
+        scheduled = update.to_deployment(
+            name=name, parameters={"source": source, "store": store, "scheduler": scheduler, "n_workers": n_workers,
+                                   "refit": refit, **selection}, **schedule, concurrency_limit=1,
+            description=f"eigenflow update of {store} with the new rows of {source}")
+    else:
+        scheduled = embed.to_deployment(
+            name=name, parameters={"source": source, "store": store, "method": method, "params": params,
+                                   "labels": labels, "holdout": holdout, "scheduler": scheduler,
+                                   "n_workers": n_workers, **selection}, **schedule, concurrency_limit=1,
+            description=f"eigenflow embed of {source} into {store} with {method}")
     return [
-        embed.to_deployment(name=name, parameters=embed_parameters, **schedule, concurrency_limit=1,
-                            description=f"eigenflow embed of {source} into {store} with {method}"),
+        scheduled,
         extend.to_deployment(name=f"{name}{EXTEND_SUFFIX}", parameters={"store": store, "scheduler": scheduler,
                                                                          "n_workers": n_workers},
                              description=f"eigenflow extend with the latest model of {store}"),
@@ -115,12 +135,13 @@ def stop_workers_now(cluster: Any) -> None:
 def serve(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None = None,
           holdout: float = 0.0, interval: float | None = None, cron: str | None = None,
           scheduler: str | None = None, n_workers: int = 2, keep_cluster: bool = True,
-          use_rep: str | None = None, labels_obs: str | None = None) -> None:
+          use_rep: str | None = None, labels_obs: str | None = None, flow: str = "update",
+          refit: str = "auto") -> None:
     """Serve the deployments until SIGTERM / Ctrl-C (see the module docstring)."""
     options = dict(name=name, method=method, params=params, labels=labels, holdout=holdout, interval=interval,
-                   cron=cron, n_workers=n_workers, use_rep=use_rep, labels_obs=labels_obs)
+                   cron=cron, n_workers=n_workers, use_rep=use_rep, labels_obs=labels_obs, flow=flow, refit=refit)
     deployments(source, store, scheduler=scheduler, **options)  # the arguments are checked before a cluster starts
-    names = served_names(name)
+    names = served_names(name, flow)
     recover(names)  # frees the slot a dead run holds before the first run is claimed
     try:
         _serve(source, store, names, keep_cluster=keep_cluster, scheduler=scheduler, options=options)
@@ -135,6 +156,11 @@ def _serve(source: str, store: str, names: list[str], *, keep_cluster: bool, sch
         if keep_cluster and scheduler is None:
             scheduler = stack.enter_context(warm_cluster(options["n_workers"]))
         served = deployments(source, store, scheduler=scheduler, **options)
+        if options["flow"] == "update" and not has_fit(store):  # the first fit, that the updates follow
+            logger.info("serve: embedding %s into %s before the first scheduled update", source, store)
+            embed(source, store, method=options["method"], params=options["params"], labels=options["labels"],
+                  holdout=options["holdout"], scheduler=scheduler, n_workers=options["n_workers"],
+                  use_rep=options["use_rep"], labels_obs=options["labels_obs"])
         watch = ServeWatch(names)
         watch.start()
         stack.callback(watch.stop)
@@ -142,9 +168,18 @@ def _serve(source: str, store: str, names: list[str], *, keep_cluster: bool, sch
         serve_with_prefect_runner(served)
 
 
-def served_names(name: str) -> list[str]:
+def served_names(name: str, flow: str = "update") -> list[str]:
     """The ``<flow>/<deployment>`` names of the deployments ``serve`` registers under ``name``."""
-    return [f"{embed.name}/{name}", f"{extend.name}/{name}{EXTEND_SUFFIX}"]
+    return [f"{flow}/{name}", f"{extend.name}/{name}{EXTEND_SUFFIX}"]
+
+
+def has_fit(store: str) -> bool:
+    """Whether ``store`` holds a completed ``embed`` run (the model that scheduled updates follow)."""
+    from eigenflow.storage.manifest import readable_manifests
+    from eigenflow.tasks.ingest import existing_store_attrs
+
+    return existing_store_attrs(store) is not None and any(
+        m.flow == "embed" and m.status == "completed" for m in readable_manifests(store))
 
 
 def serve_with_prefect_runner(served: list[Any]) -> None:

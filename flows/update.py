@@ -15,7 +15,7 @@ from typing import Any
 
 from prefect import flow
 
-from eigenflow.spectral._validation import check_float, check_int
+from eigenflow.spectral._validation import check_choice, check_float, check_int
 from eigenflow.storage.append import new_rows, pending_append
 from eigenflow.storage.arrays import x_shape
 from eigenflow.storage.errors import StoreFormatError
@@ -27,11 +27,11 @@ from eigenflow.storage.store import Store
 from eigenflow.tasks.bodies.drift import DEFAULT_MAX_SHARE
 from eigenflow.tasks.checks import check_anndata_options
 from eigenflow.tasks.points import extend_points_task
-from eigenflow.tasks.update import append_task, drift_task
+from eigenflow.tasks.update import DEFAULT_REFIT_SHARE, REFIT_CHOICES, append_task, drift_task, refit_reason
 
 from eigenflow.flows._serve_recovery import record_served_run
 from eigenflow.flows.cluster import dask_client
-from eigenflow.flows.embed import DEFAULT_METHOD, output_paths
+from eigenflow.flows.embed import DEFAULT_METHOD, embed, output_paths
 from eigenflow.flows.reporting import publish_drift, publish_run
 from eigenflow.flows.run import new_run_id, open_run, run_watch
 
@@ -48,6 +48,8 @@ def update(
     labels_obs: str | None = None,
     random_state: int = 0,
     max_share: float = DEFAULT_MAX_SHARE,
+    refit: str = "auto",
+    refit_share: float = DEFAULT_REFIT_SHARE,
 ) -> dict[str, Any]:
     """Append the rows of ``source`` that ``store`` does not hold yet and place them with the store's current model.
 
@@ -57,24 +59,33 @@ def update(
     samples; ``max_share``: the share of new rows beyond the fitted rows' 99th-percentile k-th-neighbour distance
     above which the batch is flagged as drifted (in (0, 1]).
 
-    Returns the run's summary; ``results`` holds ``rows`` (``[start, stop)`` placed by this run), ``model_run`` and
-    ``drift`` (the figures of :mod:`tasks.bodies.drift`).
+    ``refit`` (``"auto"``, ``"never"``, ``"always"``): after the rows are placed, the model is fitted again on every
+    row when the policy says so (:func:`tasks.update.refit_reason`: ``"auto"`` when the rows mapped since the last
+    fit reach ``refit_share`` of its fitted rows, or the batch drifted), by the ``embed`` flow on the store itself,
+    with the last fit's parameters and its coordinates aligned to the previous results (``align=True``).
+
+    Returns the run's summary; ``results`` holds ``rows`` (``[start, stop)`` placed by this run), ``model_run``,
+    ``drift`` (the figures of :mod:`tasks.bodies.drift`) and ``refit`` (the decision, its reason and the refit's
+    run and alignment figures).
     """
     n_workers = check_int("n_workers", n_workers, low=1)
     max_share = check_float("max_share", max_share, low=0.0, high=1.0, low_inclusive=False)
     check_anndata_options(source, use_rep, labels_obs, None)
+    refit = check_choice("refit", refit, REFIT_CHOICES)
+    refit_share = check_float("refit_share", refit_share, low=0.0, low_inclusive=False)
     opened = Store.open(store, "r+", allow_incomplete=pending_append(store) is not None)
     model_run = placed_segments(opened)[0].run
     if model_run not in list_models(opened):
         raise StoreFormatError(f"the latest run of store {store}, {model_run!r}, has no model to place new rows with; "
                                "run `eigenflow embed` on it first")
-    method = read_manifest(opened, model_run).parameters.get("method", DEFAULT_METHOD)
+    fitted = read_manifest(opened, model_run)
+    method = fitted.parameters.get("method", DEFAULT_METHOD)
     options = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
     new = new_rows(opened, source, **options)  # refuses a changed or vanished part, before any start-up
     run = new_run_id("update", run_name)
     parameters = {"source": str(source), "store": str(opened), "model_run": model_run, "method": method,
                   "n_workers": n_workers, "scheduler": scheduler, "use_rep": use_rep, "labels_obs": labels_obs,
-                  "max_share": max_share}
+                  "max_share": max_share, "refit": refit, "refit_share": refit_share}
 
     record_served_run()  # a served run names its process, for the recovery of a run whose process died
     t0 = time.perf_counter()
@@ -97,8 +108,38 @@ def update(
                                                max_share=max_share))
                 ctx.manifest.results["drift"] = {k: v for k, v in rec.info.items() if not k.startswith("worker")}
     summary = ctx.summary()
-    sizes = {"points": rows[1], "new": rows[1] - rows[0], "model": model_run, **summary["results"].get("drift", {})}
+    mapped = rows[1] - int(fitted.results["n"])
+    n_fit = int(fitted.results.get("n_fit") or fitted.results["n"])
+    reason = refit_reason(refit, share=refit_share, n_fit=n_fit, n_mapped=mapped,
+                          drifted=bool(summary["results"].get("drift", {}).get("drifted")))
+    decision = summary["results"]["refit"] = {"decided": reason is not None, "reason": reason or (
+        f"refit={refit}: {mapped} rows mapped since the last fit, below {refit_share:.0%} of its {n_fit} fitted rows, "
+        "and no drift")}
+    sizes = {"points": rows[1], "new": rows[1] - rows[0], "model": model_run, **summary["results"].get("drift", {}),
+             "refit": decision["reason"]}
     summary["results"].update(publish_run(summary, ctx.store, method, parameters, sizes, figures={}))
     publish_drift(ctx.store)
     add_results(ctx.store, run, summary["results"])
+    if reason is not None:  # the update's rows are placed and its lock released: the refit is an embed run of its own
+        try:
+            refitted = embed(str(opened), str(opened), align=True, scheduler=scheduler, n_workers=n_workers,
+                             **refit_arguments(fitted))
+        except Exception as exc:
+            add_results(ctx.store, run, {"refit": {**decision, "error": f"{type(exc).__name__}: {exc}"}})
+            raise
+        decision.update(run=refitted["run"], alignment=refitted["results"].get("alignment"), stages=refitted["stages"])
+        add_results(ctx.store, run, {"refit": decision})
     return summary
+
+
+#: Manifest parameters of an embed run that are not its method's parameters.
+RUN_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler", "method", "labels", "holdout", "sharded",
+                  "use_rep", "labels_obs", "align", "random_state")
+
+
+def refit_arguments(fitted: Any) -> dict[str, Any]:
+    """The arguments of a refit of the store on itself with the parameters of the fit ``fitted`` (its manifest): the
+    same method, method parameters, hold-out, sharding and seed (the store holds the labels)."""
+    p = fitted.parameters
+    return {"method": p.get("method", DEFAULT_METHOD), "holdout": p.get("holdout", 0.0), "sharded": p.get("sharded"),
+            "random_state": fitted.seed, "params": {k: v for k, v in p.items() if k not in RUN_PARAMETERS}}

@@ -135,6 +135,31 @@ def read_model(store: StoreRef, run: str) -> tuple[dict[str, np.ndarray], dict]:
     return arrays, attrs
 
 
+#: Model attribute of an aligned refit: ``{"scale": s, "rotation": R (k, k) as nested lists}``; its per-point outputs
+#: are ``s * Y @ R`` of the model's own coordinates ``Y`` (:mod:`spectral.embedding.alignment`).
+ATTR_ALIGNMENT = "alignment"
+
+
+def record_alignment(store: StoreRef, run: str, scale: float, rotation: np.ndarray) -> None:
+    """Keep the alignment of a finished model's coordinates to its predecessor's (see :data:`ATTR_ALIGNMENT`)."""
+    model = get_node(as_group(store, "r+"), layout.model_path(run), kind="group")
+    with writing(location(model)):
+        model.attrs.update({ATTR_ALIGNMENT: {"scale": float(scale), "rotation": np.asarray(rotation).tolist()}})
+
+
+def read_model_attrs(store: StoreRef, run: str) -> dict:
+    """The attributes of ``models/<run>`` alone (no array read)."""
+    return dict(get_node(as_group(store, "r"), layout.model_path(run), kind="group").attrs)
+
+
+def model_alignment(attrs: dict) -> tuple[float, np.ndarray] | None:
+    """``(scale, rotation)`` from a model's attributes (:func:`read_model`), None when it is not aligned."""
+    aligned = attrs.get(ATTR_ALIGNMENT)
+    if not aligned:
+        return None
+    return float(aligned["scale"]), np.asarray(aligned["rotation"], dtype=np.float64)
+
+
 def list_models(store: StoreRef) -> list[str]:
     """Run ids that have a model in the store (sorted)."""
     group = as_group(store, "r")

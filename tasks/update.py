@@ -1,6 +1,7 @@
-"""The stages of an ``update`` run as Prefect tasks: append a growing source's new rows to the store, then measure
-the drift of the rows the model mapped. Their bodies run on the Dask workers (:mod:`storage.append`,
-:mod:`tasks.bodies.drift`); the map itself is :func:`tasks.points.extend_points_task` restricted to the new rows.
+"""The stages of growing data as Prefect tasks: append a growing source's new rows to the store, measure the drift
+of the rows the model mapped, decide a refit, align a refit to the previous results. Their bodies run on the Dask
+workers (:mod:`storage.append`, :mod:`tasks.bodies.drift`, :mod:`tasks.bodies.alignment`); the map itself is
+:func:`tasks.points.extend_points_task` restricted to the new rows.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from eigenflow.storage.append import append_rows
 from eigenflow.storage.partitions import NewRows
 from eigenflow.storage.store import Store
 
+from eigenflow.tasks.bodies.alignment import align_to_previous
 from eigenflow.tasks.bodies.drift import drift_figures
 from eigenflow.tasks.dask_calls import run_on_worker
 from eigenflow.tasks.task_options import COMPUTE_TASK, IO_TASK
@@ -28,3 +30,30 @@ def append_task(store: Store, source: str, new: NewRows, **options: Any) -> dict
 def drift_task(store: Store, model_run: str, run: str, rows: tuple[int, int], **policy: Any) -> dict[str, Any]:
     """The drift figures of the rows ``rows`` mapped by ``run`` (:func:`tasks.bodies.drift.drift_figures`)."""
     return run_on_worker(drift_figures, store, model_run, run, *rows, name="drift", **policy)
+
+
+@task(name="align", **COMPUTE_TASK)
+def align_task(store: Store, run: str) -> dict[str, Any]:
+    """Align the coordinates of ``run``'s model to the store's previous results
+    (:func:`tasks.bodies.alignment.align_to_previous`), on a worker."""
+    return run_on_worker(align_to_previous, store, run, name="align")
+
+
+#: ``refit`` choices of an update: refit by the policy, never, or after every update.
+REFIT_CHOICES = ("auto", "never", "always")
+#: Default share of rows mapped since the last fit (of the rows it fitted) that calls for a refit.
+DEFAULT_REFIT_SHARE = 0.25
+
+
+def refit_reason(refit: str, *, share: float, n_fit: int, n_mapped: int, drifted: bool) -> str | None:
+    """Why the model should be fitted again after this update, or None (``refit="auto"``: the rows mapped since the
+    last fit, ``n_mapped``, reach ``share`` of the ``n_fit`` rows it fitted, or the batch drifted)."""
+    if refit == "never":
+        return None
+    if refit == "always":
+        return "refit=always"
+    if drifted:
+        return "the new rows drifted from the fitted rows"
+    if n_mapped >= share * n_fit:
+        return f"{n_mapped} rows mapped since the last fit reach {share:.0%} of its {n_fit} fitted rows"
+    return None

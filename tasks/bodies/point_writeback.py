@@ -42,6 +42,15 @@ class PreparedPoints:
     fitted: dict[str, np.ndarray] | None
     fit_rows: np.ndarray
     stored_candidates: bool = False
+    alignment: tuple[float, np.ndarray] | None = None
+
+    def aligned(self, embedding: np.ndarray) -> np.ndarray:
+        """The model's coordinates ``embedding`` (m, k) in the aligned frame of an aligned refit (``s * Y @ R``:
+        :func:`storage.models.model_alignment`), else as they are."""
+        if self.alignment is None:
+            return embedding
+        scale, rotation = self.alignment
+        return (scale * (np.asarray(embedding, dtype=np.float64) @ rotation)).astype(embedding.dtype, copy=False)
 
 
 def prepare_points(store: Store, run: str, *, index: Any = None, fitted_rows: bool,
@@ -76,7 +85,10 @@ def prepare_points(store: Store, run: str, *, index: Any = None, fitted_rows: bo
         if fitted is None and not any(hasattr(model, name) for name in ("transform", "kernel_features")):
             raise StoreFormatError(f"method {entry.name!r} with these parameters has no out-of-sample map")
     with_fitted = rows if fitted is not None else np.zeros(0, dtype=np.int64)
-    return PreparedPoints(entry.name, model, with_fitted, fitted, rows, stored)
+    from eigenflow.storage.models import model_alignment, read_model_attrs
+
+    return PreparedPoints(entry.name, model, with_fitted, fitted, rows, stored,
+                          model_alignment(read_model_attrs(store, run)))
 
 
 def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs: dict, *,
@@ -154,7 +166,7 @@ def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: 
         if not in_fit.all():
             block[~in_fit] = mapped[name]
         if name == EMBEDDING:
-            write_embedding_block(store, run, start, block)
+            write_embedding_block(store, run, start, prepared.aligned(block))
         else:
             write_output_block(store, run, name, start, block.astype(np.float32) if block.dtype.kind == "f"
                                else block)

@@ -143,12 +143,18 @@ def test_served_embed_runs_carry_use_rep_and_labels_obs(cells, tmp_path):
     d, _, _, _ = cells
     embed_deployment, extend_deployment = deployments(
         str(d / "cells.h5ad"), str(tmp_path / "served.zarr"), name="nightly", method="tsk", params={}, labels=None,
-        holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1, use_rep="X_pca", labels_obs="cell_type")
+        holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1, use_rep="X_pca", labels_obs="cell_type",
+        flow="embed")
     assert embed_deployment.parameters["use_rep"] == "X_pca"
     assert embed_deployment.parameters["labels_obs"] == "cell_type"
     assert embed_deployment.parameters["source"] == str(d / "cells.h5ad")
     assert embed_deployment.parameters["labels"] is None
     assert "use_rep" not in extend_deployment.parameters
+    update_deployment, _ = deployments(
+        str(d / "cells.h5ad"), str(tmp_path / "served.zarr"), name="nightly", method="tsk", params={}, labels=None,
+        holdout=0.2, interval=3600, cron=None, scheduler=None, n_workers=1, use_rep="X_pca", labels_obs="cell_type")
+    assert update_deployment.flow_name == "update"  # the default: scheduled updates of the growing source
+    assert update_deployment.parameters["use_rep"] == "X_pca" and update_deployment.parameters["refit"] == "auto"
     with pytest.raises(Exception, match=r"labels_obs \(--labels-obs\) 'cell_kind' is not a column of obs; columns "
                                         r"are \['cell_type', 'n_counts'"):
         deployments(str(d / "cells.h5ad"), str(tmp_path / "served.zarr"), name="nightly", method="tsk", params={},

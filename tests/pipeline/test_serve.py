@@ -50,7 +50,7 @@ def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_pa
     env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
            "PREFECT_LOGGING_LEVEL": "WARNING"}
     serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "X.npy", "served.zarr", "-p", "knn_method=exact",
-                              "--labels", "y.npy", "--holdout", "0.2", "--interval", "20", "--name", "nightly",
+                              "--labels", "y.npy", "--holdout", "0.2", "--flow", "embed", "--interval", "20", "--name", "nightly",
                               "--workers", "1"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -82,3 +82,43 @@ def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_pa
         artifacts = _client_call(api_url, lambda c, rid=run.id: c.read_artifacts(
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[rid]))))
         assert {"markdown", "table", "image"} <= {a.type for a in artifacts}
+
+
+def test_a_served_schedule_on_a_folder_that_gains_a_file_runs_an_update(prefect_server, tmp_path):
+    """``eigenflow serve parts/ STORE`` (the default ``--flow update``): the store is embedded once when serve starts,
+    then every scheduled run is an update; after a partition file is added, the next one places its rows with the
+    first fit's model, and no second fit runs."""
+    api_url, home = prefect_server
+    X, _, _ = make_swiss_roll_lifted(2300, random_state=0)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.save(parts / "day-1.npy", X[:2000])
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+           "PREFECT_LOGGING_LEVEL": "WARNING"}
+    serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "parts", "grows.zarr", "-p", "knn_method=exact",
+                              "--interval", "10", "--name", "grows", "--workers", "1"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    store = tmp_path / "grows.zarr"
+
+    def placed() -> list:
+        runs = [read_manifest(store, r) for r in list_runs(store)] if store.exists() else []
+        return [m for m in runs if m.flow == "update" and m.status == "completed" and m.results.get("n_new")]
+
+    try:
+        deadline = time.time() + 300
+        while not [r for r in _runs_of(api_url, "update/grows") if r.state and r.state.is_completed()]:
+            assert serve.poll() is None, serve.stderr.read()[-3000:]
+            assert time.time() < deadline, "no completed scheduled update"
+            time.sleep(1)
+        np.save(parts / "day-2.npy", X[2000:])
+        while not placed():
+            assert serve.poll() is None, serve.stderr.read()[-3000:]
+            assert time.time() < deadline, "the new partition was not placed"
+            time.sleep(1)
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(timeout=60)
+    (update,) = placed()
+    fits = [r for r in list_runs(store) if read_manifest(store, r).flow == "embed"]
+    assert update.results["rows"] == [2000, 2300] and update.results["model_run"] == fits[0] and len(fits) == 1
+    assert update.results["refit"]["decided"] is False  # 300 new rows: under 25 % of the 2000 fitted, no drift

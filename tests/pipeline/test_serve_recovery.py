@@ -38,7 +38,7 @@ def _start_serve(tmp_path: Path, api_url: str, home: Path, name: str, interval: 
     log_path = tmp_path / f"serve-{name}-{time.time():.0f}.log"
     log = open(log_path, "w")  # noqa: SIM115 - kept open by the child
     serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "X.npy", "served.zarr", "-p", "knn_method=exact",
-                             "--interval", str(interval), "--name", name, "--workers", "1"], cwd=tmp_path, env=env,
+                             "--flow", "embed", "--interval", str(interval), "--name", name, "--workers", "1"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     serve.log_path = log_path
     return serve

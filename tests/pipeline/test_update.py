@@ -49,7 +49,7 @@ def grown(prefect_api, cluster, rows, tmp_path_factory):
     np.save(parts / "p1.npy", rows[2500:3000])
     updates.append(update(str(parts), store, scheduler=cluster))
     np.save(parts / "p2.npy", rows[3000:] + np.float32(50.0))
-    updates.append(update(str(parts), store, scheduler=cluster))
+    updates.append(update(str(parts), store, scheduler=cluster, refit="never"))
     return parts, store, fitted, updates
 
 
@@ -58,6 +58,9 @@ def test_updates_append_only_the_new_partitions_and_map_them_with_the_model(grow
     np.testing.assert_array_equal(read_X(store), np.vstack([rows[:3000], rows[3000:] + np.float32(50.0)]))
     assert first["results"]["rows"] == [2500, 3000] and second["results"]["rows"] == [3000, 3600]
     assert first["results"]["model_run"] == second["results"]["model_run"] == fitted["run"]
+    assert first["results"]["refit"] == {"decided": False, "reason": "refit=auto: 500 rows mapped since the last fit, "
+                                         "below 25% of its 2500 fitted rows, and no drift"}
+    assert second["results"]["refit"]["decided"] is False  # drifted, but refit="never"
     assert [s for s in first["stages"]] == ["cluster", "append", "map-points", "drift"]
     reference = LaplacianEigenmaps(random_state=0, **PARAMS).fit(rows[:2500].astype(np.float64))
     expected = reference.transform(rows[2500:3000].astype(np.float64))
@@ -159,3 +162,58 @@ def test_a_growing_zarr_array_gains_rows_and_may_not_change_them(prefect_api, cl
     z[7] = 0.0
     with pytest.raises(ChangedSourceError, match=r"the first 3000 rows of source .* are not the rows"):
         update(source, store, scheduler=cluster)
+
+
+def test_a_refit_by_the_policy_keeps_the_old_rows_in_place(prefect_api, cluster, rows, tmp_path):
+    """600 new rows on a fit of 2000 reach the default 25 %: the update refits every row, aligned to the previous
+    results; the old rows move far less than without the alignment, and the refit's model places later rows in
+    the aligned frame."""
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.update import update
+    from eigenflow.storage.export import export_output
+    from eigenflow.storage.results_table import table_segments
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.save(parts / "a.npy", rows[:2000])
+    store = str(tmp_path / "s.zarr")
+    first = embed(str(parts), store, params=PARAMS, chunk_rows=512, random_state=0, scheduler=cluster)
+    export_output(store, tmp_path / "before.npy")
+    np.save(parts / "b.npy", rows[2000:2400])
+    assert not update(str(parts), store, scheduler=cluster)["results"]["refit"]["decided"]  # 400 < 500 rows
+    np.save(parts / "c.npy", rows[2400:2600])
+    done = update(str(parts), store, scheduler=cluster)["results"]["refit"]
+    assert done["decided"] and done["reason"] == "600 rows mapped since the last fit reach 25% of its 2000 fitted rows"
+    aligned = done["alignment"]
+    assert aligned["aligned"] and aligned["previous"] == first["run"] and aligned["n_shared"] == 2600
+    assert aligned["residual"] < 0.5 * aligned["unaligned_residual"]
+    assert [s.run for s in table_segments(store)] == [done["run"]]  # the refit is the table now, every row fitted
+    before, after = np.load(tmp_path / "before.npy"), export_output(store, tmp_path / "after.npy")
+    moved = np.linalg.norm(np.load(tmp_path / "after.npy")[:2000] - before, axis=1)
+    spread = np.sqrt((before ** 2).sum(axis=1).mean())
+    assert np.median(moved) / spread < 0.5 * aligned["unaligned_residual"]  # the alignment's own figure, measured
+    np.save(parts / "d.npy", rows[2000:2010])  # rows like ones the refit fitted: mapped beside them
+    placed = update(str(parts), store, scheduler=cluster, refit="never")
+    mapped = read_embedding(store, placed["run"], 2600, 2610)
+    np.testing.assert_allclose(mapped, read_embedding(store, done["run"], 2000, 2010), atol=1e-5)
+
+
+def test_a_batch_from_a_part_the_fit_never_saw_triggers_the_refit(prefect_api, cluster, tmp_path):
+    """The first fit holds the inner two thirds of the roll; a batch of 300 rows (10 % of the fitted rows: under the
+    share) from its outer end drifts, and the policy refits every row."""
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.update import update
+
+    X, _, coords = make_swiss_roll_lifted(4000, random_state=6)
+    t = coords[:, 0]
+    inner, outer = X[t < np.quantile(t, 0.75)][:3000], X[t >= np.quantile(t, 0.75)][:300]
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.save(parts / "a.npy", inner)
+    store = str(tmp_path / "s.zarr")
+    embed(str(parts), store, params=PARAMS, chunk_rows=512, random_state=0, scheduler=cluster)
+    np.save(parts / "b.npy", outer)
+    done = update(str(parts), store, scheduler=cluster)["results"]
+    assert done["drift"]["drifted"] and done["refit"]["decided"]
+    assert done["refit"]["reason"] == "the new rows drifted from the fitted rows"
+    assert done["refit"]["alignment"]["aligned"] and done["refit"]["alignment"]["n_shared"] == 3300
