@@ -12,6 +12,10 @@ element.
 - ``obsm[key + "_scores"]``: the scores ``(n, c)``, column ``j`` for class ``uns[key]["scores_columns"][j]``;
 - ``uns[key]``: where the results come from (``store``, ``run``) and the scores' column names.
 
+Without ``run``, the results are the store's table (:mod:`storage.results_table`: every cell once, from the latest
+fit and the updates that placed the cells appended since), with two more categorical columns: ``obs[key + "_run"]``
+(the run that placed the cell) and ``obs[key + "_placement"]`` (``fitted``, ``held_out`` or ``mapped``).
+
 The file must hold the store's cells: the same number and, when the store kept the obs names of an AnnData source,
 the same names in the same order; otherwise nothing is written. Each element is written under a temporary
 top-level group of the file and moved to its name only once complete (an existing key is replaced only with
@@ -38,7 +42,7 @@ from .anndata_io import (_attr_str, _closing, _is_structured, _obs_columns, _str
                          read_obs_names)
 from .checksums import check_intact
 from .errors import StorageError, writing
-from .export import latest_run_with, output_path, replaced_atomically
+from .export import output_path, replaced_atomically
 from .manifest import list_runs, read_manifest
 from .store import as_group, get_node, has_node, is_url, read_attrs
 
@@ -52,7 +56,7 @@ _NAME_ROWS = 2**16
 
 def export_to_anndata(store: Any, target: str, *, run: str | None = None, key: str = DEFAULT_KEY,
                       out: str | None = None, overwrite: bool = False) -> dict[str, Any]:
-    """Write the results of ``run`` (default: the latest completed run with an embedding) into ``target``.
+    """Write the results of ``run`` (default: the store's table of results, module docstring) into ``target``.
 
     Returns ``{"path", "run", "written"}`` (``written``: the element paths, e.g. ``["obsm/X_eigenflow", ...]``).
 
@@ -75,8 +79,14 @@ def export_to_anndata(store: Any, target: str, *, run: str | None = None, key: s
                 f"{target} was written by anndata before 0.7 (obs / obsm are structured datasets): eigenflow adds "
                 f"results to the current format only; rewrite it with anndata (anndata.read_h5ad('{target}')"
                 ".write_h5ad('new.h5ad')) and export into the new file")
-    run = run if run is not None else latest_run_with(store, "embedding")
-    elements = _elements(store, run, key)
+    from .results_table import Segment, table_segments
+
+    if run is None:
+        segments = table_segments(store)
+    else:
+        segments = [Segment(run, "", 0, int(get_node(as_group(store, "r"), output_path(run, "embedding")).shape[0]))]
+    run = segments[0].run
+    elements = _elements(store, segments, key, table=len(segments) > 1 or segments[0].flow != "")
     with _opened(source, kind) as f:
         _check_cells(f, store, str(source))
         _check_free(f, elements, str(source), overwrite)
@@ -148,31 +158,47 @@ def _write_copy(source: Path, kind: str, out: Path, elements: list, overwrite: b
 
 
 # ---- what is written ----------------------------------------------------------------------------------------
-def _elements(store: Any, run: str, key: str) -> list[tuple[str, str, Any]]:
-    """``[(group, name, value), ...]``: the run's outputs as anndata elements (dask arrays read chunk by chunk)."""
+def _elements(store: Any, segments: list, key: str, *, table: bool) -> list[tuple[str, str, Any]]:
+    """``[(group, name, value), ...]``: the outputs of the runs of ``segments`` (their rows, in order) as anndata
+    elements (dask arrays read chunk by chunk); ``table``: with the run and placement columns."""
     import dask.array as da
     import pandas as pd
 
     group = as_group(store, "r")
-    embedding = da.from_zarr(get_node(group, output_path(run, "embedding")))
-    elements: list[tuple[str, str, Any]] = [("obsm", key, embedding)]
+    run = segments[0].run
+
+    def rows(output: str) -> list:
+        return [da.from_zarr(get_node(group, output_path(s.run, output)))[s.start:s.stop] for s in segments]
+
+    elements: list[tuple[str, str, Any]] = [("obsm", key, da.concatenate(rows("embedding")))]
     info: dict[str, Any] = {"store": str(store), "run": run}
     model_store, model_run = _model_of(store, run)
     names = read_attrs(model_store).get(layout.ATTR_LABEL_CATEGORIES)
     if has_node(group, output_path(run, "labels")):
-        codes = np.asarray(get_node(group, output_path(run, "labels"))[:], dtype=np.int64)  # (n,) small
+        codes = np.asarray(da.concatenate(rows("labels")).compute(), dtype=np.int64)  # (n,) small
         categories = list(names) if names is not None else [str(v) for v in range(int(codes.max(initial=-1)) + 1)]
         if codes.size and (codes.min() < -1 or codes.max() >= len(categories)):
             raise StorageError(f"labels of run {run!r} hold codes outside the store's {len(categories)} categories")
         elements.append(("obs", f"{key}_labels", pd.Categorical.from_codes(codes, categories=categories)))
     if has_node(group, output_path(run, "scores")):
-        elements.append(("obsm", f"{key}_scores", da.from_zarr(get_node(group, output_path(run, "scores")))))
+        elements.append(("obsm", f"{key}_scores", da.concatenate(rows("scores"))))
         model_group = as_group(model_store, "r")
         classes_path = f"{layout.model_path(model_run)}/classes"
         if has_node(model_group, classes_path):
             classes = np.asarray(get_node(model_group, classes_path)[:], dtype=np.int64)
             info["scores_columns"] = [names[c] if names is not None and 0 <= c < len(names) else str(c)
                                       for c in classes.tolist()]
+    if table:
+        from .results_table import iter_table
+
+        placed = [(runs, placement) for *_, runs, placement in iter_table(store, segments)]
+        runs = [s.run for s in segments]
+        elements += [("obs", f"{key}_run", pd.Categorical.from_codes(np.concatenate([r for r, _ in placed]),
+                                                                      categories=runs)),  # one segment per run
+                     ("obs", f"{key}_placement", pd.Categorical(np.concatenate([p for _, p in placed])))]
+        if len(segments) > 1:  # the update runs and their rows [start, stop) (arrays: what anndata writes in uns)
+            info["update_runs"] = np.array([s.run for s in segments[1:]])
+            info["update_rows"] = np.array([[s.start, s.stop] for s in segments[1:]], dtype=np.int64)
     elements.append(("uns", key, info))
     return elements
 

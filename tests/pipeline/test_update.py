@@ -217,3 +217,22 @@ def test_a_batch_from_a_part_the_fit_never_saw_triggers_the_refit(prefect_api, c
     assert done["drift"]["drifted"] and done["refit"]["decided"]
     assert done["refit"]["reason"] == "the new rows drifted from the fitted rows"
     assert done["refit"]["alignment"]["aligned"] and done["refit"]["alignment"]["n_shared"] == 3300
+
+
+def test_the_anndata_export_gives_every_cell_its_run_and_placement(grown, tmp_path):
+    import anndata
+
+    from eigenflow.storage.anndata_export import export_to_anndata
+
+    _, store, fitted, (first, second) = grown
+    anndata.AnnData(X=np.zeros((3600, 1), dtype=np.float32)).write_h5ad(tmp_path / "cells.h5ad")
+    done = export_to_anndata(store, str(tmp_path / "cells.h5ad"))
+    assert done["run"] == fitted["run"]
+    cells = anndata.read_h5ad(tmp_path / "cells.h5ad")
+    assert cells.obsm["X_eigenflow"].shape == (3600, 2)
+    np.testing.assert_array_equal(cells.obsm["X_eigenflow"][3000:], read_embedding(store, second["run"], 3000, 3600))
+    assert cells.obs["X_eigenflow_run"].astype(str).value_counts().to_dict() == {
+        fitted["run"]: 2500, first["run"]: 500, second["run"]: 600}
+    assert cells.obs["X_eigenflow_placement"].astype(str).tolist() == ["fitted"] * 2500 + ["mapped"] * 1100
+    assert cells.uns["X_eigenflow"]["update_rows"].tolist() == [[2500, 3000], [3000, 3600]]
+    assert list(cells.uns["X_eigenflow"]["update_runs"]) == [first["run"], second["run"]]
