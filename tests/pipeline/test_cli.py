@@ -311,3 +311,21 @@ def test_two_embeds_into_one_new_store_the_second_is_refused_before_any_work(fil
     assert [(r["run_id"], r["status"]) for r in runs] == [(("first", "second")[winner], "completed")]
     print(f"the refused run ended {ended[loser] - started[loser]:.2f} s after its start; the other ran "
           f"{ended[winner] - started[winner]:.2f} s")
+
+
+def test_update_places_a_new_partition_and_refuses_a_changed_one_in_one_line(tmp_path, prefect_api):
+    X, _, _ = make_swiss_roll_lifted(1500, random_state=2)
+    (tmp_path / "parts").mkdir()
+    np.save(tmp_path / "parts" / "a.npy", X[:1200])
+    r = eigenflow("embed", "parts", "grows.zarr", "-p", "knn_method=exact", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    np.save(tmp_path / "parts" / "b.npy", X[1200:])
+    r = eigenflow("update", "parts", "grows.zarr", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "new rows" in r.stdout and "300" in r.stdout and "beyond q0.99" in r.stdout and "(ok)" in r.stdout
+    r = eigenflow("info", "grows.zarr", cwd=tmp_path)
+    assert r.returncode == 0 and "rows 1200..1500; drift:" in r.stdout, r.stdout
+    np.save(tmp_path / "parts" / "a.npy", X[:1199])
+    r = eigenflow("update", "parts", "grows.zarr", cwd=tmp_path)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "partition a.npy of parts changed" in r.stderr
