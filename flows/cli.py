@@ -332,6 +332,9 @@ def update(
     run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
     max_share: float = typer.Option(0.05, help="drift flag: share of new rows beyond the fit's 99th-percentile "
                                                "k-th-neighbour distance"),
+    refit: str = typer.Option("auto", help="refit every row when the policy says so (auto), never, or always"),
+    refit_share: float = typer.Option(0.25, help="auto: refit once the rows mapped since the last fit reach this "
+                                                 "share of its fitted rows"),
     use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
 ) -> None:
     """Append the new rows of SOURCE to STORE and place them with its current model; report their drift."""
@@ -344,14 +347,14 @@ def update(
 
         summary = _run_flow(store, run, lambda: update_flow(
             source, store, scheduler=address, n_workers=workers, run_name=run, use_rep=use_rep,
-            labels_obs=labels_obs, random_state=seed, max_share=max_share))
+            labels_obs=labels_obs, random_state=seed, max_share=max_share, refit=refit, refit_share=refit_share))
     results = summary["results"]
     drift = results.get("drift") or {}
     out.print(summary_table(summary, {"model": results.get("model_run"), "new rows": results.get("n_new"),
                                       "points": results.get("n"),
                                       "drift": f"{drift['share_beyond']:.3f} beyond q{drift['quantile']:g}, kNN kept "
                                                f"{drift['preservation']:.2f} ({'DRIFTED' if drift['drifted'] else 'ok'})"
-                                      if drift else "-"}))
+                                      if drift else "-", "refit": results["refit"]["reason"]}))
 
 
 @app.command()
