@@ -106,8 +106,9 @@ def embed(
     labels_obs : str, optional
         AnnData source: the ``obs`` column of the labels (categorical or string; missing values are unlabeled).
     align : bool
-        A refit: align the run's coordinates to the store's previous results on the rows both hold (an ``align``
-        stage after the fit: :mod:`tasks.bodies.alignment`), so that points whose data did not change keep their place.
+        A refit: the eigensolver starts from the store's previous results (Laplacian eigenmaps), and the run's
+        coordinates are aligned to them on the rows both hold (an ``align`` stage after the fit:
+        :mod:`tasks.bodies.alignment`), so that points whose data did not change keep their place.
 
     Returns
     -------
@@ -145,7 +146,7 @@ def embed(
             ctx.manifest.results.update(sharded=use_shards, n=ingested["n"], method=method,
                                         n_fit=ingested["n"] - round(holdout * ingested["n"]))
             request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
-                                 holdout=holdout, random_state=random_state, sharded=use_shards)
+                                 holdout=holdout, random_state=random_state, sharded=use_shards, warm_start=align)
             try:
                 for stage in fit_stages(request):
                     run_stage(ctx, stage, finished)

@@ -127,7 +127,9 @@ def update(
         except Exception as exc:
             add_results(ctx.store, run, {"refit": {**decision, "error": f"{type(exc).__name__}: {exc}"}})
             raise
-        decision.update(run=refitted["run"], alignment=refitted["results"].get("alignment"), stages=refitted["stages"])
+        solve = {s.name: s.info for s in read_manifest(opened, refitted["run"]).stages}.get("eigensolve", {})
+        decision.update(run=refitted["run"], alignment=refitted["results"].get("alignment"), stages=refitted["stages"],
+                        eigensolve={k: solve[k] for k in ("eigen_solver", "n_iter", "warm_start") if k in solve})
         add_results(ctx.store, run, {"refit": decision})
     return summary
 

@@ -99,6 +99,11 @@ def iter_table(store: Any, segments: list[Segment], output: str = "embedding"
             yield start, stop, values, np.full(stop - start, i, dtype=np.int32), placement
 
 
+def read_table(store: Any, output: str = "embedding") -> np.ndarray:
+    """The table's ``output`` of every row, ``(n, ...)`` in memory (a refit's warm start and alignment)."""
+    return np.concatenate([values for _, _, values, _, _ in iter_table(store, table_segments(store, output), output)])
+
+
 def table_info(segments: list[Segment]) -> dict[str, Any]:
     """What ``export`` reports of a table: the base run and the update runs with their rows."""
     return {"run": segments[0].run, "updates": [{"run": s.run, "rows": [s.start, s.stop]} for s in segments[1:]]}

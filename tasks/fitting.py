@@ -62,6 +62,7 @@ class FitRequest:
     holdout: float
     random_state: int | None
     sharded: bool = False
+    warm_start: bool = False
 
 
 def fit_stages(req: FitRequest) -> list[Stage]:
@@ -141,7 +142,8 @@ def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
               lambda: le.graph_belongs_to(req.store, req.run, "knn")),
         Stage("weights", lambda: handing("weights", weights_task(*args, **kw["weights"], handoff=handed.get("knn"))),
               lambda: le.graph_belongs_to(req.store, req.run, "weights")),
-        Stage("eigensolve", lambda: eigensolve_task(*args, **kw["eigensolve"], handoff=handed.get("weights")),
+        Stage("eigensolve", lambda: eigensolve_task(*args, **kw["eigensolve"], handoff=handed.get("weights"),
+                                                    warm_start=req.warm_start),
               lambda: _has_model(req)),
     ]
 
@@ -178,14 +180,14 @@ def weights_task(store: Store, run: str, store_token: str, *, weighting: str, sy
 def eigensolve_task(store: Store, run: str, store_token: str, *, n_components: int, normalization: str,
                     eigen_solver: str, on_disconnected: str, tol: float | None,
                     random_state: int | None, weighting: str, symmetrize: str,
-                    handoff: dict | None = None) -> dict[str, Any]:
+                    handoff: dict | None = None, warm_start: bool = False) -> dict[str, Any]:
     """Laplacian eigenmap and its model (:func:`tasks.bodies.laplacian_eigenmaps.solve_eigenmaps`) on the worker that
     kept W (``handoff``, the weights stage's), else on any worker (from the store; W computed again with
-    ``weighting`` / ``symmetrize`` if the store lacks it)."""
+    ``weighting`` / ``symmetrize`` if the store lacks it); ``warm_start``: from the store's current results."""
     return run_on_worker(le.solve_eigenmaps, store, run, handoff, n_components=n_components,
                          normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected,
                          tol=tol, random_state=random_state, weighting=weighting, symmetrize=symmetrize,
-                         name=f"eigensolve-{run}", workers=handoff_workers(handoff))
+                         warm_start=warm_start, name=f"eigensolve-{run}", workers=handoff_workers(handoff))
 
 
 def _sharded_stages(req: FitRequest) -> list[Stage]:

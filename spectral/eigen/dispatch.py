@@ -41,7 +41,7 @@ def _solver_function(name: str):
 
 def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=None, max_iter=None,
                random_state=None, raise_on_failure=True, reg=0.0, reduce_B=False, assume_symmetric=False,
-               **solver_options) -> EigenResult:
+               X0=None, **solver_options) -> EigenResult:
     """Extreme eigenpairs of the symmetric problem ``A v = lambda B v``.
 
     Parameters
@@ -80,6 +80,10 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
         The caller guarantees that an explicit ``A`` is symmetric (e.g. a graph Laplacian built from a weight
         matrix whose symmetry was checked): its symmetry check, which builds a transposed copy of ``A``, is
         skipped. Shape and finiteness are still checked.
+    X0 : ndarray (n, j) or None
+        Start vectors (a warm start: e.g. the eigenvectors of a nearly equal problem solved before), passed to the
+        solvers that iterate on a start block (``"lobpcg"``, ``"randomized"``) and completed with random columns;
+        the other solvers need none (``EigenResult.info["X0"]`` says whether it was used).
     **solver_options
         Passed to the solver (each solver's module lists its options; unknown ones raise).
 
@@ -114,8 +118,16 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
                       bool(raise_on_failure), norm_bound(A), None if B is None else norm_bound(B))
     if reduce_B:
         return _solve_reduced(problem, solver_options)
+    if X0 is not None and solver in WARM_STARTED:
+        solver_options = {**solver_options, "X0": X0}
     raw = _solver_function(solver)(problem, **solver_options)
+    if X0 is not None:
+        raw.info["X0"] = "used" if solver in WARM_STARTED else f"unused ({solver} takes no start block)"
     return finalize(raw, problem, solver)
+
+
+#: The solvers that take start vectors (``X0``).
+WARM_STARTED = ("lobpcg", "randomized")
 
 
 def _check_B(B, n: int, reg: float, reduce_B: bool):

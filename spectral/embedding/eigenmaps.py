@@ -30,7 +30,7 @@ from eigenflow.spectral._validation import (check_choice, check_fitted_X, check_
                                   clip_int, validate_X)
 from eigenflow.spectral.eigen import MATRIX_SOLVERS, SOLVERS, eigensolve, sign_flip
 from eigenflow.spectral.embedding.out_of_sample import STATE_VERSION, LaplacianEigenmapsModel
-from eigenflow.spectral.errors import DisconnectedGraphError, ParameterError
+from eigenflow.spectral.errors import DisconnectedGraphError, InputDataError, ParameterError
 from eigenflow.spectral.graph.laplacian import NORMALIZATIONS, _components, _laplacian, check_affinity
 from eigenflow.spectral.graph.weights import SYMMETRIZATIONS, WEIGHTINGS, fit_weight_params
 from eigenflow.spectral.graph.weights import weights_from_params
@@ -60,6 +60,7 @@ def laplacian_eigenmaps_from_graph(
     on_disconnected: str = "raise",
     tol: float | None = None,
     random_state: Any = None,
+    initial: Any = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Laplacian eigenmap of a weighted graph.
 
@@ -82,6 +83,11 @@ def laplacian_eigenmaps_from_graph(
     tol : float or None
         Eigensolver tolerance (None: the solver's default).
     random_state : None, int, Generator
+    initial : array (n, j <= k) or None
+        A warm start: coordinates of the same nodes in an earlier embedding of a nearly equal graph (any rotation and
+        scale), e.g. the previous fit's rows and the rows mapped since. They become the eigensolver's start vectors
+        (``D^1/2`` times them for the normalized Laplacians, after the trivial vector); used by the solvers that
+        iterate on a start block, for a connected graph (``info["n_iter"]`` tells what it saved).
 
     Returns
     -------
@@ -91,7 +97,8 @@ def laplacian_eigenmaps_from_graph(
     info : dict
         ``eigen_solver`` (what ran on the largest component), ``component_labels`` (n,),
         ``component_eigenvalues`` (C, k), ``component_offsets`` (C, k), ``component_solvers``, ``degrees`` (n,),
-        ``residuals`` (k,), ``converged``, ``n_iter``.
+        ``residuals`` (k,), ``converged``, ``n_iter``, ``start_vectors`` (with ``initial``: ``"used"``, or why
+        not).
     """
     W = check_affinity(W)
     n = W.shape[0]
@@ -120,7 +127,8 @@ def laplacian_eigenmaps_from_graph(
             del W  # freed here, not kept for the solve, unless the caller holds it (the flow does not)
         else:
             L, comp_degrees = _component_laplacian(W[nodes][:, nodes], normalization)
-        emb, vals, res = _embed_component(L, comp_degrees, k, normalization, solver, tol, rng)
+        start = None if initial is None or n_comp > 1 else _start_vectors(initial, comp_degrees, k, normalization)
+        emb, vals, res = _embed_component(L, comp_degrees, k, normalization, solver, tol, rng, start)
         del L
         embedding[nodes, : emb.shape[1]] = emb
         comp_values[c, : vals.shape[0]] = vals
@@ -139,6 +147,8 @@ def laplacian_eigenmaps_from_graph(
         "residuals": None if first is None else first.residuals[1:],
         "converged": bool(first is None or first.converged),
         "n_iter": 0 if first is None else int(first.n_iter),
+        "start_vectors": None if initial is None else "unused (disconnected graph)" if n_comp > 1 else
+        None if first is None else first.info.get("X0"),
     }
     return embedding, comp_values[0].copy(), info
 
@@ -170,15 +180,30 @@ def _component_laplacian(Wc: sp.csr_matrix, normalization: str) -> tuple[sp.csr_
     return _laplacian(Wc, "symmetric" if normalization != "unnormalized" else "unnormalized")
 
 
-def _embed_component(L: sp.csr_matrix, degrees: np.ndarray, k: int, normalization: str, solver: str, tol, rng):
-    """Embedding (n_c, <=k) and eigenvalues of one connected component from its Laplacian (module docstring)."""
+def _start_vectors(initial: Any, degrees: np.ndarray, k: int, normalization: str) -> np.ndarray:
+    """The eigensolver's start block (n, 1 + j) for ``initial`` (n, j <= k): the trivial eigenvector, then the
+    coordinates as eigenvectors of the solved Laplacian (times ``D^1/2`` for the normalized ones)."""
+    initial = np.asarray(initial, dtype=np.float64)
+    n = degrees.shape[0]
+    if initial.ndim != 2 or initial.shape[0] != n or not 1 <= initial.shape[1] <= k or \
+            not np.all(np.isfinite(initial)):
+        raise InputDataError(f"initial must be finite coordinates (n, j) with n = {n} nodes and 1 <= j <= {k}; got "
+                             f"shape {initial.shape}")
+    scale = np.sqrt(degrees) if normalization != "unnormalized" else np.ones(n)
+    return np.column_stack([scale, initial * scale[:, None]])
+
+
+def _embed_component(L: sp.csr_matrix, degrees: np.ndarray, k: int, normalization: str, solver: str, tol, rng,
+                     start: np.ndarray | None = None):
+    """Embedding (n_c, <=k) and eigenvalues of one connected component from its Laplacian (module docstring);
+    ``start``: the eigensolver's start vectors (a warm start)."""
     n_c = L.shape[0]
     if n_c == 1:
         return np.zeros((1, 0)), np.zeros(0), None
     sym = normalization != "unnormalized"
     m = min(k + 1, n_c)
     # L is symmetric by construction: the symmetry of W was checked (check_affinity in laplacian_eigenmaps_from_graph)
-    res = eigensolve(L, m, which="smallest", solver=solver, tol=tol, random_state=rng, assume_symmetric=True)
+    res = eigensolve(L, m, which="smallest", solver=solver, tol=tol, random_state=rng, assume_symmetric=True, X0=start)
     vectors = res.vectors / np.sqrt(degrees)[:, None] if sym else res.vectors
     vectors = sign_flip(vectors)
     return vectors[:, 1:], res.values[1:], res

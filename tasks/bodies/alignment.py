@@ -23,7 +23,7 @@ def align_to_previous(store: Any, run: str) -> dict[str, Any]:
     from eigenflow.spectral.embedding.alignment import align_embedding
     from eigenflow.storage.errors import StoreFormatError
     from eigenflow.storage.models import record_alignment
-    from eigenflow.storage.results_table import iter_table, table_segments
+    from eigenflow.storage.results_table import read_table, table_segments
     from eigenflow.tasks.bodies.point_writeback import prepare_points
     from eigenflow.tasks.registry import EMBEDDING
 
@@ -35,7 +35,7 @@ def align_to_previous(store: Any, run: str) -> dict[str, Any]:
     except StoreFormatError as exc:  # a first fit, or a store whose last rows are not placed yet
         return {"aligned": False, "reason": str(exc)}
     shared = prepared.rows[prepared.rows < segments[-1].stop]
-    previous = np.concatenate([block[2] for block in iter_table(store, segments)])[shared]
+    previous = read_table(store)[shared]
     Y = np.asarray(prepared.fitted[EMBEDDING], dtype=np.float64)[: shared.size]
     if previous.shape[1] != Y.shape[1]:
         return {"aligned": False, "reason": f"the previous results have {previous.shape[1]} components, the refit "

@@ -244,8 +244,13 @@ def _write_weights(store: Store, run: str, W: Any, per_point: np.ndarray, attrs:
 # ---- eigensolve + model -------------------------------------------------------------------------------------
 def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_components: int,
                     normalization: str, eigen_solver: str, on_disconnected: str, tol: float | None,
-                    random_state: int | None, weighting: str, symmetrize: str) -> dict[str, Any]:
+                    random_state: int | None, weighting: str, symmetrize: str,
+                    warm_start: bool = False) -> dict[str, Any]:
     """Laplacian eigenmap of ``graph/weights`` and the out-of-sample model, written to ``models/<run>``.
+
+    ``warm_start`` (a refit): the eigensolver starts from the store's current results of the fit rows (the previous
+    fit's coordinates and those of the rows mapped since: :func:`storage.results_table.read_table`); the result
+    records ``warm_start`` (whether the solver used it) and ``n_iter``.
 
     W and the weight scales come from this worker's memory when ``weights`` (the weights stage's ``"handoff"``)
     refers to what the store holds, else from the store (checked against its checksums). When the weights stage
@@ -278,6 +283,7 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
     wparams = WeightParams.from_attrs(attrs["weight_params"])
     rng = check_random_state(random_state)
     seed_int(rng)  # the draw the kNN stage made (LaplacianEigenmaps.fit order)
+    initial = _previous_results(store, rows, n_components) if warm_start else None
     t0 = time.perf_counter()
     # W is passed without a name here (and no longer held by the handoff), so that the solve frees it once its
     # Laplacian is built (a write still running holds it until it ends)
@@ -285,7 +291,7 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
         Z, values, info = laplacian_eigenmaps_from_graph(
             read_csr(store, layout.WEIGHTS) if arrays is None else arrays.pop("W"), n_components,
             normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected, tol=tol,
-            random_state=rng)
+            random_state=rng, initial=initial)
     except BaseException:
         if writing is not None:  # the weights stage completed: its outputs land even though the solve failed
             writing.join(raise_error=False)
@@ -307,4 +313,19 @@ def solve_eigenmaps(store: Store, run: str, weights: dict | None = None, *, n_co
     return {"eigen_solver": info["eigen_solver"], "eigenvalues": [float(v) for v in values],
             "converged": bool(info["converged"]), "n_iter": int(info["n_iter"]),
             "n_components_graph": int(info["component_eigenvalues"].shape[0]), "solve_seconds": solve_seconds,
-            "weights_source": weights_source, **({} if writing is None else {"weights_write_seconds": write_seconds})}
+            "weights_source": weights_source, **({} if writing is None else {"weights_write_seconds": write_seconds}),
+            **({} if initial is None else {"warm_start": info.get("start_vectors", "unused")})}
+
+
+def _previous_results(store: Store, rows: np.ndarray, n_components: int) -> np.ndarray | None:
+    """The store's current coordinates of ``rows`` (the start of a warm-started refit), None when the store has no
+    complete table of results of ``n_components`` columns yet."""
+    from eigenflow.storage.results_table import read_table
+
+    try:
+        previous = read_table(store)
+    except StoreFormatError:
+        return None
+    if previous.ndim != 2 or previous.shape[0] <= int(rows.max(initial=-1)) or previous.shape[1] > n_components:
+        return None
+    return previous[rows].astype(np.float64)

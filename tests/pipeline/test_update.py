@@ -187,6 +187,7 @@ def test_a_refit_by_the_policy_keeps_the_old_rows_in_place(prefect_api, cluster,
     aligned = done["alignment"]
     assert aligned["aligned"] and aligned["previous"] == first["run"] and aligned["n_shared"] == 2600
     assert aligned["residual"] < 0.5 * aligned["unaligned_residual"]
+    assert done["eigensolve"]["warm_start"] == "used"  # LOBPCG started from the previous results
     assert [s.run for s in table_segments(store)] == [done["run"]]  # the refit is the table now, every row fitted
     before, after = np.load(tmp_path / "before.npy"), export_output(store, tmp_path / "after.npy")
     moved = np.linalg.norm(np.load(tmp_path / "after.npy")[:2000] - before, axis=1)
