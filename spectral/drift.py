@@ -87,7 +87,8 @@ def knn_preservation(X_new: Any, X_ref: Any, Z_new: Any, Z_ref: Any, *, n_neighb
             f"Z_new {Z_new.shape}, X_ref {X_ref.shape}, Z_ref {Z_ref.shape}"
         )
     k = check_int("n_neighbors", n_neighbors, low=1, high=X_ref.shape[0])
-    near_x = NearestNeighbors(n_neighbors=k, metric="euclidean").fit(X_ref).kneighbors(X_new, return_distance=False)
+    near_x = NearestNeighbors(n_neighbors=k, metric="euclidean", algorithm="brute").fit(X_ref).kneighbors(
+        X_new, return_distance=False)  # brute force (BLAS): trees do not prune in the input's dimensions
     near_z = NearestNeighbors(n_neighbors=k, metric="euclidean").fit(Z_ref).kneighbors(Z_new, return_distance=False)
     # each row's two index sets hold distinct indices: a shared index is an equal adjacent pair once sorted
     both = np.sort(np.hstack([near_x, near_z]), axis=1)

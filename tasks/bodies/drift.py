@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 #: Largest reference sample of fit rows.
-REFERENCE_ROWS = 20_000
+REFERENCE_ROWS = 10_000
 #: Largest sample of new rows.
-NEW_ROWS = 5_000
+NEW_ROWS = 2_000
 #: Fit rows of the reference sample kept out of it to give the fitted baseline of kNN preservation.
-BASELINE_ROWS = 2_000
+BASELINE_ROWS = 1_000
 #: Defaults of the drift policy: k of the k-th-neighbour distance, its quantile, and the share of new rows beyond
 #: that quantile above which a batch is flagged (five times what a batch of the fitted distribution gives).
 DEFAULT_NEIGHBORS = 10
@@ -55,7 +55,7 @@ def drift_figures(store: Any, model_run: str, run: str, start: int, stop: int, *
         probe[rng.choice(reference.size, size=BASELINE_ROWS, replace=False)] = True
     X_base, Z_base = X_ref[~probe], Z_ref[~probe]
     k = min(n_neighbors, X_base.shape[0] - 1)
-    index = NearestNeighbors(n_neighbors=k + 1).fit(X_base)
+    index = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(X_base)  # BLAS: no tree in high dimensions
     fitted_kth = index.kneighbors(X_base, k + 1)[0][:, k]  # the first neighbour is the row itself
     new_kth = index.kneighbors(X_new, k)[0][:, k - 1]
     figures = distance_drift(new_kth, fitted_kth, quantile=quantile)
