@@ -1,4 +1,5 @@
-"""What the ``eigenflow`` CLI shows (rich): a flow's progress, a run's summary table, a store's description."""
+"""What the ``eigenflow`` CLI shows (rich): a flow's progress, a run's summary table, a store's description, and the
+one line of a failed or stopped run (what the store records of it, how to resume it)."""
 
 from __future__ import annotations
 
@@ -92,12 +93,18 @@ def info_renderables(data: dict) -> list[Any]:
         seconds = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
         status = r["status"] + (f" ({r['error']})" if r["error"] else "")
         if r.get("drift"):  # an update: the rows it placed and its drift figures
-            d = r["drift"]
-            stages += (f"; rows {r['rows'][0]}..{r['rows'][1]}; drift: {d['share_beyond']:.3f} beyond the fit's "
-                       f"q{d['quantile']:g} ({'DRIFTED' if d['drifted'] else 'ok'}), kNN kept {d['preservation']:.2f}")
+            stages += f"; rows {r['rows'][0]}..{r['rows'][1]}; drift: {drift_text(r['drift'])}"
         runs.append((r["run_id"], ["-" if r["flow"] is None else str(r["flow"]), status, seconds, stages]))
     out.append(WholeNames("runs", ("run", "flow", "status", "seconds", "stages"), runs))
     return out
+
+
+def drift_text(drift: dict | None) -> str:
+    """An update's drift figures (:mod:`tasks.bodies.drift`) in one phrase."""
+    if not drift:
+        return "-"
+    return (f"{drift['share_beyond']:.3f} beyond the fit's q{drift['quantile']:g}, kNN kept "
+            f"{drift['preservation']:.2f} ({'DRIFTED' if drift['drifted'] else 'ok'})")
 
 
 class WholeNames:
@@ -139,3 +146,47 @@ class WholeNames:
         else:
             yield self.entries()
 
+
+# ---- the line of a failed or stopped run ------------------------------------------------------------------------
+def with_resume_hint(store: str, run: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``; an OSError (a lost scheduler or cluster, a full or read-only disk: the environment, not the input)
+    of a run the store records as failed says how to resume it once the cause is gone."""
+    try:
+        return fn()
+    except OSError as exc:
+        if _recorded_status(store, run) != "failed":
+            raise
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OSError(f"{message}; {resumable(run)}") from exc
+
+
+def resumable(run: str) -> str:
+    """What the line of a failed run that can be resumed says of it."""
+    return f"run {run} recorded as failed; rerun with --run-name {run} to resume"
+
+
+def _recorded_status(store: str, run: str) -> str | None:
+    """The status the store's manifest of ``run`` records (None when there is none or it cannot be read)."""
+    from eigenflow.storage.errors import StorageError
+    from eigenflow.storage.manifest import read_manifest
+
+    try:
+        return read_manifest(store, run).status
+    except (StorageError, OSError):
+        return None
+
+
+def stop_line(stop: BaseException, store: str, run: str) -> str:
+    """The one line of a stopped run, saying what the store's manifest of the run records."""
+    from eigenflow.flows.stops import RunInterrupted
+
+    status = _recorded_status(store, run)
+    if status == "failed":
+        where = resumable(run) \
+            if isinstance(stop, RunInterrupted) else \
+            f"the run is recorded as failed in the store; rerun with --run-name {run}"
+    elif status == "completed":
+        where = f"run {run} had completed; its results are in {store}"
+    else:
+        where = f"nothing was recorded in {store} (stopped before the run started)"
+    return f"{stop}; {where}"

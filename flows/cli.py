@@ -23,7 +23,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from eigenflow.flows._cli_display import info_renderables, result_rows, summary_table, with_progress
+from eigenflow.flows._cli_display import (drift_text, info_renderables, result_rows, stop_line, summary_table,
+                                          with_progress, with_resume_hint)
 from eigenflow.flows._cli_infrastructure import flow_infrastructure
 
 app = typer.Typer(name="eigenflow", add_completion=False, no_args_is_help=True,
@@ -136,56 +137,12 @@ def _run_flow(store: str, run: str, fn: Callable[[], Any]) -> Any:
     from eigenflow.flows.stops import RunStopped, stop_of
 
     try:
-        return _run(lambda: _with_resume_hint(store, run, lambda: with_progress(err, fn)))
+        return _run(lambda: with_resume_hint(store, run, lambda: with_progress(err, fn)))
     except BaseException as exc:
         stop = exc if isinstance(exc, RunStopped) else None if isinstance(exc, Reported) else stop_of(exc)
         if stop is None:
             raise
         raise _fail(stop_line(stop, store, run), stop.exit_code) from None
-
-
-def _with_resume_hint(store: str, run: str, fn: Callable[[], Any]) -> Any:
-    """``fn()``; an OSError (a lost scheduler or cluster, a full or read-only disk: the environment, not the input)
-    of a run the store records as failed says how to resume it once the cause is gone."""
-    try:
-        return fn()
-    except OSError as exc:
-        if _recorded_status(store, run) != "failed":
-            raise
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise OSError(f"{message}; {resumable(run)}") from exc
-
-
-def resumable(run: str) -> str:
-    """What the line of a failed run that can be resumed says of it."""
-    return f"run {run} recorded as failed; rerun with --run-name {run} to resume"
-
-
-def _recorded_status(store: str, run: str) -> str | None:
-    """The status the store's manifest of ``run`` records (None when there is none or it cannot be read)."""
-    from eigenflow.storage.errors import StorageError
-    from eigenflow.storage.manifest import read_manifest
-
-    try:
-        return read_manifest(store, run).status
-    except (StorageError, OSError):
-        return None
-
-
-def stop_line(stop: BaseException, store: str, run: str) -> str:
-    """The one line of a stopped run, saying what the store's manifest of the run records."""
-    from eigenflow.flows.stops import RunInterrupted
-
-    status = _recorded_status(store, run)
-    if status == "failed":
-        where = resumable(run) \
-            if isinstance(stop, RunInterrupted) else \
-            f"the run is recorded as failed in the store; rerun with --run-name {run}"
-    elif status == "completed":
-        where = f"run {run} had completed; its results are in {store}"
-    else:
-        where = f"nothing was recorded in {store} (stopped before the run started)"
-    return f"{stop}; {where}"
 
 
 # AnnData sources (`ingest` and `embed`): X's representation and the labels' obs column.
@@ -323,18 +280,15 @@ def serve(
 @app.command()
 def update(
     ctx: typer.Context,
-    source: str = typer.Argument(..., help="the growing source STORE was ingested from: a folder or glob of "
-                                           "partitions, or an array whose rows are appended"),
+    source: str = typer.Argument(..., help="the growing source STORE was ingested from (folder, glob or array)"),
     store: str = typer.Argument(..., help="eigenflow store with a model written by `eigenflow embed`"),
     seed: int = typer.Option(0, help="random seed of the drift samples"),
     scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
     workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
     run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
-    max_share: float = typer.Option(0.05, help="drift flag: share of new rows beyond the fit's 99th-percentile "
-                                               "k-th-neighbour distance"),
+    max_share: float = typer.Option(0.05, help="drift flag: share of new rows beyond the fit's q0.99 distance"),
     refit: str = typer.Option("auto", help="refit every row when the policy says so (auto), never, or always"),
-    refit_share: float = typer.Option(0.25, help="auto: refit once the rows mapped since the last fit reach this "
-                                                 "share of its fitted rows"),
+    refit_share: float = typer.Option(0.25, help="auto: refit at this share of rows mapped since the last fit"),
     use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
 ) -> None:
     """Append the new rows of SOURCE to STORE and place them with its current model; report their drift."""
@@ -349,12 +303,9 @@ def update(
             source, store, scheduler=address, n_workers=workers, run_name=run, use_rep=use_rep,
             labels_obs=labels_obs, random_state=seed, max_share=max_share, refit=refit, refit_share=refit_share))
     results = summary["results"]
-    drift = results.get("drift") or {}
     out.print(summary_table(summary, {"model": results.get("model_run"), "new rows": results.get("n_new"),
-                                      "points": results.get("n"),
-                                      "drift": f"{drift['share_beyond']:.3f} beyond q{drift['quantile']:g}, kNN kept "
-                                               f"{drift['preservation']:.2f} ({'DRIFTED' if drift['drifted'] else 'ok'})"
-                                      if drift else "-", "refit": results["refit"]["reason"]}))
+                                      "points": results.get("n"), "drift": drift_text(results.get("drift")),
+                                      "refit": results["refit"]["reason"]}))
 
 
 @app.command()

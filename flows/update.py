@@ -27,7 +27,8 @@ from eigenflow.storage.store import Store
 from eigenflow.tasks.bodies.drift import DEFAULT_MAX_SHARE
 from eigenflow.tasks.checks import check_anndata_options
 from eigenflow.tasks.points import extend_points_task
-from eigenflow.tasks.update import DEFAULT_REFIT_SHARE, REFIT_CHOICES, append_task, drift_task, refit_reason
+from eigenflow.tasks.update import (DEFAULT_REFIT_SHARE, REFIT_CHOICES, append_task, drift_task, refit_arguments,
+                                    refit_reason)
 
 from eigenflow.flows._serve_recovery import record_served_run
 from eigenflow.flows.cluster import dask_client
@@ -123,7 +124,7 @@ def update(
     if reason is not None:  # the update's rows are placed and its lock released: the refit is an embed run of its own
         try:
             refitted = embed(str(opened), str(opened), align=True, scheduler=scheduler, n_workers=n_workers,
-                             **refit_arguments(fitted))
+                             **refit_arguments(fitted, method))
         except Exception as exc:
             add_results(ctx.store, run, {"refit": {**decision, "error": f"{type(exc).__name__}: {exc}"}})
             raise
@@ -132,16 +133,3 @@ def update(
                         eigensolve={k: solve[k] for k in ("eigen_solver", "n_iter", "warm_start") if k in solve})
         add_results(ctx.store, run, {"refit": decision})
     return summary
-
-
-#: Manifest parameters of an embed run that are not its method's parameters.
-RUN_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler", "method", "labels", "holdout", "sharded",
-                  "use_rep", "labels_obs", "align", "random_state")
-
-
-def refit_arguments(fitted: Any) -> dict[str, Any]:
-    """The arguments of a refit of the store on itself with the parameters of the fit ``fitted`` (its manifest): the
-    same method, method parameters, hold-out, sharding and seed (the store holds the labels)."""
-    p = fitted.parameters
-    return {"method": p.get("method", DEFAULT_METHOD), "holdout": p.get("holdout", 0.0), "sharded": p.get("sharded"),
-            "random_state": fitted.seed, "params": {k: v for k, v in p.items() if k not in RUN_PARAMETERS}}

@@ -252,16 +252,14 @@ MAX_ARRAY_ELEMENTS = 2**40
 def check_shapes(attrs: dict, nodes: dict[str, dict], where: str) -> list[str]:
     """Problems of the array shapes against the root attributes (empty when consistent).
 
-    X must be ``(n, d)`` of the root attributes with row chunks of at least one row and whole rows per chunk;
-    y ``(n,)``; every array at most :data:`MAX_ARRAY_ELEMENTS` elements; no append may be pending
-    (:mod:`storage.append`).
+    X must be ``(n, d)`` of the root attributes with row chunks of at least one row and whole rows per chunk; y
+    ``(n,)``; every array at most :data:`MAX_ARRAY_ELEMENTS` elements; no append pending (:mod:`storage.append`).
     """
     problems = []
     n, d = attrs.get(layout.ATTR_N), attrs.get(layout.ATTR_D)
-    appending = attrs.get(layout.ATTR_APPENDING)
-    if appending:
-        return [f"an update appending rows {n}..{appending.get('n_new')} to it was interrupted; run `eigenflow "
-                "update` again to finish it"]
+    if attrs.get(layout.ATTR_APPENDING):
+        return [f"an update appending rows {n}..{attrs[layout.ATTR_APPENDING].get('n_new')} to it was interrupted; "
+                "run `eigenflow update` again to finish it"]
     for path, meta in nodes.items():
         if meta.get("node_type") != "array":
             continue
@@ -290,7 +288,7 @@ def validate_store(url: Any, storage_options: dict | None = None, *, allow_incom
                        allow_incomplete=allow_incomplete)
     nodes = node_metadata(fs, root)
     unfinished = attrs.get(layout.ATTR_STATUS) != layout.STATUS_COMPLETE or attrs.get(layout.ATTR_APPENDING)
-    problems = [] if unfinished and allow_incomplete else check_shapes(attrs, nodes, url)
+    problems = [] if unfinished and allow_incomplete else check_shapes(attrs, nodes, url)  # (an update finishes one)
     if problems:
         raise StoreFormatError(f"store {describe(url)} has inconsistent metadata: {problems[0]}")
     return nodes
@@ -349,9 +347,8 @@ def open_store(
     return zarr.open_group(url, mode=mode, zarr_format=3, **opts)
 
 
-#: fsspec options a :class:`Store` handle sets for these protocols unless given: s3fs's ``max_concurrency=1`` reads a
-#: whole object with one GET (with its default of 10 it asks for the size first, a HEAD per read, to split objects
-#: above its 50 MiB block size into concurrent ranges; zarr metadata and eigenflow's row chunks are smaller).
+#: fsspec options a :class:`Store` handle sets for these protocols unless given: s3fs's ``max_concurrency=1`` reads an
+#: object with one GET (its default of 10 asks for the size first, a HEAD per read, to split objects over 50 MiB).
 HANDLE_DEFAULT_OPTIONS = {"s3": {"max_concurrency": 1}, "s3a": {"max_concurrency": 1}}
 
 
@@ -367,17 +364,15 @@ class Store:
     A run opens its store once with :meth:`Store.open` (which validates it: :func:`validate_store`); its tasks and
     the storage functions receive this handle instead of a URL to open again. It pickles to its location alone
     (``url``, ``storage_options``, ``mode``): a Dask worker that receives it attaches to the store without walking
-    the tree again (the zarr group is opened at its first use: one read of the root ``zarr.json``). Handles of the
-    same location and mode are equal and hash alike (Prefect's cache keys); ``str(store)`` is the URL or the
-    absolute local path.
+    the tree again (the zarr group is opened at its first use). Handles of the same location and mode are equal and
+    hash alike; ``str(store)`` is the URL or the absolute local path.
 
     Parameters
     ----------
     url : str or os.PathLike
         Local path or fsspec URL of a store that was validated by the process that opened it.
     storage_options : dict, optional
-        fsspec options of a URL (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs), over
-        :data:`HANDLE_DEFAULT_OPTIONS`.
+        fsspec options of a URL (``{"endpoint_url", "key", "secret"}``), over :data:`HANDLE_DEFAULT_OPTIONS`.
     mode : {"r", "r+"}
         Read only, or read and write.
     """

@@ -57,3 +57,16 @@ def refit_reason(refit: str, *, share: float, n_fit: int, n_mapped: int, drifted
     if n_mapped >= share * n_fit:
         return f"{n_mapped} rows mapped since the last fit reach {share:.0%} of its {n_fit} fitted rows"
     return None
+
+
+#: Manifest parameters of an embed run that are not its method's parameters.
+RUN_PARAMETERS = ("source", "chunk_rows", "n_workers", "scheduler", "method", "labels", "holdout", "sharded",
+                  "use_rep", "labels_obs", "align", "random_state")
+
+
+def refit_arguments(fitted: Any, method: str) -> dict[str, Any]:
+    """The arguments of a refit of the store on itself with ``method`` and the parameters of the fit ``fitted`` (its
+    manifest): the same method parameters, hold-out, sharding and seed (the store holds the labels)."""
+    p = fitted.parameters
+    return {"method": method, "holdout": p.get("holdout", 0.0), "sharded": p.get("sharded"),
+            "random_state": fitted.seed, "params": {k: v for k, v in p.items() if k not in RUN_PARAMETERS}}

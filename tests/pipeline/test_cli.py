@@ -322,7 +322,7 @@ def test_update_places_a_new_partition_and_refuses_a_changed_one_in_one_line(tmp
     np.save(tmp_path / "parts" / "b.npy", X[1200:])
     r = eigenflow("update", "parts", "grows.zarr", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "new rows" in r.stdout and "300" in r.stdout and "beyond q0.99" in r.stdout and "(ok)" in r.stdout
+    assert "new rows" in r.stdout and "300" in r.stdout and "beyond the fit's q0.99" in r.stdout and "(ok)" in r.stdout
     r = eigenflow("info", "grows.zarr", cwd=tmp_path)
     assert r.returncode == 0 and "rows 1200..1500; drift:" in r.stdout, r.stdout
     np.save(tmp_path / "parts" / "a.npy", X[:1199])
