@@ -193,8 +193,9 @@ def check_array_2d(X: Any, name: str = "X", *, min_rows: int = 1, dtype=np.float
     array (a copy only when needed), at least ``min_rows`` rows and 1 column. ``dtype`` may be a tuple of
     accepted dtypes: an array of one of them is kept as it is, anything else is converted to the first.
 
-    Raises :class:`InputDataError` / :class:`InputTypeError` with scikit-learn's message (``input_name=name``);
-    for NaN / inf the message adds the index of the first bad row.
+    Raises :class:`InputDataError` / :class:`InputTypeError` with scikit-learn's message (``input_name=name``),
+    prefixed with ``name`` and the shape received when it does not name them (a 1-D or empty input); for NaN / inf
+    the message adds the index of the first bad row.
     """
     from sklearn.utils.validation import check_array
 
@@ -202,6 +203,13 @@ def check_array_2d(X: Any, name: str = "X", *, min_rows: int = 1, dtype=np.float
         with sklearn_errors():
             return check_array(X, dtype=list(dtype) if isinstance(dtype, tuple) else dtype, ensure_min_samples=min_rows, input_name=name)
     except InputDataError as exc:
+        if name not in str(exc):
+            try:
+                shape = f"shape {np.shape(X)}"
+            except ValueError:
+                shape = "a ragged sequence"
+            raise InputDataError(f"{name} must be a 2-D array with at least {min_rows} row(s); got {shape}: {exc}"
+                                 ) from exc
         if "NaN" not in str(exc) and "infinity" not in str(exc):
             raise
         arr = np.asarray(X, dtype=dtype[0] if isinstance(dtype, tuple) else dtype)

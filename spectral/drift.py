@@ -74,8 +74,8 @@ def knn_preservation(X_new: Any, X_ref: Any, Z_new: Any, Z_ref: Any, *, n_neighb
     ``X_new (m, d)`` and ``Z_new (m, k)`` are the same new rows, ``X_ref`` and ``Z_ref`` the same reference
     rows. Exact euclidean search (scikit-learn's ``NearestNeighbors``); ties are broken as it breaks them.
     """
-    X_new, X_ref = _check_rows("X_new", X_new), _check_rows("X_ref", X_ref)
-    Z_new, Z_ref = _check_rows("Z_new", Z_new), _check_rows("Z_ref", Z_ref)
+    X_new, X_ref = check_array_2d(X_new, "X_new"), check_array_2d(X_ref, "X_ref")
+    Z_new, Z_ref = check_array_2d(Z_new, "Z_new"), check_array_2d(Z_ref, "Z_ref")
     if X_new.shape[1] != X_ref.shape[1] or Z_new.shape[1] != Z_ref.shape[1]:
         raise InputDataError(
             f"X_new and X_ref must have the same columns, and Z_new and Z_ref; got X_new {X_new.shape}, "
@@ -111,17 +111,3 @@ def _distances(name: str, values: Any) -> np.ndarray:
             f"{name} must hold finite distances >= 0; got {arr[first]} at index {first} ({int(bad.sum())} bad values)"
         )
     return arr
-
-
-def _check_rows(name: str, value: Any, **kwargs) -> np.ndarray:
-    """:func:`check_array_2d` whose message always names ``name`` and the shape received."""
-    try:
-        return check_array_2d(value, name, **kwargs)
-    except InputDataError as exc:
-        if name in str(exc):
-            raise
-        try:
-            shape = f"shape {np.shape(value)}"
-        except ValueError:
-            shape = "a ragged sequence"
-        raise InputDataError(f"{name} must be a 2-D array with at least one row; got {shape}: {exc}") from exc

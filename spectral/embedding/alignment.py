@@ -55,7 +55,7 @@ class AlignedEmbedding:
 
         Computed in float64; float32 input gives float32 output, anything else float64.
         """
-        Z = _check_rows("Z", Z, min_rows=0, dtype=(np.float64, np.float32))
+        Z = check_array_2d(Z, "Z", min_rows=0, dtype=(np.float64, np.float32))
         k = self.rotation.shape[0]
         if Z.shape[1] != k:
             raise InputDataError(f"Z must have {k} columns (the aligned embedding's); got shape {Z.shape}")
@@ -99,7 +99,7 @@ def align_embedding(Y: Any, Y_ref: Any, *, eigenvalues: Any = None, group_tol: f
         ``R`` (scipy's ``orthogonal_procrustes`` per group), ``s = trace((Y R)^T Y_ref) / ||Y||_F^2`` (the
         least-squares scale for that ``R``, which does not depend on ``s``), the groups and the residuals.
     """
-    Y, Y_ref = _check_rows("Y", Y), _check_rows("Y_ref", Y_ref)
+    Y, Y_ref = check_array_2d(Y, "Y"), check_array_2d(Y_ref, "Y_ref")
     if Y.shape != Y_ref.shape:
         raise InputDataError(
             f"Y and Y_ref must have the same shape (n, k), the same rows in the same order; got Y {Y.shape} "
@@ -141,17 +141,3 @@ def align_embedding(Y: Any, Y_ref: Any, *, eigenvalues: Any = None, group_tol: f
     residual = float(np.median(np.linalg.norm(scale * YR - Y_ref, axis=1))) / spread
     unaligned = float(np.median(np.linalg.norm(Y - Y_ref, axis=1))) / spread
     return AlignedEmbedding(rotation=R, scale=scale, groups=groups, residual=residual, unaligned_residual=unaligned)
-
-
-def _check_rows(name: str, value: Any, **kwargs) -> np.ndarray:
-    """:func:`check_array_2d` whose message always names ``name`` and the shape received."""
-    try:
-        return check_array_2d(value, name, **kwargs)
-    except InputDataError as exc:
-        if name in str(exc):
-            raise
-        try:
-            shape = f"shape {np.shape(value)}"
-        except ValueError:
-            shape = "a ragged sequence"
-        raise InputDataError(f"{name} must be a 2-D array with at least one row; got {shape}: {exc}") from exc
