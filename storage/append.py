@@ -109,7 +109,7 @@ def new_rows(store: Store, source: str, **options: Any) -> NewRows:
             raise ChangedSourceError(f"store {store} was not ingested from the partitioned source {source} (it records "
                                      "no partitions); ingest it with `eigenflow embed` first")
         root = partitions_root(source)
-        current = {os.path.relpath(p, root): p for p in partition_paths(source)}
+        current = {os.path.relpath(p, root): p for p in partition_paths(source, required=False)}
         for rec in recorded:
             path = current.get(rec["name"])
             if path is None:

@@ -51,15 +51,15 @@ def is_partitioned(source: Any) -> bool:
     return os.path.isdir(path) and not os.path.isfile(os.path.join(path, "zarr.json")) and not is_anndata_zarr(path)
 
 
-def partition_paths(source: str) -> list[str]:
-    """The partitions of a partitioned ``source``, in name order (hidden files left out); refuses an empty folder or
-    pattern. :func:`storage.readers.open_source` refuses a partition of an unknown format, naming it."""
+def partition_paths(source: str, *, required: bool = True) -> list[str]:
+    """The partitions of a partitioned ``source``, in name order (hidden files left out); with ``required``, refuses
+    an empty folder or pattern. :func:`storage.readers.open_source` refuses a partition of an unknown format."""
     path = os.fspath(source)
     if any(c in path for c in GLOB_CHARS):
         found = sorted(glob.glob(path))
     else:
         found = sorted(os.path.join(path, name) for name in os.listdir(path) if not name.startswith("."))
-    if not found:
+    if not found and required:
         raise IngestError(f"source {path} holds no partition (a folder or glob of .npy / .npz / .csv / .parquet / "
                           ".h5ad files or zarr stores)")
     return found

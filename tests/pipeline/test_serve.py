@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from eigenflow.spectral.datasets import make_swiss_roll_lifted
 from eigenflow.storage.manifest import list_runs, read_manifest
@@ -84,6 +85,7 @@ def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_pa
         assert {"markdown", "table", "image"} <= {a.type for a in artifacts}
 
 
+@pytest.mark.slow
 def test_a_served_schedule_on_a_folder_that_gains_a_file_runs_an_update(prefect_server, tmp_path):
     """``eigenflow serve parts/ STORE`` (the default ``--flow update``): the store is embedded once when serve starts,
     then every scheduled run is an update; after a partition file is added, the next one places its rows with the

@@ -144,6 +144,7 @@ def test_an_interrupted_append_is_refused_elsewhere_and_finished_by_the_next_upd
     assert [p["name"] for p in partitions] == ["a.npy", "b.npy"] and [p["rows"] for p in partitions] == [2500, 1100]
 
 
+@pytest.mark.slow
 def test_a_growing_zarr_array_gains_rows_and_may_not_change_them(prefect_api, cluster, rows, tmp_path):
     import zarr
 
@@ -199,6 +200,7 @@ def test_a_refit_by_the_policy_keeps_the_old_rows_in_place(prefect_api, cluster,
     np.testing.assert_allclose(mapped, read_embedding(store, done["run"], 2000, 2010), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_batch_from_a_part_the_fit_never_saw_triggers_the_refit(prefect_api, cluster, tmp_path):
     """The first fit holds the inner two thirds of the roll; a batch of 300 rows (10 % of the fitted rows: under the
     share) from its outer end drifts, and the policy refits every row."""
@@ -237,3 +239,83 @@ def test_the_anndata_export_gives_every_cell_its_run_and_placement(grown, tmp_pa
     assert cells.obs["X_eigenflow_placement"].astype(str).tolist() == ["fitted"] * 2500 + ["mapped"] * 1100
     assert cells.uns["X_eigenflow"]["update_rows"].tolist() == [[2500, 3000], [3000, 3600]]
     assert list(cells.uns["X_eigenflow"]["update_runs"]) == [first["run"], second["run"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_in", ["append", "map-points"])
+def test_an_update_killed_with_sigkill_resumes_with_every_row_once(prefect_server, cluster, tmp_path, kill_in):
+    """``eigenflow update`` killed (SIGKILL to its whole process group) while it appends the new rows, or while it
+    maps them; the same command again with the same ``--run-name``: every source row has exactly one result row,
+    the store's chunks verify, and the new rows' coordinates are those of an update never killed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from eigenflow.flows.embed import embed
+    from eigenflow.storage.export import export_output
+
+    api_url, home = prefect_server
+    X, _, _ = make_swiss_roll_lifted(160_000, random_state=8)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.save(parts / "a.npy", X[:40_000])
+    store = tmp_path / "s.zarr"
+    embed(str(parts), str(store), params=PARAMS, chunk_rows=4096, random_state=0, scheduler=cluster)
+    np.save(parts / "b.npy", X[40_000:])
+    script = Path(sys.executable).with_name("eigenflow")
+    command = [str(script), "update", "parts", str(store), "--run-name", "nightly", "--workers", "1", "--refit",
+               "never"]
+    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "CRITICAL"}
+
+    def reached() -> bool:
+        if kill_in == "append":
+            return '"appending"' in (store / "zarr.json").read_text()
+        try:
+            manifest = json.loads((store / "runs" / "nightly.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return False
+        return any(s["name"] == "map-points" and s["status"] == "running" for s in manifest["stages"]) and \
+            any((store / "checksums").glob("embeddings__nightly/*.json"))
+
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 600
+        while not reached():
+            assert proc.poll() is None, f"the update ended before the kill point: {proc.stderr.read()[-2000:]}"
+            assert time.time() < deadline
+            time.sleep(0.005)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    resumed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    done = export_output(str(store), tmp_path / "all.npy")
+    assert done["shape"][0] == 160_000 and [u["rows"] for u in done["updates"]] == [[40_000, 160_000]]
+    np.testing.assert_array_equal(read_X(str(store)), X)
+    assert verify(str(store))["bad"] == []
+    reference = tmp_path / "reference.zarr"
+    np.save(tmp_path / "b-only.npy", X[40_000:])
+    from eigenflow.flows.extend import extend
+
+    extend(str(store), str(tmp_path / "b-only.npy"), str(reference), run=done["run"], scheduler=cluster)
+    from eigenflow.storage.export import latest_run_with
+
+    np.testing.assert_allclose(np.load(tmp_path / "all.npy")[40_000:],
+                               read_embedding(str(reference), latest_run_with(str(reference), "embedding")),
+                               atol=1e-5)
+
+
+def test_the_refit_policy():
+    from eigenflow.tasks.update import refit_reason
+
+    assert refit_reason("auto", share=0.25, n_fit=1000, n_mapped=249, drifted=False) is None
+    assert refit_reason("auto", share=0.25, n_fit=1000, n_mapped=250, drifted=False) == \
+        "250 rows mapped since the last fit reach 25% of its 1000 fitted rows"
+    assert refit_reason("auto", share=0.25, n_fit=1000, n_mapped=10, drifted=True) == \
+        "the new rows drifted from the fitted rows"
+    assert refit_reason("never", share=0.25, n_fit=1000, n_mapped=900, drifted=True) is None
+    assert refit_reason("always", share=0.25, n_fit=1000, n_mapped=0, drifted=False) == "refit=always"

@@ -136,3 +136,4 @@ def test_invalid_knn_preservation_inputs_are_refused(high_dim):
         knn_preservation(np.full((5, 20), np.nan), X_ref, Z_new, Z_ref)
     with pytest.raises(InputDataError, match="Z_ref"):
         knn_preservation(X_new, X_ref, Z_new, Z_ref[:, 0])
+
