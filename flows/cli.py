@@ -407,6 +407,22 @@ def verify(store: str = typer.Argument(..., help="eigenflow store")) -> None:
 
 
 @app.command()
+def prune(store: str = typer.Argument(..., help="eigenflow store"),
+          keep: int = typer.Option(1, help="latest completed fits to keep, with the updates that followed them")) -> None:
+    """Remove the results of the runs older than the KEEP latest fits (runs that did not complete stay)."""
+    from eigenflow.flows.run import new_run_id
+    from eigenflow.storage.lock import store_lock
+    from eigenflow.storage.results_table import prune as prune_store
+    from eigenflow.storage.store import Store
+
+    opened = _run(lambda: Store.open(store, "r+"))  # an eigenflow store (a lock never claims a new path here)
+    with contextlib.ExitStack() as held:
+        _run(lambda: held.enter_context(store_lock(opened, new_run_id("prune", None))))  # one writer per store
+        removed = _run(lambda: prune_store(opened, keep))
+    out.print(f"removed {len(removed)} run(s) of {store}: {', '.join(removed) or 'none'}", soft_wrap=True)
+
+
+@app.command()
 def warm() -> None:
     """Fill the compiled-code cache: load or compile the kNN kernels for every dtype and metric (run once per
     machine, or once per node of a cluster whose nodes do not share EIGENFLOW_CACHE_DIR)."""

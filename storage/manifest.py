@@ -175,6 +175,13 @@ def write_manifest(store: StoreRef, manifest: RunManifest) -> str:
     return path
 
 
+def remove_manifest(store: StoreRef, run: str) -> None:
+    """Remove ``runs/<run>.json`` (a pruned run: :func:`storage.results_table.prune`)."""
+    fs, path = _manifest_path(store, run)
+    with writing(file_location(fs, path)):
+        fs.rm_file(path)
+
+
 def read_manifest(store: StoreRef, run: str) -> RunManifest:
     """Read the manifest of ``run``.
 

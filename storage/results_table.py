@@ -20,7 +20,7 @@ import numpy as np
 from . import layout
 from .arrays import read_rows, x_shape
 from .errors import StoreFormatError
-from .manifest import RunManifest, readable_manifests
+from .manifest import RunManifest, readable_manifests, remove_manifest
 from .store import as_group, has_node
 
 #: Placements of a row, by the run that gave its result.
@@ -125,3 +125,21 @@ def update_history(store: Any, last: int = 10) -> list[dict[str, Any]]:
                         "rows": m.results.get("rows"), "n_new": m.results.get("n_new"),
                         **{k: drift.get(k) for k in HISTORY_FIGURES}})
     return history
+
+
+def prune(store: Any, keep: int) -> list[str]:
+    """Remove the results and manifests of the completed runs older than the ``keep`` latest completed fits (``embed``
+    or ``extend`` runs) and of the updates that placed rows with them; returns the removed runs, oldest first. The
+    kept fits' updates, and runs that did not complete (a failed run can be resumed), stay."""
+    from .run_outputs import drop_run_outputs
+
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise StoreFormatError(f"keep must be an integer >= 1 (the latest fits kept); got {keep!r}")
+    done = sorted((m for m in readable_manifests(store) if m.status == "completed"), key=lambda m: m.started)
+    fits = [m.run_id for m in done if m.flow in BASE_FLOWS]
+    kept = set(fits[-keep:])
+    removed = [m.run_id for m in done if m.run_id not in kept and m.results.get("model_run") not in kept]
+    for run in removed:
+        drop_run_outputs(store, run)
+        remove_manifest(store, run)
+    return removed

@@ -198,6 +198,15 @@ def test_a_refit_by_the_policy_keeps_the_old_rows_in_place(prefect_api, cluster,
     placed = update(str(parts), store, scheduler=cluster, refit="never")
     mapped = read_embedding(store, placed["run"], 2600, 2610)
     np.testing.assert_allclose(mapped, read_embedding(store, done["run"], 2000, 2010), atol=1e-5)
+    from eigenflow.storage.results_table import prune
+
+    kept = np.load(tmp_path / "after.npy")
+    removed = prune(store, keep=1)  # the first fit and its two updates; the refit and its update stay
+    assert removed[0] == first["run"] and len(removed) == 3 and done["run"] not in removed
+    assert set(list_runs(store)) == {done["run"], placed["run"]}
+    export_output(store, tmp_path / "pruned.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "pruned.npy")[:2600], kept)
+    assert verify(store)["bad"] == []
 
 
 @pytest.mark.slow
