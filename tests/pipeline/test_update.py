@@ -144,7 +144,6 @@ def test_an_interrupted_append_is_refused_elsewhere_and_finished_by_the_next_upd
     assert [p["name"] for p in partitions] == ["a.npy", "b.npy"] and [p["rows"] for p in partitions] == [2500, 1100]
 
 
-@pytest.mark.slow
 def test_a_growing_zarr_array_gains_rows_and_may_not_change_them(prefect_api, cluster, rows, tmp_path):
     import zarr
 
@@ -209,7 +208,6 @@ def test_a_refit_by_the_policy_keeps_the_old_rows_in_place(prefect_api, cluster,
     assert verify(store)["bad"] == []
 
 
-@pytest.mark.slow
 def test_a_batch_from_a_part_the_fit_never_saw_triggers_the_refit(prefect_api, cluster, tmp_path):
     """The first fit holds the inner two thirds of the roll; a batch of 300 rows (10 % of the fitted rows: under the
     share) from its outer end drifts, and the policy refits every row."""
