@@ -102,12 +102,20 @@ def check_anndata_options(source: str, use_rep: str | None, labels_obs: str | No
 
 
 def _will_have_labels(source: str, store: str | Store, labels: str | None, overwrite: bool) -> bool:
-    """Whether the run's store will hold labels: with ``labels``, or when ``source`` (or the existing ``store``
-    that the ingest will reuse) is a store that has them."""
+    """Whether the run's store will hold labels: with ``labels``, when ``source`` (or the existing ``store`` that
+    the ingest will reuse) is a store that has them, or when the source's header says it carries labels (an ``.npz``
+    with ``y``, a folder of such partitions)."""
     if labels is not None:
         return True
     attrs = first_store_attrs((source,) if overwrite else (source, store))
-    return bool(attrs.get(layout.ATTR_HAS_LABELS)) if attrs is not None else False
+    if attrs is not None:
+        return bool(attrs.get(layout.ATTR_HAS_LABELS))
+    from eigenflow.storage.readers import open_source
+
+    try:
+        return bool(open_source(source).has_labels)
+    except Exception:  # noqa: BLE001 - an unreadable source is refused by the row check, naming it
+        return False
 
 
 #: The fit strategy whose kNN graph and eigensolve stages need ``n_neighbors <= n_fit - 1`` and

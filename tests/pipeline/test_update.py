@@ -326,3 +326,32 @@ def test_the_refit_policy():
         "the new rows drifted from the fitted rows"
     assert refit_reason("never", share=0.25, n_fit=1000, n_mapped=900, drifted=True) is None
     assert refit_reason("always", share=0.25, n_fit=1000, n_mapped=0, drifted=False) == "refit=always"
+
+
+def test_a_classifier_labels_the_new_rows_and_the_table_gives_every_label(prefect_api, cluster, tmp_path):
+    """TSK fitted on 320 USPS digits whose partition carries half of their labels; a new partition of unlabeled digits is
+    placed by an update: its predicted labels are in the table next to the fit's, and they match the hidden digits
+    as the fit's own predictions do."""
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.update import update
+    from eigenflow.storage.export import export_output
+    from tests.helpers import usps_digits
+
+    X, y, hidden = usps_digits()
+    n = int(0.8 * len(X))
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.savez(parts / "a.npz", X=X[:n], y=hidden[:n])
+    store = str(tmp_path / "s.zarr")
+    fitted = embed(str(parts), store, method="tsk", chunk_rows=128, random_state=0, scheduler=cluster)
+    np.savez(parts / "b.npz", X=X[n:], y=np.full(len(X) - n, -1))
+    done = update(str(parts), store, scheduler=cluster, refit="never")
+    assert done["results"]["labels"] == f"outputs/{done['run']}/labels"
+    export_output(store, tmp_path / "labels.npy", output="labels")
+    labels = np.load(tmp_path / "labels.npy")
+    assert labels.shape == (len(X),)
+    fit_accuracy = np.mean(labels[:n][hidden[:n] == -1] == y[:n][hidden[:n] == -1])
+    new_accuracy = np.mean(labels[n:] == y[n:])
+    print(f"TSK label accuracy: unlabeled fit rows {fit_accuracy:.3f}, rows placed by the update {new_accuracy:.3f}")
+    assert new_accuracy > fit_accuracy - 0.05 and new_accuracy > 0.85
+    assert done["results"]["model_run"] == fitted["run"]
