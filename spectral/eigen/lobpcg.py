@@ -31,7 +31,8 @@ Options: ``preconditioner`` (``"block_amg"``, ``"amg"``, ``None`` or a ``LinearO
 ``A^{-1}``; default ``"block_amg"`` as above), ``start`` (``"multilevel"``: needs an AMG preconditioner, a
 sparse/dense or no ``B``, and a hierarchy with a coarse level of >= 10 * block nodes, else it raises;
 ``"random"``; default: multilevel when possible, else random, the pick in ``info["start"]``), ``X0`` (n, j
-<= block) initial columns completed with standard normal ones (implies ``start="random"``), ``reorder``
+<= block) initial columns completed with standard normal ones (with the default start, taken only when their
+Rayleigh-Ritz residual is below the multilevel start's: ``info["start_residuals"]``), ``reorder``
 (``"rcm"``, ``None``; default ``"rcm"`` for a sparse ``A`` with n >= ``REORDER_MIN_N`` and an explicit or
 no ``B``), ``amg_shift`` (default 1e-5), ``amg_options`` (keyword arguments of
 ``pyamg.smoothed_aggregation_solver``, replacing ``DEFAULT_AMG_OPTIONS``), ``extra_vectors`` (block columns
@@ -172,10 +173,8 @@ def _solve_ordered(problem, options, A, B, perm, block, dtype, info, timings):
 def _run(problem, options, A, B, M, ml, perm, block, tol, maxiter, dtype, info, timings):
     """Start block, then LOBPCG on the (reordered) problem: ``(values, vectors, residual history)``."""
     t = time.perf_counter()
-    X = _start_block(problem, options, ml, B, block, tol, dtype, info)
+    X = _start_block(problem, options, ml, A, B, block, tol, dtype, info, perm)
     timings["start"] = time.perf_counter() - t
-    if perm is not None and options.get("X0") is not None:
-        X = X[perm]
     t = time.perf_counter()
     with warnings.catch_warnings():
         # non-convergence is detected from the residuals below and reported, not warned about
@@ -204,8 +203,10 @@ def _reordering(problem, choice):
     return _reorder.rcm_permutation(problem.A) if use else None
 
 
-def _start_block(problem, options, ml, B, block: int, tol: float, dtype, info) -> np.ndarray:
-    """The start block: multilevel (coarse-to-fine on the AMG hierarchy) or random (+ X0 columns)."""
+def _start_block(problem, options, ml, A, B, block: int, tol: float, dtype, info, perm) -> np.ndarray:
+    """The start block in the solve's (reordered) row order: multilevel (coarse-to-fine on the AMG hierarchy) or
+    random (+ X0 columns). With ``start="auto"`` and both possible, the one whose Rayleigh-Ritz residual on ``A`` is
+    smaller (:func:`_ritz_residual`): a warm start that is worse than the multilevel one is not taken."""
     choice = options.get("start", "auto")
     if choice not in ("auto", "multilevel", "random"):
         raise ParameterError(f"start must be 'auto', 'multilevel' or 'random'; got {choice!r}")
@@ -224,15 +225,38 @@ def _start_block(problem, options, ml, B, block: int, tol: float, dtype, info) -
                                  f"{_multilevel.COARSE_MIN_FACTOR * block} nodes (levels "
                                  f"{[lvl.A.shape[0] for lvl in ml.levels]}); use start='random'")
     elif choice == "auto":
-        usable = (X0 is None and ml is not None and not isinstance(B, LinearOperator)
-                  and problem.which == "smallest" and _multilevel.coarse_level(ml, block) is not None)
+        usable = (ml is not None and not isinstance(B, LinearOperator) and problem.which == "smallest"
+                  and _multilevel.coarse_level(ml, block) is not None)
         choice = "multilevel" if usable else "random"
-    info["start"] = choice
-    if choice == "multilevel":
-        X, report = _multilevel.multilevel_start(ml, B, block, tol, dtype, problem.rng)
-        info["multilevel"] = report
+    given = None if X0 is None else _initial_block(X0, problem.n, block, problem.rng)
+    given = given[perm] if given is not None and perm is not None else given
+    info["start"] = choice if X0 is None or choice == "random" else "multilevel or X0"
+    if choice == "random":
+        return (given if given is not None else _initial_block(None, problem.n, block, problem.rng)).astype(dtype)
+    X, report = _multilevel.multilevel_start(ml, B, block, tol, dtype, problem.rng)
+    info["multilevel"] = report
+    if given is None:
         return X
-    return _initial_block(X0, problem.n, block, problem.rng).astype(dtype)
+    residuals = {"multilevel": _ritz_residual(A, B, X, problem.k), "X0": _ritz_residual(A, B, given, problem.k)}
+    info["start"] = min(residuals, key=residuals.get)
+    info["start_residuals"] = residuals
+    return X if info["start"] == "multilevel" else given.astype(dtype)
+
+
+def _ritz_residual(A, B, X: np.ndarray, k: int) -> float:
+    """Frobenius norm of the residuals of the ``k`` smallest Rayleigh-Ritz pairs of the block ``X`` (one product
+    with ``A``): how good a start block is; inf for a rank-deficient block."""
+    X = np.asarray(X, dtype=np.float64)
+    BX = X if B is None else np.asarray(B @ X)
+    try:
+        L = np.linalg.cholesky((X.T @ BX + BX.T @ X) / 2)
+    except np.linalg.LinAlgError:
+        return float("inf")
+    inverse = np.linalg.inv(L).T
+    Q, BQ = X @ inverse, BX @ inverse
+    AQ = np.asarray(A @ Q)
+    theta, V = np.linalg.eigh((Q.T @ AQ + AQ.T @ Q) / 2)
+    return float(np.linalg.norm(AQ @ V[:, :k] - (BQ @ V[:, :k]) * theta[:k]))
 
 
 def _initial_block(X0, n: int, block: int, rng) -> np.ndarray:

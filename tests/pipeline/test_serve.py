@@ -43,6 +43,7 @@ def _runs_of(api_url: str, deployment: str):
         deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[name]))))
 
 
+@pytest.mark.slow
 def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_path):
     api_url, home = prefect_server
     X, y, _ = make_swiss_roll_lifted(2000, random_state=0)
@@ -85,7 +86,6 @@ def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_pa
         assert {"markdown", "table", "image"} <= {a.type for a in artifacts}
 
 
-@pytest.mark.slow
 def test_a_served_schedule_on_a_folder_that_gains_a_file_runs_an_update(prefect_server, tmp_path):
     """``eigenflow serve parts/ STORE`` (the default ``--flow update``): the store is embedded once when serve starts,
     then every scheduled run is an update; after a partition file is added, the next one places its rows with the

@@ -328,6 +328,7 @@ def test_the_refit_policy():
     assert refit_reason("always", share=0.25, n_fit=1000, n_mapped=0, drifted=False) == "refit=always"
 
 
+@pytest.mark.slow
 def test_a_classifier_labels_the_new_rows_and_the_table_gives_every_label(prefect_api, cluster, tmp_path):
     """TSK fitted on 320 USPS digits whose partition carries half of their labels; a new partition of unlabeled digits is
     placed by an update: its predicted labels are in the table next to the fit's, and they match the hidden digits
