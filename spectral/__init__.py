@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "GraphKPCA": "eigenflow.spectral.methods.graph_kpca",
     "MultiGraphKPCA": "eigenflow.spectral.methods.graph_kpca",
     "LNEG": "eigenflow.spectral.methods.graph_kpca",
+    "SpectralClustering": "eigenflow.spectral.clustering",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -30,7 +30,7 @@ from eigenflow.spectral.errors import InputDataError, InputTypeError, KernelFall
 
 #: every public estimator of spectral (spectral.__all__), with its default constructor
 ESTIMATORS = ("LaplacianEigenmaps", "DNE", "MFA", "LFDA", "NSSE", "SupervisedLaplacianEigenmaps", "TSK", "RSK",
-              "GraphKPCA", "MultiGraphKPCA", "LNEG")
+              "GraphKPCA", "MultiGraphKPCA", "LNEG", "SpectralClustering")
 
 #: non-default instances that must pass every check (kept from the former per-package check modules)
 EXTRA_INSTANCES = {

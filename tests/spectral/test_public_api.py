@@ -11,7 +11,7 @@ from eigenflow import spectral
 from eigenflow.spectral.errors import EigenflowError
 
 ESTIMATORS = ["LaplacianEigenmaps", "DNE", "MFA", "LFDA", "NSSE", "SupervisedLaplacianEigenmaps", "TSK", "RSK",
-              "GraphKPCA", "MultiGraphKPCA", "LNEG"]
+              "GraphKPCA", "MultiGraphKPCA", "LNEG", "SpectralClustering"]
 ERRORS = ["EigenflowError", "ParameterError", "InputDataError", "InputTypeError", "DisconnectedGraphError",
           "ConvergenceError", "NotPositiveDefiniteError"]
 WARNINGS = ["ParameterAdjustedWarning", "KernelFallbackWarning"]
