@@ -24,23 +24,25 @@ def align_to_previous(store: Any, run: str) -> dict[str, Any]:
     from eigenflow.storage.errors import StoreFormatError
     from eigenflow.storage.models import record_alignment
     from eigenflow.storage.results_table import read_table, table_segments
-    from eigenflow.tasks.bodies.point_writeback import prepare_points
+    from eigenflow.tasks.bodies.point_writeback import fitted_results
+    from eigenflow.tasks.bodies.stored_model import load_fitted
     from eigenflow.tasks.registry import EMBEDDING
 
-    prepared = prepare_points(store, run, fitted_rows=True)
-    if prepared.fitted is None or EMBEDDING not in prepared.fitted:
-        return {"aligned": False, "reason": f"method {prepared.method!r} keeps no fitted embedding to align"}
+    entry, model, rows = load_fitted(store, run, with_index=False)  # the fitted rows only: no kNN index needed
+    fitted = fitted_results(entry, model)
+    if fitted is None or EMBEDDING not in fitted:
+        return {"aligned": False, "reason": f"method {entry.name!r} keeps no fitted embedding to align"}
     try:
         segments = table_segments(store)
     except StoreFormatError as exc:  # a first fit, or a store whose last rows are not placed yet
         return {"aligned": False, "reason": str(exc)}
-    shared = prepared.rows[prepared.rows < segments[-1].stop]
+    shared = rows[rows < segments[-1].stop]
     previous = read_table(store)[shared]
-    Y = np.asarray(prepared.fitted[EMBEDDING], dtype=np.float64)[: shared.size]
+    Y = np.asarray(fitted[EMBEDDING], dtype=np.float64)[: shared.size]
     if previous.shape[1] != Y.shape[1]:
         return {"aligned": False, "reason": f"the previous results have {previous.shape[1]} components, the refit "
                                             f"{Y.shape[1]}"}
-    eigenvalues = _eigenvalues(prepared.model)
+    eigenvalues = _eigenvalues(model)
     aligned = align_embedding(Y, previous.astype(np.float64), eigenvalues=eigenvalues)
     record_alignment(store, run, aligned.scale, aligned.rotation)
     return {"aligned": True, "previous": segments[0].run, "n_shared": int(shared.size), "scale": aligned.scale,

@@ -67,18 +67,10 @@ def prepare_points(store: Store, run: str, *, index: Any = None, fitted_rows: bo
     from eigenflow.storage.arrays import x_shape
     from eigenflow.storage.errors import StoreFormatError
     from eigenflow.tasks.bodies.stored_model import attach_index, load_fitted
-    from eigenflow.tasks.registry import fitted_outputs
     from eigenflow.tasks.bodies.sharded_eigenmaps import has_candidates
 
     entry, model, rows = load_fitted(store, run, with_index=False)
-    fitted = None
-    if fitted_rows:
-        if hasattr(model, "embedding") and not hasattr(model, "embedding_"):  # LaplacianEigenmapsModel
-            from eigenflow.tasks.registry import EMBEDDING
-
-            fitted = {EMBEDDING: np.asarray(model.embedding, dtype=np.float64)}
-        else:
-            fitted = fitted_outputs(entry, model)
+    fitted = fitted_results(entry, model) if fitted_rows else None
     stored = stored_candidates or (fitted is not None and has_candidates(store, run))
     if (fitted is None or rows.size < x_shape(store)[0]) and not stored:  # some rows are mapped out-of-sample
         attach_index(model, store, rows, index)
@@ -89,6 +81,16 @@ def prepare_points(store: Store, run: str, *, index: Any = None, fitted_rows: bo
 
     return PreparedPoints(entry.name, model, with_fitted, fitted, rows, stored,
                           model_alignment(read_model_attrs(store, run)))
+
+
+def fitted_results(entry: Any, model: Any) -> dict[str, np.ndarray] | None:
+    """The fitted (transductive) results of a restored model's fit rows (``{"embedding": (f, k), ...}``), or None
+    when the model keeps none (every row is then mapped out-of-sample)."""
+    from eigenflow.tasks.registry import EMBEDDING, fitted_outputs
+
+    if hasattr(model, "embedding") and not hasattr(model, "embedding_"):  # LaplacianEigenmapsModel
+        return {EMBEDDING: np.asarray(model.embedding, dtype=np.float64)}
+    return fitted_outputs(entry, model)
 
 
 def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs: dict, *,

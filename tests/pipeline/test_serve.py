@@ -43,6 +43,14 @@ def _runs_of(api_url: str, deployment: str):
         deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[name]))))
 
 
+def _wait_while_serving(serve: subprocess.Popen, done, deadline: float, what: str) -> None:
+    """Poll ``done()`` every second until it holds; the serving process must stay up and ``deadline`` not pass."""
+    while not done():
+        assert serve.poll() is None, serve.stderr.read()[-3000:]
+        assert time.time() < deadline, what
+        time.sleep(1)
+
+
 @pytest.mark.slow
 def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_path):
     api_url, home = prefect_server
@@ -57,19 +65,15 @@ def test_served_deployment_runs_on_schedule_and_on_demand(prefect_server, tmp_pa
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.time() + 300
-        while not [r for r in _runs_of(api_url, "embed/nightly") if r.state and r.state.is_completed()]:
-            assert serve.poll() is None, serve.stderr.read()[-3000:]
-            assert time.time() < deadline, "no completed scheduled run"
-            time.sleep(1)
+        _wait_while_serving(serve, lambda: [r for r in _runs_of(api_url, "embed/nightly")
+                                            if r.state and r.state.is_completed()], deadline, "no completed scheduled run")
         started = subprocess.run([str(BIN / "prefect"), "deployment", "run", "embed/nightly"], env=env,
                                  capture_output=True, text=True, timeout=120)
         assert started.returncode == 0, started.stderr
         triggered = re.search(r"UUID: ([0-9a-f-]{36})", started.stdout).group(1)  # wait for this run itself
-        while not [r for r in _runs_of(api_url, "embed/nightly") if str(r.id) == triggered and r.state
-                   and r.state.is_completed()]:
-            assert serve.poll() is None, serve.stderr.read()[-3000:]
-            assert time.time() < deadline + 300, "the triggered run did not complete"
-            time.sleep(1)
+        _wait_while_serving(serve, lambda: [r for r in _runs_of(api_url, "embed/nightly") if str(r.id) == triggered
+                                            and r.state and r.state.is_completed()], deadline + 300,
+                            "the triggered run did not complete")
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(timeout=60)
@@ -108,15 +112,11 @@ def test_a_served_schedule_on_a_folder_that_gains_a_file_runs_an_update(prefect_
 
     try:
         deadline = time.time() + 300
-        while not [r for r in _runs_of(api_url, "update/grows") if r.state and r.state.is_completed()]:
-            assert serve.poll() is None, serve.stderr.read()[-3000:]
-            assert time.time() < deadline, "no completed scheduled update"
-            time.sleep(1)
+        _wait_while_serving(serve, lambda: [r for r in _runs_of(api_url, "update/grows")
+                                            if r.state and r.state.is_completed()], deadline,
+                            "no completed scheduled update")
         np.save(parts / "day-2.npy", X[2000:])
-        while not placed():
-            assert serve.poll() is None, serve.stderr.read()[-3000:]
-            assert time.time() < deadline, "the new partition was not placed"
-            time.sleep(1)
+        _wait_while_serving(serve, placed, deadline, "the new partition was not placed")
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(timeout=60)
