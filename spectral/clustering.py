@@ -4,78 +4,25 @@ The graph, its symmetric normalized Laplacian and the eigenvectors come from
 :class:`~spectral.embedding.eigenmaps.LaplacianEigenmaps`; the clustering embedding is the matrix of its k
 nontrivial eigenvectors (the eigenmap itself, the constant trivial vector dropped; a disconnected graph keeps its
 component indicators) with unit-norm rows (NJW row normalization). New points are embedded by the eigenmap's
-Nystrom extension, row-normalized the same way and assigned by the fitted rule (k-means centroids, or the stored rotation of "cluster_qr" / "discretize").
+Nystrom extension, row-normalized the same way and assigned by the fitted rule
+(:mod:`spectral.cluster_assignment`: k-means centres, or the rotation of "cluster_qr" / "discretize").
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import qr, svd
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 
-from eigenflow.spectral._validation import (check_choice, check_fitted_X, check_int, check_random_state, seed_int,
-                                            validate_X)
+from eigenflow.spectral._validation import check_choice, check_fitted_X, check_int, check_random_state, validate_X
+from eigenflow.spectral.cluster_assignment import ASSIGN_LABELS, ClusterRule, choose_columns, lloyd_sums
 from eigenflow.spectral.embedding.eigenmaps import EIGEN_SOLVERS, LaplacianEigenmaps
-from eigenflow.spectral.errors import DisconnectedGraphError, ParameterError
+from eigenflow.spectral.errors import ParameterError
 from eigenflow.spectral.neighbours.index import METHODS as KNN_METHODS
 
 AFFINITIES = ("knn",)
-ASSIGN_LABELS = ("kmeans", "cluster_qr", "discretize")
-#: iterations of the Yu-Shi rotation search ("discretize"), as scikit-learn's ``discretize``
-DISCRETIZE_MAX_ITER = 20
 
 
-def _row_normalize(V: np.ndarray) -> np.ndarray:
-    """Rows of ``V`` (n, k) scaled to unit norm (all-zero rows stay zero)."""
-    norms = np.linalg.norm(V, axis=1, keepdims=True)
-    return V / np.where(norms > 0, norms, 1.0)
-
-
-def qr_rotation(V: np.ndarray) -> np.ndarray:
-    """The rotation (k, k) of the column-pivoted QR rule (Damle, Minden & Ying 2019) for ``V`` (n, k):
-    labels are ``argmax |V R|`` per row. The pivots pick k well-spread rows; ``R = U W^T`` is the orthogonal
-    polar factor of those rows (transposed)."""
-    k = V.shape[1]
-    _, _, piv = qr(V.T, pivoting=True)
-    u, _, vt = svd(V[piv[:k], :].T)
-    return u @ vt
-
-
-def yu_shi_rotation(V: np.ndarray, rng: np.random.Generator, max_iter: int = DISCRETIZE_MAX_ITER):
-    """Yu & Shi (2003) multiclass discretization of ``V`` (n, k): ``(column_scale (k,), rotation (k, k), labels (n,))``.
-
-    As scikit-learn's ``discretize``: each column scaled to norm sqrt(n), oriented so that its first entry is
-    negative, rows unit-normalized; then alternate the discrete partition closest to ``V R`` (row argmax) and
-    the rotation closest to that partition (an SVD) until the objective stops changing. A new row ``v`` gets
-    ``argmax(normalize(v * column_scale) R)``.
-    """
-    n, k = V.shape
-    norms = np.linalg.norm(V, axis=0)
-    scale = np.sqrt(n) / np.where(norms > 0, norms, 1.0)
-    first = V[0] * scale
-    scale = np.where(first != 0, -np.sign(first) * scale, scale)
-    Vn = _row_normalize(V * scale)
-    R = np.zeros((k, k))
-    R[:, 0] = Vn[rng.integers(n)]
-    c = np.zeros(n)
-    for j in range(1, k):
-        c += np.abs(Vn @ R[:, j - 1])
-        R[:, j] = Vn[c.argmin()]
-    last = 0.0
-    for it in range(max_iter + 1):
-        labels = (Vn @ R).argmax(axis=1)
-        T = np.zeros((k, k))
-        np.add.at(T, labels, Vn)  # (indicator matrix)^T V
-        U, S, Vh = np.linalg.svd(T)
-        ncut = 2.0 * (n - S.sum())
-        if abs(ncut - last) < np.finfo(float).eps or it == max_iter:
-            break
-        last = ncut
-        R = Vh.T @ U.T
-    return scale, R, labels
-
-
-class SpectralClustering(ClusterMixin, BaseEstimator):
+class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     """Spectral clustering of the kNN graph's normalized Laplacian eigenmap, with out-of-sample ``predict``.
 
     ``fit`` builds the kNN graph and its symmetric normalized Laplacian (:class:`LaplacianEigenmaps` with
@@ -116,7 +63,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     affinity : {"knn"}, default "knn"
         The kNN graph with local-scaling weights (:mod:`spectral.graph.weights`); the only affinity.
     assign_labels : {"kmeans", "cluster_qr", "discretize"}, default "kmeans"
-        "kmeans": scikit-learn's ``KMeans`` on the normalized embedding (``kmeans_``). "cluster_qr": the
+        "kmeans": scikit-learn's ``KMeans`` on the normalized embedding (on a sample of 100,000 rows when there are
+        more, then Lloyd passes over every row: :func:`~spectral.cluster_assignment.kmeans_centers`). "cluster_qr": the
         column-pivoted QR rotation of Damle, Minden & Ying (2019); "discretize": the rotation search of Yu & Shi
         (2003); both label a row by the argmax of its rotated coordinates (``rotation_``).
     eigen_solver : {"auto", "dense", "arpack", "lobpcg", "randomized"}, default "auto"
@@ -142,10 +90,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     eigenmaps_ : LaplacianEigenmaps
         The fitted eigenmap (graph, eigenvectors, Nystrom extension).
     n_connected_components_ : int
-    kmeans_ : sklearn.cluster.KMeans or None
-        With ``assign_labels="kmeans"``.
+    cluster_centers_ : ndarray (n_clusters_, n_clusters_) or None
+        The k-means centres in the clustering embedding, with ``assign_labels="kmeans"``.
     rotation_ : ndarray (n_clusters_, n_clusters_) or None
         With "cluster_qr" / "discretize".
+    rule_ : ClusterRule
+        Columns, normalization and assignment (:mod:`spectral.cluster_assignment`), what ``predict`` applies.
+    eigenmap_model_ : LaplacianEigenmapsModel
+        The out-of-sample map of the eigenmap (``eigenmaps_.model_``).
     n_features_in_ : int
     """
 
@@ -175,98 +127,73 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             raise ParameterError(f"n_clusters must be an integer in [1, n_samples - 1] = [1, {n - 1}]; got {k}")
         return k
 
+    def eigenmap_params(self, n: int | None = None) -> dict:
+        """The :class:`LaplacianEigenmaps` parameters of the eigenmap clustered (for ``n`` samples; None: unbounded):
+        its k nontrivial eigenvectors per component (``max_clusters`` for "auto"), the symmetric normalization,
+        disconnected graphs solved per component."""
+        k = self._check_params(np.inf if n is None else n)
+        wanted = self.max_clusters if k is None else k
+        return {"n_components": max(1, wanted if n is None else min(wanted, n - 2)), "n_neighbors": self.n_neighbors,
+                "normalization": "symmetric", "eigen_solver": self.eigen_solver, "knn_method": self.knn_method,
+                "on_disconnected": "per_component"}
+
     def fit(self, X, y=None):
         """Cluster ``X`` (n, d); ``y`` is ignored. Sets ``labels_`` (n,) and the attributes of the class docstring."""
         X = validate_X(self, X, min_samples=3)
-        n = X.shape[0]
-        k = self._check_params(n)
+        k = self._check_params(X.shape[0])
         rng = check_random_state(self.random_state)
-        wanted = self.max_clusters if k is None else k  # nontrivial eigenvectors per component
-        eig = LaplacianEigenmaps(
-            n_components=max(1, min(wanted, n - 2)), n_neighbors=self.n_neighbors, normalization="symmetric",
-            eigen_solver=self.eigen_solver, knn_method=self.knn_method, on_disconnected="per_component",
-            random_state=rng,
-        ).fit(X)
-        model = eig.model_
-        labels_c = np.asarray(model.component_labels)
-        sizes = np.bincount(labels_c)
-        n_comp = sizes.size
-        vols = np.bincount(labels_c, weights=np.asarray(model.degrees, dtype=np.float64))
-        comp_values = np.asarray(model.component_eigenvalues)
-        # candidate columns (eigenvalue, component, j): j = -1 is the component's trivial vector
-        cands = [(0.0, c, -1) for c in range(n_comp)]
-        for c in range(n_comp):
-            for j in range(min(comp_values.shape[1], sizes[c] - 1)):
-                cands.append((float(comp_values[c, j]), c, j))
-        cands.sort(key=lambda t: (max(t[0], 0.0), t[2] >= 0))
-        eigengap = None
-        if k is None:
-            values = np.array([t[0] for t in cands[: self.max_clusters + 1]])
-            if values.size < 3:
-                raise ParameterError(f"n_clusters='auto' needs at least 3 Laplacian eigenvalues; got {values.size} "
-                                     f"for n_samples={n}")
-            values = np.maximum(values, 0.0)
-            gaps = np.diff(values)[1:]  # gaps[i] = lambda_(i+2) - lambda_(i+1): k = i + 2 clusters
-            relative = np.divide(gaps, values[2:], out=np.zeros_like(gaps), where=values[2:] > 0)
-            k = int(np.argmax(relative)) + 2
-            eigengap = float(gaps[k - 2])
-        if n_comp > k > 1:
-            raise DisconnectedGraphError(
-                f"the kNN graph has {n_comp} connected components, more than n_clusters={k}: every component needs "
-                "at least one cluster. Use more n_neighbors or n_clusters"
-            )
-        # one component: its constant trivial vector dropped; several: the k smallest eigenpairs, indicators included
-        self._columns = cands[1: k + 1] if n_comp == 1 else cands[:k]
-        self._vols = vols
-        self._offsets = np.asarray(model.component_offsets)
+        eig = LaplacianEigenmaps(**self.eigenmap_params(X.shape[0]), random_state=rng).fit(X)
         self.eigenmaps_ = eig
-        self.n_connected_components_ = int(n_comp)
-        self.n_clusters_ = k
-        self.eigengap_ = eigengap
-        self.eigenvalues_ = np.array([t[0] for t in self._columns])
-        V = self._features(eig.embedding_, labels_c)
-        self.embedding_ = V
-        self.kmeans_, self.rotation_, self._column_scale = None, None, None
-        if self.assign_labels == "kmeans":
-            from sklearn.cluster import KMeans
-
-            self.kmeans_ = KMeans(n_clusters=k, n_init=self.n_init, random_state=seed_int(rng)).fit(V)
-            labels = self.kmeans_.labels_
-        elif self.assign_labels == "cluster_qr":
-            self.rotation_ = qr_rotation(V)
-            labels = np.abs(V @ self.rotation_).argmax(axis=1)
-        else:
-            self._column_scale, self.rotation_, labels = yu_shi_rotation(V, rng)
-        self.labels_ = np.asarray(labels, dtype=np.int64)
+        rule, eigengap = eigenmap_rule(eig.model_, k, self.max_clusters, self.assign_labels)
+        V = rule.features(eig.embedding_, np.asarray(eig.model_.component_labels))
+        rule.fit_assignment(V.shape[0], lambda rows: V[rows], lambda centers: lloyd_sums(V, centers), rng,
+                            n_init=self.n_init, all_rows=lambda: V)
+        self._set_fitted(eig.model_, rule, eigengap, V)
         return self
 
-    def _features(self, Z: np.ndarray, comp: np.ndarray) -> np.ndarray:
-        """The row-normalized clustering embedding (m, k) of eigenmap rows ``Z`` (m, k_e) in components ``comp``."""
-        Z = Z - self._offsets[comp]
-        V = np.zeros((Z.shape[0], len(self._columns)))
-        for col, (_, c, j) in enumerate(self._columns):
-            mine = comp == c
-            V[mine, col] = 1.0 / np.sqrt(self._vols[c]) if j < 0 else Z[mine, j]
-        return _row_normalize(V)
+    @classmethod
+    def from_eigenmap(cls, eigenmap_model, rule: ClusterRule, params: dict, n_features: int,
+                      eigengap: float | None = None) -> SpectralClustering:
+        """A fitted estimator from an eigenmap fitted elsewhere (the pipeline's stages) and its fitted ``rule``."""
+        est = cls(**params)
+        est.n_features_in_ = int(n_features)
+        V = rule.features(eigenmap_model.embedding, np.asarray(eigenmap_model.component_labels))
+        est._set_fitted(eigenmap_model, rule, eigengap, V)
+        return est
+
+    def _set_fitted(self, eigenmap_model, rule: ClusterRule, eigengap: float | None, V: np.ndarray) -> None:
+        self.eigenmap_model_, self.rule_ = eigenmap_model, rule
+        self.n_connected_components_ = int(np.asarray(eigenmap_model.component_offsets).shape[0])
+        self.n_clusters_ = rule.n_clusters
+        self.eigengap_ = eigengap
+        self.eigenvalues_ = np.array([t[0] for t in rule.columns])
+        self.cluster_centers_, self.rotation_ = rule.centers, rule.rotation
+        self.embedding_ = V
+        self.labels_ = rule.labels(V)
+
+    def transform(self, X):
+        """The clustering embedding (m, n_clusters_) of new points ``X`` (m, d): the eigenmap's Nystrom extension,
+        then the fitted columns with unit-norm rows (a training point gets its ``embedding_`` row)."""
+        X = check_fitted_X(self, X, "labels_")
+        Z = self.eigenmap_model_.transform(X)
+        return self.rule_.features(Z, self.rule_.component_of(Z))
 
     def predict(self, X):
-        """Cluster labels (m,) of new points ``X`` (m, d): Nystrom embedding, row normalization, the fitted rule.
-
-        Training points (exact matches) get their ``labels_``.
-        """
-        X = check_fitted_X(self, X, "labels_")
-        Z = self.eigenmaps_.model_.transform(X)
-        # the component of each row: the nearest component offset on the first axis (components are 4 R apart
-        # there and lie within R of their offset, spectral.embedding.eigenmaps.component_offsets)
-        comp = np.abs(Z[:, :1] - self._offsets[None, :, 0]).argmin(axis=1) if self._offsets.shape[0] > 1 else \
-            np.zeros(Z.shape[0], dtype=np.int64)
-        V = self._features(Z, comp)
-        if self.assign_labels == "kmeans":
-            return self.kmeans_.predict(V).astype(np.int64)
-        if self.assign_labels == "cluster_qr":
-            return np.abs(V @ self.rotation_).argmax(axis=1).astype(np.int64)
-        return (_row_normalize(V * self._column_scale) @ self.rotation_).argmax(axis=1).astype(np.int64)
+        """Cluster labels (m,) of new points ``X`` (m, d): :meth:`transform`, then the fitted rule (training points
+        get their ``labels_``)."""
+        V = self.transform(X)  # first: an unfitted estimator raises NotFittedError
+        return self.rule_.labels(V)
 
     def fit_predict(self, X, y=None):
         """Fit and return ``labels_`` (n,)."""
         return self.fit(X).labels_
+
+
+def eigenmap_rule(model, k: int | None, max_clusters: int, assign_labels: str) -> tuple[ClusterRule, float | None]:
+    """The (unfitted) :class:`ClusterRule` of a fitted eigenmap ``model`` (a ``LaplacianEigenmapsModel``) and the
+    eigengap of ``n_clusters="auto"`` (``k=None``)."""
+    comp = np.asarray(model.component_labels)
+    sizes = np.bincount(comp)
+    volumes = np.bincount(comp, weights=np.asarray(model.degrees, dtype=np.float64))
+    columns, _, eigengap = choose_columns(model.component_eigenvalues, sizes, k, max_clusters)
+    return ClusterRule(columns, volumes, np.asarray(model.component_offsets, dtype=np.float64), assign_labels), eigengap

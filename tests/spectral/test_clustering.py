@@ -49,7 +49,7 @@ def test_separated_blobs_are_recovered(assign_labels):
     labels = est.fit_predict(X)
     assert adjusted_rand_score(y, labels) == 1.0
     np.testing.assert_array_equal(labels, est.labels_)
-    assert (est.kmeans_ is not None) == (assign_labels == "kmeans")
+    assert (est.cluster_centers_ is not None) == (assign_labels == "kmeans")
     assert (est.rotation_ is not None) == (assign_labels != "kmeans")
 
 
