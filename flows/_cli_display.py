@@ -68,6 +68,9 @@ def result_rows(store: str, results: dict) -> dict[str, Any]:
     rows = {"method": results.get("method"), "points": results.get("n")}
     if "n_fit" in results:
         rows["fitted"] = results["n_fit"]
+    if "n_clusters" in results:
+        gap = results.get("eigengap")
+        rows["clusters"] = results["n_clusters"] if gap is None else f"{results['n_clusters']} (eigengap {gap:.3g})"
     for key in ("embedding", "labels", "scores"):
         if key in results:
             rows[key] = f"{store}/{results[key]}"

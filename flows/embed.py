@@ -190,7 +190,8 @@ def check_labels_present(method: str, ingested: dict, store: str) -> None:
 
 def record_fit_results(results: dict, info: dict) -> None:
     """Copy the figures of a fit stage's record that the run's results show (eigenvalues, fitted scales, ...)."""
-    for key in ("eigenvalues", "mu", "sigma", "theta", "beta", "n_labeled", "n_components_graph", "n_duplicates"):
+    for key in ("eigenvalues", "mu", "sigma", "theta", "beta", "n_labeled", "n_components_graph", "n_duplicates",
+                "n_clusters", "eigengap", "cluster_sizes"):
         if key in info:
             results[key] = info[key]
 

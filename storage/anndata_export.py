@@ -176,7 +176,9 @@ def _elements(store: Any, segments: list, key: str, *, table: bool) -> list[tupl
     names = read_attrs(model_store).get(layout.ATTR_LABEL_CATEGORIES)
     if has_node(group, output_path(run, "labels")):
         codes = np.asarray(da.concatenate(rows("labels")).compute(), dtype=np.int64)  # (n,) small
-        categories = list(names) if names is not None else [str(v) for v in range(int(codes.max(initial=-1)) + 1)]
+        clusters = get_node(group, output_path(run, "labels")).attrs.get(layout.ATTR_LABELS_ARE) == "clusters"
+        categories = list(names) if names is not None and not clusters else \
+            [str(v) for v in range(int(codes.max(initial=-1)) + 1)]
         if codes.size and (codes.min() < -1 or codes.max() >= len(categories)):
             raise StorageError(f"labels of run {run!r} hold codes outside the store's {len(categories)} categories")
         elements.append(("obs", f"{key}_labels", pd.Categorical.from_codes(codes, categories=categories)))

@@ -101,6 +101,9 @@ ATTR_CELLS_FILE = "cells_file"
 ATTR_CELLS_X_KEY = "cells_x_key"
 ATTR_CELLS_LABELS_KEY = "cells_labels_key"
 ATTR_LABEL_CATEGORIES = "label_categories"
+#: Attribute of a run's ``labels`` output: ``"clusters"`` when its codes are cluster ids (a clustering method),
+#: not codes of the store's label categories (a classifier's predictions).
+ATTR_LABELS_ARE = "labels_are"
 STATUS_INCOMPLETE = "incomplete"
 STATUS_COMPLETE = "complete"
 #: Attribute marking a model group whose arrays are all written (set last by ``write_model``).

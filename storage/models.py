@@ -142,9 +142,18 @@ ATTR_ALIGNMENT = "alignment"
 
 def record_alignment(store: StoreRef, run: str, scale: float, rotation: np.ndarray) -> None:
     """Keep the alignment of a finished model's coordinates to its predecessor's (see :data:`ATTR_ALIGNMENT`)."""
+    record_model_attrs(store, run, {ATTR_ALIGNMENT: {"scale": float(scale), "rotation": np.asarray(rotation).tolist()}})
+
+
+def record_model_attrs(store: StoreRef, run: str, attrs: dict) -> None:
+    """Add JSON-able ``attrs`` to the finished model of ``run`` (what a later stage learns of it)."""
+    attrs = check_attrs(attrs)
+    if not model_complete(store, run):
+        raise StoreFormatError(f"model {layout.model_path(run)!r} is incomplete (its write did not finish); run the "
+                               "flow again")
     model = get_node(as_group(store, "r+"), layout.model_path(run), kind="group")
     with writing(location(model)):
-        model.attrs.update({ATTR_ALIGNMENT: {"scale": float(scale), "rotation": np.asarray(rotation).tolist()}})
+        model.attrs.update(attrs)
 
 
 def read_model_attrs(store: StoreRef, run: str) -> dict:

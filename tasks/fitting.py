@@ -12,7 +12,9 @@ returns small JSON metadata; the last one writes ``models/<run>``:
 - ``discriminant``: DNE / MFA / LFDA linear or with Nystrom kernel features, d0 x d0 sums accumulated over
   the row blocks of the store's Dask array (:func:`tasks.bodies.estimator_fit.fit_discriminant`);
 - ``laplacian_eigenmaps``: kNN graph -> weights -> sparse eigensolve (three stages, see
-  :mod:`tasks.bodies.laplacian_eigenmaps`), for ``affinity="knn"``; otherwise ``in_memory``.
+  :mod:`tasks.bodies.laplacian_eigenmaps`), for ``affinity="knn"``; otherwise ``in_memory``;
+- ``spectral_clustering``: the same three stages for the eigenmap the clustering needs, then the cluster rule
+  fitted by row chunks on the workers (:mod:`tasks.bodies.clustering`).
 
 Models are restored by :func:`tasks.bodies.stored_model.load_fitted`.
 """
@@ -73,6 +75,8 @@ def fit_stages(req: FitRequest) -> list[Stage]:
         return _sharded_stages(req)
     if strategy == "laplacian_eigenmaps" and req.params.get("affinity", "knn") == "knn":
         return _laplacian_eigenmaps_stages(req)
+    if strategy == "spectral_clustering":
+        return _spectral_clustering_stages(req)
     if strategy == "discriminant" and _discriminant_at_scale(req.params):
         return [Stage("fit", lambda: discriminant_fit_task(req.store, req.run, req.token, method=req.method,
                                                            params=req.params, holdout=req.holdout,
@@ -128,9 +132,11 @@ def stage_arguments(params: dict, holdout: float, random_state: int | None) -> d
     return {"knn": knn, "weights": weights, "eigensolve": solve}
 
 
-def _laplacian_eigenmaps_stages(req: FitRequest) -> list[Stage]:
+def _laplacian_eigenmaps_stages(req: FitRequest, params: dict | None = None) -> list[Stage]:
+    """The kNN, weights and eigensolve stages; ``params``: the eigenmap's parameters when they are not the
+    method's own (spectral clustering)."""
     args = (req.store, req.run, req.token)
-    kw = stage_arguments(req.params, req.holdout, req.random_state)
+    kw = stage_arguments(params or req.params, req.holdout, req.random_state)
     handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks.bodies.stage_handoff`), for the next one
 
     def handing(stage: str, info: dict) -> dict:
@@ -188,6 +194,29 @@ def eigensolve_task(store: Store, run: str, store_token: str, *, n_components: i
                          normalization=normalization, eigen_solver=eigen_solver, on_disconnected=on_disconnected,
                          tol=tol, random_state=random_state, weighting=weighting, symmetrize=symmetrize,
                          warm_start=warm_start, name=f"eigensolve-{run}", workers=handoff_workers(handoff))
+
+
+# ---- spectral clustering: the eigenmap, then the cluster rule ---------------------------------------------------
+def _spectral_clustering_stages(req: FitRequest) -> list[Stage]:
+    from eigenflow.spectral.embedding.eigenmaps import LaplacianEigenmaps
+    from eigenflow.tasks.bodies.clustering import clustered
+    from eigenflow.tasks.registry import make_estimator
+
+    eigenmap = LaplacianEigenmaps(**make_estimator(get_entry(req.method), req.params).eigenmap_params()).get_params()
+    return [*_laplacian_eigenmaps_stages(req, eigenmap),
+            Stage("clustering", lambda: cluster_task(req.store, req.run, req.token, params=req.params,
+                                                  random_state=req.random_state),
+                  lambda: clustered(req.store, req.run))]
+
+
+@task(name="clustering", **COMPUTE_TASK)
+def cluster_task(store: Store, run: str, store_token: str, *, params: dict, random_state: int | None
+                 ) -> dict[str, Any]:
+    """Fit the cluster rule of the run's eigenmap by row chunks on the workers and record it in the model
+    (:func:`tasks.bodies.clustering.fit_clusters`)."""
+    from eigenflow.tasks.bodies.clustering import fit_clusters
+
+    return run_on_worker(fit_clusters, store, run, params=params, random_state=random_state, name=f"cluster-{run}")
 
 
 def _sharded_stages(req: FitRequest) -> list[Stage]:

@@ -8,7 +8,8 @@ An entry adds only what the pipeline needs:
 - ``fit``: how to fit it from a store (the name of a strategy of :mod:`tasks.fitting`: the estimator's own
   ``fit`` on the fit rows read into memory, or an at-scale path: kNN graph + sparse eigensolver, chunked
   sums over a Dask array, a labeled subset);
-- ``outputs``: the per-point results it writes (``embedding``, and for classifiers ``labels`` / ``scores``),
+- ``outputs``: the per-point results it writes (``embedding``, for classifiers ``labels`` / ``scores``, for
+  clusterers ``labels``),
   computed per chunk of rows by :func:`point_outputs`;
 - ``store_params``: ``__init__`` parameters the pipeline fills from the store (must-link / cannot-link pairs),
   which a user cannot set;
@@ -121,6 +122,9 @@ _ENTRIES = (
                 "with learned weights (Shen et al. 2018)"),
     MethodEntry("lneg", "eigenflow.spectral.methods.graph_kpca:LNEG",
                 "local nonlinear embedding on graphs (Shen et al. 2018)"),
+    MethodEntry("spectral_clustering", "eigenflow.spectral.clustering:SpectralClustering",
+                "spectral clustering of the kNN graph's normalized Laplacian eigenmap, cluster labels of every "
+                "point (Ng, Jordan & Weiss 2001)", fit="spectral_clustering", outputs=(EMBEDDING, LABELS)),
 )
 REGISTRY: dict[str, MethodEntry] = {e.name: e for e in _ENTRIES}
 
@@ -229,7 +233,8 @@ def fitted_outputs(entry: MethodEntry, model: Any) -> dict[str, np.ndarray] | No
     if embedding is None:
         return None
     out = {EMBEDDING: np.asarray(embedding, dtype=np.float64)}
-    if LABELS in entry.outputs:
+    if SCORES in entry.outputs:
         out[SCORES] = np.asarray(model.scores_, dtype=np.float64)
-        out[LABELS] = np.asarray(model.transduction_, dtype=np.int64)
+    if LABELS in entry.outputs:  # a classifier's transduction, a clusterer's labels
+        out[LABELS] = np.asarray(model.transduction_ if SCORES in entry.outputs else model.labels_, dtype=np.int64)
     return out

@@ -121,8 +121,9 @@ def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs:
             create_embedding(store, run, values.shape[1], overwrite=True, attrs=attrs)
         elif name == SCORES:
             create_output(store, run, SCORES, values.shape[1], dtype="float32", attrs=attrs, overwrite=True)
-        elif name == LABELS:
-            create_output(store, run, LABELS, None, dtype="int64", attrs=attrs, overwrite=True)
+        elif name == LABELS:  # a classifier's codes of the store's categories, or a clusterer's cluster ids
+            kind = {layout.ATTR_LABELS_ARE: "classes" if SCORES in entry.outputs else "clusters"}
+            create_output(store, run, LABELS, None, dtype="int64", attrs={**attrs, **kind}, overwrite=True)
     if holdout_draw is not None:
         n = x_shape(store)[0]
         for name, members in ((IN_FIT, prepared.fit_rows), (HELD_OUT, held_out_rows(n, *holdout_draw))):

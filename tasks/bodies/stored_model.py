@@ -17,6 +17,7 @@ from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.models import read_model
 from eigenflow.storage.store import Store
 
+from eigenflow.tasks.bodies.clustering import ATTR_CLUSTERING
 from eigenflow.tasks.bodies.fit_rows import FIT_ROWS
 from eigenflow.tasks.registry import MethodEntry, get_entry
 
@@ -47,6 +48,8 @@ def load_fitted(store: Store, run: str, *, index: Any = None, with_index: bool =
         from eigenflow.spectral.embedding.out_of_sample import LaplacianEigenmapsModel
 
         model = LaplacianEigenmapsModel.from_state(arrays, attrs["state_attrs"])
+        if ATTR_CLUSTERING in attrs:  # an eigenmap with its fitted cluster rule (tasks.bodies.clustering)
+            model = clustered_model(entry, model, attrs[ATTR_CLUSTERING], x_shape(store)[1])
     elif attrs["state"] == ESTIMATOR_STATE:
         model = entry.estimator_class.from_state(arrays, attrs["state_attrs"])
     else:
@@ -56,6 +59,14 @@ def load_fitted(store: Store, run: str, *, index: Any = None, with_index: bool =
     return entry, model, rows
 
 
+def clustered_model(entry: MethodEntry, eigenmap: Any, clustering: dict, n_features: int) -> Any:
+    """The fitted :class:`~spectral.clustering.SpectralClustering` of a stored eigenmap and its cluster rule."""
+    from eigenflow.spectral.cluster_assignment import ClusterRule
+
+    return entry.estimator_class.from_eigenmap(eigenmap, ClusterRule.from_attrs(clustering["rule"]),
+                                               clustering["params"], n_features, clustering.get("eigengap"))
+
+
 def attach_index(model: Any, store: Store, rows: np.ndarray, index: Any = None) -> None:
     """Give a restored model the kNN index of its training points (rows ``rows`` of the store's X).
 
@@ -63,6 +74,7 @@ def attach_index(model: Any, store: Store, rows: np.ndarray, index: Any = None) 
     eigenmaps with a hold-out), or None: then the index is rebuilt from X with the stored parameters. Models
     without a kNN-based out-of-sample map are left as they are.
     """
+    model = getattr(model, "eigenmap_model_", model)  # SpectralClustering: its eigenmap's out-of-sample map
     if hasattr(model, "attach_index") and hasattr(model, "knn_params"):  # LaplacianEigenmapsModel
         if index is not None:
             if not np.array_equal(index.rows, rows):

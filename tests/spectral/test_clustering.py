@@ -127,3 +127,42 @@ def test_invalid_parameters_raise_one_line_errors(params, match):
     with pytest.raises(ParameterError, match=match) as info:
         SpectralClustering(**params).fit(X)
     assert "\n" not in str(info.value)
+
+
+def test_kmeans_on_a_sample_then_chunked_lloyd_equals_one_array():
+    """k-means restarts on 2,000 sampled rows, Lloyd passes over all 12,000: summed over 7 chunks or over one array
+    (same seed), the same centres; the partition is that of scikit-learn's KMeans on all rows."""
+    from eigenflow.spectral.cluster_assignment import kmeans_centers, lloyd_sums, nearest_centers
+
+    X, y = make_blobs(n_samples=12_000, centers=6, n_features=4, cluster_std=1.0, random_state=2)
+    bounds = [(s, min(s + 1800, len(X))) for s in range(0, len(X), 1800)]
+
+    def chunked(centers):
+        parts = [lloyd_sums(X[a:b], centers) for a, b in bounds]
+        return tuple(sum(p[i] for p in parts) for i in range(3))
+
+    whole, n_whole = kmeans_centers(len(X), 6, lambda r: X[r], lambda c: lloyd_sums(X, c), np.random.default_rng(4),
+                                    n_init=4, sample=2000)
+    parts, n_parts = kmeans_centers(len(X), 6, lambda r: X[r], chunked, np.random.default_rng(4), n_init=4,
+                                    sample=2000)
+    np.testing.assert_allclose(parts, whole, atol=1e-10)
+    assert n_parts == n_whole >= 1
+    full = KMeans(n_clusters=6, n_init=4, random_state=0).fit(X).labels_
+    assert adjusted_rand_score(full, nearest_centers(X, whole)) >= 0.999
+    assert adjusted_rand_score(y, nearest_centers(X, whole)) >= 0.99
+
+
+@pytest.mark.parametrize("data", ["blobs", "moons", "circles"])
+def test_labels_match_scikit_learn_on_the_same_graph(data):
+    """scikit-learn's SpectralClustering on our fitted kNN affinity (affinity="precomputed") finds the same partition."""
+    from sklearn.datasets import make_circles, make_moons
+
+    X, y = {"blobs": lambda: make_blobs(n_samples=600, centers=3, cluster_std=0.8, random_state=1),
+            "moons": lambda: make_moons(n_samples=600, noise=0.05, random_state=0),
+            "circles": lambda: make_circles(n_samples=600, noise=0.03, factor=0.5, random_state=0)}[data]()
+    k = len(np.unique(y))
+    ours = SpectralClustering(n_clusters=k, random_state=0).fit(X)
+    ref = SkSpectralClustering(n_clusters=k, affinity="precomputed", random_state=0).fit(
+        ours.eigenmaps_.affinity_matrix_)
+    assert adjusted_rand_score(ref.labels_, ours.labels_) >= 0.99
+    assert adjusted_rand_score(y, ours.labels_) >= 0.99

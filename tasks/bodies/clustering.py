@@ -1,0 +1,123 @@
+"""The clustering stage of ``spectral_clustering`` runs (kept free of Prefect imports: it runs on a Dask worker).
+
+After the Laplacian eigenmaps stages have written the eigenmap of the fit rows (``models/<run>``), this stage
+fits the assignment of :class:`~spectral.cluster_assignment.ClusterRule` by row chunks on the workers: each chunk
+task reads its rows of the eigenmap and keeps their clustering features in its worker's memory; the component
+volumes and the Lloyd sums of k-means are per-chunk sums added here; the k-means restarts run on a sample of rows
+(:func:`~spectral.cluster_assignment.kmeans_centers`). No process holds every row, except for "cluster_qr" and
+"discretize", whose rotation needs every feature row at once on one worker (n x k, the size of the embedding).
+The fitted rule is added to the model's attributes; the labels of every row are written by the write-back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from eigenflow.storage import layout
+from eigenflow.storage.arrays import read_rows
+from eigenflow.storage.models import read_model_attrs, record_model_attrs
+from eigenflow.storage.store import Store
+
+#: ``attrs`` key of a model's fitted cluster rule (with the estimator's parameters and the fit's figures)
+ATTR_CLUSTERING = "clustering"
+#: ``attrs["method"]`` of a clustered model
+METHOD = "spectral_clustering"
+
+
+def _model_rows(store: Store, run: str, name: str, start: int, stop: int) -> np.ndarray:
+    return read_rows(store, f"{layout.model_path(run)}/{name}", start, stop)
+
+
+def component_sums(store: Store, run: str, bounds: tuple[int, int], n_components: int) -> np.ndarray:
+    """Points and graph volume of each component among fit rows ``bounds`` of the eigenmap: (2, C)."""
+    comp = _model_rows(store, run, "component_labels", *bounds).astype(np.int64)
+    degrees = _model_rows(store, run, "degrees", *bounds).astype(np.float64)
+    return np.stack([np.bincount(comp, minlength=n_components),
+                     np.bincount(comp, weights=degrees, minlength=n_components)]).astype(np.float64)
+
+
+def chunk_features(store: Store, run: str, bounds: tuple[int, int], rule: Any) -> np.ndarray:
+    """The clustering features (m, k) of fit rows ``bounds`` of the eigenmap (:meth:`ClusterRule.features`)."""
+    Z = _model_rows(store, run, "embedding", *bounds)
+    return rule.features(Z, _model_rows(store, run, "component_labels", *bounds).astype(np.int64))
+
+
+def _take(block: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    return block[rows]
+
+
+def _concatenate(*blocks: np.ndarray) -> np.ndarray:
+    return np.concatenate(blocks)
+
+
+def cluster_counts(V: np.ndarray, rule: Any) -> np.ndarray:
+    """Rows of feature block ``V`` per cluster of the fitted ``rule``: (k,)."""
+    return np.bincount(rule.labels(V), minlength=rule.n_clusters)
+
+
+def _fit_rotation(rule: Any, V: np.ndarray, seed: int) -> Any:
+    rule.fit_assignment(V.shape[0], None, None, np.random.default_rng(seed), n_init=1, all_rows=lambda: V)
+    return rule
+
+
+def fit_clusters(store: Store, run: str, *, params: dict, random_state: int | None) -> dict[str, Any]:
+    """Fit the cluster rule of the eigenmap ``models/<run>`` with the :class:`SpectralClustering` parameters
+    ``params`` on the cluster's workers, and record it in the model (which then restores as a fitted
+    :class:`SpectralClustering`, :func:`tasks.bodies.stored_model.load_fitted`). Returns the chosen k, the eigengap
+    of ``n_clusters="auto"``, the Lloyd passes and the cluster sizes of the fit rows."""
+    from distributed import worker_client
+
+    from eigenflow.spectral._validation import check_random_state
+    from eigenflow.spectral.cluster_assignment import ClusterRule, choose_columns, lloyd_sums
+    from eigenflow.storage.arrays import chunk_rows
+
+    model_path = layout.model_path(run)
+    values = read_rows(store, f"{model_path}/component_eigenvalues")
+    offsets = read_rows(store, f"{model_path}/component_offsets").astype(np.float64)
+    n = _n_rows(store, run)
+    step = chunk_rows(store)
+    parts = [(s, min(s + step, n)) for s in range(0, n, step)]
+    k = None if params["n_clusters"] == "auto" else int(params["n_clusters"])
+    rng = check_random_state(random_state)
+    with worker_client() as client:  # this task leaves its worker's thread to the chunk tasks while it waits
+        sizes, volumes = sum(client.gather(client.map(component_sums, [store] * len(parts), [run] * len(parts),
+                                                      parts, n_components=values.shape[0])))
+        columns, k, eigengap = choose_columns(values, sizes, k, int(params["max_clusters"]))
+        rule = ClusterRule(columns, volumes, offsets, params["assign_labels"])
+        blocks = client.map(chunk_features, [store] * len(parts), [run] * len(parts), parts, rule=rule)
+
+        def take_rows(rows: np.ndarray) -> np.ndarray:
+            taken = [client.submit(_take, block, rows[(rows >= a) & (rows < b)] - a)
+                     for block, (a, b) in zip(blocks, parts)]
+            return np.concatenate(client.gather(taken))
+
+        def lloyd(centers: np.ndarray) -> tuple:
+            sums = client.gather(client.map(lloyd_sums, blocks, centers=centers, pure=False))
+            return tuple(sum(part[i] for part in sums) for i in range(3))
+
+        if rule.assign_labels == "kmeans":
+            n_iter = rule.fit_assignment(n, take_rows, lloyd, rng, n_init=int(params["n_init"]))
+        else:
+            whole = client.submit(_concatenate, *blocks)
+            rule = client.submit(_fit_rotation, rule, whole, int(rng.integers(0, 2**31 - 1))).result()
+            n_iter = 0
+        counts = np.sum(client.gather(client.map(cluster_counts, blocks, rule=rule)), axis=0)
+    record_model_attrs(store, run, {"method": METHOD, ATTR_CLUSTERING: {
+        "rule": rule.to_attrs(), "params": dict(params), "eigengap": eigengap, "lloyd_iterations": n_iter}})
+    return {"n_clusters": k, "eigengap": eigengap, "lloyd_iterations": n_iter,
+            "cluster_sizes": [int(c) for c in counts]}
+
+
+def _n_rows(store: Store, run: str) -> int:
+    from eigenflow.storage.store import as_group, get_node
+
+    return int(get_node(as_group(store, "r"), f"{layout.model_path(run)}/embedding").shape[0])
+
+
+def clustered(store: Store, run: str) -> bool:
+    """Whether the model of ``run`` holds a fitted cluster rule (a resumed run skips the clustering stage)."""
+    from eigenflow.storage.models import model_complete
+
+    return model_complete(store, run) and ATTR_CLUSTERING in read_model_attrs(store, run)
