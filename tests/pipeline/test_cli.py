@@ -160,12 +160,12 @@ def test_methods_json_lists_every_estimator_parameter_with_its_default():
     assert result.exit_code == 0, result.output
     listed = json.loads(result.output)
     assert {m["name"] for m in listed} >= {"laplacian_eigenmaps", "dne", "mfa", "lfda", "nsse", "suplap", "tsk", "rsk",
-                                           "graph_kpca", "multi_graph_kpca", "lneg"}
+                                           "graph_kpca", "multi_graph_kpca", "lneg", "spectral_clustering"}
     for m in listed:
         module, _, name = m["estimator"].rpartition(".")
         sig = inspect.signature(getattr(importlib.import_module(module), name).__init__)
         init = {k: p.default for k, p in sig.parameters.items() if k != "self"}
-        assert "n_components" in m["parameters"], m["name"]
+        assert ("n_clusters" if m["name"] == "spectral_clustering" else "n_components") in m["parameters"], m["name"]
         for key, default in m["parameters"].items():
             assert key in init, (m["name"], key)
             expected = list(init[key]) if isinstance(init[key], tuple) else init[key]
