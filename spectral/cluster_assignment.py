@@ -20,6 +20,8 @@ from eigenflow.spectral.errors import DisconnectedGraphError, ParameterError
 ASSIGN_LABELS = ("kmeans", "cluster_qr", "discretize")
 #: iterations of the Yu-Shi rotation search ("discretize"), as scikit-learn's ``discretize``
 DISCRETIZE_MAX_ITER = 20
+#: eigenvalues at most this are 0: the graph has as many parts as it has such eigenvalues
+ZERO_EIGENVALUE = 1e-10
 #: rows the k-means restarts run on (all rows when there are fewer); the other rows join in the Lloyd refinement
 KMEANS_SAMPLE = 100_000
 #: Lloyd refinement over all rows: at most this many passes ...
@@ -87,15 +89,17 @@ def choose_columns(component_eigenvalues: np.ndarray, sizes: np.ndarray, k: int 
     ``component_eigenvalues`` (C, k_e): each component's nontrivial Laplacian eigenvalues; ``sizes`` (C,) its points.
     Candidates are every component's trivial vector (``j = -1``, eigenvalue 0) and its eigenvectors, in ascending
     eigenvalue order. ``k=None`` picks k in [2, max_clusters] at the largest relative eigengap
-    ``(lambda_k - lambda_(k-1)) / lambda_k``, the absolute gap returned. One component: its trivial vector is dropped;
-    several: the k smallest (indicators included). More components than k > 1 raise :class:`DisconnectedGraphError`.
+    ``(lambda_k - lambda_(k-1)) / lambda_k``, the absolute gap returned. A connected graph: its trivial vector is
+    dropped; several components (or a second eigenvalue at most :data:`ZERO_EIGENVALUE`): the k smallest (indicators
+    included). More components than k > 1 raise :class:`DisconnectedGraphError`.
     """
     comp_values = np.asarray(component_eigenvalues, dtype=np.float64)
     n_comp = len(sizes)
     cands = [(0.0, c, -1) for c in range(n_comp)]
     for c in range(n_comp):
         for j in range(min(comp_values.shape[1], int(sizes[c]) - 1)):
-            cands.append((float(comp_values[c, j]), c, j))
+            if np.isfinite(comp_values[c, j]):  # (inf: a part with fewer eigenvectors)
+                cands.append((float(comp_values[c, j]), c, j))
     cands.sort(key=lambda t: (max(t[0], 0.0), t[2] >= 0))
     eigengap = None
     if k is None:
@@ -112,7 +116,9 @@ def choose_columns(component_eigenvalues: np.ndarray, sizes: np.ndarray, k: int 
             f"the kNN graph has {n_comp} connected components, more than n_clusters={k}: every component needs "
             "at least one cluster. Use more n_neighbors or n_clusters"
         )
-    return (cands[1: k + 1] if n_comp == 1 else cands[:k]), k, eigengap
+    # a graph whose one "component" has a second eigenvalue 0 (a landmark graph in parts) is not connected either
+    connected = n_comp == 1 and not (len(cands) > 1 and cands[1][0] <= ZERO_EIGENVALUE)
+    return (cands[1: k + 1] if connected else cands[:k]), k, eigengap
 
 
 @dataclass
@@ -184,6 +190,14 @@ class ClusterRule:
                 "offsets": np.asarray(self.offsets).tolist(), "assign_labels": self.assign_labels,
                 **{name: np.asarray(getattr(self, name)).tolist()
                    for name in ("centers", "rotation", "column_scale") if getattr(self, name) is not None}}
+
+    def to_state(self) -> tuple[dict, dict]:
+        """The ``to_state`` protocol of stored models (:mod:`spectral.methods.estimator_state`)."""
+        return {}, self.to_attrs()
+
+    @classmethod
+    def from_state(cls, arrays: dict, attrs: dict) -> ClusterRule:
+        return cls.from_attrs(attrs)
 
     @classmethod
     def from_attrs(cls, attrs: dict) -> ClusterRule:

@@ -134,3 +134,60 @@ def stratified_subset(y_fit: np.ndarray, size: int, random_state: int | None, ro
     picked = [rng.choice(labeled[y_fit[labeled] == c], min(q, k), replace=False)
               for c, q, k in zip(classes, quota, counts)]
     return rows[np.sort(np.concatenate(picked))]
+
+
+# ---- 2-D clustering sets shaped like those of U-SPEC (Huang et al. 2020), whose generator is not public -------------
+#: the shapes of :func:`make_cluster_shapes`: U-SPEC's name, classes
+CLUSTER_SHAPES = {"rings": ("CC", 3), "rings_and_blobs": ("CG", 11), "flower": ("Flower", 13)}
+
+
+def make_cluster_shapes(shape: str, n_samples: int, *, random_state=None) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded 2-D clustering set ``(X (n, 2) float64, y (n,) int64)`` of :data:`CLUSTER_SHAPES`, classes of equal size
+    (the first ``n % classes`` one point larger).
+
+    - ``"rings"``: three concentric noisy rings (radii 1, 2, 3; radial noise 0.1);
+    - ``"rings_and_blobs"``: an outer ring (radius 10) and an inner ring (radius 4) around a central Gaussian, and eight
+      Gaussian blobs on the circle of radius 7 between them (ring noise 0.3, blob std 0.6, centre std 1);
+    - ``"flower"``: a Gaussian centre (std 0.5), six spokes (segments from radius 1.5 to 5, noise 0.15) and six petals
+      (ellipse outlines, semi-axes 2.5 and 1.2, centred at radius 8 between the spokes, noise 0.15).
+    """
+    if shape not in CLUSTER_SHAPES:
+        raise InputDataError(f"shape must be one of {sorted(CLUSTER_SHAPES)}; got {shape!r}")
+    n_classes = CLUSTER_SHAPES[shape][1]
+    n = check_int("n_samples", n_samples, low=n_classes)
+    rng = check_random_state(random_state)
+    sizes = np.full(n_classes, n // n_classes) + (np.arange(n_classes) < n % n_classes)
+    parts = []
+    for c, m in enumerate(sizes):
+        parts.append(_shape_part(shape, c, int(m), rng))
+    return np.concatenate(parts), np.repeat(np.arange(n_classes, dtype=np.int64), sizes)
+
+
+def _ring(m: int, radius: float, noise: float, rng: np.random.Generator, center=(0.0, 0.0)) -> np.ndarray:
+    t = rng.uniform(0.0, 2 * np.pi, m)
+    r = radius + noise * rng.standard_normal(m)
+    return np.column_stack([center[0] + r * np.cos(t), center[1] + r * np.sin(t)])
+
+
+def _shape_part(shape: str, c: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """The ``m`` points of class ``c`` of ``shape``."""
+    if shape == "rings":
+        return _ring(m, 1.0 + c, 0.1, rng)
+    if shape == "rings_and_blobs":
+        if c < 2:
+            return _ring(m, (10.0, 4.0)[c], 0.3, rng)
+        if c == 2:
+            return rng.standard_normal((m, 2))
+        a = 2 * np.pi * (c - 3) / 8
+        return 7.0 * np.array([np.cos(a), np.sin(a)]) + 0.6 * rng.standard_normal((m, 2))
+    if c == 0:
+        return 0.5 * rng.standard_normal((m, 2))
+    if c <= 6:  # a spoke
+        a = 2 * np.pi * (c - 1) / 6
+        r = rng.uniform(1.5, 5.0, m)
+        return np.column_stack([r * np.cos(a), r * np.sin(a)]) + 0.15 * rng.standard_normal((m, 2))
+    a = 2 * np.pi * (c - 7) / 6 + np.pi / 6  # a petal, between two spokes
+    t = rng.uniform(0.0, 2 * np.pi, m)
+    u = np.column_stack([2.5 * np.cos(t), 1.2 * np.sin(t)]) + 0.15 * rng.standard_normal((m, 2))
+    rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    return u @ rot.T + 8.0 * np.array([np.cos(a), np.sin(a)])
