@@ -110,7 +110,7 @@ def test_disconnected_graph_clusters_each_component():
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"affinity": "rbf"}, r"affinity must be one of \['knn'\]; got 'rbf'"),
+    ({"affinity": "rbf"}, r"affinity must be one of \['knn', 'landmarks'\]; got 'rbf'"),
     ({"assign_labels": "qr"}, r"assign_labels must be one of \['kmeans', 'cluster_qr', 'discretize'\]; got 'qr'"),
     ({"n_clusters": 0}, r"n_clusters must be an integer in \[1, inf\); got 0"),
     ({"n_clusters": "many"}, r"n_clusters must be an integer in \[1, inf\) or 'auto'; got 'many'"),
@@ -166,3 +166,26 @@ def test_labels_match_scikit_learn_on_the_same_graph(data):
         ours.eigenmaps_.affinity_matrix_)
     assert adjusted_rand_score(ref.labels_, ours.labels_) >= 0.99
     assert adjusted_rand_score(y, ours.labels_) >= 0.99
+
+
+@pytest.mark.parametrize("shape", ["rings", "rings_and_blobs", "flower"])
+def test_the_landmark_path_finds_the_shapes(shape):
+    """affinity="landmarks" on 20,000 points of each generated shape: the planted classes (NMI >= 0.9), the same labels
+    from ``predict`` on the fitted points, and a restored ``to_state`` that predicts the same."""
+    from eigenflow.spectral.datasets import CLUSTER_SHAPES, make_cluster_shapes
+
+    X, y = make_cluster_shapes(shape, 20_000, random_state=0)
+    est = SpectralClustering(n_clusters=CLUSTER_SHAPES[shape][1], affinity="landmarks", random_state=0).fit(X)
+    assert normalized_mutual_info_score(y, est.labels_) >= 0.9
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    restored = SpectralClustering.from_state(*est.to_state())
+    np.testing.assert_array_equal(restored.predict(X[:500]), est.labels_[:500])
+
+
+def test_the_landmark_path_on_usps_beats_the_published_u_spec_figure():
+    """USPS (9,298 x 256): NMI above U-SPEC's published 0.6347 on its USPS (and KMeans' 0.627 measured here)."""
+    from tests.helpers import load_dataset
+
+    X, y = load_dataset("usps")
+    est = SpectralClustering(n_clusters=10, affinity="landmarks", random_state=0).fit(X)
+    assert normalized_mutual_info_score(y, est.labels_) >= 0.78
