@@ -14,7 +14,8 @@ returns small JSON metadata; the last one writes ``models/<run>``:
 - ``laplacian_eigenmaps``: kNN graph -> weights -> sparse eigensolve (three stages, see
   :mod:`tasks.bodies.laplacian_eigenmaps`), for ``affinity="knn"``; otherwise ``in_memory``;
 - ``spectral_clustering``: the same three stages for the eigenmap the clustering needs, then the cluster rule
-  fitted by row chunks on the workers (:mod:`tasks.bodies.clustering`).
+  fitted by row chunks on the workers (:mod:`tasks.bodies.clustering`); ``affinity="landmarks"``: ``in_memory``
+  (the fit holds X and O(n K) of graph; every row is then mapped by the stored landmark map, chunk by chunk).
 
 Models are restored by :func:`tasks.bodies.stored_model.load_fitted`.
 """
@@ -75,7 +76,7 @@ def fit_stages(req: FitRequest) -> list[Stage]:
         return _sharded_stages(req)
     if strategy == "laplacian_eigenmaps" and req.params.get("affinity", "knn") == "knn":
         return _laplacian_eigenmaps_stages(req)
-    if strategy == "spectral_clustering":
+    if strategy == "spectral_clustering" and req.params.get("affinity", "knn") == "knn":
         return _spectral_clustering_stages(req)
     if strategy == "discriminant" and _discriminant_at_scale(req.params):
         return [Stage("fit", lambda: discriminant_fit_task(req.store, req.run, req.token, method=req.method,

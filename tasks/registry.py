@@ -219,6 +219,8 @@ def point_outputs(entry: MethodEntry, model: Any, X_rows: np.ndarray) -> dict[st
         elif name == SCORES:
             fn = getattr(model, "class_scores", None) or model.decision_function  # (m, c) per-class scores
             out[name] = np.asarray(fn(X_rows), dtype=np.float64)
+        elif name == LABELS and EMBEDDING in out and hasattr(model, "rule_"):  # a clusterer: from its embedding
+            out[name] = model.rule_.labels(out[EMBEDDING])
         elif name == LABELS:
             out[name] = np.asarray(model.predict(X_rows), dtype=np.int64)
     return out
