@@ -133,7 +133,7 @@ def scale(args: argparse.Namespace) -> dict:
     from eigenflow.spectral.datasets import CLUSTER_SHAPES, make_cluster_shapes
     from eigenflow.storage.embedding_io import read_output
     from eigenflow.storage.export import export_output
-    from eigenflow.storage.manifest import list_runs
+    from eigenflow.storage.manifest import list_runs, read_manifest
 
     k = CLUSTER_SHAPES[args.shape][1]
     X, y = make_cluster_shapes(args.shape, args.n, random_state=args.seed)
@@ -149,7 +149,10 @@ def scale(args: argparse.Namespace) -> dict:
             export_output(store, f"{tmp}/labels.npy", output="labels", overwrite=True)
             labels = np.load(f"{tmp}/labels.npy")
             run = list_runs(store)[-1]
-            out[f"holdout_{holdout}"] = {"seconds": seconds, "stages": stages, **scores(y, labels)}
+            peaks = {r.name: r.info["worker_peak_rss_gb"] for r in read_manifest(store, run).stages
+                     if "worker_peak_rss_gb" in r.info}  # the worker's peak up to the end of the stage
+            out[f"holdout_{holdout}"] = {"seconds": seconds, "stages": stages, "worker_peak_gb": peaks,
+                                         **scores(y, labels)}
             if holdout:
                 held = read_output(store, run, "held_out").astype(bool)
                 out["heldout_agreement"] = matched_agreement(out.pop("_labels_all")[held], labels[held])
@@ -157,7 +160,8 @@ def scale(args: argparse.Namespace) -> dict:
                 out["_labels_all"] = labels
             r = out[f"holdout_{holdout}"]
             print(f"{args.shape} n={args.n:,} {args.affinity} holdout {holdout}: {seconds:.1f} s "
-                  f"NMI {r['nmi_sqrt']:.4f} (max {r['nmi_max']:.4f}) ARI {r['ari']:.4f}  stages {stages}", flush=True)
+                  f"NMI {r['nmi_sqrt']:.4f} (max {r['nmi_max']:.4f}) ARI {r['ari']:.4f}  stages {stages}  worker peak GB "
+                  f"{r['worker_peak_gb']}", flush=True)
     print(f"held-out rows labelled as by the fit on all rows: {out['heldout_agreement']:.4f}")
     return out
 

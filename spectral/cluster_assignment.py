@@ -24,6 +24,8 @@ DISCRETIZE_MAX_ITER = 20
 ZERO_EIGENVALUE = 1e-10
 #: rows the k-means restarts run on (all rows when there are fewer); the other rows join in the Lloyd refinement
 KMEANS_SAMPLE = 100_000
+#: rows per block of the distance computations (bounds their temporary memory)
+ROW_BLOCK = 1 << 18
 #: Lloyd refinement over all rows: at most this many passes ...
 LLOYD_MAX_ITER = 100
 #: ... stopping once the centres move less than this (sum of squared shifts; the features have unit-norm rows)
@@ -144,12 +146,15 @@ class ClusterRule:
 
     def features(self, Z: np.ndarray, comp: np.ndarray) -> np.ndarray:
         """The row-normalized clustering embedding (m, k) of eigenmap rows ``Z`` (m, k_e) of components ``comp``."""
-        Z = np.asarray(Z, dtype=np.float64) - self.offsets[comp]
         V = np.zeros((Z.shape[0], len(self.columns)))
-        for col, (_, c, j) in enumerate(self.columns):
-            mine = comp == c
-            V[mine, col] = 1.0 / np.sqrt(self.volumes[c]) if j < 0 else Z[mine, j]
-        return _row_normalize(V)
+        for a in range(0, Z.shape[0], ROW_BLOCK):  # (block, k) temporaries
+            Zb = np.asarray(Z[a:a + ROW_BLOCK], dtype=np.float64) - self.offsets[comp[a:a + ROW_BLOCK]]
+            Vb, cb = V[a:a + ROW_BLOCK], comp[a:a + ROW_BLOCK]
+            for col, (_, c, j) in enumerate(self.columns):
+                mine = cb == c
+                Vb[mine, col] = 1.0 / np.sqrt(self.volumes[c]) if j < 0 else Zb[mine, j]
+            Vb /= np.maximum(np.linalg.norm(Vb, axis=1, keepdims=True), np.finfo(np.float64).tiny)
+        return V
 
     def component_of(self, Z: np.ndarray) -> np.ndarray:
         """The component (m,) of new eigenmap rows ``Z``: the nearest component offset on the first axis
@@ -210,9 +215,14 @@ class ClusterRule:
 
 
 def nearest_centers(V: np.ndarray, centers: np.ndarray) -> np.ndarray:
-    """Index (m,) of the nearest of ``centers`` (k, p) to each row of ``V`` (m, p)."""
-    d2 = (V * V).sum(axis=1)[:, None] - 2.0 * V @ centers.T + (centers * centers).sum(axis=1)[None, :]
-    return d2.argmin(axis=1).astype(np.int64)
+    """Index (m,) of the nearest of ``centers`` (k, p) to each row of ``V`` (m, p), by blocks of
+    :data:`ROW_BLOCK` rows (the distances of one block in memory at a time)."""
+    c2 = (centers * centers).sum(axis=1)[None, :]
+    out = np.empty(V.shape[0], dtype=np.int64)
+    for a in range(0, V.shape[0], ROW_BLOCK):
+        B = V[a:a + ROW_BLOCK]
+        out[a:a + ROW_BLOCK] = (c2 - 2.0 * B @ centers.T).argmin(axis=1)  # |v|^2 is the same for every centre
+    return out
 
 
 def lloyd_sums(V: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -221,8 +231,11 @@ def lloyd_sums(V: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarr
     labels = nearest_centers(V, centers)
     k = centers.shape[0]
     sums = np.zeros((k, V.shape[1]))
-    np.add.at(sums, labels, V)
-    inertia = float(((V - centers[labels]) ** 2).sum())
+    inertia = 0.0
+    for a in range(0, V.shape[0], ROW_BLOCK):
+        B, lab = V[a:a + ROW_BLOCK], labels[a:a + ROW_BLOCK]
+        np.add.at(sums, lab, B)
+        inertia += float(((B - centers[lab]) ** 2).sum())
     return sums, np.bincount(labels, minlength=k).astype(np.float64), inertia
 
 

@@ -18,6 +18,8 @@ from scipy.linalg import eigh
 
 #: candidates drawn per landmark before the k-means that picks the landmarks (U-SPEC's hybrid selection)
 CANDIDATES_PER_LANDMARK = 10
+#: rows per block of the landmark search (bounds its temporary memory)
+SEARCH_BLOCK = 1 << 20
 #: k-means iterations of the landmark selection (the landmarks need to cover the data, not converge)
 SELECTION_MAX_ITER = 20
 
@@ -84,29 +86,40 @@ class TransferCutModel:
             mine = np.flatnonzero((parts == c) & (dy > 0))  # a landmark no point joins carries nothing
             if mine.size < 2:
                 continue
-            Bc = B[:, mine]
-            rows = np.flatnonzero(np.diff(Bc.tocsr().indptr))
-            Bc = Bc[rows]
-            E = (Bc.T @ sp.diags(1.0 / dx[rows]) @ Bc).toarray()
+            if mine.size == p:  # one part (the common case): B itself, no copy
+                E = (B.T @ sp.diags(1.0 / dx) @ B).toarray()
+            else:
+                Bc = B[:, mine]
+                rows = np.flatnonzero(np.diff(Bc.indptr))
+                Bc = Bc[rows]
+                E = (Bc.T @ sp.diags(1.0 / dx[rows]) @ Bc).toarray()
             kc = min(k, mine.size - 1)
             gamma, V = eigh(np.diag(dy[mine]) - E, np.diag(dy[mine]), subset_by_index=[0, kc])
             gamma = np.clip(gamma[1:], 0.0, 1.0 - 1e-12)  # the part's trivial (constant) vector dropped
             values[c, :kc] = gamma
             model.maps[mine, :kc] = V[:, 1:] / np.sqrt(1.0 - gamma)[None, :]  # 1 - lambda = sqrt(1 - gamma)
+        del B
         model.component_eigenvalues, model.landmark_components = values, parts
         model.component_labels = parts[idx[:, 0]]
-        raw = model._place(dist, idx, offsets=False)
-        model.component_offsets = component_offsets(raw, n_parts)
-        model.embedding = raw + model.component_offsets[model.component_labels]
+        model.embedding = model._place(dist, idx, offsets=False)
+        del dist, idx
+        model.component_offsets = component_offsets(model.embedding, n_parts)
+        model.embedding += model.component_offsets[model.component_labels]
         model.degrees = dx
         return model
 
     def _nearest(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Distances and indices (m, K) of the K nearest landmarks of each row of ``X``, by blocks of rows."""
         if self._index is None:
             from sklearn.neighbors import NearestNeighbors
 
             self._index = NearestNeighbors(n_neighbors=self.n_neighbors).fit(self.landmarks)
-        return self._index.kneighbors(np.asarray(X, dtype=np.float64))
+        dist = np.empty((X.shape[0], self.n_neighbors))
+        idx = np.empty((X.shape[0], self.n_neighbors), dtype=np.int32)  # p < 2**31 landmarks
+        for a in range(0, X.shape[0], SEARCH_BLOCK):
+            dist[a:a + SEARCH_BLOCK], idx[a:a + SEARCH_BLOCK] = self._index.kneighbors(
+                np.asarray(X[a:a + SEARCH_BLOCK], dtype=np.float64))
+        return dist, idx
 
     def _gaussian(self, dist: np.ndarray) -> np.ndarray:
         """The weights (n, K) of the K nearest landmarks at distances ``dist``."""
@@ -116,14 +129,20 @@ class TransferCutModel:
 
     def _weights(self, dist: np.ndarray, idx: np.ndarray) -> sp.csr_matrix:
         n, K = dist.shape
-        return sp.csr_matrix((self._gaussian(dist).ravel(), idx.ravel(), np.arange(0, n * K + 1, K)),
-                             shape=(n, self.landmarks.shape[0]))
+        indptr = np.arange(0, n * K + 1, K, dtype=np.int64 if n * K >= 2**31 else np.int32)
+        return sp.csr_matrix((self._gaussian(dist).ravel(), idx.ravel(), indptr), shape=(n, self.landmarks.shape[0]))
 
     def _place(self, dist: np.ndarray, idx: np.ndarray, *, offsets: bool = True) -> np.ndarray:
-        w = self._gaussian(dist)
-        U = np.einsum("nk,nkc->nc", w / w.sum(axis=1, keepdims=True), self.maps[idx])
-        if offsets:  # in the part of the nearest landmark, translated by its offset
-            U += self.component_offsets[self.landmark_components[idx[:, 0]]]
+        """The embedding (m, k) of rows whose K nearest landmarks are ``dist``, ``idx`` (m, K), by blocks of rows."""
+        U = np.zeros((idx.shape[0], self.maps.shape[1]))
+        for a in range(0, idx.shape[0], SEARCH_BLOCK):
+            w = self._gaussian(dist[a:a + SEARCH_BLOCK])
+            w /= w.sum(axis=1, keepdims=True)
+            block, near = U[a:a + SEARCH_BLOCK], idx[a:a + SEARCH_BLOCK]
+            for j in range(near.shape[1]):  # one neighbour at a time: never (m, K, k)
+                block += w[:, j:j + 1] * self.maps[near[:, j]]
+            if offsets:  # in the part of the nearest landmark, translated by its offset
+                block += self.component_offsets[self.landmark_components[near[:, 0]]]
         return U
 
     def transform(self, X: np.ndarray) -> np.ndarray:
