@@ -91,13 +91,19 @@ def _array_meta(fs: Any, root: str, array: str) -> dict | None:
 HASH_THREADS = 4
 
 
+def chunk_digest(fs: Any, path: str) -> str | None:
+    """:func:`file_digest` of a chunk file, None when it is absent: zarr writes no file for a chunk that holds only
+    the fill value (e.g. a chunk of labels that are all 0)."""
+    try:
+        return file_digest(fs, path)
+    except FileNotFoundError:
+        return None
+
+
 def _current(fs: Any, root: str, array: str, meta: dict) -> dict[str, str | None]:
     """``{chunk key: digest, or None when the chunk file is absent}`` of every chunk of ``array``."""
     def digest(key: str) -> str | None:
-        try:
-            return file_digest(fs, posixpath.join(root, array, key))
-        except FileNotFoundError:
-            return None
+        return chunk_digest(fs, posixpath.join(root, array, key))
 
     keys = chunk_keys(meta)
     if len(keys) == 1:
@@ -132,13 +138,13 @@ def _row_chunk_key(meta: dict, start: int) -> str:
     return "/".join(["c", *index])
 
 
-def record_chunk(store: StoreRef, array: str, start: int) -> str:
+def record_chunk(store: StoreRef, array: str, start: int) -> str | None:
     """Record the digest of the row chunk of ``array`` that starts at row ``start`` (after it was written);
     one small file per chunk, so chunks written concurrently by Dask workers never share a record."""
     fs, root = filesystem(store)
     meta = _array_meta(fs, root, array)
     key = _row_chunk_key(meta, start)
-    digest = file_digest(fs, posixpath.join(root, array, key))
+    digest = chunk_digest(fs, posixpath.join(root, array, key))  # None: all fill value, no file
     _write(fs, _chunk_record_path(root, array, key),
            json.dumps({"key": key, "digest": digest, "shape": meta["shape"]}).encode())
     return digest
@@ -175,9 +181,9 @@ def completed_row_chunks(store: StoreRef, arrays: list[str], starts: list[int]) 
             key = _row_chunk_key(meta, start)
             try:
                 record = json.loads(fs.cat_file(_chunk_record_path(root, array, key)))
-                intact = record["shape"] == meta["shape"] and record["digest"] == file_digest(
+                intact = record["shape"] == meta["shape"] and record["digest"] == chunk_digest(
                     fs, posixpath.join(root, array, key))
-            except (FileNotFoundError, ValueError, KeyError):
+            except (FileNotFoundError, ValueError, KeyError):  # (no record)
                 intact = False
             if not intact:
                 done.discard(start)
@@ -270,18 +276,17 @@ def _verify_chunk_records(fs: Any, root: str, folder: str, report: dict, strays:
     report["arrays"][array] = len(files)
     for path in files:
         record = json.loads(fs.cat_file(path))
-        try:
-            now = file_digest(fs, posixpath.join(root, array, record["key"]))
-        except FileNotFoundError:
-            now = None
+        now = chunk_digest(fs, posixpath.join(root, array, record["key"]))
         if record["shape"] != meta["shape"]:
             problem = "shape"
+        elif now == record["digest"]:
+            continue
         elif now is None:
             problem = "missing"
-        elif now != record["digest"]:
-            problem = "changed"
+        elif record["digest"] is None:  # written as all fill value (no file), a file now
+            problem = "unexpected"
         else:
-            continue
+            problem = "changed"
         report["bad"].append({"array": array, "chunk": record["key"], "problem": problem})
     if strays:
         _report_strays(fs, root, array, meta, report)

@@ -192,3 +192,25 @@ def test_undecodable_chunk_of_an_unrecorded_array_is_a_named_store_error(store):
     (store / "embeddings" / "r" / "c" / "1" / "0").write_bytes(b"garbage" * 10)
     with pytest.raises(StoreFormatError, match=r"cannot decode 'embeddings/r' of .*s.zarr: .*damaged chunk"):
         read_embedding(store, "r")
+
+
+def test_a_chunk_of_fill_values_is_recorded_without_a_file(any_store):
+    """zarr writes no file for a chunk that holds only the fill value (labels all 0): its record says so, verify and
+    a resumed write accept it, and a file appearing there later, or a written chunk vanishing, is reported."""
+    from eigenflow.storage.checksums import completed_row_chunks, record_chunk
+    from eigenflow.storage.embedding_io import create_output, write_output_block
+
+    create_output(any_store, "r", "labels", dtype="int64")
+    starts = list(range(0, N, CHUNK))
+    for start in starts:
+        rows = min(CHUNK, N - start)
+        block = np.zeros(rows, dtype=np.int64) if start == 0 else np.arange(rows, dtype=np.int64) + 1
+        write_output_block(any_store, "r", "labels", start, block)
+        assert (record_chunk(any_store, "outputs/r/labels", start) is None) == (start == 0)
+    assert verify(any_store)["bad"] == []
+    assert completed_row_chunks(any_store, ["outputs/r/labels"], starts) == set(starts)
+    _put(any_store, "outputs/r/labels/c/0")
+    fs, root = filesystem(any_store)
+    fs.rm_file(f"{root}/outputs/r/labels/c/1")
+    assert verify(any_store)["bad"] == [{"array": "outputs/r/labels", "chunk": "c/0", "problem": "unexpected"},
+                                        {"array": "outputs/r/labels", "chunk": "c/1", "problem": "missing"}]
