@@ -113,9 +113,9 @@ def matched_agreement(a: np.ndarray, b: np.ndarray) -> float:
     return float(table[rows, cols].sum() / a.size)
 
 
-def cli_embed(source: str, store: str, params: list[str], holdout: float) -> tuple[float, dict]:
+def cli_embed(source: str, store: str, params: list[str], holdout: float, workers: int) -> tuple[float, dict]:
     cmd = [sys.executable, "-m", "eigenflow.flows.cli", "embed", source, store, "--method", "spectral_clustering",
-           "--holdout", str(holdout), "--overwrite"] + [x for p in params for x in ("-p", p)]
+           "--holdout", str(holdout), "--overwrite", "--workers", str(workers)] + [x for p in params for x in ("-p", p)]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     seconds = time.perf_counter() - t0
@@ -137,7 +137,7 @@ def scale(args: argparse.Namespace) -> dict:
 
     k = CLUSTER_SHAPES[args.shape][1]
     X, y = make_cluster_shapes(args.shape, args.n, random_state=args.seed)
-    out: dict = {"shape": args.shape, "n": args.n, "classes": k, "affinity": args.affinity}
+    out: dict = {"shape": args.shape, "n": args.n, "classes": k, "affinity": args.affinity, "workers": args.workers}
     params = [f"n_clusters={k}", f"affinity={args.affinity}"] + args.param
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         source = f"{tmp}/X.npy"
@@ -145,7 +145,7 @@ def scale(args: argparse.Namespace) -> dict:
         del X
         for holdout in (0.0, 0.1):
             store = f"{tmp}/h{holdout}.zarr"
-            seconds, stages = cli_embed(source, store, params, holdout)
+            seconds, stages = cli_embed(source, store, params, holdout, args.workers)
             export_output(store, f"{tmp}/labels.npy", output="labels", overwrite=True)
             labels = np.load(f"{tmp}/labels.npy")
             run = list_runs(store)[-1]
@@ -176,6 +176,7 @@ def main() -> None:
     sc.add_argument("--affinity", default="landmarks", choices=["landmarks", "knn"])
     sc.add_argument("--param", "-p", action="append", default=[], help="more method parameters NAME=VALUE")
     sc.add_argument("--seed", type=int, default=0)
+    sc.add_argument("--workers", type=int, default=2, help="local Dask workers (each gets memory / workers)")
     sc.add_argument("--tmp", default=None, help="directory of the temporary stores")
     for p in (rl, sc):
         p.add_argument("--json", default=None, help="append the figures to this JSON file")
