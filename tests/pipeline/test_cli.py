@@ -217,6 +217,7 @@ def test_disconnected_graph_advice_is_followable_from_the_cli(tmp_path, prefect_
     assert np.isfinite(read_embedding(str(tmp_path / "two.zarr"), "b")).all()
 
 
+@pytest.mark.slow  # 9 s; the same check is tested in-process in tests/spectral
 def test_data_too_large_for_the_search_is_refused_in_one_line(tmp_path, prefect_api):
     """Finite coordinates around 1e30 would overflow the kNN search's float32 distances: the run fails in one line
     naming the magnitude and what to do, instead of building a corrupt graph."""
@@ -313,6 +314,7 @@ def test_two_embeds_into_one_new_store_the_second_is_refused_before_any_work(fil
           f"{ended[winner] - started[winner]:.2f} s")
 
 
+@pytest.mark.slow  # 19 s; the update flow and its refusals are tested in test_update.py
 def test_update_places_a_new_partition_and_refuses_a_changed_one_in_one_line(tmp_path, prefect_api):
     X, _, _ = make_swiss_roll_lifted(1500, random_state=2)
     (tmp_path / "parts").mkdir()

@@ -170,6 +170,7 @@ def test_ctrl_c_as_the_cli_starts_ends_it_with_one_line(points):
     print(f"SIGINT as the CLI starts: exit {code} after {seconds:.1f} s")
 
 
+@pytest.mark.slow  # 16 s
 @pytest.mark.timeout(300)
 def test_the_local_workers_survive_ctrl_cs_sent_to_them_as_they_start(points):
     """A Ctrl-C meant for the CLI reaches its workers too. SIGINT sent to both workers alone, every 0.1 s from the

@@ -92,6 +92,7 @@ def test_fresh_process_loads_from_cache_and_compiles_nothing(warm_cache):
     assert second["digest"] == first["digest"]  # the same graph and answers as the compiled (uncached) build
 
 
+@pytest.mark.slow  # 9 s: compiles the kernels again
 def test_damaged_cache_files_are_compiled_again(warm_cache, tmp_path):
     cache, first = warm_cache
     damaged = tmp_path / "cache"
