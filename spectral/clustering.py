@@ -191,22 +191,26 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     @classmethod
     def from_eigenmap(cls, eigenmap_model, rule: ClusterRule, params: dict, n_features: int,
                       eigengap: float | None = None) -> SpectralClustering:
-        """A fitted estimator from an eigenmap fitted elsewhere (the pipeline's stages) and its fitted ``rule``."""
+        """A fitted estimator from an eigenmap fitted elsewhere (the pipeline's stages) and its fitted ``rule``;
+        ``labels_`` and ``embedding_`` only when the eigenmap keeps its fitted rows (``embedding``)."""
         est = cls(**params)
         est.n_features_in_ = int(n_features)
-        V = rule.features(eigenmap_model.embedding, np.asarray(eigenmap_model.component_labels))
+        V = None
+        if hasattr(eigenmap_model, "embedding"):
+            V = rule.features(eigenmap_model.embedding, np.asarray(eigenmap_model.component_labels))
         est._set_fitted(eigenmap_model, rule, eigengap, V)
         return est
 
-    def _set_fitted(self, eigenmap_model, rule: ClusterRule, eigengap: float | None, V: np.ndarray) -> None:
+    def _set_fitted(self, eigenmap_model, rule: ClusterRule, eigengap: float | None, V: np.ndarray | None) -> None:
         self.eigenmap_model_, self.rule_ = eigenmap_model, rule
         self.n_connected_components_ = int(np.asarray(eigenmap_model.component_offsets).shape[0])
         self.n_clusters_ = rule.n_clusters
         self.eigengap_ = eigengap
         self.eigenvalues_ = np.array([t[0] for t in rule.columns])
         self.cluster_centers_, self.rotation_ = rule.centers, rule.rotation
-        self.embedding_ = V
-        self.labels_ = rule.labels(V)
+        if V is not None:
+            self.embedding_ = V
+            self.labels_ = rule.labels(V)
 
     def transform(self, X):
         """The clustering embedding (m, n_clusters_) of new points ``X`` (m, d): the eigenmap's Nystrom extension,
@@ -227,10 +231,13 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
 
 
 def eigenmap_rule(model, k: int | None, max_clusters: int, assign_labels: str) -> tuple[ClusterRule, float | None]:
-    """The (unfitted) :class:`ClusterRule` of a fitted eigenmap ``model`` (a ``LaplacianEigenmapsModel``) and the
-    eigengap of ``n_clusters="auto"`` (``k=None``)."""
-    comp = np.asarray(model.component_labels)
-    sizes = np.bincount(comp)
-    volumes = np.bincount(comp, weights=np.asarray(model.degrees, dtype=np.float64))
+    """The (unfitted) :class:`ClusterRule` of a fitted eigenmap ``model`` (a ``LaplacianEigenmapsModel`` or a
+    ``TransferCutModel``) and the eigengap of ``n_clusters="auto"`` (``k=None``)."""
+    if hasattr(model, "part_sizes"):  # the landmark graph: its parts' landmarks and volumes
+        sizes, volumes = model.part_sizes()
+    else:
+        comp = np.asarray(model.component_labels)
+        sizes = np.bincount(comp)
+        volumes = np.bincount(comp, weights=np.asarray(model.degrees, dtype=np.float64))
     columns, _, eigengap = choose_columns(model.component_eigenvalues, sizes, k, max_clusters)
     return ClusterRule(columns, volumes, np.asarray(model.component_offsets, dtype=np.float64), assign_labels), eigengap

@@ -14,8 +14,9 @@ returns small JSON metadata; the last one writes ``models/<run>``:
 - ``laplacian_eigenmaps``: kNN graph -> weights -> sparse eigensolve (three stages, see
   :mod:`tasks.bodies.laplacian_eigenmaps`), for ``affinity="knn"``; otherwise ``in_memory``;
 - ``spectral_clustering``: the same three stages for the eigenmap the clustering needs, then the cluster rule
-  fitted by row chunks on the workers (:mod:`tasks.bodies.clustering`); ``affinity="landmarks"``: ``in_memory``
-  (the fit holds X and O(n K) of graph; every row is then mapped by the stored landmark map, chunk by chunk).
+  fitted by row chunks on the workers (:mod:`tasks.bodies.clustering`); ``affinity="landmarks"``: one stage, the
+  landmark graph and the cluster rule by row chunks on the workers (every row is then labelled by the stored
+  model's ``predict``, chunk by chunk).
 
 Models are restored by :func:`tasks.bodies.stored_model.load_fitted`.
 """
@@ -76,7 +77,7 @@ def fit_stages(req: FitRequest) -> list[Stage]:
         return _sharded_stages(req)
     if strategy == "laplacian_eigenmaps" and req.params.get("affinity", "knn") == "knn":
         return _laplacian_eigenmaps_stages(req)
-    if strategy == "spectral_clustering" and req.params.get("affinity", "knn") == "knn":
+    if strategy == "spectral_clustering":
         return _spectral_clustering_stages(req)
     if strategy == "discriminant" and _discriminant_at_scale(req.params):
         return [Stage("fit", lambda: discriminant_fit_task(req.store, req.run, req.token, method=req.method,
@@ -203,6 +204,12 @@ def _spectral_clustering_stages(req: FitRequest) -> list[Stage]:
     from eigenflow.tasks.bodies.clustering import clustered
     from eigenflow.tasks.registry import make_estimator
 
+    if req.params.get("affinity") == "landmarks":
+        return [Stage("fit", lambda: landmark_clustering_task(req.store, req.run, req.token, method=req.method,
+                                                              params=req.params, holdout=req.holdout,
+                                                              random_state=req.random_state),
+                      lambda: _has_model(req))]
+
     eigenmap = LaplacianEigenmaps(**make_estimator(get_entry(req.method), req.params).eigenmap_params()).get_params()
     return [*_laplacian_eigenmaps_stages(req, eigenmap),
             Stage("clustering", lambda: cluster_task(req.store, req.run, req.token, params=req.params,
@@ -218,6 +225,17 @@ def cluster_task(store: Store, run: str, store_token: str, *, params: dict, rand
     from eigenflow.tasks.bodies.clustering import fit_clusters
 
     return run_on_worker(fit_clusters, store, run, params=params, random_state=random_state, name=f"cluster-{run}")
+
+
+@task(name="landmark-clustering", **COMPUTE_TASK)
+def landmark_clustering_task(store: Store, run: str, store_token: str, *, method: str, params: dict, holdout: float,
+                             random_state: int | None) -> dict[str, Any]:
+    """The landmark graph and its cluster rule by row chunks on the workers; the model written
+    (:func:`tasks.bodies.clustering.fit_landmark_clusters`)."""
+    from eigenflow.tasks.bodies.clustering import fit_landmark_clusters
+
+    return run_on_worker(fit_landmark_clusters, store, run, method=method, params=params, holdout=holdout,
+                         random_state=random_state, name=f"landmark-clustering-{run}")
 
 
 def _sharded_stages(req: FitRequest) -> list[Stage]:

@@ -70,7 +70,7 @@ def fit_clusters(store: Store, run: str, *, params: dict, random_state: int | No
     from distributed import worker_client
 
     from eigenflow.spectral._validation import check_random_state
-    from eigenflow.spectral.cluster_assignment import ClusterRule, choose_columns, lloyd_sums
+    from eigenflow.spectral.cluster_assignment import ClusterRule, choose_columns
     from eigenflow.storage.arrays import chunk_rows
 
     model_path = layout.model_path(run)
@@ -79,35 +79,118 @@ def fit_clusters(store: Store, run: str, *, params: dict, random_state: int | No
     n = _n_rows(store, run)
     step = chunk_rows(store)
     parts = [(s, min(s + step, n)) for s in range(0, n, step)]
-    k = None if params["n_clusters"] == "auto" else int(params["n_clusters"])
     rng = check_random_state(random_state)
     with worker_client() as client:  # this task leaves its worker's thread to the chunk tasks while it waits
         sizes, volumes = sum(client.gather(client.map(component_sums, [store] * len(parts), [run] * len(parts),
                                                       parts, n_components=values.shape[0])))
-        columns, k, eigengap = choose_columns(values, sizes, k, int(params["max_clusters"]))
+        columns, k, eigengap = choose_columns(values, sizes, _requested(params), int(params["max_clusters"]))
         rule = ClusterRule(columns, volumes, offsets, params["assign_labels"])
         blocks = client.map(chunk_features, [store] * len(parts), [run] * len(parts), parts, rule=rule)
-
-        def take_rows(rows: np.ndarray) -> np.ndarray:
-            taken = [client.submit(_take, block, rows[(rows >= a) & (rows < b)] - a)
-                     for block, (a, b) in zip(blocks, parts)]
-            return np.concatenate(client.gather(taken))
-
-        def lloyd(centers: np.ndarray) -> tuple:
-            sums = client.gather(client.map(lloyd_sums, blocks, centers=centers, pure=False))
-            return tuple(sum(part[i] for part in sums) for i in range(3))
-
-        if rule.assign_labels == "kmeans":
-            n_iter = rule.fit_assignment(n, take_rows, lloyd, rng, n_init=int(params["n_init"]))
-        else:
-            whole = client.submit(_concatenate, *blocks)
-            rule = client.submit(_fit_rotation, rule, whole, int(rng.integers(0, 2**31 - 1))).result()
-            n_iter = 0
-        counts = np.sum(client.gather(client.map(cluster_counts, blocks, rule=rule)), axis=0)
+        rule, info = fit_rule_on_blocks(client, rule, blocks, [b - a for a, b in parts], params, rng)
     record_model_attrs(store, run, {"method": METHOD, ATTR_CLUSTERING: {
-        "rule": rule.to_attrs(), "params": dict(params), "eigengap": eigengap, "lloyd_iterations": n_iter}})
-    return {"n_clusters": k, "eigengap": eigengap, "lloyd_iterations": n_iter,
-            "cluster_sizes": [int(c) for c in counts]}
+        "rule": rule.to_attrs(), "params": dict(params), "eigengap": eigengap,
+        "lloyd_iterations": info["lloyd_iterations"]}})
+    return {"n_clusters": k, "eigengap": eigengap, **info}
+
+
+def _requested(params: dict) -> int | None:
+    return None if params["n_clusters"] == "auto" else int(params["n_clusters"])
+
+
+def fit_rule_on_blocks(client: Any, rule: Any, blocks: list, sizes: list[int], params: dict,
+                       rng: np.random.Generator) -> tuple[Any, dict]:
+    """Fit the assignment of ``rule`` on the feature rows held by the futures ``blocks`` (``sizes`` rows each, in
+    order) and count the rows of each cluster: ``(fitted rule, {"lloyd_iterations", "cluster_sizes"})``. k-means:
+    restarts on a sample gathered from the blocks, Lloyd sums added over them; the rotations: every block
+    concatenated on one worker."""
+    from eigenflow.spectral.cluster_assignment import lloyd_sums
+
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+
+    def take_rows(rows: np.ndarray) -> np.ndarray:
+        taken = [client.submit(_take, block, rows[(rows >= a) & (rows < b)] - a)
+                 for block, a, b in zip(blocks, starts[:-1], starts[1:])]
+        return np.concatenate(client.gather(taken))
+
+    def lloyd(centers: np.ndarray) -> tuple:
+        sums = client.gather(client.map(lloyd_sums, blocks, centers=centers, pure=False))
+        return tuple(sum(part[i] for part in sums) for i in range(3))
+
+    if rule.assign_labels == "kmeans":
+        n_iter = rule.fit_assignment(int(starts[-1]), take_rows, lloyd, rng, n_init=int(params["n_init"]))
+    else:
+        whole = client.submit(_concatenate, *blocks)
+        rule = client.submit(_fit_rotation, rule, whole, int(rng.integers(0, 2**31 - 1))).result()
+        n_iter = 0
+    counts = np.sum(client.gather(client.map(cluster_counts, blocks, rule=rule)), axis=0)
+    return rule, {"lloyd_iterations": n_iter, "cluster_sizes": [int(c) for c in counts]}
+
+
+# ---- the landmark path -----------------------------------------------------------------------------------------
+def _fit_chunk(store: Store, bounds: tuple[int, int], rows: np.ndarray) -> np.ndarray:
+    """The fit rows ``rows`` (absolute, sorted) of X's rows ``bounds``."""
+    from eigenflow.storage.arrays import read_X
+
+    a, b = bounds
+    return read_X(store, a, b)[rows[(rows >= a) & (rows < b)] - a]
+
+
+def chunk_landmarks(store: Store, bounds: tuple[int, int], rows: np.ndarray, model: Any) -> tuple:
+    """The K nearest landmarks (distances, indices) of the fit rows of X's rows ``bounds``."""
+    return model.nearest(_fit_chunk(store, bounds, rows))
+
+
+def _graph_sums(neighbours: tuple, model: Any) -> tuple:
+    return model.graph_sums(*neighbours)
+
+
+def _landmark_features(neighbours: tuple, model: Any, rule: Any) -> np.ndarray:
+    Z = model.place(*neighbours)
+    return rule.features(Z, rule.component_of(Z))
+
+
+def fit_landmark_clusters(store: Store, run: str, *, method: str, params: dict, holdout: float,
+                          random_state: int | None) -> dict[str, Any]:
+    """``affinity="landmarks"``: the landmark graph of the fit rows and its cluster rule, by row chunks on the
+    workers; the fitted :class:`SpectralClustering` written to ``models/<run>`` (every row is then labelled by its
+    ``predict``). The landmarks and sigma come from rows drawn from the fit rows; each chunk task keeps its rows'
+    nearest landmarks, then their features, in its worker's memory; the landmark sums (p x p) are added here and
+    solved (:class:`spectral.embedding.transfer_cut.TransferCutModel`)."""
+    from distributed import worker_client
+
+    from eigenflow.spectral._validation import check_random_state
+    from eigenflow.spectral.cluster_assignment import ClusterRule, choose_columns
+    from eigenflow.spectral.embedding.transfer_cut import TransferCutModel
+    from eigenflow.storage.arrays import read_rows_at, row_chunks, x_shape
+    from eigenflow.tasks.bodies.estimator_fit import write_estimator
+    from eigenflow.tasks.bodies.fit_rows import fit_rows_for
+    from eigenflow.tasks.registry import get_entry, make_estimator
+
+    n_all, d = x_shape(store)
+    rows = fit_rows_for(n_all, holdout, random_state)
+    rng = check_random_state(random_state)
+    est = make_estimator(get_entry(method), params)
+    n_components = est.eigenmap_params(rows.size)["n_components"]
+    model = TransferCutModel.start(rows.size, lambda r: read_rows_at(store, layout.X, rows[r]),
+                                   n_landmarks=int(params["n_landmarks"]),
+                                   n_neighbors=int(params["n_landmark_neighbors"]), rng=rng)
+    chunks = [c for c in row_chunks(store) if np.any((rows >= c[0]) & (rows < c[1]))]
+    with worker_client() as client:
+        fit_rows = client.scatter(rows, broadcast=True)  # once per worker, not once per task
+        near = client.map(chunk_landmarks, [store] * len(chunks), chunks, rows=fit_rows, model=model)
+        E, dy, links = (sum(part) for part in zip(*client.gather(client.map(_graph_sums, near, model=model))))
+        model.solve(E, dy, links > 0, n_components)
+        sizes, volumes = model.part_sizes()
+        columns, k, eigengap = choose_columns(model.component_eigenvalues, sizes, _requested(params),
+                                              int(params["max_clusters"]))
+        rule = ClusterRule(columns, volumes, model.component_offsets, params["assign_labels"])
+        blocks = client.map(_landmark_features, near, model=model, rule=rule)
+        del near
+        counts = [int(np.count_nonzero((rows >= a) & (rows < b))) for a, b in chunks]
+        rule, info = fit_rule_on_blocks(client, rule, blocks, counts, params, rng)
+    write_estimator(store, run, method, type(est).from_eigenmap(model, rule, params, d, eigengap), rows)
+    return {"n_fit": int(rows.size), "n_clusters": k, "eigengap": eigengap, "n_landmarks": model.landmarks.shape[0],
+            "sigma": model.sigma, **info}
 
 
 def _n_rows(store: Store, run: str) -> int:

@@ -130,3 +130,25 @@ def test_the_anndata_export_has_the_labels_as_a_categorical(clustered):
     labels = cells.obs["X_eigenflow_labels"]
     assert labels.dtype == "category" and list(labels.cat.categories) == ["0", "1", "2", "3", "4"]
     assert cells.obsm["X_eigenflow"].shape == (N_FIT + N_NEW, 5)
+
+
+def test_the_landmark_path_by_chunks_equals_the_in_memory_estimator(prefect_api, cluster, blobs, tmp_path):
+    """affinity="landmarks" in the pipeline (landmark graph and k-means by chunks of 400 rows on the workers) against
+    the estimator fitted in memory on the same fit rows with the same seed: the same labels, for the fitted and the
+    held-out rows."""
+    from eigenflow.flows.embed import embed
+    from eigenflow.storage.embedding_io import read_output
+    from eigenflow.tasks.bodies.fit_rows import HELD_OUT
+
+    X, y = blobs
+    np.save(tmp_path / "X.npy", X[:N_FIT])
+    params = {"n_clusters": 5, "affinity": "landmarks", "n_landmarks": 200}
+    done = embed(str(tmp_path / "X.npy"), str(tmp_path / "l.zarr"), method="spectral_clustering", params=params,
+                 holdout=0.1, chunk_rows=400, random_state=0, scheduler=cluster)
+    assert done["stages"].keys() >= {"fit", "embed-points"} and done["results"]["n_clusters"] == 5
+    labels = read_output(str(tmp_path / "l.zarr"), done["run"], "labels")
+    held = read_output(str(tmp_path / "l.zarr"), done["run"], HELD_OUT).astype(bool)
+    est = SpectralClustering(**params, random_state=0).fit(X[:N_FIT][~held])
+    assert adjusted_rand_score(est.labels_, labels[~held]) == 1.0
+    assert adjusted_rand_score(est.predict(X[:N_FIT][held]), labels[held]) == 1.0
+    assert adjusted_rand_score(y[:N_FIT], labels) >= 0.99
