@@ -70,8 +70,8 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     n_landmarks : int >= 2, default 1000
         Landmarks of ``affinity="landmarks"``, at most one per 10 points (ignored otherwise).
     n_landmark_neighbors : int >= 1, default 5
-        The nearest landmarks each point is joined to with ``affinity="landmarks"`` (U-SPEC's K; on USPS NMI 0.827
-        with 5, 0.769 with 10).
+        The nearest landmarks each point is joined to with ``affinity="landmarks"`` (U-SPEC's K; on USPS NMI 0.831
+        with 5, 0.757 with 10).
     assign_labels : {"kmeans", "cluster_qr", "discretize"}, default "kmeans"
         "kmeans": scikit-learn's ``KMeans`` on the normalized embedding (on a sample of 100,000 rows when there are
         more, then Lloyd passes over every row: :func:`~spectral.cluster_assignment.kmeans_centers`). "cluster_qr": the
