@@ -135,6 +135,9 @@ def read_model(store: StoreRef, run: str) -> tuple[dict[str, np.ndarray], dict]:
     return arrays, attrs
 
 
+#: Model attribute of a clustered eigenmap: its fitted cluster rule, with the clusterer's parameters and fit figures
+#: (``tasks.bodies.clustering``).
+ATTR_CLUSTERING = "clustering"
 #: Model attribute of an aligned refit: ``{"scale": s, "rotation": R (k, k) as nested lists}``; its per-point outputs
 #: are ``s * Y @ R`` of the model's own coordinates ``Y`` (:mod:`spectral.embedding.alignment`).
 ATTR_ALIGNMENT = "alignment"

@@ -17,11 +17,9 @@ import numpy as np
 
 from eigenflow.storage import layout
 from eigenflow.storage.arrays import read_rows
-from eigenflow.storage.models import read_model_attrs, record_model_attrs
+from eigenflow.storage.models import ATTR_CLUSTERING, read_model_attrs, record_model_attrs
 from eigenflow.storage.store import Store
 
-#: ``attrs`` key of a model's fitted cluster rule (with the estimator's parameters and the fit's figures)
-ATTR_CLUSTERING = "clustering"
 #: ``attrs["method"]`` of a clustered model
 METHOD = "spectral_clustering"
 

@@ -14,10 +14,9 @@ import numpy as np
 
 from eigenflow.storage.arrays import read_X, x_shape
 from eigenflow.storage.errors import StoreFormatError
-from eigenflow.storage.models import read_model
+from eigenflow.storage.models import ATTR_CLUSTERING, read_model
 from eigenflow.storage.store import Store
 
-from eigenflow.tasks.bodies.clustering import ATTR_CLUSTERING
 from eigenflow.tasks.bodies.fit_rows import FIT_ROWS
 from eigenflow.tasks.registry import MethodEntry, get_entry
 
