@@ -1,12 +1,17 @@
-"""The clustering stage of ``spectral_clustering`` runs (kept free of Prefect imports: it runs on a Dask worker).
+"""The clustering of ``spectral_clustering`` runs by row chunks on the workers (kept free of Prefect imports).
 
-After the Laplacian eigenmaps stages have written the eigenmap of the fit rows (``models/<run>``), this stage
-fits the assignment of :class:`~spectral.cluster_assignment.ClusterRule` by row chunks on the workers: each chunk
-task reads its rows of the eigenmap and keeps their clustering features in its worker's memory; the component
-volumes and the Lloyd sums of k-means are per-chunk sums added here; the k-means restarts run on a sample of rows
-(:func:`~spectral.cluster_assignment.kmeans_centers`). No process holds every row, except for "cluster_qr" and
-"discretize", whose rotation needs every feature row at once on one worker (n x k, the size of the embedding).
-The fitted rule is added to the model's attributes; the labels of every row are written by the write-back.
+The kNN path (:func:`fit_clusters`, the ``clustering`` stage): after the Laplacian eigenmaps stages have written the
+eigenmap of the fit rows (``models/<run>``), each chunk task reads its rows of the eigenmap and keeps their clustering
+features in its worker's memory; the component volumes and the Lloyd sums of k-means are per-chunk sums added here;
+the k-means restarts run on a sample of rows (:func:`~spectral.cluster_assignment.kmeans_centers`). The fitted rule
+is added to the model's attributes.
+
+The landmark path (:func:`fit_landmark_clusters`, one ``fit`` stage): each chunk task keeps its fit rows' nearest
+landmarks, then their features; the landmark sums (p x p) are added and solved here; k-means as above. The fitted
+:class:`SpectralClustering` (landmarks and rule) is the model.
+
+No process holds every row, except for "cluster_qr" and "discretize", whose rotation needs every feature row at once
+on one worker (n x k, the size of the embedding). The labels of every row are written by the write-back.
 """
 
 from __future__ import annotations
