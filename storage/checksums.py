@@ -21,7 +21,8 @@ from typing import Any
 
 from . import layout
 from .errors import StoreFormatError, writing
-from .store import StoreRef, _read_json, file_location, filesystem, validate_store
+from .local_files import file_location, is_local
+from .store import StoreRef, _read_json, filesystem, validate_store
 
 #: Folder of the checksum records (one JSON file per array: ``{chunk key: digest or null}``).
 CHECKSUMS = "checksums"
@@ -44,7 +45,7 @@ HASH_READ_BYTES = 2**20
 def file_digest(fs: Any, path: str) -> str:
     """The digest of the file ``path`` (:func:`_digest` of its bytes); a local file is read
     :data:`HASH_READ_BYTES` at a time (a chunk file is never held whole), any other in one request."""
-    if fs.__class__.__name__ != "LocalFileSystem":
+    if not is_local(fs):
         return _digest(fs.cat_file(path))
     digest = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as fh:
@@ -76,7 +77,7 @@ def _write(fs: Any, path: str, payload: bytes) -> None:
     """One small file; folders are made on local disks only (object stores have none: a folder marker would be
     an object of its own, which a later recursive move cannot copy)."""
     with writing(file_location(fs, path)):
-        if fs.__class__.__name__ == "LocalFileSystem":
+        if is_local(fs):
             fs.makedirs(posixpath.dirname(path), exist_ok=True)
         fs.pipe_file(path, payload)
 

@@ -37,6 +37,7 @@ from .lock import carry_lock, claimed_here
 from .errors import IngestError, StoreFormatError, StorageError
 from .readers import open_labels, open_source, read_rows_from_spec, source_kind
 from .source import check_label_count
+from .local_files import is_local
 from .store import Store, _read_json, filesystem, is_url, open_store, read_attrs
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -278,7 +279,7 @@ def _swap_into_place(fs: Any, tmp: str, root: str, url: str, replace: bool, clai
     object store the copy writes over it."""
     old = None
     if claimed:
-        if _is_local(fs):
+        if is_local(fs):
             fs.rm(root, recursive=True)
     elif fs.exists(root):
         if not replace:
@@ -297,11 +298,11 @@ def _swap_into_place(fs: Any, tmp: str, root: str, url: str, replace: bool, clai
 
 
 def _is_local(fs: Any) -> bool:
-    return getattr(fs, "protocol", None) in ("file", ("file", "local")) or fs.__class__.__name__ == "LocalFileSystem"
+    return getattr(fs, "protocol", None) in ("file", ("file", "local")) or is_local(fs)
 
 
 def _move(fs: Any, src: str, dst: str) -> None:
-    if _is_local(fs):
+    if is_local(fs):
         os.rename(src, dst)  # atomic on one filesystem
     else:  # object stores: no rename; copy every key, the root metadata (status "complete") last, then delete
         fs.invalidate_cache()  # listings cached before the chunks were written (by zarr's own fs) are stale

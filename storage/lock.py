@@ -34,7 +34,8 @@ from typing import Any
 from . import layout
 from .errors import StorageError, writing
 from .signals import signals_held
-from .store import StoreRef, file_location, filesystem
+from .local_files import file_location, is_local
+from .store import StoreRef, filesystem
 
 #: The lock file, next to the run manifests.
 LOCK_KEY = f"{layout.RUNS}/.lock.json"
@@ -182,7 +183,7 @@ def _acquire(fs: Any, path: str, record: dict, store: StoreRef) -> None:
 
 
 def _create_exclusive(fs: Any, path: str, payload: bytes) -> bool:
-    if fs.__class__.__name__ == "LocalFileSystem":
+    if is_local(fs):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

@@ -37,7 +37,8 @@ from . import layout
 from ._jsonable import check_attrs
 from .errors import DamagedManifestError, DamagedManifestWarning, StoreFormatError, StorageError, writing
 from .signals import signals_held
-from .store import StoreRef, file_location, filesystem, is_url, replace_local_file
+from .local_files import file_location, is_local, replace_local_file
+from .store import StoreRef, filesystem, is_url
 
 #: Distributions whose versions every manifest records.
 TRACKED_PACKAGES = ("eigenflow", "numpy", "scipy", "dask", "distributed", "zarr", "prefect", "pynndescent",
@@ -168,7 +169,7 @@ def write_manifest(store: StoreRef, manifest: RunManifest) -> str:
     fs, path = _manifest_path(store, manifest.run_id)
     payload = json.dumps(manifest.to_dict(), indent=2, allow_nan=False).encode()
     with writing(file_location(fs, path)):
-        if fs.__class__.__name__ == "LocalFileSystem":
+        if is_local(fs):
             replace_local_file(path, payload)
         else:
             fs.pipe_file(path, payload)  # a single object PUT is atomic on object stores

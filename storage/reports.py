@@ -6,7 +6,8 @@ import posixpath
 
 from . import layout
 from .errors import writing
-from .store import StoreRef, file_location, filesystem, is_url, replace_local_file
+from .local_files import file_location, is_local, replace_local_file
+from .store import StoreRef, filesystem, is_url
 
 #: Folder of the report files (not a zarr node: the store's validation does not descend into it).
 REPORTS = "reports"
@@ -18,7 +19,7 @@ def write_report_file(store: StoreRef, run: str, name: str, payload: bytes) -> s
     layout.check_name("report name", name)
     fs, root = filesystem(store)
     path = posixpath.join(root, REPORTS, run, name)
-    if fs.__class__.__name__ == "LocalFileSystem":
+    if is_local(fs):
         with writing(path):
             replace_local_file(path, payload)
         return f"file://{path}"

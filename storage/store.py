@@ -18,7 +18,6 @@ import json
 import os
 import math
 import posixpath
-import secrets
 from typing import Any, Iterator, Union
 
 import fsspec
@@ -117,31 +116,6 @@ def location(store: StoreRef, path: str = "") -> str:
         url = _normalize(store)
         base = url.rstrip("/") if is_url(url) else os.path.abspath(url)
     return posixpath.join(base, path) if path else base
-
-
-def file_location(fs: fsspec.AbstractFileSystem, path: str) -> str:
-    """``path`` on ``fs`` for messages: as it is on a local disk, with its protocol elsewhere."""
-    return path if fs.__class__.__name__ == "LocalFileSystem" else fs.unstrip_protocol(path)
-
-
-def replace_local_file(path: str, payload: bytes) -> None:
-    """Write ``payload`` to a temporary file beside ``path``, synced, then renamed over it; a failed write
-    removes the temporary file and leaves ``path`` as it was (stop signals are held meanwhile:
-    :func:`storage.signals.signals_held`)."""
-    from .signals import signals_held
-
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{secrets.token_hex(4)}.tmp"
-    with signals_held():  # a Ctrl-C cannot leave the temporary file behind
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
 
 # ---- validation of raw metadata -----------------------------------------------------------------------

@@ -263,7 +263,7 @@ def test_a_signal_during_a_manifest_write_waits_for_its_end(tmp_path):
     """SIGINT delivered in the middle of an atomic write (:func:`storage.signals.signals_held`): the file is
     written whole, no temporary file is left, and the interrupt arrives right after."""
     from eigenflow.storage.signals import signals_held
-    from eigenflow.storage.store import replace_local_file
+    from eigenflow.storage.local_files import replace_local_file
 
     target = tmp_path / "runs" / "r.json"
     # Python's own SIGINT handler, whatever an earlier test of the session (a flow engine, a runner) installed
