@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -113,20 +112,15 @@ def matched_agreement(a: np.ndarray, b: np.ndarray) -> float:
     return float(table[rows, cols].sum() / a.size)
 
 
-def cli_embed(source: str, store: str, params: list[str], holdout: float, workers: int) -> tuple[float, dict]:
+def cli_embed(source: str, store: str, params: list[str], holdout: float, workers: int) -> float:
     cmd = [sys.executable, "-m", "eigenflow.flows.cli", "embed", source, store, "--method", "spectral_clustering",
            "--holdout", str(holdout), "--overwrite", "--workers", str(workers)] + [x for p in params for x in ("-p", p)]
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    done = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     if done.returncode:
         raise SystemExit(f"embed failed: {done.stderr.strip().splitlines()[-1:]}")
-    stages = {}
-    for line in done.stdout.splitlines():
-        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
-        if len(cells) == 2 and cells[1].replace(".", "", 1).isdigit():
-            stages[cells[0]] = float(cells[1])
-    return seconds, stages
+    return seconds
 
 
 def scale(args: argparse.Namespace) -> dict:
@@ -145,16 +139,17 @@ def scale(args: argparse.Namespace) -> dict:
         del X
         for holdout in (0.0,) if args.skip_holdout else (0.0, 0.1):
             store = f"{tmp}/h{holdout}.zarr"
-            seconds, stages = cli_embed(source, store, params, holdout, args.workers)
+            seconds = cli_embed(source, store, params, holdout, args.workers)
             export_output(store, f"{tmp}/labels.npy", output="labels", overwrite=True)
             labels = np.load(f"{tmp}/labels.npy")
-            run = list_runs(store)[-1]
-            peaks = {r.name: r.info["worker_peak_rss_gb"] for r in read_manifest(store, run).stages
+            manifest = read_manifest(store, list_runs(store)[-1])
+            stages = {r.name: round(r.seconds or 0.0, 2) for r in manifest.stages}
+            peaks = {r.name: r.info["worker_peak_rss_gb"] for r in manifest.stages
                      if "worker_peak_rss_gb" in r.info}  # the worker's peak up to the end of the stage
             out[f"holdout_{holdout}"] = {"seconds": seconds, "stages": stages, "worker_peak_gb": peaks,
                                          **scores(y, labels)}
             if holdout:
-                held = read_output(store, run, "held_out").astype(bool)
+                held = read_output(store, manifest.run_id, "held_out").astype(bool)
                 out["heldout_agreement"] = matched_agreement(out.pop("_labels_all")[held], labels[held])
             else:
                 out["_labels_all"] = labels

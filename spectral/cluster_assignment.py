@@ -153,7 +153,7 @@ class ClusterRule:
             for col, (_, c, j) in enumerate(self.columns):
                 mine = cb == c
                 Vb[mine, col] = 1.0 / np.sqrt(self.volumes[c]) if j < 0 else Zb[mine, j]
-            Vb /= np.maximum(np.linalg.norm(Vb, axis=1, keepdims=True), np.finfo(np.float64).tiny)
+            Vb[...] = _row_normalize(Vb)
         return V
 
     def component_of(self, Z: np.ndarray) -> np.ndarray:

@@ -94,12 +94,10 @@ def fit_summary(est: Any) -> dict[str, Any]:
         value = getattr(est, name, None)
         if isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 100:
             out[name.rstrip("_")] = [float(v) for v in value]
-    for name in ("sigma_", "n_iter_", "converged_", "lp_objective_", "n_clusters_", "eigengap_"):
+    for name in ("sigma_", "n_iter_", "converged_", "lp_objective_"):
         value = getattr(est, name, None)
         if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
             out[name.rstrip("_")] = value.item() if hasattr(value, "item") else value
-    if getattr(est, "n_clusters_", None) is not None:  # a clusterer: its clusters' sizes among the fit rows
-        out["cluster_sizes"] = np.bincount(est.labels_, minlength=est.n_clusters_).tolist()
     return out
 
 
