@@ -205,6 +205,10 @@ PARAM_OPT = typer.Option([], "--param", "-p", help="method parameter NAME=VALUE 
 K_OPT = typer.Option(None, "--n-components", "-k", help="embedding dimension (the method's n_components)")
 LABELS_OPT = typer.Option(None, help=".npy file of labels ingested with the points (-1 = unlabeled)")
 HOLDOUT_OPT = typer.Option(0.0, help="fraction of points left out of the fit and mapped out-of-sample")
+# Options of every command that runs a flow.
+SCHEDULER_OPT = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address")
+WORKERS_OPT = typer.Option(2, help="local Dask workers (without --scheduler)")
+RUN_NAME_OPT = typer.Option(None, help="run id (reuse a failed run's id to resume it)")
 
 
 @app.command()
@@ -216,9 +220,8 @@ def embed(
     labels: Optional[str] = LABELS_OPT, holdout: float = HOLDOUT_OPT,
     use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
     seed: int = typer.Option(0, help="random seed of the run"),
-    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
-    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
-    run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
+    scheduler: Optional[str] = SCHEDULER_OPT, workers: int = WORKERS_OPT,
+    run_name: Optional[str] = RUN_NAME_OPT,
     chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk of the store"),
     overwrite: bool = typer.Option(False, help="re-ingest SOURCE over an existing STORE"),
     overwrite_run: bool = typer.Option(False, "--overwrite-run", help="start --run-name again from nothing instead "
@@ -260,8 +263,7 @@ def serve(
     method: str = METHOD_OPT, param: list[str] = PARAM_OPT, n_components: Optional[int] = K_OPT,
     labels: Optional[str] = LABELS_OPT, holdout: float = HOLDOUT_OPT,
     use_rep: Optional[str] = USE_REP_OPT, labels_obs: Optional[str] = LABELS_OBS_OPT,
-    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
-    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+    scheduler: Optional[str] = SCHEDULER_OPT, workers: int = WORKERS_OPT,
     keep_cluster: bool = typer.Option(True, help="keep one warm local Dask cluster up between runs"),
     flow: str = typer.Option("update", help="scheduled flow: update (the new rows of a growing source placed, "
                                             "refits by --refit) or embed (a full fit every run)"),
@@ -283,9 +285,8 @@ def update(
     source: str = typer.Argument(..., help="the growing source STORE was ingested from (folder, glob or array)"),
     store: str = typer.Argument(..., help="eigenflow store with a model written by `eigenflow embed`"),
     seed: int = typer.Option(0, help="random seed of the drift samples"),
-    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
-    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
-    run_name: Optional[str] = typer.Option(None, help="run id (reuse a failed run's id to resume it)"),
+    scheduler: Optional[str] = SCHEDULER_OPT, workers: int = WORKERS_OPT,
+    run_name: Optional[str] = RUN_NAME_OPT,
     max_share: float = typer.Option(0.05, help="drift flag: share of new rows beyond the fit's q0.99 distance"),
     refit: str = typer.Option("auto", help="refit every row when the policy says so (auto), never, or always"),
     refit_share: float = typer.Option(0.25, help="auto: refit at this share of rows mapped since the last fit"),
@@ -365,8 +366,7 @@ def extend(
     out_store: str = typer.Argument(..., metavar="OUT", help="store to write the new points' embedding to"),
     run: Optional[str] = typer.Option(None, help="model run (default: the latest completed embed run)"),
     chunk_rows: Optional[int] = typer.Option(None, help="rows per chunk of OUT"),
-    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
-    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+    scheduler: Optional[str] = SCHEDULER_OPT, workers: int = WORKERS_OPT,
     overwrite: bool = typer.Option(False, help="re-ingest NEW over an existing OUT"),
     sharded: Optional[bool] = typer.Option(None, "--sharded/--no-sharded",
                                            help="laplacian_eigenmaps: search the new points in per-shard indexes on "
@@ -460,8 +460,7 @@ def demo(
     out_dir: str = typer.Option("demo-output", "--out", help="output directory (store, data, plot)"),
     holdout: float = typer.Option(0.1, help="fraction of points held out of the fit"),
     seed: int = typer.Option(0, help="random seed"),
-    scheduler: Optional[str] = typer.Option(None, envvar="EIGENFLOW_SCHEDULER", help="Dask scheduler address"),
-    workers: int = typer.Option(2, help="local Dask workers (without --scheduler)"),
+    scheduler: Optional[str] = SCHEDULER_OPT, workers: int = WORKERS_OPT,
     knn_method: str = typer.Option("auto", help="auto (default: exact or NN-descent by the data) | exact | "
                                                "nndescent"),
 ) -> None:

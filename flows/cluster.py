@@ -76,6 +76,18 @@ def stop_signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+@contextmanager
+def environ_set(values: dict) -> Iterator[None]:
+    """``os.environ`` with ``values`` (as strings) during the block, as it was after it."""
+    saved = dict(os.environ)
+    os.environ.update({key: str(value) for key, value in values.items()})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def launch_fork_server() -> str:
     """Launch multiprocessing's fork server, importing Dask's worker and eigenflow's worker preload, with SIGINT and
     SIGTERM blocked (see the module docstring) and the workers' environment (:func:`worker_environ`: what Dask
@@ -96,18 +108,11 @@ def launch_fork_server() -> str:
         return configured
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["distributed", WORKER_PRELOAD])
-    saved = dict(os.environ)
-    try:
-        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (saved.get("PYTHONWARNINGS"), TRACKER_WARNINGS)))
+    warnings = ",".join(filter(None, (os.environ.get("PYTHONWARNINGS"), TRACKER_WARNINGS)))
+    with environ_set({"PYTHONWARNINGS": warnings}):
         multiprocessing.resource_tracker.ensure_running()
-        os.environ.clear()
-        os.environ.update(saved)
-        os.environ.update({key: str(value) for key, value in worker_environ().items()})
-        with stop_signals_blocked():
-            multiprocessing.forkserver.ensure_running()  # a second call finds it running
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    with environ_set(worker_environ()), stop_signals_blocked():
+        multiprocessing.forkserver.ensure_running()  # a second call finds it running
     return "forkserver"
 
 

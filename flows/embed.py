@@ -34,7 +34,6 @@ from eigenflow.tasks.update import align_task
 from eigenflow.tasks.bodies.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from eigenflow.tasks.warm_up import planned_dtype, warm_workers
 
-from eigenflow.flows._serve_recovery import record_served_run
 from eigenflow.flows.cluster import dask_client
 from eigenflow.flows.reporting import figures_on_worker, publish_run
 from eigenflow.flows.run import RunContext, ingest, new_run_id, open_run, run_watch
@@ -128,7 +127,6 @@ def embed(
     parameters = {"source": str(source), "chunk_rows": chunk_rows, "n_workers": n_workers, "scheduler": scheduler,
                   **identity}
 
-    record_served_run()  # a served run names its process, for the recovery of a run whose process died
     t0 = time.perf_counter()
     with store_lock(target, run), dask_client(scheduler, n_workers=n_workers) as client, run_watch(client) as watch:
         cluster_seconds = time.perf_counter() - t0

@@ -28,7 +28,6 @@ from eigenflow.tasks.bodies.sharded_eigenmaps import candidates_complete
 from eigenflow.tasks.bodies.sharded_extend import sharded_fit_record
 from eigenflow.tasks.warm_up import model_dtype, warm_workers
 
-from eigenflow.flows._serve_recovery import record_served_run
 from eigenflow.flows.cluster import dask_client
 from eigenflow.flows.embed import DEFAULT_METHOD, output_paths
 from eigenflow.flows.reporting import figures_on_worker, publish_run
@@ -87,7 +86,6 @@ def extend(
                   "new_source": str(new_source), "chunk_rows": chunk_rows, "n_workers": n_workers,
                   "scheduler": scheduler, "sharded": use_shards, "use_rep": use_rep}
 
-    record_served_run()  # a served run names its process, for the recovery of a run whose process died
     t0 = time.perf_counter()
     with dask_client(scheduler, n_workers=n_workers) as client, run_watch(client) as watch:
         cluster_seconds = time.perf_counter() - t0

@@ -20,9 +20,11 @@ pays neither the kernels' load nor the cluster start. Prefect's runner starts ea
 claims scheduled runs a few seconds early, so for a scheduled run the subprocess's start is hidden.
 
 A served run whose process died (the serving process killed with SIGKILL, say) would stay *Running* in Prefect
-and hold ``embed/<name>``'s one concurrency slot forever. ``serve`` marks such runs *Crashed* when it starts and
-every 30 s while serving, only when their recorded process provably no longer exists on this host
-(:mod:`flows._serve_recovery`); the next scheduled run then starts and takes over the store's stale lock.
+and hold the scheduled deployment's one concurrency slot. Served runs send Prefect's flow-run heartbeats every
+:data:`HEARTBEAT_SECONDS`, and ``serve`` makes sure the server holds Prefect's documented zombie-run automation
+(:func:`ensure_zombie_automation`): a run silent for :data:`ZOMBIE_SECONDS` is marked *Crashed*, which frees the
+slot, whatever host it ran on; the next scheduled run then takes over the store's stale lock. It needs a server
+that runs its services (``prefect server start``, Prefect Cloud), not one started with ``--no-services``.
 SIGTERM and SIGINT stop ``serve`` within seconds: the run in progress is ended (its manifest ``failed``, the
 store's lock released; *Cancelled* / *Crashed* in Prefect), its subprocess and the local Dask cluster are stopped
 and the schedules paused.
@@ -43,7 +45,6 @@ from eigenflow.spectral._validation import check_choice
 from eigenflow.tasks.checks import check_embed_arguments
 from eigenflow.tasks.update import REFIT_CHOICES
 
-from eigenflow.flows._serve_recovery import ServeWatch, recover_crashed_runs, served_deployment_ids
 from eigenflow.flows.embed import embed
 from eigenflow.flows.extend import extend
 from eigenflow.flows.stops import stop_on_signals
@@ -55,6 +56,12 @@ logger = logging.getLogger("eigenflow.serve")
 EXTEND_SUFFIX = "-extend"
 #: The flows a schedule may run.
 SCHEDULED_FLOWS = ("update", "embed")
+#: Seconds between two heartbeats of a served run (Prefect's minimum), and the silence after which the zombie-run
+#: automation marks the run *Crashed* (Prefect's documented value).
+HEARTBEAT_SECONDS = 30
+ZOMBIE_SECONDS = 90
+#: The name of the automation :func:`ensure_zombie_automation` creates.
+ZOMBIE_AUTOMATION = "eigenflow: crash flow runs without heartbeats"
 
 
 def deployments(source: str, store: str, *, name: str, method: str, params: dict, labels: str | None,
@@ -141,17 +148,15 @@ def serve(source: str, store: str, *, name: str, method: str, params: dict, labe
     options = dict(name=name, method=method, params=params, labels=labels, holdout=holdout, interval=interval,
                    cron=cron, n_workers=n_workers, use_rep=use_rep, labels_obs=labels_obs, flow=flow, refit=refit)
     deployments(source, store, scheduler=scheduler, **options)  # the arguments are checked before a cluster starts
-    names = served_names(name, flow)
-    recover(names)  # frees the slot a dead run holds before the first run is claimed
+    ensure_zombie_automation()
     try:
-        _serve(source, store, names, keep_cluster=keep_cluster, scheduler=scheduler, options=options)
+        _serve(source, store, keep_cluster=keep_cluster, scheduler=scheduler, options=options)
     except KeyboardInterrupt:  # SIGTERM / Ctrl-C before a runner took over the signals: stopped, not failed
         logger.info("serve stopped by a signal")
 
 
-def _serve(source: str, store: str, names: list[str], *, keep_cluster: bool, scheduler: str | None,
-           options: dict) -> None:
-    """The cluster, the watch and the runner of :func:`serve`, each stopped in turn at the end."""
+def _serve(source: str, store: str, *, keep_cluster: bool, scheduler: str | None, options: dict) -> None:
+    """The cluster and the runner of :func:`serve`, each stopped in turn at the end."""
     with contextlib.ExitStack() as stack, stop_on_signals():  # a stop during the cluster's start closes it
         if keep_cluster and scheduler is None:
             scheduler = stack.enter_context(warm_cluster(options["n_workers"]))
@@ -161,16 +166,7 @@ def _serve(source: str, store: str, names: list[str], *, keep_cluster: bool, sch
             embed(source, store, method=options["method"], params=options["params"], labels=options["labels"],
                   holdout=options["holdout"], scheduler=scheduler, n_workers=options["n_workers"],
                   use_rep=options["use_rep"], labels_obs=options["labels_obs"])
-        watch = ServeWatch(names)
-        watch.start()
-        stack.callback(watch.stop)
-        stack.callback(recover, names, at_shutdown=True)  # a run whose process the shutdown ended
         serve_with_prefect_runner(served)
-
-
-def served_names(name: str, flow: str = "update") -> list[str]:
-    """The ``<flow>/<deployment>`` names of the deployments ``serve`` registers under ``name``."""
-    return [f"{flow}/{name}", f"{extend.name}/{name}{EXTEND_SUFFIX}"]
 
 
 def has_fit(store: str) -> bool:
@@ -197,7 +193,7 @@ def serve_with_prefect_runner(served: list[Any]) -> None:
             signal.signal(signal.SIGINT, self.handle_sigterm)
             await super().start(*args, **kwargs)
 
-    runner = _Runner(pause_on_shutdown=True)
+    runner = _Runner(pause_on_shutdown=True, heartbeat_seconds=HEARTBEAT_SECONDS)
     for deployment in served:
         runner.add_deployment(deployment)
     print("serving " + ", ".join(f"{d.flow_name}/{d.name}" for d in served) + "; stop with Ctrl-C or SIGTERM",
@@ -208,16 +204,27 @@ def serve_with_prefect_runner(served: list[Any]) -> None:
         pass
 
 
-def recover(names: list[str], *, at_shutdown: bool = False) -> list[Any]:
-    """Mark *Crashed* the runs of the deployments ``names`` whose process died (:mod:`flows._serve_recovery`);
-    returns their ids. ``at_shutdown``: a server error is logged, not raised (the process is exiting anyway)."""
-    from prefect.client.orchestration import get_client
+def ensure_zombie_automation() -> None:
+    """Create on the Prefect server, unless it has it, the automation of Prefect's guide "detect zombie flows": a
+    flow run that sent a heartbeat and then neither a heartbeat nor a final state for :data:`ZOMBIE_SECONDS` is
+    set *Crashed*."""
+    from datetime import timedelta
 
-    try:
-        with get_client(sync_client=True) as client:
-            return recover_crashed_runs(client, served_deployment_ids(client, names))
-    except Exception:
-        if not at_shutdown:
-            raise
-        logger.warning("serve: could not check the served runs at shutdown", exc_info=True)
-        return []
+    from prefect.automations import Automation
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import EventTrigger, Posture
+    from prefect.events.schemas.events import ResourceSpecification
+
+    with get_client(sync_client=True) as client:
+        if client.read_automations_by_name(ZOMBIE_AUTOMATION):
+            return
+    final = {f"prefect.flow-run.{state}" for state in ("Completed", "Failed", "Cancelled", "Crashed")}
+    Automation(name=ZOMBIE_AUTOMATION, trigger=EventTrigger(
+        after={"prefect.flow-run.heartbeat"}, expect={"prefect.flow-run.heartbeat", *final},
+        match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
+        for_each={"prefect.resource.id"}, posture=Posture.Proactive, threshold=1,
+        within=timedelta(seconds=ZOMBIE_SECONDS)), actions=[ChangeFlowRunState(
+            state=StateType.CRASHED, message=f"no heartbeat for {ZOMBIE_SECONDS} s: its process is gone "
+                                             "(marked by eigenflow serve's zombie-run automation)")]).create()

@@ -30,7 +30,6 @@ from eigenflow.tasks.points import extend_points_task
 from eigenflow.tasks.update import (DEFAULT_REFIT_SHARE, REFIT_CHOICES, append_task, drift_task, refit_arguments,
                                     refit_reason)
 
-from eigenflow.flows._serve_recovery import record_served_run
 from eigenflow.flows.cluster import dask_client
 from eigenflow.flows.embed import DEFAULT_METHOD, embed, output_paths
 from eigenflow.flows.reporting import publish_drift, publish_run
@@ -88,7 +87,6 @@ def update(
                   "n_workers": n_workers, "scheduler": scheduler, "use_rep": use_rep, "labels_obs": labels_obs,
                   "max_share": max_share, "refit": refit, "refit_share": refit_share}
 
-    record_served_run()  # a served run names its process, for the recovery of a run whose process died
     t0 = time.perf_counter()
     with store_lock(opened, run), dask_client(scheduler, n_workers=n_workers) as client, run_watch(client) as watch:
         before = [("cluster", time.perf_counter() - t0, {})]

@@ -2,8 +2,9 @@
 SIGTERM stops serve within seconds.
 
 - SIGKILL of the serving process group while a scheduled run is in a stage: the run stays *Running* in Prefect
-  and holds the deployment's one concurrency slot; ``serve`` started again marks it *Crashed* (its process is
-  gone) and the next scheduled run starts, takes over the store's stale lock and completes.
+  and holds the deployment's one concurrency slot until the server's zombie-run automation, which ``serve`` creates,
+  marks it *Crashed* (its heartbeats stopped); the next scheduled run of ``serve`` started again then takes over the
+  store's stale lock and completes.
 - SIGTERM to the serving process while a run is in a stage: the process exits within a bound, leaves no child
   behind, the run is ended in Prefect and ``failed`` in the store's manifest, and the lock is released.
 """
@@ -21,6 +22,7 @@ import numpy as np
 import psutil
 import pytest
 
+from eigenflow.flows.serve import HEARTBEAT_SECONDS, ZOMBIE_SECONDS
 from eigenflow.storage.lock import owner_alive, read_lock
 from eigenflow.storage.manifest import effective_status, list_runs, read_manifest
 from tests.helpers import stop_process_group
@@ -102,11 +104,11 @@ def _stop(serve: subprocess.Popen) -> None:
     stop_process_group(serve)
 
 
-@pytest.mark.slow  # 90 s: two served processes and three scheduled runs
+@pytest.mark.slow  # 200 s: two served processes, three scheduled runs and the heartbeats' 90 s of silence
 def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path):
-    """SIGKILL of serve's process group in a stage leaves the run *Running*; serve started again marks it
-    *Crashed*, the next scheduled run completes within 120 s, the store has no live ``running`` run nor a stale
-    lock."""
+    """SIGKILL of serve's process group in a stage leaves the run *Running*; the server's zombie-run automation
+    marks it *Crashed* once its heartbeats stop, the next scheduled run (of serve started again) completes, and the
+    store has no live ``running`` run nor a stale lock."""
     api_url, home = prefect_server
     _dataset(tmp_path)
     store = tmp_path / "served.zarr"
@@ -127,7 +129,8 @@ def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path):
     restarted_at = time.time()
     second = _start_serve(tmp_path, api_url, home, deployment.split("/")[1], interval=15)
     try:
-        _wait(lambda: _state(api_url, deployment, dead.id) == "CRASHED", 60, "Crashed state of the dead run", second)
+        _wait(lambda: _state(api_url, deployment, dead.id) == "CRASHED", ZOMBIE_SECONDS + HEARTBEAT_SECONDS + 60,
+              "Crashed state of the dead run", second, step=1)
 
         def completed_after_restart():
             return [r for r in _runs_of(api_url, deployment) if r.state and r.state.is_completed()
@@ -136,7 +139,7 @@ def test_killed_serve_does_not_stop_the_schedule(prefect_server, tmp_path):
         done = _wait(completed_after_restart, 120, "completed scheduled run after the restart", second, step=1)
         print(f"next run completed {time.time() - restarted_at:.1f} s after the restart")
         crashed = _flow_run(api_url, dead.id)
-        assert "process is gone" in crashed.state.message
+        assert "no heartbeat" in crashed.state.message
         lock = read_lock(store)
         assert lock is None or owner_alive(lock), f"stale lock left: {lock}"
     finally:
@@ -182,70 +185,23 @@ def test_sigterm_stops_serve_within_seconds(prefect_server, tmp_path, signum, to
     assert read_lock(store) is None
 
 
-_RECOVERY_SCRIPT = r"""
-import json, os, socket, subprocess, sys
+def test_zombie_automation_created_once(prefect_api):
+    """``serve`` puts Prefect's documented zombie-run automation on the real server once: a proactive trigger per
+    flow run, armed by a heartbeat and satisfied by the next heartbeat or a final state within 90 s, that sets the
+    run *Crashed*; a second call finds it and creates nothing."""
+    from prefect.client.orchestration import get_client
 
-from prefect import flow
-from prefect.client.orchestration import get_client
-from prefect.states import Running
+    from eigenflow.flows.serve import ZOMBIE_AUTOMATION, ZOMBIE_SECONDS, ensure_zombie_automation
 
-from eigenflow.flows._serve_recovery import record_owner, recover_crashed_runs
-from eigenflow.storage.lock import process_identity
-
-
-@flow(name="eigenflow-test-owned")
-def owned() -> None:
-    pass
-
-
-dead = subprocess.Popen([sys.executable, "-c", "pass"])
-dead.wait()  # a real process of this host that no longer exists
-owners = {
-    "dead": {"host": socket.gethostname(), "pid": dead.pid, "process_start": 1.0},
-    "alive": process_identity(),
-    "reused": {**process_identity(), "process_start": process_identity()["process_start"] - 100.0},
-    "other_host": {"host": "another-host.invalid", "pid": dead.pid, "process_start": 1.0},
-    "unrecorded": None,
-}
-with get_client(sync_client=True) as client:
-    deployment_id = owned.to_deployment(name="recovery-rule").apply()
-    runs = {}
-    for case, owner in owners.items():
-        run = client.create_flow_run_from_deployment(deployment_id)
-        client.set_flow_run_state(run.id, Running(), force=True)
-        if owner is not None:
-            record_owner(client, run.id, owner)
-        runs[case] = run.id
-    crashed = set(recover_crashed_runs(client, [deployment_id]))
-    again = recover_crashed_runs(client, [deployment_id])
-    states = {case: client.read_flow_run(rid).state for case, rid in runs.items()}
-    recorded = client.read_flow_run(runs["dead"]).infrastructure_pid
-print(json.dumps({"crashed": sorted(c for c, rid in runs.items() if rid in crashed), "again": len(again),
-                  "states": {c: s.type.value for c, s in states.items()},
-                  "message": states["dead"].message,
-                  "recorded": recorded, "expected": f"{socket.gethostname()}:{dead.pid}"}))
-"""
-
-
-def test_recovery_marks_only_provably_dead_owners(prefect_server, tmp_path):
-    """The rule on real flow runs of a real server: a run whose recorded process is gone (a pid that exited, or
-    a live pid with another start time: reused) is set Crashed with a message; a live owner, an owner on another
-    host and a run without an owner record stay Running; a second pass finds nothing more."""
-    import json
-
-    api_url, home = prefect_server
-    script = tmp_path / "recovery_rule.py"
-    script.write_text(_RECOVERY_SCRIPT)
-    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    print("recovery rule:", result)
-    assert result["crashed"] == ["dead", "reused"] and result["again"] == 0
-    assert result["states"] == {"dead": "CRASHED", "reused": "CRASHED", "alive": "RUNNING",
-                                "other_host": "RUNNING", "unrecorded": "RUNNING"}
-    assert "process is gone" in result["message"] and result["recorded"] == result["expected"]
+    ensure_zombie_automation()
+    ensure_zombie_automation()
+    with get_client(sync_client=True) as client:
+        found = client.read_automations_by_name(ZOMBIE_AUTOMATION)
+    assert len(found) == 1
+    trigger, (action,) = found[0].trigger, found[0].actions
+    assert trigger.posture.value == "Proactive" and trigger.within.total_seconds() == ZOMBIE_SECONDS
+    assert trigger.after == {"prefect.flow-run.heartbeat"} and "prefect.flow-run.Completed" in trigger.expect
+    assert action.type == "change-flow-run-state" and action.state.value == "CRASHED"
 
 
 def test_sigterm_while_the_cluster_starts(prefect_server, tmp_path):
