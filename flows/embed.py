@@ -27,7 +27,7 @@ from eigenflow.storage.run_outputs import drop_run_outputs
 from eigenflow.tasks.checks import check_embed_arguments, opened_or_url
 from eigenflow.tasks.fitting import FitRequest, Stage, fit_stages, release_index
 from eigenflow.tasks.points import embed_points_task
-from eigenflow.tasks.registry import LABELS, SCORES, get_entry
+from eigenflow.tasks.registry import DEFAULT_METHOD, LABELS, SCORES, get_entry
 from eigenflow.tasks.resume import check_run_identity, finished_stages
 from eigenflow.tasks.sharded_choice import resolve_sharded
 from eigenflow.tasks.update import align_task
@@ -37,8 +37,6 @@ from eigenflow.tasks.warm_up import planned_dtype, warm_workers
 from eigenflow.flows.cluster import dask_client
 from eigenflow.flows.reporting import figures_on_worker, publish_run
 from eigenflow.flows.run import RunContext, ingest, new_run_id, open_run, run_watch
-
-DEFAULT_METHOD = "laplacian_eigenmaps"
 
 
 @flow(name="embed", validate_parameters=True)

@@ -15,23 +15,18 @@ from typing import Any
 
 from prefect import flow
 
-from eigenflow.spectral._validation import check_choice, check_float, check_int
-from eigenflow.storage.append import new_rows, pending_append
+from eigenflow.storage.append import new_rows
 from eigenflow.storage.arrays import x_shape
-from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.lock import store_lock
 from eigenflow.storage.manifest import add_results, read_manifest
-from eigenflow.storage.models import list_models
 from eigenflow.storage.results_table import placed_segments
-from eigenflow.storage.store import Store
 from eigenflow.tasks.bodies.drift import DEFAULT_MAX_SHARE
-from eigenflow.tasks.checks import check_anndata_options
+from eigenflow.tasks.checks import check_update_arguments
 from eigenflow.tasks.points import extend_points_task
-from eigenflow.tasks.update import (DEFAULT_REFIT_SHARE, REFIT_CHOICES, append_task, drift_task, refit_arguments,
-                                    refit_reason)
+from eigenflow.tasks.update import DEFAULT_REFIT_SHARE, append_task, drift_task, refit_arguments, refit_reason
 
 from eigenflow.flows.cluster import dask_client
-from eigenflow.flows.embed import DEFAULT_METHOD, embed, output_paths
+from eigenflow.flows.embed import embed, output_paths
 from eigenflow.flows.reporting import publish_drift, publish_run
 from eigenflow.flows.run import new_run_id, open_run, run_watch
 
@@ -68,18 +63,9 @@ def update(
     ``drift`` (the figures of :mod:`tasks.bodies.drift`) and ``refit`` (the decision, its reason and the refit's
     run and alignment figures).
     """
-    n_workers = check_int("n_workers", n_workers, low=1)
-    max_share = check_float("max_share", max_share, low=0.0, high=1.0, low_inclusive=False)
-    check_anndata_options(source, use_rep, labels_obs, None)
-    refit = check_choice("refit", refit, REFIT_CHOICES)
-    refit_share = check_float("refit_share", refit_share, low=0.0, low_inclusive=False)
-    opened = Store.open(store, "r+", allow_incomplete=pending_append(store) is not None)
-    model_run = placed_segments(opened)[0].run
-    if model_run not in list_models(opened):
-        raise StoreFormatError(f"the latest run of store {store}, {model_run!r}, has no model to place new rows with; "
-                               "run `eigenflow embed` on it first")
-    fitted = read_manifest(opened, model_run)
-    method = fitted.parameters.get("method", DEFAULT_METHOD)
+    model = check_update_arguments(source, store, n_workers=n_workers, max_share=max_share, refit=refit,
+                                   refit_share=refit_share, use_rep=use_rep, labels_obs=labels_obs)
+    opened, model_run, fitted, method = model.store, model.run, model.manifest, model.method
     options = {"x_key": use_rep or "X", "labels_key": labels_obs or "auto"}
     new = new_rows(opened, source, **options)  # refuses a changed or vanished part, before any start-up
     run = new_run_id("update", run_name)

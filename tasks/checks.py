@@ -1,5 +1,6 @@
-"""The checks of a run's arguments, made before any work: an ``embed`` run's (:func:`check_embed_arguments`) and an
-AnnData source's options.
+"""The checks of a run's arguments, made before any work: an ``embed`` run's (:func:`check_embed_arguments`), an
+``extend`` or ``update`` run's and the model they place new rows with (:func:`check_extend_arguments`,
+:func:`check_update_arguments`), and an AnnData source's options.
 
 The parameters are checked against the source's shape and labels before the ingest. The number of rows of a source
 is known from its header (``.npy`` / ``.npz`` / ``.parquet`` / zarr: see :class:`storage.source.Source`; a CSV is
@@ -11,19 +12,24 @@ fit; got 50"``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from eigenflow.spectral._validation import check_float, check_int
+from eigenflow.spectral._validation import check_choice, check_float, check_int
 from eigenflow.spectral.errors import ParameterError
 from eigenflow.storage import layout
+from eigenflow.storage.arrays import x_shape
+from eigenflow.storage.errors import StoreFormatError
 from eigenflow.storage.lock import check_unlocked
+from eigenflow.storage.manifest import RunManifest, read_manifest, readable_manifests
+from eigenflow.storage.models import list_models
 from eigenflow.storage.store import Store
 from eigenflow.tasks.ingest import (existing_store_attrs, first_store_attrs, open_existing, same_location,
                                     with_opened)
-from eigenflow.tasks.registry import check_estimator_params, check_params, get_entry
-from eigenflow.tasks.sharded_choice import check_sharded
+from eigenflow.tasks.registry import DEFAULT_METHOD, check_estimator_params, check_params, get_entry
+from eigenflow.tasks.sharded_choice import SHARDED_METHOD, check_sharded
 
 def check_embed_arguments(source: str, store: str | Store, method: str, params: dict | None, *, labels: str | None,
                           holdout: float, n_workers: int, random_state: Any, overwrite: bool = False,
@@ -59,6 +65,78 @@ def check_embed_arguments(source: str, store: str | Store, method: str, params: 
     _check_source_shape(source, store, n, method, full, labels=labels, holdout=holdout, overwrite=overwrite)
     check_estimator_params(get_entry(method), full)  # after the bounds that name the source's size
     return full
+
+
+@dataclass(frozen=True)
+class StoredModel:
+    """The model an ``extend`` or ``update`` run places new rows with: the run of ``store`` that wrote it, and that
+    run's manifest (its method and parameters)."""
+
+    store: Store
+    run: str
+    manifest: RunManifest
+
+    @property
+    def method(self) -> str:
+        return self.manifest.parameters.get("method", DEFAULT_METHOD)
+
+
+def stored_model(store: Store, run: str | None) -> StoredModel:
+    """The model of ``run`` in ``store``; None: of the latest completed ``embed`` run that has one."""
+    with_models = list_models(store)
+    if run is None:
+        done = [m for m in readable_manifests(store)  # a damaged manifest is skipped, with a warning
+                if m.flow == "embed" and m.status == "completed" and m.run_id in with_models]
+        if not done:
+            raise StoreFormatError(f"store {store} has no completed embed run with a model; run `eigenflow embed` "
+                                   "first")
+        run = max(done, key=lambda m: m.started).run_id
+    if run not in with_models:
+        raise StoreFormatError(f"store {store} has no model for run {run!r}; runs with models: {with_models}")
+    return StoredModel(store, run, read_manifest(store, run))
+
+
+def check_extend_arguments(store: str, new_source: str, *, run: str | None, n_workers: int, sharded: bool | None,
+                           use_rep: str | None) -> tuple[StoredModel, bool]:
+    """Validate the arguments of :func:`flows.extend.extend` before any work: ``(the model, whether the new points
+    are searched in per-shard indexes)``. New points must have the model's number of features, read from the
+    source's header (a CSV, whose width is known only once read, is checked after its ingest)."""
+    from eigenflow.storage.checksums import check_intact
+    from eigenflow.storage.readers import source_n_columns
+    from eigenflow.tasks.bodies.sharded_extend import sharded_fit_record
+
+    check_int("n_workers", n_workers, low=1)
+    check_anndata_options(new_source, use_rep, None, None)
+    if sharded is not None and not isinstance(sharded, bool):
+        raise ParameterError(f"sharded must be True, False or None (as the model was fitted); got {sharded!r}")
+    model = stored_model(Store.open(store, "r"), run)  # the model store's one whole-store check; read only
+    use_shards = sharded_fit_record(model.store, model.run) is not None if sharded is None else sharded
+    if use_shards and model.method != SHARDED_METHOD:
+        raise ParameterError(f"sharded=True extends {SHARDED_METHOD!r} models; run {model.run!r} is method "
+                             f"{model.method!r}")
+    expected, got = x_shape(model.store)[1], source_n_columns(new_source, x_key=use_rep or "X")
+    if got is not None and got != expected:
+        raise StoreFormatError(f"new points must have {expected} features like the model's training data; "
+                               f"{new_source} has {got}")
+    check_intact(model.store)  # the model store's X (a kNN index may be rebuilt from it)
+    return model, use_shards
+
+
+def check_update_arguments(source: str, store: str, *, n_workers: int, max_share: float, refit: str,
+                           refit_share: float, use_rep: str | None, labels_obs: str | None) -> StoredModel:
+    """Validate the arguments of :func:`flows.update.update` before any work; returns the store's current model
+    (the one of its latest fit, which its table of results places first)."""
+    from eigenflow.storage.append import pending_append
+    from eigenflow.storage.results_table import placed_segments
+    from eigenflow.tasks.update import REFIT_CHOICES
+
+    check_int("n_workers", n_workers, low=1)
+    check_float("max_share", max_share, low=0.0, high=1.0, low_inclusive=False)
+    check_anndata_options(source, use_rep, labels_obs, None)
+    check_choice("refit", refit, REFIT_CHOICES)
+    check_float("refit_share", refit_share, low=0.0, low_inclusive=False)
+    opened = Store.open(store, "r+", allow_incomplete=pending_append(store) is not None)
+    return stored_model(opened, placed_segments(opened)[0].run)
 
 
 def opened_or_url(store: str) -> str | Store:

@@ -58,15 +58,14 @@ def extend_points_task(model_store: Store, model_run: str, model_token: str, out
 
 
 @task(name="knn-candidates-sharded", **COMPUTE_TASK)
-def extend_candidates_task(model_store: Store, model_run: str, out_store: Store, out_run: str, *,
-                           n_shards: int | None) -> dict[str, Any]:
+def extend_candidates_task(model_store: Store, model_run: str, out_store: Store, out_run: str) -> dict[str, Any]:
     """The candidate fit points of every row of ``out_store``, searched in per-shard indexes of the model's fit rows
     on the workers and written by them (:func:`tasks.bodies.sharded_extend.write_extend_candidates`)."""
     from distributed import get_client
 
     from eigenflow.tasks.bodies.sharded_extend import write_extend_candidates
 
-    return write_extend_candidates(model_store, model_run, out_store, out_run, get_client(), n_shards=n_shards)
+    return write_extend_candidates(model_store, model_run, out_store, out_run, get_client())
 
 
 def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name: str, *,

@@ -127,6 +127,8 @@ _ENTRIES = (
                 "point (Ng, Jordan & Weiss 2001)", fit="spectral_clustering", outputs=(EMBEDDING, LABELS)),
 )
 REGISTRY: dict[str, MethodEntry] = {e.name: e for e in _ENTRIES}
+#: The method of a run that names none (and of a manifest written before runs recorded theirs).
+DEFAULT_METHOD = "laplacian_eigenmaps"
 
 
 def get_entry(name: str) -> MethodEntry:

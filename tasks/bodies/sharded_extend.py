@@ -59,14 +59,16 @@ def extend_plan(model_store: Store, model_run: str) -> dict[str, Any]:
             "n_candidates": int(model.n_candidates)}
 
 
-def write_extend_candidates(model_store: Store, model_run: str, out_store: Store, out_run: str, client: Any, *,
-                            n_shards: int | None) -> dict[str, Any]:
-    """Write the candidate fit points of every row of ``out_store`` (see the module docstring); ``n_shards``: the
-    embed run's (None: from the cluster and the data size). Returns sizes and timings."""
+def write_extend_candidates(model_store: Store, model_run: str, out_store: Store, out_run: str,
+                            client: Any) -> dict[str, Any]:
+    """Write the candidate fit points of every row of ``out_store`` (see the module docstring), in as many shards as
+    the embed run used (a model without that record: from the cluster and the data size). Returns sizes and
+    timings."""
     from eigenflow.spectral.neighbours.sharded import build_shard_indexes
     from eigenflow.spectral.neighbours.sharded_query import query_shard_indexes
 
     t0 = time.perf_counter()
+    n_shards = (sharded_fit_record(model_store, model_run) or {}).get("n_shards")
     plan = client.submit(extend_plan, model_store, model_run, pure=False).result()
     fit, params, kc = plan["fit"], plan["knn_params"], plan["n_candidates"]
     sharded = build_shard_indexes(fit_X(model_store, fit), int(params["n_neighbors"]), n_shards=n_shards,

@@ -97,12 +97,12 @@ def test_export_without_run_skips_a_damaged_manifest(three_runs, tmp_path):
 
 
 def test_extend_model_lookup_skips_a_damaged_manifest(three_runs):
-    from eigenflow.flows.extend import latest_model_run
+    from eigenflow.tasks.checks import stored_model
 
     store, _ = three_runs
     path = _damage(store, "newest", "emptied")
     with pytest.warns(DamagedManifestWarning, match=path):
-        assert latest_model_run(str(store)) == "good"
+        assert stored_model(str(store), None).run == "good"
 
 
 def test_run_identity_refuses_an_unreadable_manifest_unless_overwritten(three_runs):
