@@ -93,15 +93,17 @@ def iter_table(store: Any, segments: list[Segment], output: str = "embedding"
         bounds = [seg.start, *range((seg.start // step + 1) * step, seg.stop, step), seg.stop]
         for start, stop in zip(bounds[:-1], bounds[1:]):  # the segment cut at the row chunks
             values = read_rows(store, _node(seg.run, output), start, stop)
-            placement = np.full(stop - start, FITTED if seg.flow == "embed" else MAPPED, dtype=object)
             if masked:
                 placement = np.where(read_rows(store, in_fit_path, start, stop), FITTED, HELD_OUT).astype(object)
+            else:
+                placement = np.full(stop - start, FITTED if seg.flow == "embed" else MAPPED, dtype=object)
             yield start, stop, values, np.full(stop - start, i, dtype=np.int32), placement
 
 
 def read_table(store: Any, output: str = "embedding") -> np.ndarray:
     """The table's ``output`` of every row, ``(n, ...)`` in memory (a refit's warm start and alignment)."""
-    return np.concatenate([values for _, _, values, _, _ in iter_table(store, table_segments(store, output), output)])
+    return np.concatenate([read_rows(store, _node(seg.run, output), seg.start, seg.stop)
+                           for seg in table_segments(store, output)])
 
 
 def table_info(segments: list[Segment]) -> dict[str, Any]:

@@ -113,8 +113,7 @@ class KNNIndex:
             index = ExactIndex(X, metric, n_jobs=n_jobs)
             return cls(X, method, metric, n_neighbors, seed, n_jobs, index, index.graph(X, n_neighbors, n_jobs))
         else:
-            index = _build_nndescent(X, metric, n_neighbors + 1, seed, n_jobs)
-            raw = _nndescent_indices(index)
+            index, raw = _build_nndescent(X, metric, n_neighbors + 1, seed, n_jobs)
         indices = _drop_self(raw, n_neighbors)
         graph = _refine(X, X, indices, metric)
         return cls(X, method, metric, n_neighbors, seed, n_jobs, index, graph)
@@ -310,26 +309,21 @@ def _max_threads() -> int:
     return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
 
-def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int | None):
+def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int | None) -> tuple[Any, np.ndarray]:
+    """pynndescent's index of ``X`` and its (n, k) int32 neighbour lists (each point its own first neighbour)."""
     from eigenflow.spectral.neighbours.nndescent_kernels import CachedNNDescent
 
     threads = _max_threads() if n_jobs is None else min(n_jobs, _max_threads())
     # compressed=False keeps what .query needs; low_memory is pynndescent's default for large data. The NN-descent
     # loop loads from eigenflow's compiled-code cache (spectral/neighbours/nndescent_kernels.py) instead of compiling here.
     index = CachedNNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False)
-    if np.any(_nndescent_indices(index) < 0):
+    indices = index.neighbor_graph[0]  # its public copy; the distances are computed again in float64 by the refinement
+    if np.any(indices < 0):
         raise InputDataError(
             f"NN-descent found fewer than n_neighbors + 1 = {k} neighbours for some points; "
             "use method='exact' for such small or degenerate data"
         )
-    return index
-
-
-def _nndescent_indices(index) -> np.ndarray:
-    """The (n, k) int32 neighbour lists of an NN-descent index, itself and not a copy: pynndescent's
-    ``neighbor_graph`` property copies them and converts every distance (two passes over the graph), and the
-    distances are computed again in float64 by the refinement anyway (pynndescent 0.7's ``_neighbor_graph``)."""
-    return index._neighbor_graph[0]
+    return index, indices
 
 
 def _query_nndescent(index, Q: np.ndarray, k: int) -> np.ndarray:
