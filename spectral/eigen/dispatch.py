@@ -121,10 +121,8 @@ def eigensolve(A, n_components, *, B=None, which="smallest", solver="auto", tol=
     if X0 is not None and solver in WARM_STARTED:
         solver_options = {**solver_options, "X0": X0}
     raw = _solver_function(solver)(problem, **solver_options)
-    if X0 is not None:  # LOBPCG may prefer its multilevel start (info["start"])
-        start = raw.info.get("start", "X0")
-        raw.info["X0"] = (f"unused ({solver} takes no start block)" if solver not in WARM_STARTED else "used"
-                          if start in ("X0", "random") else f"unused (the {start} start was closer)")
+    if X0 is not None:  # LOBPCG joins it to its multilevel start (info["start"])
+        raw.info["X0"] = "used" if solver in WARM_STARTED else f"unused ({solver} takes no start block)"
     return finalize(raw, problem, solver)
 
 

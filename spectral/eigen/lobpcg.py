@@ -31,8 +31,9 @@ Options: ``preconditioner`` (``"block_amg"``, ``"amg"``, ``None`` or a ``LinearO
 ``A^{-1}``; default ``"block_amg"`` as above), ``start`` (``"multilevel"``: needs an AMG preconditioner, a
 sparse/dense or no ``B``, and a hierarchy with a coarse level of >= 10 * block nodes, else it raises;
 ``"random"``; default: multilevel when possible, else random, the pick in ``info["start"]``), ``X0`` (n, j
-<= block) initial columns completed with standard normal ones (with the default start, taken only when their
-Rayleigh-Ritz residual is below the multilevel start's: ``info["start_residuals"]``), ``reorder``
+<= block) initial columns (with the default start, joined to the multilevel start: the block's smallest
+Rayleigh-Ritz vectors of both, ``info["start"] == "multilevel + X0"``; with a random start, completed with
+standard normal columns), ``reorder``
 (``"rcm"``, ``None``; default ``"rcm"`` for a sparse ``A`` with n >= ``REORDER_MIN_N`` and an explicit or
 no ``B``), ``amg_shift`` (default 1e-5), ``amg_options`` (keyword arguments of
 ``pyamg.smoothed_aggregation_solver``, replacing ``DEFAULT_AMG_OPTIONS``), ``extra_vectors`` (block columns
@@ -205,8 +206,9 @@ def _reordering(problem, choice):
 
 def _start_block(problem, options, ml, A, B, block: int, tol: float, dtype, info, perm) -> np.ndarray:
     """The start block in the solve's (reordered) row order: multilevel (coarse-to-fine on the AMG hierarchy) or
-    random (+ X0 columns). With ``start="auto"`` and both possible, the one whose Rayleigh-Ritz residual on ``A`` is
-    smaller (:func:`_ritz_residual`): a warm start that is worse than the multilevel one is not taken."""
+    random (+ X0 columns). With ``start="auto"``, X0 and a multilevel start both possible, the ``block`` smallest
+    Rayleigh-Ritz vectors of the span of both (:func:`_ritz_block`): the wanted vectors are at least as good as
+    either start's, and the guard vectors come from the multilevel start instead of random columns."""
     choice = options.get("start", "auto")
     if choice not in ("auto", "multilevel", "random"):
         raise ParameterError(f"start must be 'auto', 'multilevel' or 'random'; got {choice!r}")
@@ -230,33 +232,30 @@ def _start_block(problem, options, ml, A, B, block: int, tol: float, dtype, info
         choice = "multilevel" if usable else "random"
     given = None if X0 is None else _initial_block(X0, problem.n, block, problem.rng)
     given = given[perm] if given is not None and perm is not None else given
-    info["start"] = choice if X0 is None or choice == "random" else "multilevel or X0"
+    info["start"] = choice if X0 is None or choice == "random" else "multilevel + X0"
     if choice == "random":
         return (given if given is not None else _initial_block(None, problem.n, block, problem.rng)).astype(dtype)
     X, report = _multilevel.multilevel_start(ml, B, block, tol, dtype, problem.rng)
     info["multilevel"] = report
     if given is None:
         return X
-    residuals = {"multilevel": _ritz_residual(A, B, X, problem.k), "X0": _ritz_residual(A, B, given, problem.k)}
-    info["start"] = min(residuals, key=residuals.get)
-    info["start_residuals"] = residuals
-    return X if info["start"] == "multilevel" else given.astype(dtype)
+    j = np.asarray(X0).reshape(problem.n, -1).shape[1]  # the X0 columns of ``given``, without its random ones
+    return _ritz_block(A, B, np.hstack([given[:, :j], X]), block).astype(dtype)
 
 
-def _ritz_residual(A, B, X: np.ndarray, k: int) -> float:
-    """Frobenius norm of the residuals of the ``k`` smallest Rayleigh-Ritz pairs of the block ``X`` (one product
-    with ``A``): how good a start block is; inf for a rank-deficient block."""
-    X = np.asarray(X, dtype=np.float64)
-    BX = X if B is None else np.asarray(B @ X)
-    try:
-        L = np.linalg.cholesky((X.T @ BX + BX.T @ X) / 2)
-    except np.linalg.LinAlgError:
-        return float("inf")
-    inverse = np.linalg.inv(L).T
-    Q, BQ = X @ inverse, BX @ inverse
+def _ritz_block(A, B, Y: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` smallest Rayleigh-Ritz vectors (n, size) of the span of ``Y`` (n, m >= size), its directions that
+    are numerically dependent dropped (one product with ``A``)."""
+    Y = np.asarray(Y, dtype=np.float64)
+    BY = Y if B is None else np.asarray(B @ Y)
+    w, U = np.linalg.eigh((Y.T @ BY + BY.T @ Y) / 2)
+    keep = w > w.max() * 1e-12
+    if keep.sum() < size:
+        raise ParameterError(f"the start block spans {int(keep.sum())} directions; the solve needs {size}")
+    Q = Y @ (U[:, keep] / np.sqrt(w[keep]))
     AQ = np.asarray(A @ Q)
-    theta, V = np.linalg.eigh((Q.T @ AQ + AQ.T @ Q) / 2)
-    return float(np.linalg.norm(AQ @ V[:, :k] - (BQ @ V[:, :k]) * theta[:k]))
+    _, V = np.linalg.eigh((Q.T @ AQ + AQ.T @ Q) / 2)
+    return Q @ V[:, :size]
 
 
 def _initial_block(X0, n: int, block: int, rng) -> np.ndarray:
