@@ -297,10 +297,6 @@ def _swap_into_place(fs: Any, tmp: str, root: str, url: str, replace: bool, clai
         fs.rm(old, recursive=True)
 
 
-def _is_local(fs: Any) -> bool:
-    return getattr(fs, "protocol", None) in ("file", ("file", "local")) or is_local(fs)
-
-
 def _move(fs: Any, src: str, dst: str) -> None:
     if is_local(fs):
         os.rename(src, dst)  # atomic on one filesystem

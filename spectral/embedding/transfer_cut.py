@@ -121,13 +121,10 @@ class TransferCutModel:
             maps[mine, :kc] = V[:, 1:] / np.sqrt(1.0 - gamma)[None, :]  # 1 - lambda = sqrt(1 - gamma)
         self.maps, self.component_eigenvalues, self.landmark_components = maps, values, parts
         self.landmark_degrees = dy
-        offsets = np.zeros((n_parts, k))
-        if n_parts > 1:  # a row is a convex combination of map rows: max |maps| bounds every row (eigenmaps' spacing)
-            from eigenflow.spectral.embedding.eigenmaps import COMPONENT_SPACING
+        from eigenflow.spectral.embedding.eigenmaps import component_offsets
 
-            top = float(np.abs(maps).max()) or 1.0
-            offsets[:, 0] = np.arange(n_parts) * COMPONENT_SPACING * top
-        self.component_offsets = offsets
+        # a row is a convex combination of map rows: max |maps| bounds every row, as max |embedding| does there
+        self.component_offsets = component_offsets(maps, n_parts)
 
     def part_sizes(self) -> tuple[np.ndarray, np.ndarray]:
         """Landmarks (C,) and graph volume (C,) of each part: the bound of its eigenvectors and the scale of its
