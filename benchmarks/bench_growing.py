@@ -13,12 +13,19 @@ last batch comes from that end only, a region the fit never saw. Printed per bat
   run again in this process on the refit's stored weights) and the old rows' movement aligned / unaligned;
 - at the end: one result row per source row (``export``) and ``verify``.
 
-    python benchmarks/bench_growing.py --n 1000000 --batch 100000 --batches 10 [--json benchmarks/results/growing.json]
+With ``--keep-cluster`` every run uses one local cluster kept up for the whole benchmark, as ``eigenflow serve``
+does (its address is passed as ``scheduler``): the model's kNN index then stays on the cluster between runs
+(:mod:`tasks.model_index`), and the full fit runs there too. Without it each run starts a cluster of its own, as
+the CLI does without ``--scheduler``, and every update rebuilds the index.
+
+    python benchmarks/bench_growing.py --n 1000000 --batch 100000 --batches 10 [--keep-cluster]
+        [--json benchmarks/results/growing.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -63,14 +70,27 @@ def main() -> None:
     parser.add_argument("--extend-every", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-cluster", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        scheduler = None
+        if args.keep_cluster:
+            from eigenflow.flows.serve import warm_cluster
+
+            scheduler = stack.enter_context(warm_cluster(args.workers))
+        run(args, scheduler)
+
+
+def run(args: argparse.Namespace, scheduler: str | None) -> None:
+    """The benchmark's runs, each on the cluster of ``scheduler`` or (None) on a cluster of its own."""
 
     from eigenflow.flows.embed import embed
     from eigenflow.flows.extend import extend
     from eigenflow.flows.update import update
     from eigenflow.storage.checksums import verify
     from eigenflow.storage.export import export_output
+    from eigenflow.storage.manifest import read_manifest
 
     work = Path(tempfile.mkdtemp(prefix="bench-growing-"))
     results: dict = {"args": vars(args) | {"json": str(args.json)}, "batches": []}
@@ -81,29 +101,43 @@ def main() -> None:
         np.save(parts / "part-000.npy", first)
         store = str(work / "store.zarr")
         t0 = time.perf_counter()
-        fitted = embed(str(parts), store, params=PARAMS, n_workers=args.workers, random_state=args.seed)
+        fitted = embed(str(parts), store, params=PARAMS, n_workers=args.workers, random_state=args.seed,
+                       scheduler=scheduler)
         results["first_fit"] = {"wall": time.perf_counter() - t0, "stages": fitted["stages"]}
         print(f"first fit of {args.n} rows: {results['first_fit']['wall']:.1f} s {fitted['stages']}", flush=True)
         for i, rows in enumerate(batches, start=1):
             name = f"part-{i:03d}.npy"
             np.save(parts / name, rows)
             t0 = time.perf_counter()
-            done = update(str(parts), store, n_workers=args.workers, random_state=args.seed)
+            done = update(str(parts), store, n_workers=args.workers, random_state=args.seed,
+                          scheduler=scheduler)
             wall = time.perf_counter() - t0
             r = done["results"]
+            index = {s.name: s.info for s in read_manifest(store, done["run"]).stages}["map-points"]["model_index"]
             row = {"batch": i, "rows": r["rows"], "wall": wall, "stages": done["stages"], "drift": r.get("drift"),
-                   "refit": r["refit"]}
+                   "refit": r["refit"], "model_index": index}
             if r["refit"]["decided"]:
                 row["refit"]["cold_iterations"] = cold_iterations(store, PARAMS["n_components"])
             if i % args.extend_every == 1 or i == len(batches):
                 t0 = time.perf_counter()
-                extend(store, str(parts / name), str(work / f"extend-{i}.zarr"), n_workers=args.workers)
+                extend(store, str(parts / name), str(work / f"extend-{i}.zarr"), n_workers=args.workers,
+                       scheduler=scheduler)
                 row["extend_wall"] = time.perf_counter() - t0
                 shutil.rmtree(work / f"extend-{i}.zarr")
+            if i == 1:  # the reference of an update: a full fit of the same rows from scratch
+                np.save(work / "rows-1.npy", np.vstack([first, rows]))
+                t0 = time.perf_counter()
+                embed(str(work / "rows-1.npy"), str(work / "full-1.zarr"), params=PARAMS, n_workers=args.workers,
+                      random_state=args.seed, scheduler=scheduler)
+                row["full_fit_wall"] = time.perf_counter() - t0
+                shutil.rmtree(work / "full-1.zarr")
+                print(f"  full fit of the {first.shape[0] + rows.shape[0]} rows from scratch: "
+                      f"{row['full_fit_wall']:.1f} s; the update took {wall / row['full_fit_wall']:.2f}x of it",
+                      flush=True)
             results["batches"].append(row)
             d = r.get("drift") or {}
             refit = r["refit"]
-            print(f"batch {i}: rows {r['rows']} update {wall:.1f} s {done['stages']}"
+            print(f"batch {i}: rows {r['rows']} update {wall:.1f} s {done['stages']} (model index: {index})"
                   + (f", extend {row['extend_wall']:.1f} s" if "extend_wall" in row else "")
                   + f"; drift share_beyond {d.get('share_beyond')} median_ratio {d.get('median_ratio')} "
                     f"preservation {d.get('preservation')} / fitted {d.get('preservation_fitted')} "
@@ -122,10 +156,13 @@ def main() -> None:
         np.save(work / "all-rows.npy", np.vstack([first, *batches]))
         t0 = time.perf_counter()
         full = embed(str(work / "all-rows.npy"), str(work / "full.zarr"), params=PARAMS, n_workers=args.workers,
-                     random_state=args.seed)
+                     random_state=args.seed, scheduler=scheduler)
         results["full_fit"] = {"wall": time.perf_counter() - t0, "stages": full["stages"], "rows": total}
         print(f"full fit of {total} rows from scratch: {results['full_fit']['wall']:.1f} s {full['stages']}",
               flush=True)
+        walls = [b["wall"] for b in results["batches"] if not b["refit"]["decided"]]
+        print("updates without a refit / full fit: " + ", ".join(f"{w / results['full_fit']['wall']:.2f}x"
+                                                               for w in walls), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:

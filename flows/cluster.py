@@ -138,6 +138,12 @@ def resolve_scheduler(scheduler: str | None) -> str | None:
     return scheduler or os.environ.get(SCHEDULER_ENV) or None
 
 
+def outlives_run(scheduler: str | None) -> bool:
+    """Whether the cluster a run with ``scheduler`` uses outlives the run: an existing scheduler's does
+    (:func:`dask_client`); a run's own local cluster closes with it."""
+    return resolve_scheduler(scheduler) is not None
+
+
 class WorkerCodeError(RuntimeError):
     """The workers of a Dask cluster run other eigenflow code than the flow process (:func:`check_worker_code`)."""
 

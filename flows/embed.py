@@ -25,7 +25,8 @@ from eigenflow.storage.lock import store_lock
 from eigenflow.storage.manifest import add_results
 from eigenflow.storage.run_outputs import drop_run_outputs
 from eigenflow.tasks.checks import check_embed_arguments, opened_or_url
-from eigenflow.tasks.fitting import FitRequest, Stage, fit_stages, release_index
+from eigenflow.tasks.fitting import FitRequest, Stage, fit_stages
+from eigenflow.tasks.model_index import model_index_name, release_index
 from eigenflow.tasks.points import embed_points_task
 from eigenflow.tasks.registry import DEFAULT_METHOD, LABELS, SCORES, get_entry
 from eigenflow.tasks.resume import check_run_identity, finished_stages
@@ -34,7 +35,7 @@ from eigenflow.tasks.update import align_task
 from eigenflow.tasks.bodies.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from eigenflow.tasks.warm_up import planned_dtype, warm_workers
 
-from eigenflow.flows.cluster import dask_client
+from eigenflow.flows.cluster import dask_client, outlives_run
 from eigenflow.flows.reporting import figures_on_worker, publish_run
 from eigenflow.flows.run import RunContext, ingest, new_run_id, open_run, run_watch
 
@@ -141,8 +142,11 @@ def embed(
             use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
             ctx.manifest.results.update(sharded=use_shards, n=ingested["n"], method=method,
                                         n_fit=ingested["n"] - round(holdout * ingested["n"]))
+            index_name, keep_index = model_index_name(ctx.store, ctx.run, ctx.manifest.started), outlives_run(scheduler)
             request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
-                                 holdout=holdout, random_state=random_state, sharded=use_shards, warm_start=align)
+                                 holdout=holdout, random_state=random_state, sharded=use_shards, warm_start=align,
+                                 index_name=index_name, keep_index=keep_index)
+            fitted = False
             try:
                 for stage in fit_stages(request):
                     run_stage(ctx, stage, finished)
@@ -151,12 +155,13 @@ def embed(
                         rec.info.update(align_task(ctx.store, ctx.run))
                     ctx.manifest.results["alignment"] = dict(rec.info)
                 with ctx.stage("embed-points") as rec:
-                    rec.info.update(embed_points_task(ctx.store, ctx.run, ctx.token, holdout=holdout,
+                    rec.info.update(embed_points_task(ctx.store, ctx.run, index_name, holdout=holdout,
                                                       random_state=random_state,
                                                       on_progress=ctx.progress("embed-points")))
                 ctx.manifest.results.update(output_paths(method, run, rec.info))
-            finally:
-                release_index(ctx.token, ctx.run)
+                fitted = True
+            finally:  # a completed fit's index stays for the runs that map rows with it (tasks.model_index)
+                release_index(ctx.store, index_name, ctx.run, keep=keep_index and fitted)
             ctx.manifest.fixed_seconds["compile"] = max(client.gather(warm), default=0.0)
             figures = figures_on_worker(client, ctx.store, ctx.run, method)
     summary = ctx.summary()

@@ -14,14 +14,14 @@ from prefect import flow
 
 from eigenflow.storage.arrays import x_shape
 from eigenflow.storage.errors import StoreFormatError
-from eigenflow.storage.ingest import store_token
 from eigenflow.storage.manifest import add_results, recorded_location
 from eigenflow.tasks.checks import check_extend_arguments
+from eigenflow.tasks.model_index import model_index
 from eigenflow.tasks.points import extend_candidates_task, extend_points_task
 from eigenflow.tasks.bodies.sharded_eigenmaps import candidates_complete
 from eigenflow.tasks.warm_up import model_dtype, warm_workers
 
-from eigenflow.flows.cluster import dask_client
+from eigenflow.flows.cluster import dask_client, outlives_run
 from eigenflow.flows.embed import output_paths
 from eigenflow.flows.reporting import figures_on_worker, publish_run
 from eigenflow.flows.run import ingest, new_run_id, open_run, run_watch
@@ -84,8 +84,10 @@ def extend(
                     else:
                         rec.info.update(extend_candidates_task(model_store, model_run, ctx.store, ctx.run))
             with ctx.stage("extend-points") as rec:
-                rec.info.update(extend_points_task(model_store, model_run, store_token(model_store), ctx.store,
-                                                   ctx.run, stored_candidates=use_shards,
+                index, rec.info["model_index"] = (None, "stored candidates") if use_shards else model_index(
+                    model_store, model_run, model.manifest.started, keep=outlives_run(scheduler))
+                rec.info.update(extend_points_task(model_store, model_run, ctx.store, ctx.run, index=index,
+                                                   stored_candidates=use_shards,
                                                    on_progress=ctx.progress("extend-points")))
             ctx.manifest.results.update(output_paths(method, out_run, rec.info))
             ctx.manifest.results.update({"n": ingested["n"], "model_store": parameters["store"],

@@ -22,10 +22,11 @@ from eigenflow.storage.manifest import add_results, read_manifest
 from eigenflow.storage.results_table import placed_segments
 from eigenflow.tasks.bodies.drift import DEFAULT_MAX_SHARE
 from eigenflow.tasks.checks import check_update_arguments
+from eigenflow.tasks.model_index import model_index
 from eigenflow.tasks.points import extend_points_task
 from eigenflow.tasks.update import DEFAULT_REFIT_SHARE, append_task, drift_task, refit_arguments, refit_reason
 
-from eigenflow.flows.cluster import dask_client
+from eigenflow.flows.cluster import dask_client, outlives_run
 from eigenflow.flows.embed import embed, output_paths
 from eigenflow.flows.reporting import publish_drift, publish_run
 from eigenflow.flows.run import new_run_id, open_run, run_watch
@@ -85,7 +86,9 @@ def update(
                                         n_new=rows[1] - rows[0])
             if rows[1] > rows[0]:
                 with ctx.stage("map-points") as rec:
-                    rec.info.update(extend_points_task(ctx.store, model_run, ctx.token, ctx.store, ctx.run, rows=rows,
+                    index, rec.info["model_index"] = model_index(ctx.store, model_run, fitted.started,
+                                                                 keep=outlives_run(scheduler))
+                    rec.info.update(extend_points_task(ctx.store, model_run, ctx.store, ctx.run, index=index, rows=rows,
                                                        on_progress=ctx.progress("map-points")))
                 ctx.manifest.results.update(output_paths(method, run, rec.info))
                 with ctx.stage("drift") as rec:

@@ -33,10 +33,10 @@ from prefect import task
 from eigenflow.storage.store import Store
 
 from eigenflow.tasks.bodies import laplacian_eigenmaps as le
-from eigenflow.tasks.dask_calls import publish_future, run_on_worker, submit_to_worker, unpublish
+from eigenflow.tasks.dask_calls import publish_future, run_on_worker, submit_to_worker
 from eigenflow.tasks.bodies.estimator_fit import fit_discriminant, fit_estimator
 from eigenflow.tasks.registry import get_entry
-from eigenflow.tasks.bodies.stage_handoff import drop_run, handoff_workers
+from eigenflow.tasks.bodies.stage_handoff import handoff_workers
 from eigenflow.tasks.task_options import COMPUTE_TASK
 
 #: Largest labeled subset NSSE / SUPLAP train on (their fit is O(N^3) in it; benchmarks/results/nsse.md).
@@ -67,6 +67,8 @@ class FitRequest:
     random_state: int | None
     sharded: bool = False
     warm_start: bool = False
+    index_name: str = ""  # the name the fit's kNN index is published under (:func:`le.model_index_name`)
+    keep_index: bool = False  # published for later runs too (:mod:`tasks.model_index`), not only for held-out rows
 
 
 def fit_stages(req: FitRequest) -> list[Stage]:
@@ -139,6 +141,7 @@ def _laplacian_eigenmaps_stages(req: FitRequest, params: dict | None = None) -> 
     method's own (spectral clustering)."""
     args = (req.store, req.run, req.token)
     kw = stage_arguments(params or req.params, req.holdout, req.random_state)
+    kw["knn"].update(index_name=req.index_name, keep_index=req.keep_index)
     handed: dict[str, dict | None] = {}  # each stage's "handoff" (:mod:`tasks.bodies.stage_handoff`), for the next one
 
     def handing(stage: str, info: dict) -> dict:
@@ -158,20 +161,23 @@ def _laplacian_eigenmaps_stages(req: FitRequest, params: dict | None = None) -> 
 
 @task(name="knn-graph", **COMPUTE_TASK)
 def knn_task(store: Store, run: str, store_token: str, *, n_neighbors: int, knn_method: str, metric: str,
-             holdout: float, random_state: int | None) -> dict[str, Any]:
+             holdout: float, random_state: int | None, index_name: str = "", keep_index: bool = False
+             ) -> dict[str, Any]:
     """Build the kNN index of the fit set on a worker and write ``graph/knn`` from it
     (:func:`tasks.bodies.laplacian_eigenmaps.build_fit_index`,
     :func:`~tasks.bodies.laplacian_eigenmaps.write_knn_graph`).
 
-    With held-out points the index stays published on the cluster for their out-of-sample map
-    (:func:`release_index` drops it at the end of the flow). The result's ``"handoff"`` refers to the fit graph kept
-    in the writing worker's memory for the weights stage (:mod:`tasks.bodies.stage_handoff`).
+    With held-out points, or with ``keep_index`` (for the later runs that map rows with the model:
+    :mod:`tasks.model_index`), the index stays published on the cluster under ``index_name``
+    (:func:`tasks.model_index.release_index` decides at the end of the flow). The result's ``"handoff"`` refers to
+    the fit graph kept in the writing worker's memory for the weights stage (:mod:`tasks.bodies.stage_handoff`).
     """
     built = submit_to_worker(le.build_fit_index, store, name=f"knn-index-{run}", n_neighbors=n_neighbors,
-                             knn_method=knn_method, metric=metric, holdout=holdout, random_state=random_state)
+                             knn_method=knn_method, metric=metric, holdout=holdout, random_state=random_state,
+                             prepare=holdout > 0 or keep_index)
     info = run_on_worker(le.write_knn_graph, store, run, built, n_neighbors=n_neighbors, name=f"knn-graph-{run}")
-    if info["n_heldout"]:
-        publish_future(built, le.index_dataset_name(store_token, run))
+    if info["n_heldout"] or keep_index:
+        publish_future(built, index_name)
     return info
 
 
@@ -286,14 +292,3 @@ def sharded_eigensolve_task(store: Store, run: str, store_token: str, *, n_compo
     return solve_sharded_eigenmaps(store, run, get_client(), n_components=n_components, weighting=weighting,
                                    symmetrize=symmetrize, n_shards=n_shards, tol=tol, random_state=random_state)
 
-
-def release_index(store_token: str, run: str) -> None:
-    """Drop the published kNN index of ``run`` and any stage handoff it left (a failed run) from the cluster (end
-    of the flow)."""
-    from distributed import get_client
-
-    unpublish(le.index_dataset_name(store_token, run))
-    client = get_client()
-    # on every worker; one that cannot answer (dying, restarting) holds nothing after it: not an error here, where
-    # it would hide the run's own error
-    client.run(drop_run, run, on_error="ignore")

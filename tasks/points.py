@@ -20,7 +20,6 @@ from eigenflow.storage.checksums import completed_row_chunks
 from eigenflow.storage.embedding_io import read_output
 from eigenflow.storage.store import Store
 
-from eigenflow.tasks.bodies import laplacian_eigenmaps as le
 from eigenflow.tasks.dask_calls import ProgressFn, map_row_chunks, published_future, run_on_worker, submit_to_worker
 from eigenflow.tasks.bodies.point_writeback import output_array, prepare_points, start_point_outputs, write_points_chunk
 from eigenflow.tasks.registry import LABELS
@@ -28,7 +27,7 @@ from eigenflow.tasks.task_options import COMPUTE_TASK, IO_TASK
 
 
 @task(name="embed-points", **IO_TASK)
-def embed_points_task(store: Store, run: str, store_token: str, *, holdout: float, random_state: int | None,
+def embed_points_task(store: Store, run: str, index_name: str, *, holdout: float, random_state: int | None,
                       on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Write the outputs of every row of X for the model of ``run`` (fit rows: fitted results; others: mapped).
 
@@ -36,7 +35,7 @@ def embed_points_task(store: Store, run: str, store_token: str, *, holdout: floa
     ``outputs/<run>/held_out`` (n,) bool (the run's hold-out draw, :func:`tasks.bodies.fit_rows.held_out_rows`, made on
     the worker that writes them: the flow process holds no (n,) array).
     """
-    index = published_future(le.index_dataset_name(store_token, run))
+    index = published_future(index_name)  # the kNN stage's index, if it kept it (tasks.model_index)
     prepared = submit_to_worker(prepare_points, store, run, index=index, fitted_rows=True,
                                 name=f"load-model-{run}")
     return write_point_outputs(store, run, prepared, {}, "embed-points", holdout_draw=(holdout, random_state),
@@ -44,14 +43,15 @@ def embed_points_task(store: Store, run: str, store_token: str, *, holdout: floa
 
 
 @task(name="extend-points", **IO_TASK)
-def extend_points_task(model_store: Store, model_run: str, model_token: str, out_store: Store,
-                       out_run: str, *, stored_candidates: bool = False, rows: tuple[int, int] | None = None,
+def extend_points_task(model_store: Store, model_run: str, out_store: Store, out_run: str, *, index: Any = None,
+                       stored_candidates: bool = False, rows: tuple[int, int] | None = None,
                        on_progress: ProgressFn | None = None) -> dict[str, Any]:
     """Write the outputs of every row of ``out_store`` with the model of ``model_run`` stored in ``model_store``;
-    ``stored_candidates``: from the candidate fit points the extend run stored (:mod:`tasks.bodies.sharded_extend`), not
-    from a rebuilt index of all fit rows. ``rows`` ``(start, stop)``: only the row chunks that hold these rows (an
-    update of the model's own store maps its new rows)."""
-    prepared = submit_to_worker(prepare_points, model_store, model_run, fitted_rows=False,
+    ``index``: the future of the model's kNN index kept on the cluster (:func:`tasks.model_index.model_index`), or
+    None (rebuilt from the fit rows); ``stored_candidates``: from the candidate fit points the extend run stored
+    (:mod:`tasks.bodies.sharded_extend`), not from an index of all fit rows. ``rows`` ``(start, stop)``: only the row
+    chunks that hold these rows (an update of the model's own store maps its new rows)."""
+    prepared = submit_to_worker(prepare_points, model_store, model_run, index=index, fitted_rows=False,
                                 stored_candidates=stored_candidates, name=f"load-model-{model_run}")
     attrs = {"model_store": str(model_store), "model_run": model_run}
     return write_point_outputs(out_store, out_run, prepared, attrs, "extend-points", rows=rows, on_progress=on_progress)

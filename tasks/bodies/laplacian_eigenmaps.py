@@ -7,9 +7,11 @@ generator from ``random_state``: the kNN build draws first, the eigensolver uses
 embedding equals the estimator's on the same data and parameters.
 
 The kNN index of the fit set is the result of its own Dask task (:func:`build_fit_index`), kept on the
-cluster for the out-of-sample queries of the held-out points (published under :func:`index_dataset_name`);
-if its worker dies, the scheduler builds it again. If it is gone (a resumed run on a new cluster) it is
-rebuilt from the stored X with the stored index parameters (:func:`tasks.bodies.stored_model.attach_index`).
+cluster for the out-of-sample queries of the held-out points, and on a cluster that outlives the run for the
+``update`` and ``extend`` runs that map new rows with the model (published under :func:`model_index_name`:
+:mod:`tasks.model_index`); if its worker dies, the scheduler builds it again. If it is gone (a resumed run on a
+new cluster) it is rebuilt from the stored X with the stored index parameters
+(:func:`tasks.bodies.stored_model.attach_index`).
 
 The fit graph and the weight matrix also stay in their worker's memory for the next stage
 (:mod:`tasks.bodies.stage_handoff`): :func:`write_knn_graph` and :func:`compute_weights` return a reference to them, and
@@ -19,6 +21,7 @@ the store, e.g. in a resumed run).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -53,9 +56,23 @@ WEIGHT_ARRAYS = tuple(f"{layout.WEIGHTS}/{part}" for part in (layout.CSR_INDPTR,
 MODEL_STATE = "laplacian_eigenmaps_model"
 
 
-def index_dataset_name(store_token: str, run: str) -> str:
-    """Name under which the kNN index of ``run`` is published on the Dask scheduler."""
-    return f"eigenflow-knn-index-{run}-{store_token}"
+#: Start of the names under which models' kNN indexes are published on a Dask scheduler.
+MODEL_INDEX_PREFIX = "eigenflow-model-index"
+
+
+def model_index_name(store: Store, run: str, started: str) -> str:
+    """Name under which the kNN index of the model of ``run`` of ``store`` is published on the Dask scheduler.
+
+    ``started``: the run's start time (its manifest's), so that a later run of the same name, or a store ingested
+    again under the same path, never finds the index of another model. The store's URL is hashed (names stay short);
+    every name of one store starts with :func:`store_index_prefix`.
+    """
+    return f"{store_index_prefix(store)}{run}@{started}"
+
+
+def store_index_prefix(store: Store) -> str:
+    """The start of the published index names of ``store``'s models (:func:`model_index_name`)."""
+    return f"{MODEL_INDEX_PREFIX}-{hashlib.blake2b(str(store).encode(), digest_size=8).hexdigest()}-"
 
 
 # ---- kNN graph ----------------------------------------------------------------------------------------------
@@ -74,9 +91,11 @@ class FitIndex:
 
 
 def build_fit_index(store: Store, *, n_neighbors: int, knn_method: str, metric: str, holdout: float,
-                    random_state: int | None) -> FitIndex:
+                    random_state: int | None, prepare: bool = False) -> FitIndex:
     """Build the kNN index of the fit set of the store's X (exact copies of a fit point left out:
-    :func:`spectral._arrays.distinct_rows`; they are mapped like held-out points)."""
+    :func:`spectral._arrays.distinct_rows`; they are mapped like held-out points). ``prepare``: it will be queried
+    (held-out rows, or kept for later runs): its query structures are built here, before Dask holds it
+    (:meth:`KNNIndex.prepare`), so that what the workers send each other is the compact queried form."""
     from eigenflow.spectral.neighbours.index import KNNIndex
 
     n, _ = x_shape(store)
@@ -93,6 +112,8 @@ def build_fit_index(store: Store, *, n_neighbors: int, knn_method: str, metric: 
     t0 = time.perf_counter()
     index = KNNIndex.build(_take_rows(X, rows), n_neighbors, method=knn_method, metric=metric,
                            random_state=check_random_state(random_state))
+    if prepare:
+        index.prepare()
     return FitIndex(index, rows, n_duplicates, time.perf_counter() - t0)
 
 

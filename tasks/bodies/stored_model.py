@@ -69,20 +69,49 @@ def clustered_model(entry: MethodEntry, eigenmap: Any, clustering: dict, n_featu
 def attach_index(model: Any, store: Store, rows: np.ndarray, index: Any = None) -> None:
     """Give a restored model the kNN index of its training points (rows ``rows`` of the store's X).
 
-    ``index``: the :class:`tasks.bodies.laplacian_eigenmaps.FitIndex` the run's kNN stage left on the cluster (Laplacian
-    eigenmaps with a hold-out), or None: then the index is rebuilt from X with the stored parameters. Models
-    without a kNN-based out-of-sample map are left as they are.
+    ``index``: a :class:`tasks.bodies.laplacian_eigenmaps.FitIndex` kept on the cluster (the run's kNN stage's, or a
+    model's index published for later runs: :mod:`tasks.model_index`), or None: then the index is rebuilt from X
+    with the stored parameters. Models without a kNN-based out-of-sample map are left as they are.
     """
-    model = getattr(model, "eigenmap_model_", model)  # SpectralClustering: its eigenmap's out-of-sample map
-    if hasattr(model, "attach_index") and hasattr(model, "knn_params"):  # LaplacianEigenmapsModel
+    eigenmap = _knn_mapped(model)
+    if eigenmap is not None:
         if index is not None:
             if not np.array_equal(index.rows, rows):
-                raise StoreFormatError("the kNN index left on the cluster was built on other rows than the model's "
+                raise StoreFormatError("the kNN index kept on the cluster was built on other rows than the model's "
                                        "fit rows; run the flow again with a new run name")
-            model.attach_index(index.index)
+            eigenmap.attach_index(index.index)
         else:
-            from eigenflow.spectral.neighbours.index import KNNIndex
-
-            model.attach_index(KNNIndex.rebuild(read_X(store)[rows], model.knn_params))
+            eigenmap.attach_index(_rebuilt_index(store, rows, eigenmap.knn_params))
     elif hasattr(model, "rebuild_index"):  # TSK / RSK
         model.rebuild_index(np.asarray(read_X(store)[rows], dtype=np.float64))
+
+
+def model_fit_index(store: Store, run: str) -> Any:
+    """The kNN index of the fit rows of the model of ``run`` (a :class:`tasks.bodies.laplacian_eigenmaps.FitIndex`,
+    rebuilt from the store's X with the stored parameters), or None for a model whose out-of-sample map needs none
+    of that kind (TSK / RSK rebuild their own; estimators without a kNN map)."""
+    import time
+
+    from eigenflow.tasks.bodies.laplacian_eigenmaps import FitIndex
+
+    _, model, rows = load_fitted(store, run, with_index=False)
+    eigenmap = _knn_mapped(model)
+    if eigenmap is None:
+        return None
+    t0 = time.perf_counter()
+    index = _rebuilt_index(store, rows, eigenmap.knn_params)
+    return FitIndex(index, rows, 0, time.perf_counter() - t0)
+
+
+def _knn_mapped(model: Any) -> Any:
+    """The Laplacian eigenmaps model behind ``model`` whose out-of-sample map queries a kNN index of the fit rows
+    (SpectralClustering: its eigenmap's), or None."""
+    model = getattr(model, "eigenmap_model_", model)
+    return model if hasattr(model, "attach_index") and hasattr(model, "knn_params") else None
+
+
+def _rebuilt_index(store: Store, rows: np.ndarray, knn_params: dict) -> Any:
+    """The kNN index of X[rows] rebuilt with the stored parameters, its query structures built (queried next)."""
+    from eigenflow.spectral.neighbours.index import KNNIndex
+
+    return KNNIndex.rebuild(read_X(store)[rows], knn_params).prepare()

@@ -19,9 +19,10 @@ from eigenflow.storage.arrays import read_X
 from eigenflow.storage.checksums import verify
 from eigenflow.storage.embedding_io import read_embedding
 from eigenflow.storage.errors import IngestError, StoreFormatError
-from eigenflow.storage.manifest import list_runs
+from eigenflow.storage.manifest import list_runs, read_manifest
 from eigenflow.storage.partitions import ChangedSourceError
 from eigenflow.storage.store import Store
+from eigenflow.tasks.bodies.laplacian_eigenmaps import model_index_name, store_index_prefix
 
 PARAMS = dict(n_components=2, n_neighbors=12, knn_method="exact")
 
@@ -197,6 +198,10 @@ def test_a_refit_by_the_policy_keeps_the_old_rows_in_place(prefect_api, cluster,
     placed = update(str(parts), store, scheduler=cluster, refit="never")
     mapped = read_embedding(store, placed["run"], 2600, 2610)
     np.testing.assert_allclose(mapped, read_embedding(store, done["run"], 2000, 2010), atol=1e-5)
+    # the refit's kNN index stayed on the cluster for the next update, in place of the first fit's: one per store
+    assert map_points_index(store, placed["run"]) == "kept"
+    assert kept_indexes(cluster, store) == [model_index_name(Store.open(store), done["run"],
+                                                             read_manifest(store, done["run"]).started)]
     from eigenflow.storage.results_table import prune
 
     kept = np.load(tmp_path / "after.npy")
@@ -206,6 +211,48 @@ def test_a_refit_by_the_policy_keeps_the_old_rows_in_place(prefect_api, cluster,
     export_output(store, tmp_path / "pruned.npy")
     np.testing.assert_array_equal(np.load(tmp_path / "pruned.npy")[:2600], kept)
     assert verify(store)["bad"] == []
+
+
+def map_points_index(store: str, run: str) -> str:
+    """Where the ``map-points`` stage of the update ``run`` took the model's kNN index from."""
+    return {s.name: s.info for s in read_manifest(store, run).stages}["map-points"]["model_index"]
+
+
+def kept_indexes(scheduler: str, store: str) -> list[str]:
+    """The names of the model indexes of ``store`` published on the cluster of ``scheduler``."""
+    from distributed import Client
+
+    prefix = store_index_prefix(Store.open(store))
+    with Client(scheduler, set_as_default=False) as client:
+        return sorted(name for name in client.list_datasets() if str(name).startswith(prefix))
+
+
+def test_updates_on_a_lasting_cluster_query_the_kept_index_and_place_rows_as_a_rebuilt_one(
+        prefect_api, cluster, rows, tmp_path):
+    """On a cluster given by its scheduler (it outlives the runs) the fit's kNN index stays for the updates; a copy of
+    the store, whose index the cluster does not hold, builds it in the first update and keeps it for the next; both
+    place the same rows at the same coordinates, and an update on its own local cluster rebuilds the index."""
+    import shutil
+
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.update import update
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.save(parts / "a.npy", rows[:2000])
+    store, copy = str(tmp_path / "s.zarr"), str(tmp_path / "copy.zarr")
+    embed(str(parts), store, params=PARAMS, chunk_rows=512, random_state=0, scheduler=cluster)
+    shutil.copytree(store, copy)
+    np.save(parts / "b.npy", rows[2000:2100])
+    kept, built = (update(str(parts), s, scheduler=cluster, refit="never")["run"] for s in (store, copy))
+    assert (map_points_index(store, kept), map_points_index(copy, built)) == ("kept", "built")
+    np.testing.assert_array_equal(read_embedding(copy, built, 2000, 2100), read_embedding(store, kept, 2000, 2100))
+    np.save(parts / "c.npy", rows[2100:2200])
+    again = update(str(parts), copy, scheduler=cluster, refit="never")["run"]
+    assert map_points_index(copy, again) == "kept" and len(kept_indexes(cluster, copy)) == 1
+    own = update(str(parts), store, n_workers=1, refit="never")["run"]  # no scheduler: a local cluster of its own
+    assert map_points_index(store, own) == "rebuilt"
+    np.testing.assert_array_equal(read_embedding(store, own, 2100, 2200), read_embedding(copy, again, 2100, 2200))
 
 
 def test_a_batch_from_a_part_the_fit_never_saw_triggers_the_refit(prefect_api, cluster, tmp_path):
