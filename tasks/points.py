@@ -75,7 +75,7 @@ def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name
     with an intact checksum record), from ``prepared``: the future of a
     :class:`tasks.bodies.point_writeback.PreparedPoints`; ``on_progress(done, total)`` as chunks finish. ``rows``
     ``(start, stop)``: only the chunks that hold these rows (whole chunks: the rows before ``start`` in the first
-    one are written too, and belong to the run's record only from ``start``)."""
+    one are written as 0 / -1, not mapped; they are not the run's)."""
     start, stop = rows if rows is not None else (0, None)
     bounds = [b for b in row_chunks(store) if b[1] > start and (stop is None or b[0] < stop)]
     started = run_on_worker(start_point_outputs, store, run, prepared, attrs, holdout_draw=holdout_draw,
@@ -83,7 +83,8 @@ def write_point_outputs(store: Store, run: str, prepared: Any, attrs: dict, name
     outputs = started["outputs"]
     done = completed_row_chunks(store, [output_array(run, o) for o in outputs], [b[0] for b in bounds])
     todo = [b for b in bounds if b[0] not in done]
-    infos = map_row_chunks(write_points_chunk, todo, args=(store, run, prepared), name=name, on_progress=on_progress)
+    infos = map_row_chunks(write_points_chunk, todo, args=(store, run, prepared), per_chunk=[(start,)] * len(todo),
+                           name=name, on_progress=on_progress)
     out: dict[str, Any] = {"n_chunks": len(bounds), "n_chunks_reused": len(done), "outputs": outputs}
     for key in ("n_fitted", "n_extended"):
         out[key] = int(sum(i[key] for i in infos))

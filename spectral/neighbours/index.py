@@ -316,7 +316,10 @@ def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int 
     threads = _max_threads() if n_jobs is None else min(n_jobs, _max_threads())
     # compressed=False keeps what .query needs; low_memory is pynndescent's default for large data. The NN-descent
     # loop loads from eigenflow's compiled-code cache (spectral/neighbours/nndescent_kernels.py) instead of compiling here.
-    index = CachedNNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False)
+    # Queries come in blocks of QUERY_BLOCK_ROWS, so they search in parallel over numba's threads (each row with its
+    # own copy of the random state: the same answers as one thread).
+    index = CachedNNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False,
+                            parallel_batch_queries=True)
     indices = index.neighbor_graph[0]  # its public copy; the distances are computed again in float64 by the refinement
     if np.any(indices < 0):
         raise InputDataError(

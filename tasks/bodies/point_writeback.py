@@ -133,10 +133,13 @@ def start_point_outputs(store: Store, run: str, prepared: PreparedPoints, attrs:
     return {"method": entry.name, "outputs": list(entry.outputs)}
 
 
-def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: int, stop: int) -> dict:
+def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: int, stop: int, first: int = 0
+                       ) -> dict:
     """Write rows ``start:stop`` of every output of ``run``: rows with fitted results as given, the others mapped
     by the model (:func:`tasks.registry.point_outputs` on the chunk's rows of X, or, for a sharded run's held-out
     rows, the model's map of their stored candidates: :meth:`LaplacianEigenmapsModel.transform_candidates`).
+    Rows before ``first`` (an update's first chunk: rows other runs placed) are not the run's: they are written
+    as 0 (-1 for integer outputs) and not mapped; no reader takes them from this run (:mod:`storage.results_table`).
 
     Returns ``n_fitted`` and ``n_extended``. Each output chunk's digest is recorded once it is written
     (:func:`storage.checksums.record_chunk`): a resumed run rewrites only the chunks without an intact record.
@@ -151,30 +154,33 @@ def write_points_chunk(store: Store, run: str, prepared: PreparedPoints, start: 
     lo, hi = np.searchsorted(prepared.rows, [start, stop])
     in_fit = np.zeros(n_rows, dtype=bool)
     in_fit[prepared.rows[lo:hi] - start] = True
+    own = np.arange(start, stop) >= first
+    to_map = own & ~in_fit
     fitted = {k: v[lo:hi] for k, v in prepared.fitted.items()} if hi > lo else {}
-    if in_fit.all():
+    if not to_map.any():
         mapped = {}
     elif prepared.stored_candidates:
         from eigenflow.tasks.bodies.sharded_eigenmaps import read_candidates
 
         indices, distances = read_candidates(store, run, start, stop)
-        mapped = {EMBEDDING: prepared.model.transform_candidates(indices[~in_fit], distances[~in_fit])}
+        mapped = {EMBEDDING: prepared.model.transform_candidates(indices[to_map], distances[to_map])}
     else:
-        mapped = point_outputs(entry, prepared.model, read_X(store, start, stop)[~in_fit])
+        mapped = point_outputs(entry, prepared.model, read_X(store, start, stop)[to_map])
     for name in entry.outputs:
         parts = [v for v in (fitted.get(name), mapped.get(name)) if v is not None]
-        block = np.empty((n_rows, *parts[0].shape[1:]), dtype=parts[0].dtype)
+        dtype = parts[0].dtype
+        block = np.full((n_rows, *parts[0].shape[1:]), 0 if dtype.kind == "f" else -1, dtype=dtype)
         if in_fit.any():
             block[in_fit] = fitted[name]
-        if not in_fit.all():
-            block[~in_fit] = mapped[name]
+        if to_map.any():
+            block[to_map] = mapped[name]
         if name == EMBEDDING:
             write_embedding_block(store, run, start, prepared.aligned(block))
         else:
             write_output_block(store, run, name, start, block.astype(np.float32) if block.dtype.kind == "f"
                                else block)
         record_chunk(store, output_array(run, name), start)  # this chunk is done (resume skips it)
-    return {"n_fitted": int(in_fit.sum()), "n_extended": int(n_rows - in_fit.sum())}
+    return {"n_fitted": int(in_fit.sum()), "n_extended": int(to_map.sum())}
 
 
 def output_array(run: str, name: str) -> str:
