@@ -47,8 +47,8 @@ TRAINING_DTYPES = (np.float64, np.float32)
 #: Query rows converted at a time by an NN-descent :meth:`KNNIndex.query` (float32 for pynndescent, float64 for
 #: the refinement): its temporaries stay ``QUERY_BLOCK_ROWS * d * 12`` bytes (48 MB at d = 1024), where converting
 #: all of ``X_new`` at once would copy it in three times its float32 size, so a sharded search task's memory stays
-#: within its worker's limit. pynndescent searches each query row on its own (a copy of its random state per
-#: row), so the blocks give the same answers as one call.
+#: within its worker's limit. pynndescent starts each call from a copy of the index's random state, which only
+#: tie-breaks and leaves smaller than k draw from, so the blocks give the answers of one call.
 QUERY_BLOCK_ROWS = 4096
 
 
@@ -316,8 +316,9 @@ def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int 
     threads = _max_threads() if n_jobs is None else min(n_jobs, _max_threads())
     # compressed=False keeps what .query needs; low_memory is pynndescent's default for large data. The NN-descent
     # loop loads from eigenflow's compiled-code cache (spectral/neighbours/nndescent_kernels.py) instead of compiling here.
-    # Queries come in blocks of QUERY_BLOCK_ROWS, so they search in parallel over numba's threads (each row with its
-    # own copy of the random state: the same answers as one thread).
+    # Queries come in blocks of QUERY_BLOCK_ROWS, so they search in parallel over numba's threads: each row with its
+    # own visited set; the random state, shared, drives only tie-breaks and leaves smaller than k, and the answers
+    # are the serial search's (tests/spectral/test_knn.py).
     index = CachedNNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False,
                             parallel_batch_queries=True)
     indices = index.neighbor_graph[0]  # its public copy; the distances are computed again in float64 by the refinement
