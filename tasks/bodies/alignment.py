@@ -3,8 +3,10 @@
 A refit on rows that mostly did not change gives coordinates that differ from the previous model's by a sign or a
 rotation within a group of close eigenvalues and by a scale (unit-norm eigenvectors shrink as 1/sqrt(n)). The
 alignment (:func:`spectral.embedding.alignment.align_embedding`, within the groups of close eigenvalues when the
-model has eigenvalues) is fitted on the rows both hold: the refit's fit rows that the store's table of results
-(:mod:`storage.results_table`) already placed. It is kept in the refit's model (:func:`storage.models.record_alignment`)
+model has eigenvalues) is fitted on the rows both hold that the previous fit placed: the refit's fit rows in the
+``embed`` segments of the store's table of results (:mod:`storage.results_table`), not the rows later updates mapped
+(the mapped coordinates of a drifted batch are the ones the model does not describe, and would pull the alignment
+away from the rows whose data did not change). It is kept in the refit's model (:func:`storage.models.record_alignment`)
 and applied to every embedding the model writes (:meth:`tasks.bodies.point_writeback.PreparedPoints.aligned`): its
 fitted rows, its held-out rows and the rows later updates map.
 """
@@ -36,9 +38,15 @@ def align_to_previous(store: Any, run: str) -> dict[str, Any]:
         segments = table_segments(store)
     except StoreFormatError as exc:  # a first fit, or a store whose last rows are not placed yet
         return {"aligned": False, "reason": str(exc)}
-    shared = rows[rows < segments[-1].stop]
+    placed_by_fit = np.zeros(segments[-1].stop, dtype=bool)
+    for segment in segments:
+        if segment.flow == "embed":
+            placed_by_fit[segment.start:segment.stop] = True
+    positions = np.flatnonzero(rows < segments[-1].stop)  # rows is sorted: the refit's rows the table holds
+    positions = positions[placed_by_fit[rows[positions]]]
+    shared = rows[positions]
     previous = read_table(store)[shared]
-    Y = np.asarray(fitted[EMBEDDING], dtype=np.float64)[: shared.size]
+    Y = np.asarray(fitted[EMBEDDING], dtype=np.float64)[positions]
     if previous.shape[1] != Y.shape[1]:
         return {"aligned": False, "reason": f"the previous results have {previous.shape[1]} components, the refit "
                                             f"{Y.shape[1]}"}
