@@ -249,7 +249,8 @@ def embed(
         summary = _run_flow(store, run, lambda: embed_flow(
             source, store, method=method, params=params, labels=labels, holdout=holdout, random_state=seed,
             scheduler=address, n_workers=workers, run_name=run, chunk_rows=chunk_rows, overwrite=overwrite,
-            sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep, labels_obs=labels_obs))
+            sharded=sharded, overwrite_run=overwrite_run, use_rep=use_rep, labels_obs=labels_obs,
+            keep_index=scheduler is not None))  # the CLI's own cluster stops with the command
     out.print(summary_table(summary, result_rows(store, summary["results"])))
 
 
@@ -302,7 +303,8 @@ def update(
 
         summary = _run_flow(store, run, lambda: update_flow(
             source, store, scheduler=address, n_workers=workers, run_name=run, use_rep=use_rep,
-            labels_obs=labels_obs, random_state=seed, max_share=max_share, refit=refit, refit_share=refit_share))
+            labels_obs=labels_obs, random_state=seed, max_share=max_share, refit=refit, refit_share=refit_share,
+            keep_index=scheduler is not None))
     results = summary["results"]
     out.print(summary_table(summary, {"model": results.get("model_run"), "new rows": results.get("n_new"),
                                       "points": results.get("n"), "drift": drift_text(results.get("drift")),
@@ -385,7 +387,7 @@ def extend(
 
         summary = _run_flow(out_store, run_id, lambda: extend_flow(
             store, new, out_store, run=run, chunk_rows=chunk_rows, scheduler=address, n_workers=workers,
-            overwrite=overwrite, sharded=sharded, run_name=run_id, use_rep=use_rep))
+            overwrite=overwrite, sharded=sharded, run_name=run_id, use_rep=use_rep, keep_index=scheduler is not None))
     results = summary["results"]
     out.print(summary_table(summary, {"model": results.get("model_run"), **result_rows(out_store, results)}))
 

@@ -138,10 +138,12 @@ def resolve_scheduler(scheduler: str | None) -> str | None:
     return scheduler or os.environ.get(SCHEDULER_ENV) or None
 
 
-def outlives_run(scheduler: str | None) -> bool:
-    """Whether the cluster a run with ``scheduler`` uses outlives the run: an existing scheduler's does
-    (:func:`dask_client`); a run's own local cluster closes with it."""
-    return resolve_scheduler(scheduler) is not None
+def keeps_index(keep_index: bool | None, scheduler: str | None) -> bool:
+    """Whether a run leaves the model's kNN index on its cluster for the later runs that map rows with the model
+    (:mod:`tasks.model_index`): ``keep_index``; None: when the cluster outlives the run, i.e. ``scheduler`` (or
+    ``$EIGENFLOW_SCHEDULER``) names an existing one (a run's own local cluster closes with it). A caller that passes
+    the address of a cluster it stops after the run (the CLI's) says False."""
+    return resolve_scheduler(scheduler) is not None if keep_index is None else bool(keep_index)
 
 
 class WorkerCodeError(RuntimeError):

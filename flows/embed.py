@@ -35,7 +35,7 @@ from eigenflow.tasks.update import align_task
 from eigenflow.tasks.bodies.stage_handoff import PLUGIN_NAME as HANDOFF_PLUGIN, HandoffPlugin
 from eigenflow.tasks.warm_up import planned_dtype, warm_workers
 
-from eigenflow.flows.cluster import dask_client, outlives_run
+from eigenflow.flows.cluster import dask_client, keeps_index
 from eigenflow.flows.reporting import figures_on_worker, publish_run
 from eigenflow.flows.run import RunContext, ingest, new_run_id, open_run, run_watch
 
@@ -60,6 +60,7 @@ def embed(
     use_rep: str | None = None,
     labels_obs: str | None = None,
     align: bool = False,
+    keep_index: bool | None = None,
 ) -> dict[str, Any]:
     """Embed the points of ``source`` into ``store`` with ``method`` and return a summary of the run.
 
@@ -107,6 +108,10 @@ def embed(
         A refit: the eigensolver starts from the store's previous results (Laplacian eigenmaps), and the run's
         coordinates are aligned to them on the rows both hold (an ``align`` stage after the fit:
         :mod:`tasks.bodies.alignment`), so that points whose data did not change keep their place.
+    keep_index : bool or None
+        Leave the fit's kNN index on the cluster for the later ``update`` / ``extend`` runs that map rows with the
+        model (:mod:`tasks.model_index`); None (default): when ``scheduler`` names an existing cluster, which
+        outlives the run.
 
     Returns
     -------
@@ -142,10 +147,11 @@ def embed(
             use_shards = resolve_sharded(sharded, method, full, ingested["n"], ingested["d"], client)
             ctx.manifest.results.update(sharded=use_shards, n=ingested["n"], method=method,
                                         n_fit=ingested["n"] - round(holdout * ingested["n"]))
-            index_name, keep_index = model_index_name(ctx.store, ctx.run, ctx.manifest.started), outlives_run(scheduler)
+            index_name = model_index_name(ctx.store, ctx.run, ctx.manifest.started)
+            keep = keeps_index(keep_index, scheduler)
             request = FitRequest(store=ctx.store, run=ctx.run, token=ctx.token, method=method, params=full,
                                  holdout=holdout, random_state=random_state, sharded=use_shards, warm_start=align,
-                                 index_name=index_name, keep_index=keep_index)
+                                 index_name=index_name, keep_index=keep)
             fitted = False
             try:
                 for stage in fit_stages(request):
@@ -161,7 +167,7 @@ def embed(
                 ctx.manifest.results.update(output_paths(method, run, rec.info))
                 fitted = True
             finally:  # a completed fit's index stays for the runs that map rows with it (tasks.model_index)
-                release_index(ctx.store, index_name, ctx.run, keep=keep_index and fitted)
+                release_index(ctx.store, index_name, ctx.run, keep=keep and fitted)
             ctx.manifest.fixed_seconds["compile"] = max(client.gather(warm), default=0.0)
             figures = figures_on_worker(client, ctx.store, ctx.run, method)
     summary = ctx.summary()

@@ -21,7 +21,7 @@ from eigenflow.tasks.points import extend_candidates_task, extend_points_task
 from eigenflow.tasks.bodies.sharded_eigenmaps import candidates_complete
 from eigenflow.tasks.warm_up import model_dtype, warm_workers
 
-from eigenflow.flows.cluster import dask_client, outlives_run
+from eigenflow.flows.cluster import dask_client, keeps_index
 from eigenflow.flows.embed import output_paths
 from eigenflow.flows.reporting import figures_on_worker, publish_run
 from eigenflow.flows.run import ingest, new_run_id, open_run, run_watch
@@ -41,6 +41,7 @@ def extend(
     overwrite: bool = False,
     sharded: bool | None = None,
     use_rep: str | None = None,
+    keep_index: bool | None = None,
 ) -> dict[str, Any]:
     """Map the points of ``new_source`` with the model of ``run`` stored in ``store``, into ``out_store``.
 
@@ -56,6 +57,9 @@ def extend(
 
     ``use_rep``: for an AnnData ``new_source``, ``"X"`` (default) or the ``obsm`` key of the representation the
     model was fitted on; ``out_store`` keeps the new file's obs names for the export back into it.
+
+    ``keep_index``: leave the model's kNN index on the cluster for later ``update`` / ``extend`` runs
+    (:mod:`tasks.model_index`); None (default): when ``scheduler`` names an existing cluster, which outlives the run.
     """
     model, use_shards = check_extend_arguments(store, new_source, run=run, n_workers=n_workers, sharded=sharded,
                                                use_rep=use_rep)
@@ -85,7 +89,7 @@ def extend(
                         rec.info.update(extend_candidates_task(model_store, model_run, ctx.store, ctx.run))
             with ctx.stage("extend-points") as rec:
                 index, rec.info["model_index"] = (None, "stored candidates") if use_shards else model_index(
-                    model_store, model_run, model.manifest.started, keep=outlives_run(scheduler))
+                    model_store, model_run, model.manifest.started, keep=keeps_index(keep_index, scheduler))
                 rec.info.update(extend_points_task(model_store, model_run, ctx.store, ctx.run, index=index,
                                                    stored_candidates=use_shards,
                                                    on_progress=ctx.progress("extend-points")))

@@ -26,7 +26,7 @@ from eigenflow.tasks.model_index import model_index
 from eigenflow.tasks.points import extend_points_task
 from eigenflow.tasks.update import DEFAULT_REFIT_SHARE, append_task, drift_task, refit_arguments, refit_reason
 
-from eigenflow.flows.cluster import dask_client, outlives_run
+from eigenflow.flows.cluster import dask_client, keeps_index
 from eigenflow.flows.embed import embed, output_paths
 from eigenflow.flows.reporting import publish_drift, publish_run
 from eigenflow.flows.run import new_run_id, open_run, run_watch
@@ -46,6 +46,7 @@ def update(
     max_share: float = DEFAULT_MAX_SHARE,
     refit: str = "auto",
     refit_share: float = DEFAULT_REFIT_SHARE,
+    keep_index: bool | None = None,
 ) -> dict[str, Any]:
     """Append the rows of ``source`` that ``store`` does not hold yet and place them with the store's current model.
 
@@ -59,6 +60,9 @@ def update(
     row when the policy says so (:func:`tasks.update.refit_reason`: ``"auto"`` when the rows mapped since the last
     fit reach ``refit_share`` of its fitted rows, or the batch drifted), by the ``embed`` flow on the store itself,
     with the last fit's parameters and its coordinates aligned to the previous results (``align=True``).
+
+    ``keep_index``: leave the model's kNN index on the cluster for later ``update`` / ``extend`` runs
+    (:mod:`tasks.model_index`); None (default): when ``scheduler`` names an existing cluster, which outlives the run.
 
     Returns the run's summary; ``results`` holds ``rows`` (``[start, stop)`` placed by this run), ``model_run``,
     ``drift`` (the figures of :mod:`tasks.bodies.drift`) and ``refit`` (the decision, its reason and the refit's
@@ -74,6 +78,7 @@ def update(
                   "n_workers": n_workers, "scheduler": scheduler, "use_rep": use_rep, "labels_obs": labels_obs,
                   "max_share": max_share, "refit": refit, "refit_share": refit_share}
 
+    keep = keeps_index(keep_index, scheduler)
     t0 = time.perf_counter()
     with store_lock(opened, run), dask_client(scheduler, n_workers=n_workers) as client, run_watch(client) as watch:
         before = [("cluster", time.perf_counter() - t0, {})]
@@ -86,8 +91,7 @@ def update(
                                         n_new=rows[1] - rows[0])
             if rows[1] > rows[0]:
                 with ctx.stage("map-points") as rec:
-                    index, rec.info["model_index"] = model_index(ctx.store, model_run, fitted.started,
-                                                                 keep=outlives_run(scheduler))
+                    index, rec.info["model_index"] = model_index(ctx.store, model_run, fitted.started, keep=keep)
                     rec.info.update(extend_points_task(ctx.store, model_run, ctx.store, ctx.run, index=index, rows=rows,
                                                        on_progress=ctx.progress("map-points")))
                 ctx.manifest.results.update(output_paths(method, run, rec.info))
@@ -111,6 +115,7 @@ def update(
     if reason is not None:  # the update's rows are placed and its lock released: the refit is an embed run of its own
         try:
             refitted = embed(str(opened), str(opened), align=True, scheduler=scheduler, n_workers=n_workers,
+                             keep_index=keep,
                              **refit_arguments(fitted, method))
         except Exception as exc:
             add_results(ctx.store, run, {"refit": {**decision, "error": f"{type(exc).__name__}: {exc}"}})

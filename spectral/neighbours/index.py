@@ -30,6 +30,8 @@ from eigenflow.spectral.neighbours.method_choice import (  # noqa: F401 - the tw
 
 METHODS = ("auto", "exact", "nndescent")
 METRICS = ("euclidean", "manhattan", "cosine")
+#: metrics whose NN-descent queries search in parallel (:func:`_build_nndescent`)
+PARALLEL_QUERY_METRICS = ("euclidean", "cosine")
 
 #: NN-descent query breadth (pynndescent's ``epsilon``; its default 0.1 searches too narrow a front for a high
 #: query recall at small k). Queries also ask for at least the index's own k + 1 neighbours and keep the
@@ -318,9 +320,10 @@ def _build_nndescent(X: np.ndarray, metric: str, k: int, seed: int, n_jobs: int 
     # loop loads from eigenflow's compiled-code cache (spectral/neighbours/nndescent_kernels.py) instead of compiling here.
     # Queries come in blocks of QUERY_BLOCK_ROWS, so they search in parallel over numba's threads: each row with its
     # own visited set; the random state, shared, drives only tie-breaks and leaves smaller than k, and the answers
-    # are the serial search's (tests/spectral/test_knn.py).
+    # are the serial search's (tests/spectral/test_knn.py). Only through pynndescent's compiled-once search kernels
+    # (euclidean, cosine): its per-index parallel search, which manhattan would use, fails numba's compilation.
     index = CachedNNDescent(X, metric=metric, n_neighbors=k, random_state=seed, n_jobs=threads, compressed=False,
-                            parallel_batch_queries=True)
+                            parallel_batch_queries=metric in PARALLEL_QUERY_METRICS)
     indices = index.neighbor_graph[0]  # its public copy; the distances are computed again in float64 by the refinement
     if np.any(indices < 0):
         raise InputDataError(

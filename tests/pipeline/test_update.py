@@ -255,6 +255,23 @@ def test_updates_on_a_lasting_cluster_query_the_kept_index_and_place_rows_as_a_r
     np.testing.assert_array_equal(read_embedding(store, own, 2100, 2200), read_embedding(copy, again, 2100, 2200))
 
 
+def test_a_run_told_not_to_keep_the_index_leaves_none_on_the_cluster(prefect_api, cluster, rows, tmp_path):
+    """``keep_index=False`` (what the CLI passes for the cluster it starts and stops itself): the fit's index is
+    dropped at the end of the run, and an update builds one for itself only."""
+    from eigenflow.flows.embed import embed
+    from eigenflow.flows.update import update
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.save(parts / "a.npy", rows[:2000])
+    store = str(tmp_path / "s.zarr")
+    embed(str(parts), store, params=PARAMS, chunk_rows=512, random_state=0, scheduler=cluster, keep_index=False)
+    assert kept_indexes(cluster, store) == []
+    np.save(parts / "b.npy", rows[2000:2100])
+    done = update(str(parts), store, scheduler=cluster, refit="never", keep_index=False)["run"]
+    assert map_points_index(store, done) == "rebuilt" and kept_indexes(cluster, store) == []
+
+
 def test_a_batch_from_a_part_the_fit_never_saw_triggers_the_refit(prefect_api, cluster, tmp_path):
     """The first fit holds the inner two thirds of the roll; a batch of 300 rows (10 % of the fitted rows: under the
     share) from its outer end drifts, and the policy refits every row."""

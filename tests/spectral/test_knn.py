@@ -86,17 +86,19 @@ def test_index_pickles_and_rebuilds_from_params():
     assert rebuilt.params == index.params and index.params["method"] == "exact"
 
 
-def test_nndescent_queries_search_in_parallel_with_the_serial_answers():
-    """The index's queries run pynndescent's parallel search over numba's threads; their answers are those of
-    pynndescent's serial search of the same index (built with the same seed on one thread; the random state, shared
-    between the threads, drives only tie-breaks and leaves smaller than k), and a second call gives the same."""
+@pytest.mark.parametrize("metric", ["euclidean", "cosine", "manhattan"])
+def test_nndescent_queries_search_in_parallel_with_the_serial_answers(metric):
+    """The index's queries run pynndescent's parallel search over numba's threads (euclidean, cosine; manhattan
+    searches serially); their answers are those of pynndescent's serial search of the same index (built with the
+    same seed on one thread; the random state, shared between the threads, drives only tie-breaks and leaves
+    smaller than k), and a second call gives the same."""
     from eigenflow.spectral.neighbours.index import NNDESCENT_QUERY_EPSILON
     from eigenflow.spectral.neighbours.nndescent_kernels import CachedNNDescent  # pynndescent's NNDescent
 
     X, Q = _blobs(3000, d=8).astype(np.float32), _blobs(2500, d=8, seed=11).astype(np.float32)
-    index = KNNIndex.build(X, 10, method="nndescent", random_state=0, n_jobs=1)
+    index = KNNIndex.build(X, 10, method="nndescent", metric=metric, random_state=0, n_jobs=1)
     found, again = index.query(Q, 30)[0], index.query(Q, 30)[0]
-    serial = CachedNNDescent(X, n_neighbors=11, random_state=index.seed, n_jobs=1, compressed=False,
+    serial = CachedNNDescent(X, metric=metric, n_neighbors=11, random_state=index.seed, n_jobs=1, compressed=False,
                              parallel_batch_queries=False)
     expected = serial.query(Q, k=30, epsilon=NNDESCENT_QUERY_EPSILON)[0]
     np.testing.assert_array_equal(found, again)
