@@ -189,8 +189,9 @@ class _CompileListener:
             if not self._announced and _cacheable(ev.data["dispatcher"]):
                 self._announced = True
                 logger.warning("compiling %s's numba kernels, starting with %s: they are not in the compiled-code "
-                               "cache %s yet (first use on this machine, or after an upgrade); this takes up to a "
-                               "minute once, later processes load them", self._what,
+                               "cache %s yet (first use on this machine, or after an upgrade); this happens once "
+                               "(about 3 minutes on 2 cores for all of `eigenflow warm`), later processes load "
+                               "them", self._what,
                                _dispatcher_name(ev.data["dispatcher"]), numba_cache_dir())
         self._depth += 1
 
