@@ -4,9 +4,10 @@
 The index of a Laplacian eigenmaps model (its out-of-sample map queries the fit rows' kNN index) is a Dask
 future published on the scheduler under :func:`tasks.bodies.laplacian_eigenmaps.model_index_name` (the store, the
 run and its start time). An ``embed`` run's kNN stage publishes the index it built; the runs after it find it there
-while the cluster lives. Kept only on a cluster that outlives the run (an external scheduler, ``serve``'s kept
-cluster): a run's own local cluster closes with it. At most one model index per store is kept (the latest
-model's), so a served schedule's memory does not grow with its refits. If the worker holding it dies, the
+while the cluster lives. Kept only when the flow's ``keep_index`` says so, by default on a cluster that outlives the
+run (an external scheduler, ``serve``'s kept cluster: :func:`flows.cluster.keeps_index`); a run's own local cluster
+closes with it. At most one model index per store is kept (the one fitted or built last), so a served schedule's
+memory does not grow with its refits. If the worker holding it dies, the
 scheduler builds it again (the published key is wanted); if the scheduler restarts, the next run builds it.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eigenflow.storage.models import read_model_attrs
 from eigenflow.storage.store import Store
 
 from eigenflow.tasks.bodies import laplacian_eigenmaps as le
@@ -30,8 +32,11 @@ def model_index(store: Store, run: str, started: str, *, keep: bool) -> tuple[An
 
     ``how`` says where it comes from: ``"kept"``, the one kept on the cluster; ``"built"``, none was kept and
     ``keep`` is set: built now by a Dask task (:func:`tasks.bodies.stored_model.model_fit_index`) and kept for later
-    runs; ``"rebuilt"``: the future is None, and the write-back rebuilds the index for this run only.
+    runs; ``"rebuilt"``: the future is None, and the write-back rebuilds the index for this run only (always for
+    models whose map is not a Laplacian eigenmap's kNN map, e.g. TSK / RSK, which restore their own).
     """
+    if read_model_attrs(store, run).get("state") != le.MODEL_STATE:
+        return None, "rebuilt"
     name = le.model_index_name(store, run, started)
     index = published_future(name)
     if index is not None:

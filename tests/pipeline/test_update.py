@@ -414,6 +414,7 @@ def test_a_classifier_labels_the_new_rows_and_the_table_gives_every_label(prefec
     np.savez(parts / "b.npz", X=X[n:], y=np.full(len(X) - n, -1))
     done = update(str(parts), store, scheduler=cluster, refit="never")
     assert done["results"]["labels"] == f"outputs/{done['run']}/labels"
+    assert map_points_index(store, done["run"]) == "rebuilt" and kept_indexes(cluster, store) == []  # TSK's own
     export_output(store, tmp_path / "labels.npy", output="labels")
     labels = np.load(tmp_path / "labels.npy")
     assert labels.shape == (len(X),)
