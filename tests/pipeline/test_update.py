@@ -231,7 +231,7 @@ def test_updates_on_a_lasting_cluster_query_the_kept_index_and_place_rows_as_a_r
         prefect_api, cluster, rows, tmp_path):
     """On a cluster given by its scheduler (it outlives the runs) the fit's kNN index stays for the updates; a copy of
     the store, whose index the cluster does not hold, builds it in the first update and keeps it for the next; both
-    place the same rows at the same coordinates, and an update on its own local cluster rebuilds the index."""
+    place the same rows at the same coordinates."""
     import shutil
 
     from eigenflow.flows.embed import embed
@@ -250,9 +250,16 @@ def test_updates_on_a_lasting_cluster_query_the_kept_index_and_place_rows_as_a_r
     np.save(parts / "c.npy", rows[2100:2200])
     again = update(str(parts), copy, scheduler=cluster, refit="never")["run"]
     assert map_points_index(copy, again) == "kept" and len(kept_indexes(cluster, copy)) == 1
-    own = update(str(parts), store, n_workers=1, refit="never")["run"]  # no scheduler: a local cluster of its own
-    assert map_points_index(store, own) == "rebuilt"
-    np.testing.assert_array_equal(read_embedding(store, own, 2100, 2200), read_embedding(copy, again, 2100, 2200))
+
+
+def test_the_index_is_kept_by_default_only_on_a_cluster_that_outlives_the_run(monkeypatch):
+    from eigenflow.flows.cluster import SCHEDULER_ENV, keeps_index
+
+    monkeypatch.delenv(SCHEDULER_ENV, raising=False)
+    assert not keeps_index(None, None)  # the run's own local cluster
+    assert keeps_index(None, "tcp://127.0.0.1:8786") and not keeps_index(False, "tcp://127.0.0.1:8786")
+    monkeypatch.setenv(SCHEDULER_ENV, "tcp://127.0.0.1:8786")
+    assert keeps_index(None, None) and keeps_index(True, None)
 
 
 def test_a_run_told_not_to_keep_the_index_leaves_none_on_the_cluster(prefect_api, cluster, rows, tmp_path):

@@ -86,7 +86,7 @@ def test_index_pickles_and_rebuilds_from_params():
     assert rebuilt.params == index.params and index.params["method"] == "exact"
 
 
-@pytest.mark.parametrize("metric", ["euclidean", "cosine", "manhattan"])
+@pytest.mark.parametrize("metric", ["euclidean", "cosine", pytest.param("manhattan", marks=pytest.mark.slow)])
 def test_nndescent_queries_search_in_parallel_with_the_serial_answers(metric):
     """The index's queries run pynndescent's parallel search over numba's threads (euclidean, cosine; manhattan
     searches serially); their answers are those of pynndescent's serial search of the same index (built with the
