@@ -7,8 +7,8 @@ run and its start time). An ``embed`` run's kNN stage publishes the index it bui
 while the cluster lives. Kept only when the flow's ``keep_index`` says so, by default on a cluster that outlives the
 run (an external scheduler, ``serve``'s kept cluster: :func:`flows.cluster.keeps_index`); a run's own local cluster
 closes with it. At most one model index per store is kept (the one fitted or built last), so a served schedule's
-memory does not grow with its refits. If the worker holding it dies, the
-scheduler builds it again (the published key is wanted); if the scheduler restarts, the next run builds it.
+memory does not grow with its refits. If the worker holding it dies, the scheduler builds it again (the published
+key is wanted); if the scheduler restarts, the next run builds it.
 """
 
 from __future__ import annotations
