@@ -99,14 +99,14 @@ def update(
                     rec.info.update(drift_task(ctx.store, model_run, ctx.run, rows, seed=random_state,
                                                max_share=max_share))
                 ctx.manifest.results["drift"] = {k: v for k, v in rec.info.items() if not k.startswith("worker")}
+            mapped = rows[1] - int(fitted.results["n"])  # decided inside the run: a completed run holds its decision
+            n_fit = int(fitted.results.get("n_fit") or fitted.results["n"])
+            reason = refit_reason(refit, share=refit_share, n_fit=n_fit, n_mapped=mapped,
+                                  drifted=bool(ctx.manifest.results.get("drift", {}).get("drifted")))
+            decision = ctx.manifest.results["refit"] = {"decided": reason is not None, "reason": reason or (
+                f"refit={refit}: {mapped} rows mapped since the last fit, below {refit_share:.0%} of its {n_fit} "
+                "fitted rows, and no drift")}
     summary = ctx.summary()
-    mapped = rows[1] - int(fitted.results["n"])
-    n_fit = int(fitted.results.get("n_fit") or fitted.results["n"])
-    reason = refit_reason(refit, share=refit_share, n_fit=n_fit, n_mapped=mapped,
-                          drifted=bool(summary["results"].get("drift", {}).get("drifted")))
-    decision = summary["results"]["refit"] = {"decided": reason is not None, "reason": reason or (
-        f"refit={refit}: {mapped} rows mapped since the last fit, below {refit_share:.0%} of its {n_fit} fitted rows, "
-        "and no drift")}
     sizes = {"points": rows[1], "new": rows[1] - rows[0], "model": model_run, **summary["results"].get("drift", {}),
              "refit": decision["reason"]}
     summary["results"].update(publish_run(summary, ctx.store, method, parameters, sizes, figures={}))
