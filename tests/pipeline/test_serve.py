@@ -43,6 +43,11 @@ def _runs_of(api_url: str, deployment: str):
         deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[name]))))
 
 
+def _runs(store: Path) -> list:
+    """The manifests of the runs recorded in ``store`` (none before it exists)."""
+    return [read_manifest(store, r) for r in list_runs(store)] if store.exists() else []
+
+
 def _wait_while_serving(serve: subprocess.Popen, done, deadline: float, what: str) -> None:
     """Poll ``done()`` every second until it holds; the serving process must stay up and ``deadline`` not pass."""
     while not done():
@@ -102,20 +107,19 @@ def test_a_served_schedule_on_a_folder_that_gains_a_file_runs_an_update(prefect_
     env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_HOME": str(home), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
            "PREFECT_LOGGING_LEVEL": "WARNING"}
     serve = subprocess.Popen([str(BIN / "eigenflow"), "serve", "parts", "grows.zarr", "-p", "knn_method=exact",
-                              "--interval", "10", "--name", "grows", "--workers", "1"], cwd=tmp_path, env=env,
+                              "--interval", "4", "--name", "grows", "--workers", "1"], cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     store = tmp_path / "grows.zarr"
 
     def placed() -> list:
-        runs = [read_manifest(store, r) for r in list_runs(store)] if store.exists() else []
-        return [m for m in runs if m.flow == "update" and m.status == "completed" and m.results.get("n_new")]
+        return [m for m in _runs(store) if m.flow == "update" and m.status == "completed" and m.results.get("n_new")]
 
     try:
         deadline = time.time() + 300
-        _wait_while_serving(serve, lambda: [r for r in _runs_of(api_url, "update/grows")
-                                            if r.state and r.state.is_completed()], deadline,
-                            "no completed scheduled update")
-        np.save(parts / "day-2.npy", X[2000:])
+        _wait_while_serving(serve, lambda: [r for r in _runs(store) if r.flow == "embed" and r.status == "completed"],
+                            deadline, "the store was not embedded when serve started")
+        np.save(tmp_path / "day-2.npy", X[2000:])
+        os.replace(tmp_path / "day-2.npy", parts / "day-2.npy")  # the file appears whole, as a mover makes it appear
         _wait_while_serving(serve, placed, deadline, "the new partition was not placed")
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
